@@ -1,0 +1,72 @@
+"""The ``trajforge`` command. Each command group lives in its own module and registers here."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from trajforge.cli import (
+    data_cmds,
+    env_cmds,
+    eval_cmds,
+    policy_cmds,
+    rollout_cmds,
+    run_cmds,
+    train_cmds,
+)
+from trajforge.cli.common import err_console
+
+app = typer.Typer(
+    name="trajforge",
+    help="Collect, judge, curate and train on multi-turn LLM-agent trajectories.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks on errors.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+for module in (data_cmds, env_cmds, policy_cmds, rollout_cmds, eval_cmds, train_cmds, run_cmds):
+    module.register(app)
+
+
+def main() -> None:
+    """Entry point: run the app, turning any error into one clear line unless --debug."""
+    debug = "--debug" in sys.argv[1:]
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as exc:
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        err_console.print("[red]aborted[/red]")
+        raise SystemExit(130) from None
+    except KeyboardInterrupt:
+        err_console.print("[red]interrupted[/red]")
+        raise SystemExit(130) from None
+    except Exception as exc:
+        if debug:
+            raise
+        from click.exceptions import ClickException
+
+        if isinstance(exc, ClickException):
+            exc.show()
+            raise SystemExit(exc.exit_code) from None
+        name = type(exc).__name__
+        err_console.print(f"[red]error:[/red] {exc}" if _is_ours(exc) else f"[red]error ({name}):[/red] {exc}")
+        raise SystemExit(1) from None
+
+
+def _is_ours(exc: Exception) -> bool:
+    from trajforge.errors import TrajforgeError
+
+    return isinstance(exc, TrajforgeError)

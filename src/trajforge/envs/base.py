@@ -1,0 +1,50 @@
+"""The async environment contract.
+
+An episode is ``reset(task)`` once, then ``step(assistant_message)`` until ``done``, then
+``close()``. ``StepResult.reward`` is the turn's reward; on the final step (``done=True``) it is
+the episode's outcome reward (the verifier's verdict). ``StepResult.state_key`` identifies the
+environment state *before* the action, so steps that act from the same state can be grouped
+across the trajectories of one group (GiGPO's anchor states).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from trajforge.schema import Message, Task, ToolSpec
+
+
+@dataclass
+class StepResult:
+    observations: list[Message]
+    reward: float = 0.0
+    done: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    state_key: str | None = None
+
+
+class Env(ABC):
+    """An environment the agent acts in. Subclasses set ``name`` and ``tools``."""
+
+    name: str = "env"
+    tools: list[ToolSpec]
+
+    def __init__(self) -> None:
+        self.tools = []
+
+    @abstractmethod
+    async def reset(self, task: Task) -> list[Message]:
+        """Start an episode on ``task``; return the opening messages (system and/or user)."""
+
+    @abstractmethod
+    async def step(self, action: Message) -> StepResult:
+        """Apply the assistant's message; answer every tool call it makes exactly once."""
+
+    async def close(self) -> None:  # noqa: B027 - most envs hold nothing to release
+        """Release whatever the episode holds (processes, connections, temp dirs)."""
+
+    def expert(self, task: Task, messages: list[Message]) -> str | None:
+        """The scripted expert's next assistant reply (text protocol), or None if there is none."""
+        return None

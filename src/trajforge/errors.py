@@ -1,0 +1,19 @@
+"""Exceptions a user can act on. The CLI prints them as one line (a traceback with --debug)."""
+
+from __future__ import annotations
+
+
+class TrajforgeError(Exception):
+    """Base of every error trajforge raises on purpose."""
+
+
+class ConfigError(TrajforgeError):
+    """A config file or option is wrong; the message names the key."""
+
+
+class DataError(TrajforgeError):
+    """A record in a file is bad; the message names file, line and field."""
+
+
+class StoreError(TrajforgeError):
+    """The trajectory store cannot do what was asked."""

@@ -1,0 +1,287 @@
+"""The trajectory contract: one agent episode, OpenAI-chat shaped, carrying what training needs.
+
+Each message records the exact ``token_ids`` it contributed to the model context. Assistant
+messages hold the ids the policy sampled (with their ``logprobs``); every other message holds the
+ids the chat renderer produced for it, including any generation prompt that follows it. The
+concatenation of all ``token_ids`` is therefore the exact context the model saw, and the loss
+mask is exactly the assistant messages' ids.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from trajforge.schema.version import SCHEMA_VERSION
+
+
+class Strict(BaseModel):
+    """Base for every schema model: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class OutcomeStatus(StrEnum):
+    OK = "ok"
+    TRUNCATED = "truncated"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+
+
+class EvaluatorKind(StrEnum):
+    RULE = "rule"
+    METRIC = "metric"
+    LLM = "llm"
+    ENV = "env"
+    HUMAN = "human"
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class ToolCall(Strict):
+    """A tool call made by the assistant.
+
+    When the model's text could not be parsed into a call, ``parse_error`` says why and ``raw``
+    keeps the text; the environment answers such a call with a tool message naming the problem.
+    """
+
+    id: str = Field(min_length=1)
+    name: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw: str | None = None
+    parse_error: str | None = None
+
+
+class FunctionSpec(Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+    description: str = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}, "required": []}
+    )
+
+
+class ToolSpec(Strict):
+    """An OpenAI function-tool schema: ``{"type": "function", "function": {...}}``."""
+
+    type: str = Field(default="function", pattern="^function$")
+    function: FunctionSpec
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+    def to_openai(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Timing(Strict):
+    """Wall-clock timing of the work that produced a message (generation or tool execution)."""
+
+    started_at: float
+    duration_s: float = Field(ge=0.0)
+
+
+class Message(Strict):
+    role: Role
+    content: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    reward: float | None = None
+    state_key: str | None = None
+    timing: Timing | None = None
+
+    @model_validator(mode="after")
+    def _check_fields(self) -> Message:
+        if self.logprobs is not None:
+            if self.role is not Role.ASSISTANT:
+                raise ValueError("logprobs: only assistant messages carry sampled-token logprobs")
+            if self.token_ids is None or len(self.token_ids) != len(self.logprobs):
+                n_ids = None if self.token_ids is None else len(self.token_ids)
+                raise ValueError(
+                    f"logprobs: {len(self.logprobs)} logprobs but token_ids has {n_ids} entries"
+                )
+        if self.tool_calls and self.role is not Role.ASSISTANT:
+            raise ValueError(f"tool_calls: only assistant messages make tool calls, not {self.role}")
+        if self.role is Role.TOOL and not self.tool_call_id:
+            raise ValueError("tool_call_id: a tool message must name the call it answers")
+        if self.tool_call_id is not None and self.role is not Role.TOOL:
+            raise ValueError(f"tool_call_id: only tool messages answer calls, not {self.role}")
+        return self
+
+
+class Task(Strict):
+    """One problem an environment poses; ``answer`` is the gold answer its verifier uses."""
+
+    id: str = Field(min_length=1)
+    prompt: str
+    env: str | None = None
+    system: str | None = None
+    answer: Any = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    split: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Evaluator(Strict):
+    kind: EvaluatorKind
+    name: str | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+
+
+class Score(Strict):
+    """A verdict on a trajectory. A failed scorer records ``error`` and no ``value``."""
+
+    name: str = Field(min_length=1)
+    value: float | None = None
+    explanation: str = ""
+    evaluator: Evaluator
+    dimensions: dict[str, float] = Field(default_factory=dict)
+    error: str | None = None
+
+    @model_validator(mode="after")
+    def _value_or_error(self) -> Score:
+        if self.value is None and self.error is None:
+            raise ValueError("value: a score needs a value, or an error saying why it has none")
+        return self
+
+
+class Outcome(Strict):
+    status: OutcomeStatus = OutcomeStatus.OK
+    reward: float | None = None
+    error: str | None = None
+    reason: str | None = None
+
+
+class Usage(Strict):
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    turns: int = Field(default=0, ge=0)
+    tool_calls: int = Field(default=0, ge=0)
+    tool_time_s: float = Field(default=0.0, ge=0.0)
+    generation_time_s: float = Field(default=0.0, ge=0.0)
+    wall_time_s: float = Field(default=0.0, ge=0.0)
+
+
+class Trajectory(Strict):
+    """One episode. Validation enforces the conversation invariants of the contract."""
+
+    id: str = Field(default_factory=new_id, min_length=1)
+    schema_version: str = SCHEMA_VERSION
+    task: Task
+    env: str | None = None
+    group_id: str | None = None
+    sample_index: int | None = Field(default=None, ge=0)
+    run_id: str | None = None
+    model: str | None = None
+    tools: list[ToolSpec] = Field(default_factory=list)
+    messages: list[Message] = Field(default_factory=list)
+    outcome: Outcome = Field(default_factory=Outcome)
+    scores: list[Score] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    created_at: float = Field(default_factory=time.time)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_conversation(self) -> Trajectory:
+        check_version(self.schema_version)
+        check_conversation(self.messages, allow_open_calls=self.outcome.status != OutcomeStatus.OK)
+        return self
+
+    @property
+    def is_tokenized(self) -> bool:
+        """True when every message carries its token ids (the trajectory is trainable)."""
+        return bool(self.messages) and all(m.token_ids is not None for m in self.messages)
+
+    @property
+    def reward(self) -> float | None:
+        return self.outcome.reward
+
+    @property
+    def num_turns(self) -> int:
+        return sum(1 for m in self.messages if m.role is Role.ASSISTANT)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(m.token_ids or ()) for m in self.messages)
+
+    def score(self, name: str) -> Score | None:
+        """The most recent score called ``name``."""
+        for s in reversed(self.scores):
+            if s.name == name:
+                return s
+        return None
+
+
+def check_version(version: str) -> None:
+    major = version.split(".", 1)[0]
+    if major != SCHEMA_VERSION.split(".", 1)[0]:
+        raise ValueError(
+            f"schema_version: {version!r} is not readable by schema {SCHEMA_VERSION} "
+            "(major versions differ)"
+        )
+
+
+_ALLOWED_BEFORE: dict[Role, set[Role]] = {
+    Role.USER: {Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL},
+    Role.ASSISTANT: {Role.USER, Role.TOOL},
+    Role.TOOL: {Role.ASSISTANT, Role.TOOL},
+}
+
+
+def check_conversation(messages: list[Message], *, allow_open_calls: bool = False) -> None:
+    """Validate role order and that every tool call id is answered by exactly one tool message.
+
+    ``allow_open_calls`` lets the last assistant message keep unanswered calls, which happens
+    when an episode is cut off (error, timeout, truncation) while its tools were running.
+    """
+    open_calls: dict[str, int] = {}
+    seen_ids: set[str] = set()
+    last_assistant = -1
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        if msg.role is Role.SYSTEM:
+            if i != 0:
+                raise ValueError(f"{where}.role: a system message may only come first")
+            continue
+        if open_calls and msg.role is not Role.TOOL:
+            ids = ", ".join(sorted(open_calls))
+            raise ValueError(f"{where}: tool call(s) {ids} were never answered by a tool message")
+        prev = messages[i - 1].role if i > 0 else None
+        if prev is None and msg.role is not Role.USER:
+            raise ValueError(f"{where}.role: a conversation starts with system or user, not {msg.role}")
+        if prev is not None and prev not in _ALLOWED_BEFORE[msg.role]:
+            raise ValueError(f"{where}.role: {msg.role} may not follow {prev}")
+        if msg.role is Role.ASSISTANT:
+            last_assistant = i
+            for j, call in enumerate(msg.tool_calls):
+                if call.id in seen_ids:
+                    raise ValueError(f"{where}.tool_calls[{j}].id: duplicate tool call id {call.id!r}")
+                seen_ids.add(call.id)
+                open_calls[call.id] = i
+        elif msg.role is Role.TOOL:
+            call_id = msg.tool_call_id or ""
+            if call_id not in open_calls:
+                state = "was already answered" if call_id in seen_ids else "matches no tool call"
+                raise ValueError(f"{where}.tool_call_id: {call_id!r} {state}")
+            del open_calls[call_id]
+    if open_calls and not (allow_open_calls and all(i == last_assistant for i in open_calls.values())):
+        ids = ", ".join(sorted(open_calls))
+        raise ValueError(f"messages: tool call(s) {ids} were never answered by a tool message")

@@ -1,0 +1,102 @@
+"""Per-token logprobs of a causal LM on a ``TokenBatch``, computed only where the loss looks.
+
+The output head (vocabulary x hidden, the largest matmul of a small model) and the softmax run
+only at the positions that predict a loss token, so prompts and tool results cost a backbone
+pass and nothing more. ``TokenLogprobModel`` wraps the model as one ``nn.Module`` so that
+``accelerate`` (DDP/FSDP) sees a normal forward call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class TokenLogprobs:
+    """``logprobs[b, t]`` = log p(token t | tokens < t) where ``mask`` is set, 0 elsewhere."""
+
+    logprobs: torch.Tensor
+    entropy: torch.Tensor | None
+    mask: torch.Tensor
+
+
+def causal_lm_parts(model: nn.Module) -> tuple[nn.Module, nn.Module]:
+    """The backbone (ids -> hidden states) and output head of a HF causal LM, PEFT-wrapped or not."""
+    lm = model
+    get_base = getattr(lm, "get_base_model", None)
+    if callable(get_base):
+        lm = get_base()
+    get_decoder = getattr(lm, "get_decoder", None)
+    get_head = getattr(lm, "get_output_embeddings", None)
+    if not callable(get_decoder) or not callable(get_head):
+        raise TypeError(f"{type(model).__name__} is not a Hugging Face causal LM")
+    backbone, head = get_decoder(), get_head()
+    if backbone is None or head is None:
+        raise TypeError(f"{type(model).__name__} has no decoder or output head")
+    return backbone, head
+
+
+def logprobs_from_logits(
+    logits: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """Full-logits reference path: ``logits [B, T, V]`` at position t predict token t + 1."""
+    lp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    tok = lp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    out = torch.zeros(input_ids.shape, dtype=tok.dtype, device=tok.device)
+    out[:, 1:] = tok
+    return out * mask.to(out.dtype)
+
+
+class TokenLogprobModel(nn.Module):
+    """Wraps a causal LM; ``forward`` returns ``[B, T]`` logprobs of the tokens in ``mask``."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        mask: torch.Tensor,
+        with_entropy: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        backbone, head = causal_lm_parts(self.model)
+        hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
+        # Position t - 1 predicts token t: select the hidden states before each loss token.
+        select = mask[:, 1:].bool()
+        h = hidden[:, :-1][select]
+        targets = input_ids[:, 1:][select]
+        logits = head(h).float()
+        log_probs = torch.log_softmax(logits, dim=-1)
+        tok = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        out = torch.zeros(input_ids.shape, dtype=tok.dtype, device=tok.device)
+        out[:, 1:] = out[:, 1:].masked_scatter(select, tok)
+        entropy: torch.Tensor | None = None
+        if with_entropy:
+            ent = -(log_probs.exp() * log_probs).sum(-1).detach()
+            entropy = torch.zeros(input_ids.shape, dtype=ent.dtype, device=ent.device)
+            entropy[:, 1:] = entropy[:, 1:].masked_scatter(select, ent)
+        return out, entropy
+
+
+def token_logprobs(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    with_entropy: bool = False,
+) -> TokenLogprobs:
+    """Logprobs of the masked tokens under ``model`` (a ``TokenLogprobModel`` or a causal LM)."""
+    wrapped = model if _is_logprob_model(model) else TokenLogprobModel(model)
+    lp, ent = wrapped(input_ids, attention_mask, mask, with_entropy)
+    return TokenLogprobs(lp, ent, mask.bool())
+
+
+def _is_logprob_model(model: nn.Module) -> bool:
+    inner = getattr(model, "module", model)
+    return isinstance(inner, TokenLogprobModel)
