@@ -28,11 +28,15 @@ def _tool_episode() -> list[Message]:
         Message(
             role=Role.ASSISTANT,
             content="",
-            tool_calls=[ToolCall(id="call_0_0", name="calculator", arguments={"expression": "2+3"})],
+            tool_calls=[
+                ToolCall(id="call_0_0", name="calculator", arguments={"expression": "2+3"})
+            ],
             token_ids=[5, 6, 7],
             logprobs=[-0.1, -0.2, -0.3],
         ),
-        Message(role=Role.TOOL, content="5", tool_call_id="call_0_0", name="calculator", token_ids=[8]),
+        Message(
+            role=Role.TOOL, content="5", tool_call_id="call_0_0", name="calculator", token_ids=[8]
+        ),
         Message(role=Role.ASSISTANT, content="The answer is 5.", token_ids=[9], logprobs=[-0.5]),
     ]
 
@@ -62,7 +66,7 @@ def test_unknown_fields_are_rejected_except_under_metadata() -> None:
 def test_unanswered_tool_call_is_refused() -> None:
     messages = _tool_episode()
     del messages[3]
-    with pytest.raises(ValidationError, match="call_0_0.*never answered"):
+    with pytest.raises(ValidationError, match=r"call_0_0.*never answered"):
         Trajectory(task=_task(), messages=messages)
 
 

@@ -32,7 +32,7 @@ def test_schema_changes_come_with_a_version_bump() -> None:
     snapshot = json.loads(SNAPSHOT.read_text())
     current = _schema_hash()
     if current != snapshot["sha256"]:
-        assert SCHEMA_VERSION != snapshot["version"], (
+        assert snapshot["version"] != SCHEMA_VERSION, (
             f"the trajectory JSON Schema changed but SCHEMA_VERSION is still {SCHEMA_VERSION}; "
             "bump it and update tests/schema/schema_snapshot.json"
         )

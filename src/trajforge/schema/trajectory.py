@@ -118,7 +118,9 @@ class Message(Strict):
                     f"logprobs: {len(self.logprobs)} logprobs but token_ids has {n_ids} entries"
                 )
         if self.tool_calls and self.role is not Role.ASSISTANT:
-            raise ValueError(f"tool_calls: only assistant messages make tool calls, not {self.role}")
+            raise ValueError(
+                f"tool_calls: only assistant messages make tool calls, not {self.role}"
+            )
         if self.role is Role.TOOL and not self.tool_call_id:
             raise ValueError("tool_call_id: a tool message must name the call it answers")
         if self.tool_call_id is not None and self.role is not Role.TOOL:
@@ -266,14 +268,18 @@ def check_conversation(messages: list[Message], *, allow_open_calls: bool = Fals
             raise ValueError(f"{where}: tool call(s) {ids} were never answered by a tool message")
         prev = messages[i - 1].role if i > 0 else None
         if prev is None and msg.role is not Role.USER:
-            raise ValueError(f"{where}.role: a conversation starts with system or user, not {msg.role}")
+            raise ValueError(
+                f"{where}.role: a conversation starts with system or user, not {msg.role}"
+            )
         if prev is not None and prev not in _ALLOWED_BEFORE[msg.role]:
             raise ValueError(f"{where}.role: {msg.role} may not follow {prev}")
         if msg.role is Role.ASSISTANT:
             last_assistant = i
             for j, call in enumerate(msg.tool_calls):
                 if call.id in seen_ids:
-                    raise ValueError(f"{where}.tool_calls[{j}].id: duplicate tool call id {call.id!r}")
+                    raise ValueError(
+                        f"{where}.tool_calls[{j}].id: duplicate tool call id {call.id!r}"
+                    )
                 seen_ids.add(call.id)
                 open_calls[call.id] = i
         elif msg.role is Role.TOOL:
@@ -282,6 +288,8 @@ def check_conversation(messages: list[Message], *, allow_open_calls: bool = Fals
                 state = "was already answered" if call_id in seen_ids else "matches no tool call"
                 raise ValueError(f"{where}.tool_call_id: {call_id!r} {state}")
             del open_calls[call_id]
-    if open_calls and not (allow_open_calls and all(i == last_assistant for i in open_calls.values())):
+    if open_calls and not (
+        allow_open_calls and all(i == last_assistant for i in open_calls.values())
+    ):
         ids = ", ".join(sorted(open_calls))
         raise ValueError(f"messages: tool call(s) {ids} were never answered by a tool message")

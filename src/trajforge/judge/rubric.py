@@ -1,0 +1,64 @@
+"""Rubrics are data: a versioned YAML/JSON file naming the dimensions a judge scores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from trajforge.errors import ConfigError
+
+RUBRIC_DIR = Path(__file__).with_name("rubrics")
+
+
+class RubricDimension(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
+    description: str
+    values: list[int] = Field(min_length=2)
+
+
+class Rubric(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    version: str
+    instructions: str
+    dimensions: list[RubricDimension] = Field(min_length=1)
+    success_dimension: str = "success"
+
+    @model_validator(mode="after")
+    def _success_is_a_dimension(self) -> Rubric:
+        names = [d.name for d in self.dimensions]
+        if len(set(names)) != len(names):
+            raise ValueError("dimensions: names must be unique")
+        if self.success_dimension not in names:
+            raise ValueError(f"success_dimension: {self.success_dimension!r} is not one of {names}")
+        return self
+
+    def dimension(self, name: str) -> RubricDimension:
+        return next(d for d in self.dimensions if d.name == name)
+
+
+def load_rubric(name_or_path: str | Path = "agentrewardbench") -> Rubric:
+    """Load a built-in rubric by name, or a rubric file (.yaml, .yml, .json)."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = RUBRIC_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = ", ".join(p.stem for p in sorted(RUBRIC_DIR.glob("*.yaml")))
+        raise ConfigError(f"rubric {name_or_path!r} not found (built-in rubrics: {known})")
+    text = path.read_text()
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
+    try:
+        return Rubric.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: {loc}: {err['msg']}") from None
