@@ -1,9 +1,63 @@
-"""CLI commands (filled in by the owning component)."""
+"""``trajforge run EXPERIMENT.yaml`` and ``trajforge report RUN``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.table import Table
+
+from trajforge.cli.common import console, print_json
+
+
+def run_command(
+    experiment: Annotated[Path, typer.Argument(help="Experiment YAML (see examples/).")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Run folder (default: out_dir/name).")
+    ] = None,
+    stage: Annotated[str | None, typer.Option("--stage", help="Re-run only this stage.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results.json at the end.")] = False,
+) -> None:
+    """Run a staged experiment (eval, demonstrations, SFT, RL, ...) and write its report."""
+    from trajforge.pipeline.config import load_experiment
+    from trajforge.pipeline.runner import ExperimentRunner
+    from trajforge.report.html import REPORT_FILE
+
+    exp = load_experiment(experiment)
+    runner = ExperimentRunner(exp, out)
+    results = runner.run(only=stage)
+    if as_json:
+        print_json(results)
+        return
+    table = Table(title=f"{exp.name}: held-out results ({exp.eval.tasks} {exp.env} tasks)")
+    for col in ("stage", "success", "mean reward (95% CI)", "turns", "tool-error rate"):
+        table.add_column(col, justify="left" if col == "stage" else "right")
+    for rec in results["stages"]:
+        summary = rec.get("summary")
+        if rec.get("kind") != "eval" or not summary:
+            continue
+        table.add_row(
+            rec["name"],
+            f"{100 * summary['success']:.1f}%",
+            f"{summary['reward_mean']:.3f} [{summary['reward_ci_low']:.3f}, {summary['reward_ci_high']:.3f}]",
+            f"{summary['turns_mean']:.2f}",
+            f"{summary['tool_error_rate']:.3f}",
+        )
+    console.print(table)
+    console.print(f"report: [bold]{runner.run_dir / REPORT_FILE}[/bold]")
+
+
+def report_command(
+    run: Annotated[Path, typer.Argument(help="Run folder (holds results.json and store.db).")],
+) -> None:
+    """(Re)write a run folder's report.html."""
+    from trajforge.report.html import build_report
+
+    console.print(f"report: [bold]{build_report(run)}[/bold]")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add the experiment commands to ``app``."""
+    app.command("run")(run_command)
+    app.command("report")(report_command)

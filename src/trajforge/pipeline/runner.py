@@ -1,0 +1,265 @@
+"""Run an experiment: its stages in order, each stage's output kept in the run folder.
+
+The run folder holds ``store.db`` (every trajectory of every stage), one folder per training
+stage (checkpoints, metrics, the final weights), ``results.json`` (every stage's status and
+metrics, rewritten atomically after each stage) and ``report.html``. A stage that finished is
+skipped when the run is started again, so a crashed run resumes at the stage it was in (and
+rollouts and training resume inside that stage); ``only=`` re-runs one stage alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from trajforge.errors import ConfigError
+from trajforge.pipeline.config import (
+    DemonstrationStage,
+    EvalStage,
+    Experiment,
+    RLStage,
+    SFTStage,
+    Stage,
+)
+from trajforge.report.html import RESULTS_FILE
+
+STORE_FILE = "store.db"
+
+
+class ExperimentRunner:
+    """Runs the stages of ``experiment`` in ``run_dir`` (default ``out_dir/name``)."""
+
+    def __init__(
+        self, experiment: Experiment, run_dir: Path | None = None, console: Console | None = None
+    ) -> None:
+        self.exp = experiment
+        self.run_dir = run_dir or experiment.out_dir / experiment.name
+        self.console = console or Console(stderr=True)
+        self.store_path = self.run_dir / STORE_FILE
+        self.results = self._load_results()
+
+    # -- results.json --------------------------------------------------------------------------
+
+    def _load_results(self) -> dict[str, Any]:
+        path = self.run_dir / RESULTS_FILE
+        if path.is_file():
+            try:
+                data: dict[str, Any] = json.loads(path.read_text())
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+            if data.get("env") != self.exp.env:
+                raise ConfigError(
+                    f"{path}: this run folder is for env {data.get('env')!r}, not {self.exp.env!r}; "
+                    "choose another --out or experiment name"
+                )
+            return data
+        return {
+            "name": self.exp.name,
+            "env": self.exp.env,
+            "model": self.exp.model,
+            "created_at": time.time(),
+            "store": STORE_FILE,
+            "stages": [],
+        }
+
+    def _save_results(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        path = self.run_dir / RESULTS_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.results, indent=2, sort_keys=False, default=str))
+        tmp.replace(path)
+
+    def _record(self, name: str) -> dict[str, Any] | None:
+        return next((s for s in self.results["stages"] if s["name"] == name), None)
+
+    def _put_record(self, record: dict[str, Any]) -> None:
+        order = [s.name for s in self.exp.stages]
+        stages = [s for s in self.results["stages"] if s["name"] != record["name"]] + [record]
+        stages.sort(key=lambda s: order.index(s["name"]) if s["name"] in order else len(order))
+        self.results["stages"] = stages
+        self._save_results()
+
+    def model_before(self, index: int) -> str:
+        """The weights stage ``index`` starts from: the last finished training stage's output."""
+        model = self.exp.model
+        for stage in self.exp.stages[:index]:
+            rec = self._record(stage.name)
+            if isinstance(stage, SFTStage | RLStage) and rec and rec.get("status") == "done":
+                model = rec["model"]
+        return model
+
+    # -- running -------------------------------------------------------------------------------
+
+    def run(self, *, only: str | None = None) -> dict[str, Any]:
+        """Run every unfinished stage (or just ``only``), then write the report."""
+        names = [s.name for s in self.exp.stages]
+        if only is not None and only not in names:
+            raise ConfigError(
+                f"--stage: {only!r} is not a stage of {self.exp.name} ({', '.join(names)})"
+            )
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._save_results()
+        total = len(self.exp.stages)
+        for i, stage in enumerate(self.exp.stages):
+            rec = self._record(stage.name)
+            if only is not None and stage.name != only:
+                continue
+            if only is None and rec and rec.get("status") == "done":
+                self.console.print(
+                    f"[dim][{i + 1}/{total}] {stage.name}: done already, skipped[/dim]"
+                )
+                continue
+            self.console.rule(f"[bold][{i + 1}/{total}] {stage.name}[/bold] ({stage.kind})")
+            attempt = (rec or {}).get("attempt", 0) + (1 if only is not None and rec else 0)
+            start = time.time()
+            self._put_record(
+                {"name": stage.name, "kind": stage.kind, "status": "running", "attempt": attempt}
+            )
+            record = self._run_stage(i, stage, attempt)
+            record.update(
+                name=stage.name, kind=stage.kind, status="done", attempt=attempt,
+                duration_s=time.time() - start,
+            )  # fmt: skip
+            self._put_record(record)
+            self.console.print(
+                f"[green]{stage.name} done[/green] in {record['duration_s']:.0f}s: {record.get('text', '')}"
+            )
+        from trajforge.report.html import build_report
+
+        build_report(self.run_dir)
+        return self.results
+
+    def _run_id(self, stage: Stage, attempt: int) -> str:
+        return f"{self.exp.name}.{stage.name}" + (f".{attempt}" if attempt else "")
+
+    def _run_stage(self, index: int, stage: Stage, attempt: int) -> dict[str, Any]:
+        model = self.model_before(index)
+        run_id = self._run_id(stage, attempt)
+        if isinstance(stage, EvalStage):
+            return self._eval(model, run_id)
+        if isinstance(stage, DemonstrationStage):
+            return self._demonstrations(stage, run_id)
+        if isinstance(stage, SFTStage):
+            return self._sft(stage, model, attempt)
+        return self._rl(stage, model, attempt)
+
+    def _eval(self, model: str, run_id: str) -> dict[str, Any]:
+        from trajforge.envs.registry import get_env
+        from trajforge.judge.evaluate import score_all, summarize
+        from trajforge.judge.process import ProcessScorer
+        from trajforge.policy.base import SamplingParams
+        from trajforge.policy.naming import load_policy
+        from trajforge.rollout import Limits, arollout
+        from trajforge.store import TrajectoryStore
+
+        ev = self.exp.eval
+        entry = get_env(self.exp.env)
+        tasks = entry.tasks(ev.tasks, seed=ev.seed, split=ev.split)
+        policy = load_policy(model, expert=entry.expert, max_batch_size=ev.max_batch_size)
+        limits = Limits(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens)
+        sampling = SamplingParams(temperature=ev.temperature, max_new_tokens=ev.max_new_tokens)
+
+        async def go() -> list[Any]:
+            try:
+                with TrajectoryStore(self.store_path) as db:
+                    trajs = await arollout(
+                        entry.make, policy, tasks, n_per_task=ev.n, limits=limits,
+                        sampling=sampling, store=db, run_id=run_id, seed=ev.seed,
+                    )  # fmt: skip
+                    scored = await score_all(trajs, [ProcessScorer()])
+                    for old, new in zip(trajs, scored, strict=True):
+                        db.add_scores(old.id, new.scores[len(old.scores) :])
+                    return scored
+            finally:
+                await policy.close()
+
+        trajectories = asyncio.run(go())
+        summary = summarize(trajectories, ks=sorted({1, ev.n}))
+        text = f"success {100 * summary.success:.1f}%, mean reward {summary.reward_mean:.3f}"
+        return {"run_id": run_id, "model": model, "summary": summary.as_dict(), "text": text}
+
+    def _demonstrations(self, stage: DemonstrationStage, run_id: str) -> dict[str, Any]:
+        from trajforge.envs.registry import get_env
+        from trajforge.policy.base import SamplingParams
+        from trajforge.policy.naming import load_policy
+        from trajforge.rollout import Limits, arollout
+        from trajforge.store import TrajectoryStore
+
+        entry = get_env(self.exp.env)
+        tasks = entry.tasks(stage.tasks, seed=stage.seed, split=stage.split)
+        policy = load_policy(stage.policy, expert=entry.expert)
+
+        async def go() -> list[Any]:
+            try:
+                with TrajectoryStore(self.store_path) as db:
+                    return await arollout(
+                        entry.make, policy, tasks, limits=Limits(max_turns=stage.max_turns),
+                        sampling=SamplingParams(temperature=0.0), store=db, run_id=run_id,
+                        seed=stage.seed,
+                    )  # fmt: skip
+            finally:
+                await policy.close()
+
+        trajectories = asyncio.run(go())
+        solved = sum(1 for t in trajectories if (t.outcome.reward or 0.0) >= 1.0)
+        text = f"{len(trajectories)} episodes by {stage.policy}, {solved} solved"
+        return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}
+
+    def _sft(self, stage: SFTStage, model: str, attempt: int) -> dict[str, Any]:
+        from trajforge.train.config import SFTConfig, parse_config
+        from trajforge.train.data import load_source
+        from trajforge.train.sft import SFTTrainer
+
+        demo = self._record(stage.demonstrations)
+        if not demo or demo.get("status") != "done":
+            raise ConfigError(
+                f"stage {stage.name!r} needs stage {stage.demonstrations!r} to have run first"
+            )
+        out = self.run_dir / (stage.name + (f".{attempt}" if attempt else ""))
+        raw = dict(stage.train)
+        raw["model"] = {**raw.get("model", {}), "spec": model}
+        raw["data"] = {"store": str(self.store_path), "run": demo["run_id"], "min_reward": 1.0}
+        raw.setdefault("output_dir", str(out))
+        raw.setdefault("seed", self.exp.seed)
+        cfg = parse_config(raw, SFTConfig, source=f"stages.{stage.name}.train")
+        result = SFTTrainer(cfg, load_source(cfg.data)).train(resume=True)
+        history = [_jsonable(h) for h in result.history]
+        final = result.final_dir or out
+        last_loss = history[-1].get("loss") if history else None
+        text = f"{result.steps} steps" + (
+            f", final loss {last_loss:.3f}" if last_loss is not None else ""
+        )
+        return {"model": str(final), "history": history, "steps": result.steps, "text": text}
+
+    def _rl(self, stage: RLStage, model: str, attempt: int) -> dict[str, Any]:
+        from trajforge.train.config import RLConfig, parse_config
+        from trajforge.train.rl import RLTrainer
+
+        out = self.run_dir / (stage.name + (f".{attempt}" if attempt else ""))
+        raw = dict(stage.train)
+        raw["model"] = {**raw.get("model", {}), "spec": model}
+        raw.setdefault("env", self.exp.env)
+        raw.setdefault("output_dir", str(out))
+        raw.setdefault("seed", self.exp.seed)
+        raw.setdefault("store", str(self.store_path))
+        cfg = parse_config(raw, RLConfig, source=f"stages.{stage.name}.train")
+        result = RLTrainer(cfg).train(resume=True)
+        history = [_jsonable(h) for h in result.history]
+        final = result.final_dir or out
+        rewards = [h["reward_mean"] for h in history if "reward_mean" in h]
+        text = f"{result.steps} steps" + (
+            f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
+        )
+        return {"model": str(final), "history": history, "steps": result.steps, "text": text}
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: (float(v) if hasattr(v, "__float__") and not isinstance(v, bool | int) else v)
+        for k, v in row.items()
+    }

@@ -1,0 +1,166 @@
+"""The run report: ``report.html`` in a run folder, a single file that opens with no server."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from trajforge import __version__
+from trajforge.errors import DataError
+from trajforge.report import plots
+from trajforge.schema import Role, Trajectory
+
+RESULTS_FILE = "results.json"
+REPORT_FILE = "report.html"
+
+
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _render_message(m: Any) -> dict[str, Any]:
+    calls = []
+    for c in m.tool_calls:
+        if c.parse_error:
+            calls.append(f"unparsable call: {c.parse_error}")
+        else:
+            calls.append(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})")
+    content = m.content if len(m.content) < 1500 else m.content[:1500] + " …"
+    return {"role": m.role.value, "name": m.name, "content": content, "calls": calls}
+
+
+def _side(stage: str, t: Trajectory) -> dict[str, Any]:
+    return {
+        "stage": stage,
+        "reward": t.outcome.reward or 0.0,
+        "status": t.outcome.status.value,
+        "messages": [_render_message(m) for m in t.messages if m.role is not Role.SYSTEM],
+    }
+
+
+def _samples(
+    before: list[Trajectory], after: list[Trajectory], before_name: str, after_name: str, count: int
+) -> list[dict[str, Any]]:
+    """Pairs of the same task before and after training; tasks the training fixed come first,
+    since that is what a reader wants to see."""
+    after_by_task = {t.task.id: t for t in after}
+    matched = [(b, after_by_task[b.task.id]) for b in before if b.task.id in after_by_task]
+    matched.sort(key=lambda p: -((p[1].outcome.reward or 0.0) - (p[0].outcome.reward or 0.0)))
+    return [
+        {
+            "task_id": b.task.id,
+            "prompt": b.task.prompt,
+            "sides": [_side(before_name, b), _side(after_name, a)],
+        }
+        for b, a in matched[:count]
+    ]
+
+
+def _load_eval_trajectories(
+    store_path: Path, evals: list[dict[str, Any]]
+) -> dict[str, list[Trajectory]]:
+    if not store_path.is_file() or not evals:
+        return {}
+    from trajforge.store import TrajectoryStore
+
+    with TrajectoryStore(store_path) as db:
+        return {
+            s["name"]: db.query(run=s["run_id"], order_by="task_id") if s.get("run_id") else []
+            for s in evals
+        }
+
+
+def _figures(
+    stages: list[dict[str, Any]],
+    evals: list[dict[str, Any]],
+    trajectories: dict[str, list[Trajectory]],
+) -> list[dict[str, str]]:
+    figures: list[dict[str, str]] = []
+    if evals:
+        names = [s["name"] for s in evals]
+        src = plots.success_per_stage(names, [s["summary"]["success"] for s in evals])
+        figures.append({"src": src, "alt": "success per stage"})
+    for s in stages:
+        history = s.get("history") or []
+        if not history or s.get("kind") not in ("rl", "sft"):
+            continue
+        steps = [h.get("step", i + 1) for i, h in enumerate(history)]
+        if s["kind"] == "rl":
+            rewards = {"reward": [h.get("reward_mean", 0.0) for h in history]}
+            src = plots.curve(steps, rewards, f"{s['name']}: mean reward per step", "reward")
+            figures.append({"src": src, "alt": f"{s['name']} reward per step"})
+        losses = {"loss": [h.get("loss", 0.0) for h in history]}
+        src = plots.curve(steps, losses, f"{s['name']}: loss per step", "loss")
+        figures.append({"src": src, "alt": f"{s['name']} loss per step"})
+    if any(trajectories.values()):
+        turns = {k: [float(t.num_turns) for t in v] for k, v in trajectories.items()}
+        src = plots.distributions(turns, "Turns per episode", "assistant turns")
+        figures.append({"src": src, "alt": "turns distribution"})
+        tokens = {k: [float(t.num_tokens) for t in v] for k, v in trajectories.items()}
+        src = plots.distributions(tokens, "Tokens per episode", "tokens")
+        figures.append({"src": src, "alt": "tokens distribution"})
+    return figures
+
+
+def build_report(run_dir: Path, *, samples: int = 3) -> Path:
+    """Write ``report.html`` for the run in ``run_dir`` from its ``results.json`` and store."""
+    results_path = run_dir / RESULTS_FILE
+    if not results_path.is_file():
+        raise DataError(f"{results_path}: no results.json (is {run_dir} a trajforge run folder?)")
+    try:
+        results = json.loads(results_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{results_path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    stages: list[dict[str, Any]] = results.get("stages", [])
+    evals = [s for s in stages if s.get("kind") == "eval" and "summary" in s]
+    pass_ks = sorted({int(k) for s in evals for k in s["summary"].get("pass_at", {})})
+    rows = [
+        {"name": s["name"], "time": _fmt_duration(s.get("duration_s")), **s["summary"]}
+        for s in evals
+    ]
+    other = [
+        {
+            "name": s["name"],
+            "kind": s["kind"],
+            "text": s.get("text", _fmt_duration(s.get("duration_s"))),
+        }
+        for s in stages
+        if s.get("kind") != "eval"
+    ]
+    trajectories = _load_eval_trajectories(run_dir / results.get("store", "store.db"), evals)
+    figures = _figures(stages, evals, trajectories)
+    sample_pairs: list[dict[str, Any]] = []
+    if len(evals) >= 2:
+        first, last = evals[0]["name"], evals[-1]["name"]
+        sample_pairs = _samples(
+            trajectories.get(first, []), trajectories.get(last, []), first, last, samples
+        )
+    env = Environment(
+        loader=PackageLoader("trajforge.report", "templates"), autoescape=select_autoescape()
+    )
+    html = env.get_template("report.html.j2").render(
+        title=results.get("name", run_dir.name),
+        env=results.get("env", "?"),
+        model=results.get("model", "?"),
+        created=time.strftime(
+            "%Y-%m-%d %H:%M", time.localtime(results.get("created_at", time.time()))
+        ),
+        total_time=_fmt_duration(sum(s.get("duration_s") or 0.0 for s in stages)),
+        rows=rows,
+        pass_ks=pass_ks,
+        other_stages=other,
+        plots=figures,
+        samples=sample_pairs,
+        version=__version__,
+    )
+    out = run_dir / REPORT_FILE
+    tmp = out.with_suffix(".html.tmp")
+    tmp.write_text(html)
+    tmp.replace(out)
+    return out
