@@ -51,20 +51,24 @@ def curve(
 
 
 def distributions(data: Mapping[str, Sequence[float]], title: str, xlabel: str) -> str:
+    """Overlaid histograms on shared bin edges (unit bins for small integer ranges)."""
+    import numpy as np
+
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    values = [list(v) for v in data.values()]
-    nonempty = [v for v in values if v]
-    bins: Any = 12
+    nonempty = [list(v) for v in data.values() if v]
     if nonempty:
         lo = min(min(v) for v in nonempty)
         hi = max(max(v) for v in nonempty)
-        bins = max(1, min(20, int(hi - lo) + 1)) if hi - lo < 20 else 20
-    for (label, v), color in zip(data.items(), _COLORS, strict=False):
-        if v:
-            ax.hist(v, bins=bins, alpha=0.55, label=label, color=color)
+        if hi - lo <= 20:
+            edges = np.arange(np.floor(lo) - 0.5, np.ceil(hi) + 1.5, 1.0)
+        else:
+            edges = np.linspace(lo, hi, 21)
+        for (label, v), color in zip(data.items(), _COLORS, strict=False):
+            if v:
+                ax.hist(list(v), bins=edges.tolist(), alpha=0.55, label=label, color=color)
+        ax.legend()
     ax.set_xlabel(xlabel)
     ax.set_ylabel("episodes")
     ax.set_title(title)
-    ax.legend()
     ax.grid(alpha=0.3)
     return _to_data_uri(fig)
