@@ -1,9 +1,96 @@
-"""CLI commands (filled in by the owning component)."""
+"""Environment commands: ``trajforge envs`` lists them, ``trajforge tool`` calls one tool directly."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from typing import Annotated, Any
+
 import typer
+
+from trajforge.cli.common import JsonOption, console, err_console, print_json
+from trajforge.errors import ConfigError
+
+
+def envs(json_output: JsonOption = False) -> None:
+    """List the built-in environments with their descriptions and tools."""
+    from rich.table import Table
+
+    from trajforge.envs.registry import builtin_names, get_env
+
+    rows: list[dict[str, Any]] = []
+    for name in builtin_names():
+        try:
+            entry = get_env(name)
+            rows.append(
+                {"name": name, "description": entry.description, "tools": entry.tool_names()}
+            )
+        except Exception as exc:
+            rows.append({"name": name, "description": f"unavailable: {exc}", "tools": []})
+    if json_output:
+        print_json(rows)
+        return
+    table = Table(title="environments")
+    table.add_column("name", style="bold")
+    table.add_column("description")
+    table.add_column("tools")
+    for row in rows:
+        table.add_row(row["name"], row["description"], ", ".join(row["tools"]))
+    console.print(table)
+
+
+def call_tool(
+    env: Annotated[
+        str, typer.Argument(help="Environment: a built-in name, module:factory or file.py:factory.")
+    ],
+    tool: Annotated[str, typer.Argument(help="The tool to call.")],
+    args: Annotated[
+        str,
+        typer.Option("--args", help='Arguments as a JSON object, e.g. \'{"expression": "2+2"}\'.'),
+    ] = "{}",
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the task the episode is set up with.")
+    ] = 0,
+    show_task: Annotated[
+        bool, typer.Option("--show-task", help="Print the task prompt first.")
+    ] = False,
+) -> None:
+    """Call one tool of an environment directly and print its result (or its error)."""
+    from trajforge.envs.registry import get_env
+    from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
+    from trajforge.schema import Task
+
+    try:
+        arguments = json.loads(args)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--args: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    entry = get_env(env)
+    instance = entry.make()
+    if not isinstance(instance, ToolEnv):
+        raise ConfigError(
+            f"env {env!r} is a {type(instance).__name__}, not a ToolEnv; it has no tools to call"
+        )
+    try:
+        task = entry.tasks(1, seed=seed)[0]
+    except (ConfigError, IndexError):
+        task = Task(id="cli", prompt="")
+
+    async def run() -> str:
+        try:
+            await instance.reset(task)
+            return await instance.call_tool(tool, arguments)
+        finally:
+            await instance.close()
+
+    if show_task:
+        err_console.print(f"[dim]task {task.id}:[/dim]\n{task.prompt}")
+    result = asyncio.run(run())
+    typer.echo(result)
+    if result.startswith(ERROR_PREFIX):
+        raise SystemExit(1)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to ``app``."""
+    app.command("envs")(envs)
+    app.command("tool")(call_tool)

@@ -111,7 +111,9 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
-_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Return|Yields|Raises|Examples?|Notes?)\s*:\s*$")
+_SECTION = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Returns|Return|Yields|Raises|Examples?|Notes?)\s*:\s*$"
+)
 _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
 
 
@@ -150,10 +152,13 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 def _describe_input(value: Any) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
+    if isinstance(value, str):
         text = repr(value)
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -198,7 +203,7 @@ def format_validation_error(exc: ValidationError) -> str:
         else:
             expected = next((j for p, j in _EXPECTED_BY_PREFIX if kind.startswith(p + "_")), None)
             got = _describe_input(err.get("input"))
-            if expected is not None and ("type" in kind or "parsing" in kind):
+            if expected is not None and ("type" in kind or "parsing" in kind or "from" in kind):
                 problems.append(f"argument '{name}': expected {expected}, got {got}")
             else:
                 problems.append(f"argument '{name}': {err['msg'][0].lower()}{err['msg'][1:]}")
@@ -232,11 +237,17 @@ class Tool:
         self.context_param: str | None = None
         for pname, param in inspect.signature(fn).parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise ToolDefinitionError(f"tool {self.name!r}: *{pname} parameters cannot be described")
+                raise ToolDefinitionError(
+                    f"tool {self.name!r}: *{pname} parameters cannot be described"
+                )
             if param.kind is param.POSITIONAL_ONLY:
-                raise ToolDefinitionError(f"tool {self.name!r}: parameter {pname!r} is positional-only")
+                raise ToolDefinitionError(
+                    f"tool {self.name!r}: parameter {pname!r} is positional-only"
+                )
             if pname not in hints:
-                raise ToolDefinitionError(f"tool {self.name!r}: parameter {pname!r} has no type annotation")
+                raise ToolDefinitionError(
+                    f"tool {self.name!r}: parameter {pname!r} has no type annotation"
+                )
             annotation = hints[pname]
             if annotation is ToolContext:
                 self.context_param = pname
@@ -252,7 +263,7 @@ class Tool:
                 if param.default is None or isinstance(param.default, str | int | float | bool):
                     schema = {**schema, "default": param.default}
             properties[pname] = schema
-        self.arguments_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        self.arguments_model: type[BaseModel] = create_model(
             f"{self.name}_arguments",
             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
             **fields,

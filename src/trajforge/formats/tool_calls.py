@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from trajforge.schema import ToolCall
 
 TOOL_CALL_OPEN = "<tool_call>"
@@ -77,14 +79,30 @@ def _call_from_payload(payload: Any, call_id: str, raw: str) -> ToolCall:
         # OpenAI servers send arguments as a JSON-encoded string; models often copy that.
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return _bad_call(call_id, raw, f'"arguments" is not valid JSON: {exc.msg}', name)
+        except (ValueError, RecursionError) as exc:
+            return _bad_call(
+                call_id, raw, f'"arguments" is not valid JSON: {_json_error(exc)}', name
+            )
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         kind = type(arguments).__name__
         return _bad_call(call_id, raw, f'"arguments" must be a JSON object, got {kind}', name)
-    return ToolCall(id=call_id, name=name.strip(), arguments=arguments, raw=raw)
+    if not all(isinstance(key, str) for key in arguments):
+        return _bad_call(call_id, raw, '"arguments" keys must be strings', name)
+    try:
+        return ToolCall(id=call_id, name=name.strip(), arguments=arguments, raw=raw)
+    except ValidationError as exc:
+        return _bad_call(call_id, raw, f"invalid tool call: {exc.errors()[0]['msg']}", name)
+
+
+def _json_error(exc: ValueError | RecursionError) -> str:
+    """Why ``json.loads`` failed, in words (it also raises plain ValueError, e.g. on huge ints)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.msg
+    if isinstance(exc, RecursionError):
+        return "nesting too deep"
+    return str(exc)
 
 
 def _bad_call(call_id: str, raw: str, error: str, name: str = "") -> ToolCall:
@@ -109,8 +127,8 @@ def parse_text_protocol(text: str, id_prefix: str = "call") -> ParsedCompletion:
         closed = match.group(0).endswith(TOOL_CALL_CLOSE)
         try:
             payload = json.loads(body)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nesting too deep"
+        except (ValueError, RecursionError) as exc:
+            reason = _json_error(exc)
             hint = "" if closed else f" (and no closing {TOOL_CALL_CLOSE})"
             calls.append(_bad_call(call_id, match.group(0), f"invalid JSON in tool call: {reason}{hint}"))
             continue
@@ -122,9 +140,9 @@ def parse_text_protocol(text: str, id_prefix: str = "call") -> ParsedCompletion:
 def parse_openai_tool_calls(raw_calls: Any, id_prefix: str = "call") -> list[ToolCall]:
     """OpenAI-style structured calls (``[{"id", "type": "function", "function": {"name",
     "arguments": "<json>"}}]``) -> ``ToolCall``s. Never raises on any input."""
-    if not raw_calls:
+    if raw_calls is None or (isinstance(raw_calls, list | tuple) and not raw_calls):
         return []
-    if not isinstance(raw_calls, list):
+    if not isinstance(raw_calls, list | tuple):
         return [_bad_call(f"{id_prefix}_0", _dump(raw_calls), "tool_calls must be a list")]
     calls: list[ToolCall] = []
     for k, item in enumerate(raw_calls):

@@ -1,0 +1,140 @@
+"""The registry: built-ins by name, user envs by module:factory and file.py:factory."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from trajforge.envs.base import Env
+from trajforge.envs.play import play
+from trajforge.envs.registry import EnvEntry, builtin_names, get_env
+from trajforge.envs.tool_env import ToolEnv
+from trajforge.errors import ConfigError
+from trajforge.schema import Task, Trajectory
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_env" / "my_env.py"
+
+
+def solve_all(entry: EnvEntry, tasks: list[Task]) -> list[float]:
+    async def go() -> list[float]:
+        rewards = []
+        for task in tasks:
+            episode = await play(entry.make(), task, entry.expert)
+            Trajectory(task=task, messages=episode.messages)
+            rewards.append(episode.reward)
+        return rewards
+
+    return asyncio.run(go())
+
+
+def test_builtin_names() -> None:
+    assert builtin_names() == ["calculator", "python", "sql", "search", "gridworld"]
+
+
+@pytest.mark.parametrize(
+    ("name", "tools"),
+    [("calculator", ["calculator"]), ("search", ["search", "open"]), ("gridworld", ["move"])],
+)
+def test_builtin_entries_make_fresh_envs_tasks_and_experts(name: str, tools: list[str]) -> None:
+    entry = get_env(name)
+    assert entry.name == name and entry.description
+    assert entry.tool_names() == tools
+    assert entry.make() is not entry.make()
+    train = entry.tasks(10, seed=1)
+    test = entry.tasks(10, seed=1, split="test")
+    assert {t.id for t in train}.isdisjoint(t.id for t in test)
+    assert all(t.env == name for t in train)
+    assert solve_all(entry, train[:5]) == [1.0] * 5
+    with pytest.raises(ConfigError, match="split"):
+        entry.tasks(1, split="dev")
+
+
+def test_example_env_loads_by_path_and_its_expert_solves_every_task() -> None:
+    entry = get_env(f"{EXAMPLE}:make_env")
+    assert (
+        entry.description
+        == "A custom environment in a few lines: temperature conversion with one tool."
+    )
+    assert entry.tool_names() == ["to_fahrenheit"]
+    train, test = entry.tasks(100), entry.tasks(100, split="test")
+    assert len(train) + len(test) == 29 and len(test) == 3
+    assert {t.id for t in train}.isdisjoint(t.id for t in test)
+    assert entry.tasks(5, seed=2) == entry.tasks(5, seed=2)
+    assert solve_all(entry, train + test) == [1.0] * 29
+    assert solve_all(entry, train[:1]) == [1.0]
+
+
+def test_example_env_loads_as_module_factory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLE.parent))
+    entry = get_env("my_env:make_env")
+    assert isinstance(entry.make(), ToolEnv)
+    assert solve_all(entry, entry.tasks(3)) == [1.0] * 3
+
+
+def test_factory_may_return_an_entry_like_object(tmp_path: Path) -> None:
+    module = tmp_path / "entry_env.py"
+    module.write_text(
+        "from trajforge.envs.registry import EnvEntry, get_env\n"
+        "calc = get_env('calculator')\n"
+        "def build():\n"
+        "    return EnvEntry('mycalc', calc.make, calc.tasks, calc.expert, 'my calculator')\n"
+    )
+    entry = get_env(f"{module}:build")
+    assert (entry.name, entry.description) == ("mycalc", "my calculator")
+    assert solve_all(entry, entry.tasks(3)) == [1.0] * 3
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("nosuchenv", "unknown env 'nosuchenv'; built-ins are calculator"),
+        ("no_such_module_xyz:make", "cannot import module 'no_such_module_xyz'"),
+        ("/nonexistent/dir/env.py:make", "does not exist"),
+        ("trajforge.envs.builtin.calculator:missing", "has no callable 'missing'"),
+        ("trajforge.envs.builtin.calculator:DESCRIPTION", "has no callable 'DESCRIPTION'"),
+        (
+            "trajforge.envs.builtin.calculator:generate_tasks",
+            "missing 1 required positional argument",
+        ),
+        ("trajforge.envs.taskset:TaskSet", "missing 1 required positional argument"),
+    ],
+)
+def test_bad_specs_fail_with_a_clear_error(spec: str, message: str) -> None:
+    with pytest.raises((ConfigError, TypeError)) as err:
+        get_env(spec)
+    assert message in str(err.value)
+
+
+def test_factory_returning_something_else_is_refused(tmp_path: Path) -> None:
+    module = tmp_path / "wrong_env.py"
+    module.write_text("def make():\n    return 42\n")
+    with pytest.raises(ConfigError, match="returned int; it must return an Env"):
+        get_env(f"{module}:make")
+
+
+def test_env_without_tasks_says_so(tmp_path: Path) -> None:
+    module = tmp_path / "bare_env.py"
+    module.write_text(
+        "from trajforge.envs import ToolEnv, tool\n"
+        "@tool\n"
+        "def ping() -> str:\n"
+        "    '''Ping.'''\n"
+        "    return 'pong'\n"
+        "def make():\n"
+        "    return ToolEnv([ping])\n"
+    )
+    entry = get_env(f"{module}:make")
+    assert isinstance(entry.make(), Env)
+    assert entry.expert(Task(id="t", prompt="p"), []) is None
+    with pytest.raises(ConfigError, match="declares no tasks"):
+        entry.tasks(1)
+
+
+def test_the_guide_shows_the_tested_example_verbatim() -> None:
+    guide = (EXAMPLE.parents[2] / "docs" / "environments.md").read_text()
+    block = guide.split("```python\n", 1)[1].split("```", 1)[0]
+    assert block == EXAMPLE.read_text()
+    code_lines = [line for line in block.splitlines() if line.strip()]
+    assert len(code_lines) < 30
