@@ -1,9 +1,228 @@
-"""CLI commands (filled in by the owning component)."""
+"""Data commands: schema, import, ls, show, stats, export."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
+from trajforge.errors import StoreError
+
+RunFilter = Annotated[str | None, typer.Option("--run", help="Only this run id.")]
+EnvFilter = Annotated[str | None, typer.Option("--env", help="Only this environment.")]
+StatusFilter = Annotated[
+    str | None,
+    typer.Option("--status", help="Only this outcome status (ok, truncated, error, timeout)."),
+]
+MinReward = Annotated[float | None, typer.Option("--min-reward", help="Only rewards >= this.")]
+MaxReward = Annotated[float | None, typer.Option("--max-reward", help="Only rewards <= this.")]
+Limit = Annotated[
+    int | None, typer.Option("--limit", min=1, help="At most this many trajectories.")
+]
+
+
+def _filters(
+    run: str | None,
+    env: str | None,
+    status: str | None,
+    min_reward: float | None,
+    max_reward: float | None,
+) -> dict[str, Any]:
+    return {
+        "run": run,
+        "env": env,
+        "status": status,
+        "min_reward": min_reward,
+        "max_reward": max_reward,
+    }
+
+
+def open_store(store: Path | None, *, create: bool = False) -> Any:
+    """The store at ``--store`` (or the default); a read-only command never creates one."""
+    from trajforge.store import TrajectoryStore
+
+    path = resolve_store_path(store)
+    if not create and not path.exists():
+        raise StoreError(
+            f"no store at {path} (import or collect trajectories first, or pass --store)"
+        )
+    return TrajectoryStore(path, create=create)
+
+
+def schema() -> None:
+    """Print the JSON Schema of a trajectory (with its version)."""
+    from trajforge.schema import json_schema_text
+
+    typer.echo(json_schema_text())
+
+
+def import_(
+    file: Annotated[Path, typer.Argument(help="A JSONL file of trajectories, one per line.")],
+    run: Annotated[
+        str | None, typer.Option("--run", help="Set this run id on every imported trajectory.")
+    ] = None,
+    skip_existing: Annotated[
+        bool,
+        typer.Option(
+            "--skip-existing", help="Skip trajectories already stored instead of failing."
+        ),
+    ] = False,
+    store: StoreOption = None,
+) -> None:
+    """Import a JSONL file into the store: all of it, or nothing if any record is bad."""
+    from trajforge.formats.jsonl import load_trajectories
+
+    with console.status(f"reading {file}"):
+        trajs = load_trajectories(file)
+    if run is not None:
+        trajs = [t.model_copy(update={"run_id": run}) for t in trajs]
+    with open_store(store, create=True) as st, console.status(f"storing {len(trajs)} trajectories"):
+        added = st.add_many(trajs, skip_existing=skip_existing)
+    skipped = len(trajs) - added
+    note = f" ({skipped} already stored, skipped)" if skipped else ""
+    console.print(f"imported {added} trajectories from {file} into {st.path}{note}", soft_wrap=True)
+
+
+def ls(
+    run: RunFilter = None,
+    env: EnvFilter = None,
+    status: StatusFilter = None,
+    min_reward: MinReward = None,
+    max_reward: MaxReward = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many rows.")] = 50,
+    as_json: JsonOption = False,
+    store: StoreOption = None,
+) -> None:
+    """List stored trajectories, newest first."""
+    filters = _filters(run, env, status, min_reward, max_reward)
+    with open_store(store) as st:
+        rows = st.summaries(limit=limit, **filters)
+        total = st.count(**filters)
+    if as_json:
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} of {total} trajectories", title_justify="left")
+    for name, justify in (
+        ("id", "left"),
+        ("run", "left"),
+        ("env", "left"),
+        ("task", "left"),
+        ("sample", "right"),
+        ("status", "left"),
+        ("reward", "right"),
+        ("turns", "right"),
+        ("tokens", "right"),
+        ("created", "left"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for r in rows:
+        table.add_row(
+            r["id"],
+            r["run_id"] or "",
+            r["env"] or "",
+            r["task_id"],
+            "" if r["sample_index"] is None else str(r["sample_index"]),
+            _status_text(r["status"]),
+            _num(r["reward"]),
+            str(r["turns"]),
+            str(r["tokens"]),
+            time.strftime("%m-%d %H:%M", time.localtime(r["created_at"])),
+        )
+    console.print(table)
+
+
+def show(
+    traj_id: Annotated[str, typer.Argument(metavar="ID", help="The trajectory id.")],
+    as_json: JsonOption = False,
+    store: StoreOption = None,
+) -> None:
+    """Show one trajectory turn by turn: messages, tool calls, tool results, reward and scores."""
+    with open_store(store) as st:
+        traj = st.get(traj_id)
+    if as_json:
+        print_json(traj.model_dump(mode="json"))
+        return
+    from trajforge.cli.render import render_trajectory
+
+    render_trajectory(traj, console)
+
+
+def stats(
+    run: RunFilter = None,
+    env: EnvFilter = None,
+    status: StatusFilter = None,
+    min_reward: MinReward = None,
+    max_reward: MaxReward = None,
+    as_json: JsonOption = False,
+    store: StoreOption = None,
+) -> None:
+    """Counts, reward mean/std and status breakdown, overall and per run and environment."""
+    with open_store(store) as st:
+        result = st.stats(**_filters(run, env, status, min_reward, max_reward))
+    if as_json:
+        print_json(result)
+        return
+    from rich.table import Table
+
+    statuses = sorted(result["status"])
+    for title, groups in (("run", result["by_run"]), ("env", result["by_env"])):
+        table = Table(title=f"by {title}", title_justify="left")
+        table.add_column(title)
+        for name in ("count", "reward mean", "reward std", "turns", "tokens", *statuses):
+            table.add_column(name, justify="right")
+        for key, agg in [*groups.items(), ("all", result)]:
+            table.add_row(
+                key or "-",
+                str(agg["count"]),
+                _num(agg["reward_mean"]),
+                _num(agg["reward_std"]),
+                _num(agg["turns_mean"], 1),
+                _num(agg["tokens_mean"], 0),
+                *(str(agg["status"].get(s, 0)) for s in statuses),
+                style="bold" if key == "all" and groups else None,
+            )
+        console.print(table)
+
+
+def export(
+    out: Annotated[
+        Path, typer.Option("--out", help="The JSONL file to write (replaced atomically).")
+    ],
+    run: RunFilter = None,
+    env: EnvFilter = None,
+    status: StatusFilter = None,
+    min_reward: MinReward = None,
+    max_reward: MaxReward = None,
+    limit: Limit = None,
+    store: StoreOption = None,
+) -> None:
+    """Export matching trajectories to a JSONL file."""
+    with open_store(store) as st, console.status(f"exporting to {out}"):
+        n = st.export_jsonl(out, limit=limit, **_filters(run, env, status, min_reward, max_reward))
+    console.print(f"exported {n} trajectories to {out}", soft_wrap=True)
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _status_text(status: str) -> str:
+    color = {"ok": "green", "truncated": "yellow", "error": "red", "timeout": "magenta"}.get(
+        status, "white"
+    )
+    return f"[{color}]{status}[/{color}]"
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to ``app``."""
+    app.command("schema")(schema)
+    app.command("import")(import_)
+    app.command("ls")(ls)
+    app.command("show")(show)
+    app.command("stats")(stats)
+    app.command("export")(export)

@@ -61,8 +61,14 @@ def main() -> None:
         if isinstance(exc, ClickException):
             exc.show()
             raise SystemExit(exc.exit_code) from None
+        from rich.markup import escape
+
         name = type(exc).__name__
-        err_console.print(f"[red]error:[/red] {exc}" if _is_ours(exc) else f"[red]error ({name}):[/red] {exc}")
+        text = escape(str(exc))  # messages quote data such as "[call_0_0]", not Rich markup
+        err_console.print(
+            f"[red]error:[/red] {text}" if _is_ours(exc) else f"[red]error ({name}):[/red] {text}",
+            soft_wrap=True,
+        )
         raise SystemExit(1) from None
 
 

@@ -36,7 +36,11 @@ CALCULATOR_TOOL = ToolSpec(
 )
 
 _BASE_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z, so created_at is reproducible
-_STATUS_WEIGHTS = ((OutcomeStatus.OK, 0.85), (OutcomeStatus.TRUNCATED, 0.1), (OutcomeStatus.ERROR, 0.05))
+_STATUS_WEIGHTS = (
+    (OutcomeStatus.OK, 0.85),
+    (OutcomeStatus.TRUNCATED, 0.1),
+    (OutcomeStatus.ERROR, 0.05),
+)
 
 
 def _ids(rng: random.Random, n: int) -> list[int]:
@@ -86,7 +90,11 @@ def synthetic_trajectory(
         return max(1, tokens_per_message + rng.randrange(-4, 5))
 
     messages = [
-        Message(role=Role.SYSTEM, content="You are a careful calculator agent.", token_ids=_ids(rng, n_tokens())),
+        Message(
+            role=Role.SYSTEM,
+            content="You are a careful calculator agent.",
+            token_ids=_ids(rng, n_tokens()),
+        ),
         Message(role=Role.USER, content=task.prompt, token_ids=_ids(rng, n_tokens())),
     ]
     completion_tokens = 0
@@ -98,7 +106,9 @@ def synthetic_trajectory(
         state_key = f"s{task_index}-{turn}"
         if turn < turns - 1:
             expression = f"{value} + {a + b}" if turn else f"{a} + {b}"
-            call = ToolCall(id=f"call_{turn}_0", name="calculator", arguments={"expression": expression})
+            call = ToolCall(
+                id=f"call_{turn}_0", name="calculator", arguments={"expression": expression}
+            )
             messages.append(
                 Message(
                     role=Role.ASSISTANT,
@@ -112,7 +122,13 @@ def synthetic_trajectory(
             )
             value = value + a + b if turn else value
             messages.append(
-                Message(role=Role.TOOL, content=str(value), tool_call_id=call.id, name="calculator", token_ids=_ids(rng, n_tokens()))
+                Message(
+                    role=Role.TOOL,
+                    content=str(value),
+                    tool_call_id=call.id,
+                    name="calculator",
+                    token_ids=_ids(rng, n_tokens()),
+                )
             )
         else:
             messages.append(
@@ -126,7 +142,9 @@ def synthetic_trajectory(
                 )
             )
     reward = round(rng.random(), 4)
-    status = rng.choices([s for s, _ in _STATUS_WEIGHTS], weights=[w for _, w in _STATUS_WEIGHTS])[0]
+    status = rng.choices([s for s, _ in _STATUS_WEIGHTS], weights=[w for _, w in _STATUS_WEIGHTS])[
+        0
+    ]
     prompt_tokens = sum(len(m.token_ids or ()) for m in messages) - completion_tokens
     return Trajectory(
         id=f"{run_id}-{i:07d}",
@@ -143,7 +161,13 @@ def synthetic_trajectory(
             reward=reward,
             error="synthetic failure" if status is OutcomeStatus.ERROR else None,
         ),
-        scores=[Score(name="correct", value=reward, evaluator=Evaluator(kind=EvaluatorKind.RULE, name="synthetic"))],
+        scores=[
+            Score(
+                name="correct",
+                value=reward,
+                evaluator=Evaluator(kind=EvaluatorKind.RULE, name="synthetic"),
+            )
+        ],
         usage=Usage(
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,

@@ -1,0 +1,5 @@
+"""Layer 2: the embedded SQLite trajectory store."""
+
+from trajforge.store.sqlite import TrajectoryStore
+
+__all__ = ["TrajectoryStore"]

@@ -1,0 +1,130 @@
+"""Trajectories as JSON Lines: one trajectory per line, streamed in and written atomically.
+
+Every bad record raises ``DataError`` naming ``file:line``, the field path and what is wrong, on
+one line, so a user can open the file at the right place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from trajforge.errors import DataError
+from trajforge.schema import Trajectory
+
+# Model validators prefix their message with the field they are about ("messages[3].role: ...").
+_FIELD_PREFIX = re.compile(r"^([A-Za-z_]\w*(?:\[\d+\]|\.[A-Za-z_]\w*)*): ")
+_MAX_INPUT_REPR = 60
+
+
+def read_trajectories(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
+    """Yield the trajectories of a JSONL file one at a time; blank lines are skipped.
+
+    Raises:
+        DataError: on the first bad record, naming file, line and field.
+    """
+    path = Path(path)
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    with handle:
+        for lineno, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            yield parse_trajectory_line(raw, where=f"{path}:{lineno}")
+
+
+def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
+    """All trajectories of a JSONL file, or ``DataError`` if any record is bad (nothing partial)."""
+    return list(read_trajectories(path))
+
+
+def write_trajectories(path: str | os.PathLike[str], trajs: Iterable[Trajectory]) -> int:
+    """Write trajectories as JSONL atomically and return how many were written.
+
+    The lines go to a temporary file in the destination folder that replaces ``path`` only once
+    complete, so readers never see a half-written file and a failure leaves the old file intact.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    count = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for traj in trajs:
+                out.write(traj.model_dump_json().encode())
+                out.write(b"\n")
+                count += 1
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return count
+
+
+def parse_trajectory_line(raw: bytes | str, *, where: str) -> Trajectory:
+    """Validate one JSON record as a ``Trajectory``; ``where`` (``file:line``) prefixes errors."""
+    try:
+        return Trajectory.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        if any(err["type"] == "json_invalid" for err in errors):
+            raise DataError(_json_error(raw, where)) from None
+        raise DataError(format_validation_error(exc, where)) from None
+
+
+def format_validation_error(exc: ValidationError, where: str) -> str:
+    """One line: ``where: field.path: what is wrong`` for the first error, counting the rest."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    field, message = _field_and_message(first["loc"], first["msg"])
+    got = ""
+    if first["type"] not in ("value_error", "assertion_error", "missing") and _is_scalar(
+        first.get("input")
+    ):
+        got = f" (got {_short_repr(first['input'])})"
+    more = (
+        f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        if len(errors) > 1
+        else ""
+    )
+    return f"{where}: {field}: {message}{got}{more}"
+
+
+def _field_and_message(loc: tuple[int | str, ...], msg: str) -> tuple[str, str]:
+    parts = [str(p) for p in loc]
+    message = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    match = _FIELD_PREFIX.match(message)
+    if match:
+        parts.extend(re.sub(r"\[(\d+)\]", r".\1", match.group(1)).split("."))
+        message = message[match.end() :]
+    field = ".".join(parts) if parts else "(record)"
+    return field, " ".join(message.split())
+
+
+def _json_error(raw: bytes | str, where: str) -> str:
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as err:
+        return f"{where}:{err.colno}: invalid JSON: {err.msg}"
+    return f"{where}: invalid JSON"
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_INPUT_REPR else text[: _MAX_INPUT_REPR - 3] + "..."

@@ -1,0 +1,436 @@
+"""The trajectory store: one SQLite file (WAL) that several processes can write at once.
+
+Layout: ``trajectories`` is a narrow summary table (one row per trajectory, indexed for the
+filters) and ``bodies`` holds the full trajectory JSON (optionally zlib-compressed) keyed by the
+same rowid, so filters and statistics scan only the summary and bodies are read for returned
+rows only. ``scores`` keeps the latest value of each named score per trajectory for score
+filters, and ``runs`` a metadata object per run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from trajforge.errors import StoreError
+from trajforge.formats.jsonl import write_trajectories
+from trajforge.schema import Score, Trajectory
+from trajforge.store import rows as store_rows
+from trajforge.store.rows import (
+    ORDER_COLUMNS,
+    PAGE_SIZE,
+    SCHEMA_SQL,
+    StatsTotals,
+    decode_body,
+    encode_body,
+    where_clause,
+)
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_S = 30.0
+WAL_CHECKPOINT_PAGES = 8192
+_BODY_CHUNK = 500  # bodies fetched per statement while streaming query results
+
+
+class TrajectoryStore:
+    """A SQLite trajectory store, safe for several processes writing at once.
+
+    Every write is one ``BEGIN IMMEDIATE`` transaction (all or nothing), retried while another
+    writer holds the lock, for up to ``busy_timeout`` seconds.
+
+    Args:
+        path: The database file; created (with its folder) if missing.
+        busy_timeout: Seconds a write waits for other writers before failing.
+        create: When False, a missing file is a ``StoreError`` instead of a new store.
+        compress: zlib-compress the bodies this instance writes (smaller file, slower ingest);
+            bodies of either kind are always readable.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = BUSY_TIMEOUT_S,
+        create: bool = True,
+        compress: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        self.compress = compress
+        self._write_lock = threading.RLock()
+        if not self.path.exists():
+            if not create:
+                raise StoreError(f"{self.path}: no store at this path")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open store: {exc}") from exc
+        self._retry(self._setup)
+
+    def _setup(self) -> None:
+        self._conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # no effect once the file has tables
+        mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"{self.path}: cannot switch the store to WAL mode (got {mode})")
+        # NORMAL is durable against process crashes in WAL mode; only power loss can drop the
+        # last commits, and it never corrupts the file.
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        # Checkpoint every 128 MiB of WAL instead of 16 MiB: bulk ingest measured ~20% faster.
+        self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+        self._conn.execute(f"PRAGMA journal_size_limit = {WAL_CHECKPOINT_PAGES * PAGE_SIZE // 2}")
+        with self._write() as cur:
+            for statement in SCHEMA_SQL.split(";"):
+                if statement.strip():
+                    cur.execute(statement)
+
+    # ----------------------------------------------------------------- context management
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> TrajectoryStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- writing
+
+    def add(self, traj: Trajectory) -> None:
+        """Store one trajectory; ``StoreError`` if its id or (run, task, sample) is stored already."""
+        self.add_many([traj])
+
+    def add_many(self, trajs: Iterable[Trajectory], *, skip_existing: bool = False) -> int:
+        """Store trajectories in one transaction and return how many were added.
+
+        Args:
+            trajs: The trajectories.
+            skip_existing: Skip a trajectory whose id or (run, task, sample) is already stored
+                instead of failing the whole batch (what a resumed run wants).
+        """
+        rows = [(t, encode_body(t, compress=self.compress)) for t in trajs]
+        if not rows:
+            return 0
+        return self._retry(lambda: self._insert(rows, skip_existing))
+
+    def _insert(self, rows: list[tuple[Trajectory, bytes]], skip_existing: bool) -> int:
+        verb = "INSERT OR IGNORE" if skip_existing else "INSERT"
+        summary_sql = (
+            f"{verb} INTO trajectories (id, run_id, task_id, env, group_id, sample_index, status, "
+            "reward, turns, tokens, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+        )
+        bodies: list[tuple[int | None, bytes]] = []
+        scores: list[tuple[int | None, str, float | None]] = []
+        with self._write() as cur:
+            for traj, body in rows:
+                try:
+                    cur.execute(summary_sql, store_rows.summary_row(traj))
+                except sqlite3.IntegrityError:
+                    raise StoreError(
+                        f"trajectory {traj.id!r} (run {traj.run_id!r}, task {traj.task.id!r}, "
+                        f"sample {traj.sample_index}) is already stored "
+                        "(skip_existing / --skip-existing skips it)"
+                    ) from None
+                if cur.rowcount == 0:
+                    continue
+                bodies.append((cur.lastrowid, body))
+                scores.extend((cur.lastrowid, s.name, s.value) for s in traj.scores)
+            cur.executemany("INSERT INTO bodies (rowid, body) VALUES (?, ?)", bodies)
+            cur.executemany(
+                "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)", scores
+            )
+        return len(bodies)
+
+    def add_scores(self, traj_id: str, scores: Iterable[Score]) -> None:
+        """Append scores to a stored trajectory (its body and the score index)."""
+        new = list(scores)
+
+        def update() -> None:
+            with self._write() as cur:
+                row = cur.execute(
+                    "SELECT t.rowid, b.body FROM trajectories t JOIN bodies b ON b.rowid = t.rowid WHERE t.id = ?",
+                    (traj_id,),
+                ).fetchone()
+                if row is None:
+                    raise StoreError(f"no trajectory {traj_id!r} in {self.path}")
+                rowid, body = row
+                traj = decode_body(body)
+                traj.scores.extend(new)
+                cur.execute(
+                    "UPDATE bodies SET body = ? WHERE rowid = ?",
+                    (encode_body(traj, compress=self.compress), rowid),
+                )
+                cur.executemany(
+                    "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)",
+                    [(rowid, s.name, s.value) for s in new],
+                )
+
+        self._retry(update)
+
+    def set_run(self, run_id: str, metadata: dict[str, Any]) -> None:
+        """Create or replace a run's metadata (its creation time is kept)."""
+        text = json.dumps(metadata, sort_keys=True, default=str)
+        now = time.time()
+
+        def upsert() -> None:
+            with self._write() as cur:
+                cur.execute(
+                    "INSERT INTO runs (run_id, metadata, created_at, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (run_id) DO UPDATE SET metadata = excluded.metadata, updated_at = excluded.updated_at",
+                    (run_id, text, now, now),
+                )
+
+        self._retry(upsert)
+
+    # ----------------------------------------------------------------- reading
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        """A run's metadata, or None if it was never set."""
+        row = self._read("SELECT metadata FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def list_runs(self) -> list[dict[str, Any]]:
+        """Every run with metadata or trajectories: ``run_id``, ``created_at``, ``count``, ``metadata``."""
+        rows = self._read(
+            "SELECT r.run_id, r.created_at, r.metadata, (SELECT count(*) FROM trajectories t WHERE t.run_id = r.run_id) "
+            "FROM runs r UNION ALL "
+            "SELECT run_id, min(created_at), NULL, count(*) FROM trajectories "
+            "WHERE run_id IS NOT NULL AND run_id NOT IN (SELECT run_id FROM runs) GROUP BY run_id ORDER BY 2"
+        ).fetchall()
+        return [
+            {
+                "run_id": r[0],
+                "created_at": r[1],
+                "metadata": json.loads(r[2]) if r[2] else {},
+                "count": r[3],
+            }
+            for r in rows
+        ]
+
+    def get(self, traj_id: str) -> Trajectory:
+        """The stored trajectory with this id; ``StoreError`` if there is none."""
+        row = self._read(
+            "SELECT b.body FROM trajectories t JOIN bodies b ON b.rowid = t.rowid WHERE t.id = ?",
+            (traj_id,),
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"no trajectory {traj_id!r} in {self.path}")
+        return decode_body(row[0])
+
+    def __contains__(self, traj_id: object) -> bool:
+        return (
+            self._read("SELECT 1 FROM trajectories WHERE id = ?", (traj_id,)).fetchone() is not None
+        )
+
+    def query(
+        self,
+        run: str | None = None,
+        env: str | None = None,
+        status: str | None = None,
+        task: str | None = None,
+        group: str | None = None,
+        min_reward: float | None = None,
+        max_reward: float | None = None,
+        score: str | None = None,
+        min_score: float | None = None,
+        order_by: str = "created_at",
+        descending: bool = False,
+        limit: int | None = None,
+    ) -> list[Trajectory]:
+        """Trajectories matching every given filter, sorted, at most ``limit`` of them.
+
+        ``score`` alone keeps trajectories that have a score of that name; with ``min_score``
+        its latest value must be at least ``min_score``.
+        """
+        return list(
+            self.iter_query(
+                run=run,
+                env=env,
+                status=status,
+                task=task,
+                group=group,
+                min_reward=min_reward,
+                max_reward=max_reward,
+                score=score,
+                min_score=min_score,
+                order_by=order_by,
+                descending=descending,
+                limit=limit,
+            )
+        )
+
+    def iter_query(
+        self,
+        run: str | None = None,
+        env: str | None = None,
+        status: str | None = None,
+        task: str | None = None,
+        group: str | None = None,
+        min_reward: float | None = None,
+        max_reward: float | None = None,
+        score: str | None = None,
+        min_score: float | None = None,
+        order_by: str = "created_at",
+        descending: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[Trajectory]:
+        """Like ``query`` but streaming, decoding one body at a time."""
+        if order_by not in ORDER_COLUMNS:
+            raise StoreError(
+                f"order_by: {order_by!r} is not one of {', '.join(sorted(ORDER_COLUMNS))}"
+            )
+        where, params = where_clause(
+            run, env, status, task, group, min_reward, max_reward, score, min_score
+        )
+        direction = "DESC" if descending else "ASC"
+        # Rowids first, bodies after: sorting the matches with their bodies attached would drag
+        # every matching body through the sorter, not just the ``limit`` returned.
+        sql = f"SELECT t.rowid FROM trajectories t {where} ORDER BY t.{order_by} {direction}, t.rowid {direction}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        rowids = [rowid for (rowid,) in self._read(sql, params)]
+        for k in range(0, len(rowids), _BODY_CHUNK):
+            chunk = rowids[k : k + _BODY_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            bodies = dict(
+                self._read(f"SELECT rowid, body FROM bodies WHERE rowid IN ({marks})", chunk)
+            )
+            for rowid in chunk:
+                yield decode_body(bodies[rowid])
+
+    def summaries(self, limit: int | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """Summary rows (no bodies) matching the filters of ``query``, newest first."""
+        where, params = where_clause(**filters)
+        sql = (
+            "SELECT id, run_id, task_id, env, group_id, sample_index, status, reward, turns, tokens, created_at "
+            f"FROM trajectories t {where} ORDER BY t.created_at DESC, t.rowid DESC"
+        )
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        cur = self._read(sql, params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur]
+
+    def count(self, **filters: Any) -> int:
+        """How many trajectories match the filters of ``query``."""
+        where, params = where_clause(**filters)
+        return int(self._read(f"SELECT count(*) FROM trajectories t {where}", params).fetchone()[0])
+
+    def stats(self, **filters: Any) -> dict[str, Any]:
+        """Counts, reward mean/std (population), turns and tokens, overall and per run, env, status.
+
+        Computed in one SQL aggregation over the summary table; bodies are not read.
+        """
+        where, params = where_clause(**filters)
+        rows = self._read(
+            "SELECT run_id, env, status, count(*), count(reward), total(reward), total(reward * reward), "
+            f"total(turns), total(tokens) FROM trajectories t {where} GROUP BY run_id, env, status",
+            params,
+        ).fetchall()
+        overall = StatsTotals()
+        by_run: dict[str, StatsTotals] = {}
+        by_env: dict[str, StatsTotals] = {}
+        by_status: dict[str, StatsTotals] = {}
+        for run_id, env, status, *numbers in rows:
+            for agg in (
+                overall,
+                by_run.setdefault(run_id or "", StatsTotals()),
+                by_env.setdefault(env or "", StatsTotals()),
+                by_status.setdefault(status, StatsTotals()),
+            ):
+                agg.add(status, *numbers)
+        return {
+            **overall.as_dict(),
+            "by_run": {k: v.as_dict() for k, v in sorted(by_run.items())},
+            "by_env": {k: v.as_dict() for k, v in sorted(by_env.items())},
+            "by_status": {k: v.as_dict() for k, v in sorted(by_status.items())},
+        }
+
+    def completed_keys(self, run_id: str) -> set[tuple[str, int]]:
+        """``(task.id, sample_index)`` of every trajectory of a run, so a resumed run can skip them."""
+        rows = self._read(
+            "SELECT task_id, sample_index FROM trajectories WHERE run_id = ? AND sample_index IS NOT NULL",
+            (run_id,),
+        )
+        return {(task_id, int(sample)) for task_id, sample in rows}
+
+    def export_jsonl(self, path: str | os.PathLike[str], **filters: Any) -> int:
+        """Write the matching trajectories to a JSONL file atomically; returns how many."""
+        return write_trajectories(path, self.iter_query(**filters))
+
+    # ----------------------------------------------------------------- plumbing
+
+    def _read(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, tuple(params))
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+
+    def _write(self) -> _Transaction:
+        return _Transaction(self._conn)
+
+    def _retry(self, fn: Callable[[], T]) -> T:
+        """Run a write, retrying while the database is locked by another process.
+
+        The thread lock keeps two threads sharing this connection from interleaving transactions.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                with self._write_lock:
+                    return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise StoreError(f"{self.path}: {exc}") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any error."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> sqlite3.Cursor:
+        self._conn.execute("BEGIN IMMEDIATE")
+        return self._conn.cursor()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if exc_type is None:
+                self._conn.execute("COMMIT")
+        finally:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
