@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -17,6 +18,16 @@ from trajforge.cli import (
     train_cmds,
 )
 from trajforge.cli.common import err_console
+
+# trajforge shows its own Rich progress; the libraries' bars and notices would interleave with it,
+# and nothing is ever fetched from a hub at run time.
+for _var, _value in (
+    ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+    ("TRANSFORMERS_VERBOSITY", "error"),
+    ("HF_HUB_OFFLINE", "1"),
+    ("TOKENIZERS_PARALLELISM", "false"),
+):
+    os.environ.setdefault(_var, _value)
 
 app = typer.Typer(
     name="trajforge",

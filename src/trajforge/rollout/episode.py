@@ -1,0 +1,350 @@
+"""One episode as a small state machine: ``start``, then ``generate``/``act`` turns, then ``finish``.
+
+The asynchronous engine and the lockstep baseline drive the same ``Episode``; they differ only
+in when they call its phases. Each phase isolates its own failures: an exception, a hang past a
+time limit, or a budget running out ends this episode (``live`` becomes False) with the status
+and reason recorded, and never propagates to the other episodes of the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from trajforge.envs.base import Env
+from trajforge.envs.tool_env import ToolEnv
+from trajforge.policy.base import ChatSession, Policy, SamplingParams
+from trajforge.rollout.limits import EndReason, Limits
+from trajforge.rollout.seeding import derive_seed
+from trajforge.schema import (
+    Message,
+    Outcome,
+    OutcomeStatus,
+    Task,
+    Timing,
+    Trajectory,
+    Usage,
+    check_conversation,
+)
+
+EnvFactory = Callable[[], Env]
+
+# How long after its own tool timeout a ToolEnv gets to answer before the engine cuts the step.
+BACKSTOP_GRACE_S = 1.0
+
+
+@dataclass(frozen=True)
+class EpisodeKey:
+    """Which episode of a run: the task (and its position in the task list) and the sample."""
+
+    task_index: int
+    task: Task
+    sample_index: int
+
+    @property
+    def store_key(self) -> tuple[str, int]:
+        return (self.task.id, self.sample_index)
+
+
+def describe_error(exc: BaseException) -> str:
+    """``TypeName: message`` (the form recorded in ``Outcome.error``)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Episode:
+    """The state of one episode and the phases that advance it.
+
+    Args:
+        key: Which task and sample this episode is.
+        env_factory: Makes a fresh environment for the episode.
+        policy: Answers the conversation.
+        limits: The budgets the episode runs under.
+        sampling: Base sampling parameters; the seed and token cap are set per turn.
+        run_id: The run this episode belongs to.
+        group_id: Shared by the samples of this task.
+        seed: The run's seed; turn seeds derive from it, the task id, the sample and the turn.
+    """
+
+    def __init__(
+        self,
+        key: EpisodeKey,
+        *,
+        env_factory: EnvFactory,
+        policy: Policy,
+        limits: Limits,
+        sampling: SamplingParams,
+        run_id: str,
+        group_id: str,
+        seed: int,
+    ) -> None:
+        self.key = key
+        self.env_factory = env_factory
+        self.policy = policy
+        self.limits = limits
+        self.sampling = sampling
+        self.run_id = run_id
+        self.group_id = group_id
+        self.seed = seed
+        self.env: Env | None = None
+        self.session: ChatSession | None = None
+        self.pending: Message | None = None
+        self.turn = 0
+        self.usage = Usage()
+        self.status: OutcomeStatus | None = None
+        self.reason: EndReason | None = None
+        self.error: str | None = None
+        self.reward: float | None = None
+        self._t0 = 0.0
+        self._deadline: float | None = None
+
+    @property
+    def live(self) -> bool:
+        """True until the episode has ended (for any reason)."""
+        return self.status is None
+
+    def _end(self, status: OutcomeStatus, reason: EndReason, error: str | None = None) -> None:
+        if self.status is None:
+            self.status, self.reason, self.error = status, reason, error
+
+    @asynccontextmanager
+    async def _phase(
+        self, failure: EndReason, step_budget: float | None = None
+    ) -> AsyncIterator[None]:
+        """Run a phase under the episode deadline (and a step budget); record how it failed."""
+        episode_cm = asyncio.timeout_at(self._deadline)
+        step_cm = asyncio.timeout(step_budget)
+        try:
+            async with episode_cm, step_cm:
+                yield
+        except TimeoutError as exc:
+            if episode_cm.expired():
+                limit = self.limits.episode_timeout_s
+                self._end(
+                    OutcomeStatus.TIMEOUT,
+                    EndReason.EPISODE_TIMEOUT,
+                    f"the episode ran past episode_timeout_s={limit:g}",
+                )
+            elif step_cm.expired():
+                self._end(
+                    OutcomeStatus.TIMEOUT,
+                    EndReason.TOOL_TIMEOUT,
+                    f"env.step did not return within {step_budget:g} s "
+                    f"(tool_timeout_s={self.limits.tool_timeout_s:g} per call)",
+                )
+            else:
+                self._end(OutcomeStatus.ERROR, failure, describe_error(exc))
+        except Exception as exc:
+            self._end(OutcomeStatus.ERROR, failure, describe_error(exc))
+
+    def _configure_env(self, env: Env) -> None:
+        # A ToolEnv enforces these itself: a slow tool becomes a message the model reads, and
+        # its verifier still scores a conversation cut at max_turns.
+        if isinstance(env, ToolEnv):
+            if self.limits.tool_timeout_s is not None:
+                env.tool_timeout = self.limits.tool_timeout_s
+            if self.limits.max_turns is not None:
+                env.max_turns = self.limits.max_turns
+
+    async def start(self) -> None:
+        """Make the environment, reset it on the task and open the policy's session."""
+        loop = asyncio.get_running_loop()
+        self._t0 = time.monotonic()
+        if self.limits.episode_timeout_s is not None:
+            self._deadline = loop.time() + self.limits.episode_timeout_s
+        opening: list[Message] = []
+        async with self._phase(EndReason.ENV_ERROR):
+            self.env = self.env_factory()
+            self._configure_env(self.env)
+            opening = await self.env.reset(self.key.task)
+        if not self.live or self.env is None:
+            return
+        try:
+            self.session = self.policy.start_session(opening, self.env.tools, task=self.key.task)
+        except Exception as exc:
+            self._end(OutcomeStatus.ERROR, EndReason.POLICY_ERROR, describe_error(exc))
+
+    def _context_limit(self) -> int | None:
+        # A local model's own window (HFPolicy.max_context_tokens) bounds the context too, so a
+        # full window truncates the episode instead of failing the generation.
+        limits = [self.limits.max_context_tokens, getattr(self.policy, "max_context_tokens", None)]
+        known = [n for n in limits if isinstance(n, int)]
+        return min(known) if known else None
+
+    def _token_cap(self) -> tuple[int, EndReason] | None:
+        """The most tokens the next turn may sample and the limit that sets it; None (and the
+        episode ended) when a budget is already spent."""
+        assert self.session is not None
+        per_turn = self.sampling.max_new_tokens
+        if self.limits.max_new_tokens is not None:
+            per_turn = min(per_turn, self.limits.max_new_tokens)
+        # Ties go to the episode-wide budgets: running into them always ends the episode.
+        caps: list[tuple[int, EndReason]] = []
+        context = self._context_limit()
+        if context is not None:
+            caps.append((context - self.session.num_tokens, EndReason.MAX_CONTEXT_TOKENS))
+        if self.limits.max_episode_tokens is not None:
+            room = self.limits.max_episode_tokens - self.usage.completion_tokens
+            caps.append((room, EndReason.MAX_EPISODE_TOKENS))
+        caps.append((per_turn, EndReason.MAX_NEW_TOKENS))
+        cap = min(caps, key=lambda c: c[0])
+        if cap[0] <= 0:
+            self._end(OutcomeStatus.TRUNCATED, cap[1], f"no token budget left ({cap[1]})")
+            return None
+        return cap
+
+    async def generate(self) -> None:
+        """Sample the next assistant turn (one ``policy.respond``)."""
+        if not self.live or self.session is None:
+            return
+        cap = self._token_cap()
+        if cap is None:
+            return
+        max_tokens, binding = cap
+        seed = derive_seed(self.seed, self.key.task.id, self.key.sample_index, self.turn)
+        params = replace(self.sampling, max_new_tokens=max_tokens, seed=seed)
+        prompt_tokens = self.session.num_tokens
+        started_at, t0 = time.time(), time.monotonic()
+        message: Message | None = None
+        async with self._phase(EndReason.POLICY_ERROR):
+            message = await self.policy.respond(self.session, params, turn=self.turn)
+        duration = time.monotonic() - t0
+        self.usage.generation_time_s += duration
+        if message is None:
+            return
+        message.timing = Timing(started_at=started_at, duration_s=duration)
+        sampled = len(message.token_ids) if message.token_ids is not None else 0
+        self.usage.prompt_tokens += prompt_tokens
+        self.usage.completion_tokens += sampled
+        self.usage.turns += 1
+        self.usage.tool_calls += len(message.tool_calls)
+        self.turn += 1
+        self.pending = message
+        cut = message.token_ids is not None and sampled >= max_tokens
+        if cut and (binding is not EndReason.MAX_NEW_TOKENS or self.limits.stop_on_turn_limit):
+            self._end(
+                OutcomeStatus.TRUNCATED,
+                binding,
+                f"the turn was cut at {max_tokens} tokens ({binding})",
+            )
+
+    async def act(self) -> None:
+        """Hand the pending assistant message to the environment and record what comes back."""
+        message = self.pending
+        if not self.live or message is None or self.env is None or self.session is None:
+            return
+        budget = None
+        if self.limits.tool_timeout_s is not None:
+            budget = self.limits.tool_timeout_s * max(1, len(message.tool_calls))
+            if isinstance(self.env, ToolEnv):
+                # The env times its tools out itself (the model reads an error message); the
+                # engine's limit is only a backstop behind it.
+                budget += BACKSTOP_GRACE_S
+        started_at, t0 = time.time(), time.monotonic()
+        result = None
+        async with self._phase(EndReason.ENV_ERROR, step_budget=budget):
+            result = await self.env.step(message)
+        duration = time.monotonic() - t0
+        self.usage.tool_time_s += duration
+        if result is None:
+            return
+        self.pending = None
+        message.state_key = result.state_key
+        if not result.done:
+            message.reward = result.reward
+        for obs in result.observations:
+            if obs.timing is None:
+                obs.timing = Timing(started_at=started_at, duration_s=duration)
+        try:
+            self.session.add_observations(result.observations)
+        except Exception as exc:
+            self._end(OutcomeStatus.ERROR, EndReason.POLICY_ERROR, describe_error(exc))
+            return
+        if result.done:
+            self.reward = result.reward
+            if result.info.get("truncated"):
+                self._end(OutcomeStatus.TRUNCATED, EndReason.ENV_TRUNCATED)
+            else:
+                self._end(OutcomeStatus.OK, EndReason.DONE)
+        elif self.turn >= self.limits.turn_limit:
+            self._end(OutcomeStatus.TRUNCATED, EndReason.MAX_TURNS, f"{self.turn} turns")
+
+    async def run(self) -> None:
+        """Drive the episode to its end on its own (the asynchronous mode)."""
+        await self.start()
+        while self.live:
+            await self.generate()
+            await self.act()
+
+    async def abort(self) -> None:
+        """Release the environment of an episode whose run was cancelled (never raises)."""
+        if self.env is not None:
+            env, self.env = self.env, None
+            try:
+                await asyncio.wait_for(env.close(), self.limits.close_timeout_s)
+            except Exception:  # the run is being torn down; nothing is left to record it on
+                return
+
+    async def finish(self) -> Trajectory:
+        """Close the environment and build the trajectory (never raises)."""
+        metadata: dict[str, Any] = {"seed": self.seed}
+        if self.env is not None:
+            try:
+                await asyncio.wait_for(self.env.close(), self.limits.close_timeout_s)
+            except Exception as exc:
+                metadata["close_error"] = describe_error(exc)
+        self.usage.wall_time_s = time.monotonic() - self._t0 if self._t0 else 0.0
+        if self.status is None:
+            # Only reached when a driver stops an episode early; say so rather than claim success.
+            self._end(
+                OutcomeStatus.ERROR, EndReason.ENV_ERROR, "the episode was stopped before it ended"
+            )
+        messages = list(self.session.messages) if self.session is not None else []
+        try:
+            return self._trajectory(messages, metadata)
+        except ValidationError as exc:
+            self.status, self.reason = OutcomeStatus.ERROR, EndReason.INVALID_TRAJECTORY
+            self.error = (
+                f"the conversation breaks the trajectory contract: {exc.errors()[0]['msg']}"
+            )
+            self.reward = None
+            return self._trajectory(_valid_prefix(messages), metadata)
+
+    def _trajectory(self, messages: list[Message], metadata: dict[str, Any]) -> Trajectory:
+        assert self.status is not None
+        env = self.env
+        return Trajectory(
+            task=self.key.task,
+            env=env.name if env is not None else self.key.task.env,
+            group_id=self.group_id,
+            sample_index=self.key.sample_index,
+            run_id=self.run_id,
+            model=self.policy.name,
+            tools=list(env.tools) if env is not None else [],
+            messages=messages,
+            outcome=Outcome(
+                status=self.status,
+                reward=self.reward,
+                error=self.error,
+                reason=None if self.reason is EndReason.DONE else self.reason,
+            ),
+            usage=self.usage,
+            metadata=metadata,
+        )
+
+
+def _valid_prefix(messages: list[Message]) -> list[Message]:
+    """The longest prefix of ``messages`` that is a valid (possibly cut-off) conversation."""
+    for end in range(len(messages), -1, -1):
+        try:
+            check_conversation(messages[:end], allow_open_calls=True)
+        except ValueError:
+            continue
+        return messages[:end]
+    return []

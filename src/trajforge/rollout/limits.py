@@ -1,0 +1,71 @@
+"""``Limits``: the budgets an episode runs under, and why an episode ended."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# With ``max_turns=None`` the environment decides when an episode ends; this backstop still
+# stops an environment that never says ``done``.
+TURN_BACKSTOP = 256
+
+
+class EndReason(StrEnum):
+    """Why an episode ended; stored in ``Outcome.reason``."""
+
+    DONE = "done"
+    ENV_TRUNCATED = "env_truncated"
+    MAX_TURNS = "max_turns"
+    MAX_NEW_TOKENS = "max_new_tokens"
+    MAX_EPISODE_TOKENS = "max_episode_tokens"
+    MAX_CONTEXT_TOKENS = "max_context_tokens"
+    TOOL_TIMEOUT = "tool_timeout"
+    EPISODE_TIMEOUT = "episode_timeout"
+    ENV_ERROR = "env_error"
+    POLICY_ERROR = "policy_error"
+    INVALID_TRAJECTORY = "invalid_trajectory"
+
+
+class Limits(BaseModel):
+    """Budgets for one episode. ``None`` means no limit (or: the environment decides).
+
+    Hitting a token, context or turn limit ends the episode with status ``truncated``; running
+    past a time limit ends it with status ``timeout``. Either way everything produced so far is
+    kept, and ``Outcome.reason`` names the limit.
+
+    Attributes:
+        max_turns: Assistant turns per episode (``None``: the environment decides, with a
+            backstop of ``TURN_BACKSTOP``). Also handed to a ``ToolEnv`` so its verifier scores a
+            cut-off conversation.
+        max_new_tokens: Tokens one assistant turn may sample (``None``: the sampling params'
+            ``max_new_tokens``).
+        stop_on_turn_limit: When a turn is cut at ``max_new_tokens``, end the episode
+            (``truncated``, reason ``max_new_tokens``). False hands the cut message to the
+            environment like any other.
+        max_episode_tokens: Tokens all assistant turns of an episode may sample together.
+        max_context_tokens: Tokens the model context (prompt plus completion) may hold.
+        tool_timeout_s: Seconds one tool call may run. Enforced around ``env.step``
+            (``timeout``, reason ``tool_timeout``): a step answering k calls may take k times
+            this. A ``ToolEnv`` gets it as its own ``tool_timeout`` (a slow tool becomes an
+            error message the model reads) and the engine's limit backs it up a second later.
+        episode_timeout_s: Wall-clock seconds for a whole episode (``timeout``, reason
+            ``episode_timeout``).
+        close_timeout_s: Seconds ``env.close()`` may take before it is abandoned.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_turns: int | None = Field(default=None, ge=1)
+    max_new_tokens: int | None = Field(default=None, ge=1)
+    stop_on_turn_limit: bool = True
+    max_episode_tokens: int | None = Field(default=None, ge=1)
+    max_context_tokens: int | None = Field(default=None, ge=1)
+    tool_timeout_s: float | None = Field(default=None, gt=0)
+    episode_timeout_s: float | None = Field(default=None, gt=0)
+    close_timeout_s: float = Field(default=10.0, gt=0)
+
+    @property
+    def turn_limit(self) -> int:
+        """The number of turns after which the engine stops an episode."""
+        return self.max_turns if self.max_turns is not None else TURN_BACKSTOP
