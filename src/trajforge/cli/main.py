@@ -55,7 +55,8 @@ def main() -> None:
     """Entry point: run the app, turning any error into one clear line unless --debug."""
     debug = "--debug" in sys.argv[1:]
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click returns a command's exit code instead of exiting.
+        code = app(standalone_mode=False)
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:
@@ -81,6 +82,8 @@ def main() -> None:
             soft_wrap=True,
         )
         raise SystemExit(1) from None
+    if isinstance(code, int) and code != 0:
+        raise SystemExit(code)
 
 
 def _is_ours(exc: Exception) -> bool:

@@ -1,9 +1,118 @@
-"""CLI commands (filled in by the owning component)."""
+"""Policy commands: ``trajforge check`` (token exactness of stored trajectories)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
+from trajforge.errors import ConfigError, StoreError
+
+if TYPE_CHECKING:
+    from trajforge.policy.check import CheckReport
+    from trajforge.schema import Trajectory
+
+_SHOWN = 50
+
+
+def check(
+    run: Annotated[str | None, typer.Option("--run", help="Only this run id.")] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            "--tokenizer",
+            help="Check with this tokenizer (a policy name or a local model folder) instead of "
+            "each trajectory's own model's.",
+        ),
+    ] = None,
+    protocol: Annotated[
+        str, typer.Option("--protocol", help="Tool protocol the trajectories were rendered with.")
+    ] = "auto",
+    as_json: JsonOption = False,
+    store: StoreOption = None,
+) -> None:
+    """Verify token exactness: stored ids replay to the rendered conversation, the loss mask
+    covers exactly the sampled tokens. Exits 1 if any trajectory differs."""
+    from rich.progress import Progress
+
+    from trajforge.policy.check import check_trajectories
+    from trajforge.policy.naming import tokenizer_for
+    from trajforge.policy.renderer import ChatRenderer, ToolProtocol
+    from trajforge.store import TrajectoryStore
+
+    path = resolve_store_path(store)
+    if not path.exists():
+        raise StoreError(f"no store at {path} (collect trajectories first, or pass --store)")
+    try:
+        tool_protocol = ToolProtocol(protocol)
+    except ValueError:
+        known = ", ".join(p.value for p in ToolProtocol)
+        raise ConfigError(f"--protocol: {protocol!r} is not one of {known}") from None
+    renderers: dict[str | None, ChatRenderer | None] = {}
+
+    def renderer_for(traj: Trajectory) -> ChatRenderer | None:
+        key = tokenizer if tokenizer is not None else traj.model
+        if key not in renderers:
+            tok = tokenizer_for(key)
+            renderers[key] = None if tok is None else ChatRenderer(tok, tool_protocol)
+        return renderers[key]
+
+    with TrajectoryStore(Path(path), create=False) as st:
+        total = st.count(run=run)
+        with Progress(console=console, transient=True, disable=as_json) as progress:
+            bar = progress.add_task("checking", total=total)
+            report = check_trajectories(
+                st.iter_query(run=run),
+                renderer_for,
+                on_checked=lambda _t: progress.advance(bar),
+            )
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        _print_report(report)
+    if not report.ok:
+        # SystemExit, not typer.Exit: the entry point runs click in non-standalone mode,
+        # where an Exit's code is returned and lost rather than raised.
+        raise SystemExit(1)
+
+
+def _print_report(report: CheckReport) -> None:
+    from rich.table import Table
+
+    if report.mismatches:
+        table = Table("trajectory", "msg", "role", "kind", "pos", "expected", "stored", "detail")
+        for m in report.mismatches[:_SHOWN]:
+            table.add_row(
+                m.trajectory_id[:12],
+                _text(m.message_index),
+                m.role or "",
+                m.kind.value,
+                _text(m.position),
+                repr(m.expected),
+                repr(m.actual),
+                m.detail,
+            )
+        console.print(table)
+        if len(report.mismatches) > _SHOWN:
+            console.print(f"... and {len(report.mismatches) - _SHOWN} more (use --json for all)")
+    skipped = f", {report.skipped} skipped (no token ids or unknown tokenizer)"
+    verdict = (
+        "[green]all token-exact[/green]"
+        if report.ok
+        else f"[red]{len(report.mismatches)} mismatch(es) in {report.bad_trajectories} "
+        "trajectory(ies)[/red]"
+    )
+    console.print(
+        f"checked {report.checked} trajectories{skipped if report.skipped else ''}: {verdict}"
+    )
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to ``app``."""
+    app.command("check")(check)

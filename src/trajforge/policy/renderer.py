@@ -1,0 +1,320 @@
+"""Exact, incremental chat rendering: messages -> token ids, completions -> messages.
+
+The context a model sees is built piece by piece and never re-tokenized:
+
+- the opening messages are rendered with the tokenizer's chat template (ending in the
+  generation prompt) and their ids split per message;
+- an assistant turn contributes exactly the ids the policy sampled;
+- each batch of observations (tool/user messages) contributes the exact text the template adds
+  for it (rendering the conversation with and without the batch and taking the difference),
+  preceded by whatever closes the previous assistant turn that the policy did not sample (the
+  end-of-turn token when generation stopped on a stop string or the length limit, the newline
+  after it) and followed by the next generation prompt.
+
+Tools are passed to the template when it renders them natively (it references ``tools``);
+otherwise they are described in the system message and called with the ``<tool_call>`` text
+protocol (``trajforge.formats.tool_calls``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from trajforge.errors import TrajforgeError
+from trajforge.formats.tool_calls import ParsedCompletion, format_tool_call, get_parser
+from trajforge.policy.tool_prompt import tools_system_prompt
+from trajforge.schema import Message, Role, ToolSpec
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+_SENTINEL = "TRAJFORGE_SENTINEL_5e1f"
+_TOOLS_REFERENCE = re.compile(r"\btools\b")
+
+
+class RenderError(TrajforgeError):
+    """A conversation cannot be rendered exactly with this tokenizer's chat template."""
+
+
+class ToolProtocol(StrEnum):
+    AUTO = "auto"
+    NATIVE = "native"
+    TEXT = "text"
+
+
+def message_text(message: Message) -> str:
+    """An assistant message as text-protocol text: its prose, then each call as written."""
+    parts = [message.content] if message.content else []
+    parts += [
+        call.raw if call.raw is not None else format_tool_call(call.name, call.arguments)
+        for call in message.tool_calls
+    ]
+    return "\n".join(parts)
+
+
+def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class ChatRenderer:
+    """Renders conversations into token ids with ``tokenizer``'s chat template.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer with a chat template.
+        tool_protocol: ``native`` (tools go to the template), ``text`` (tools described in the
+            system message, ``<tool_call>`` protocol), or ``auto`` (native when the template
+            references ``tools``).
+        parser: the ``trajforge.formats.tool_calls`` parser that reads completions.
+    """
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        tool_protocol: ToolProtocol | str = ToolProtocol.AUTO,
+        parser: str = "text",
+    ) -> None:
+        self.tokenizer = tokenizer
+        template = tokenizer.chat_template
+        if isinstance(template, dict):
+            template = template.get("tool_use") or template.get("default")
+        if not isinstance(template, str) or not template:
+            name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+            raise RenderError(f"tokenizer {name!r} has no chat template to render with")
+        self.template: str = template
+        self.supports_native_tools = bool(_TOOLS_REFERENCE.search(template))
+        protocol = ToolProtocol(tool_protocol)
+        if protocol is ToolProtocol.AUTO:
+            protocol = ToolProtocol.NATIVE if self.supports_native_tools else ToolProtocol.TEXT
+        self.tool_protocol = protocol
+        self.parser_name = parser
+        self._parse = get_parser(parser)
+        self.tool_role = self._detect_tool_role()
+        self.end_suffix_ids = self._detect_end_suffix()
+        self.end_of_turn_ids = self._end_of_turn(self.end_suffix_ids)
+
+    # --- template plumbing -------------------------------------------------------------
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` with no special tokens added (the template writes them)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    def _apply(
+        self, conversation: list[dict[str, Any]], tools: Sequence[ToolSpec], gen: bool
+    ) -> str:
+        kwargs: dict[str, Any] = {}
+        if tools and self.tool_protocol is ToolProtocol.NATIVE:
+            kwargs["tools"] = [t.to_openai() for t in tools]
+        try:
+            text = self.tokenizer.apply_chat_template(
+                conversation,
+                chat_template=self.template,
+                tokenize=False,
+                add_generation_prompt=gen,
+                **kwargs,
+            )
+        except Exception as exc:  # the template is user code: any failure is a render error
+            roles = ",".join(m["role"] for m in conversation)
+            raise RenderError(f"chat template failed on roles [{roles}]: {exc}") from exc
+        return str(text)
+
+    def _detect_tool_role(self) -> str:
+        """``tool`` when the template renders that role as it is (ChatML renders any role)."""
+        if self.tool_protocol is ToolProtocol.NATIVE:
+            return "tool"
+        probe = [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "tool", "content": _SENTINEL},
+        ]
+        try:
+            text = self._apply(probe, (), gen=False)
+        except RenderError:
+            return "user"
+        return "tool" if _SENTINEL in text else "user"
+
+    def _detect_end_suffix(self) -> list[int]:
+        """The ids the template writes after an assistant turn's content (``<|im_end|>\\n``)."""
+        user = [{"role": "user", "content": "hi"}]
+        prompt = self._apply(user, (), gen=True)
+        full = self._apply([*user, {"role": "assistant", "content": _SENTINEL}], (), gen=False)
+        at = full.find(_SENTINEL, len(prompt) if full.startswith(prompt) else 0)
+        if at < 0:
+            raise RenderError("the chat template does not render assistant message content")
+        return self.encode(full[at + len(_SENTINEL) :])
+
+    def _end_of_turn(self, suffix: list[int]) -> list[int]:
+        """The part of the end suffix a model samples: up to its first special token."""
+        special = set(self.tokenizer.all_special_ids)
+        for i, token in enumerate(suffix):
+            if token in special:
+                return suffix[: i + 1]
+        eos = self.tokenizer.eos_token_id
+        return [eos] if isinstance(eos, int) else suffix
+
+    # --- messages -> template dicts ----------------------------------------------------
+
+    def _template_message(self, message: Message) -> dict[str, Any]:
+        native = self.tool_protocol is ToolProtocol.NATIVE
+        if message.role is Role.ASSISTANT:
+            if not native:
+                return {"role": "assistant", "content": message_text(message)}
+            out: dict[str, Any] = {"role": "assistant", "content": message.content}
+            if message.tool_calls:
+                out["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
+                    for c in message.tool_calls
+                ]
+            return out
+        if message.role is Role.TOOL:
+            if native:
+                out = {"role": "tool", "content": message.content}
+                out["tool_call_id"] = message.tool_call_id
+                if message.name:
+                    out["name"] = message.name
+                return out
+            if self.tool_role == "tool":
+                return {"role": "tool", "content": message.content}
+            label = f"Tool result ({message.name})" if message.name else "Tool result"
+            return {"role": "user", "content": f"{label}:\n{message.content}"}
+        return {"role": message.role.value, "content": message.content}
+
+    def template_messages(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> list[dict[str, Any]]:
+        """The dicts handed to the chat template, with the text-protocol tool description
+        added to (or as) the system message."""
+        conversation = [self._template_message(m) for m in messages]
+        if conversation and tools and self.tool_protocol is ToolProtocol.TEXT:
+            block = tools_system_prompt(tools)
+            if conversation[0]["role"] == "system":
+                content = conversation[0]["content"]
+                conversation[0]["content"] = f"{content}\n\n{block}" if content else block
+            else:
+                conversation.insert(0, {"role": "system", "content": block})
+        return conversation
+
+    def render_text(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        add_generation_prompt: bool,
+    ) -> str:
+        """The template's text for ``messages`` (empty for no messages)."""
+        if not messages:
+            return ""
+        return self._apply(self.template_messages(messages, tools), tools, add_generation_prompt)
+
+    # --- incremental rendering ---------------------------------------------------------
+
+    def closing_ids(self, assistant_ids: Sequence[int]) -> list[int]:
+        """The end-of-turn ids the template writes after ``assistant_ids`` that were not
+        sampled: the whole suffix after a stop string, only the newline after a sampled EOS."""
+        suffix = self.end_suffix_ids
+        for k in range(len(suffix), 0, -1):
+            if len(assistant_ids) >= k and list(assistant_ids[-k:]) == suffix[:k]:
+                return suffix[k:]
+        return list(suffix)
+
+    def render_observations(
+        self,
+        history: Sequence[Message],
+        observations: Sequence[Message],
+        tools: Sequence[ToolSpec],
+    ) -> list[list[int]]:
+        """Per-message ids that ``observations`` add after ``history``, ending with the
+        generation prompt. ``history`` is empty or ends with an assistant message whose
+        ``token_ids`` are set."""
+        if not observations:
+            return []
+        if any(m.role is Role.ASSISTANT for m in observations):
+            raise RenderError("observations may not contain assistant messages")
+        head = ""
+        base = ""
+        if history:
+            last = history[-1]
+            if last.role is not Role.ASSISTANT or last.token_ids is None:
+                raise RenderError(
+                    "observations must follow an assistant message that carries its token ids"
+                )
+            head = self.decode(self.closing_ids(last.token_ids))
+            base = self.render_text(history, tools, add_generation_prompt=False)
+        full = self.render_text([*history, *observations], tools, add_generation_prompt=True)
+        if not full.startswith(base):
+            at = _common_prefix(base, full)
+            raise RenderError(
+                "the chat template is not prefix-stable: adding observations changes the "
+                f"rendering of earlier turns at character {at} ({base[at : at + 40]!r} became "
+                f"{full[at : at + 40]!r})"
+            )
+        cuts = []
+        for j in range(1, len(observations)):
+            partial = self.render_text(
+                [*history, *observations[:j]], tools, add_generation_prompt=False
+            )
+            cuts.append(len(head) + _common_prefix(partial, full) - len(base))
+        return self._split(head + full[len(base) :], cuts)
+
+    def _split(self, text: str, cuts: Sequence[int]) -> list[list[int]]:
+        """Tokenize ``text`` once and split the ids at the character positions ``cuts``; a
+        token that straddles a cut goes to the later piece."""
+        whole = self.encode(text)
+        pieces: list[list[int]] = []
+        start = 0
+        for cut in cuts:
+            end = max(start, _common_prefix(self.encode(text[: max(cut, 0)]), whole))
+            pieces.append(whole[start:end])
+            start = end
+        pieces.append(whole[start:])
+        return pieces
+
+    def text_assistant_ids(self, text: str) -> list[int]:
+        """Ids of an assistant turn given as text (not sampled): its content as the template
+        renders it, plus the end-of-turn token a model would have sampled."""
+        return self.encode(text) + list(self.end_of_turn_ids)
+
+    def assistant_message_ids(
+        self, history: Sequence[Message], message: Message, tools: Sequence[ToolSpec]
+    ) -> list[int]:
+        """Ids of an assistant message given without ids, as the template renders it after
+        ``history`` (its content and calls, then the end-of-turn token)."""
+        prompt = self.render_text(history, tools, add_generation_prompt=True)
+        full = self.render_text([*history, message], tools, add_generation_prompt=False)
+        suffix = self.decode(self.end_suffix_ids)
+        if not (history and full.startswith(prompt) and full.endswith(suffix)):
+            return self.text_assistant_ids(message_text(message))
+        return self.text_assistant_ids(full[len(prompt) : len(full) - len(suffix)])
+
+    # --- completions -> messages -------------------------------------------------------
+
+    def completion_text(self, token_ids: Sequence[int]) -> str:
+        """The text of an assistant turn's ids up to its end-of-turn token (a model stops
+        there; anything after it is not part of the reply)."""
+        ids = list(token_ids)
+        eot = list(self.end_of_turn_ids)
+        if eot:
+            for i in range(len(ids) - len(eot) + 1):
+                if ids[i : i + len(eot)] == eot:
+                    return self.decode(ids[:i])
+        if ids and ids[-1] == self.tokenizer.eos_token_id:
+            ids = ids[:-1]
+        return self.decode(ids)
+
+    def parse(self, token_ids: Sequence[int], turn: int) -> ParsedCompletion:
+        """Prose and tool calls (ids ``call_{turn}_{k}``) of an assistant turn's ids. Calls
+        that cannot be parsed keep ``parse_error`` and ``raw`` for the env to answer."""
+        return self._parse(self.completion_text(token_ids), f"call_{turn}")

@@ -1,0 +1,67 @@
+"""load_policy / tokenizer_for: policy names as configs and the CLI write them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trajforge.errors import ConfigError
+from trajforge.policy.naming import load_policy, parse_openai_spec, tokenizer_for
+from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.policy.tiny import tiny_model_and_tokenizer
+
+
+def test_expert_needs_the_env_expert(smol_tokenizer: Any) -> None:
+    with pytest.raises(ConfigError, match="expert="):
+        load_policy("expert")
+    policy = load_policy("expert", expert=lambda task, messages: "done")
+    assert isinstance(policy, ScriptedPolicy) and policy.name == "expert"
+    assert policy.tokenizer is smol_tokenizer
+
+
+def test_openai_spec() -> None:
+    assert parse_openai_spec("openai:http://127.0.0.1:8000/v1#org/model#2") == (
+        "http://127.0.0.1:8000/v1#org/model",
+        "2",
+    )
+    assert parse_openai_spec("openai:https://api.example.com/v1#gpt-x") == (
+        "https://api.example.com/v1",
+        "gpt-x",
+    )
+    for bad in ("openai:http://127.0.0.1:8000/v1", "openai:#m", "openai:http://x#"):
+        with pytest.raises(ConfigError, match="openai:<base_url>#<model>"):
+            load_policy(bad)
+
+
+def test_unknown_names_and_folders(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown policy 'nope'"):
+        load_policy("nope")
+    with pytest.raises(ConfigError, match=r"no config\.json"):
+        load_policy(str(tmp_path))
+
+
+def test_tiny_and_a_local_folder(tmp_path: Path, smol_tokenizer: Any) -> None:
+    from trajforge.policy.hf import HFPolicy
+
+    tiny = load_policy("tiny", seed=3)
+    assert isinstance(tiny, HFPolicy) and tiny.name == "tiny"
+    model, tokenizer = tiny_model_and_tokenizer(seed=3)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    local = load_policy(str(tmp_path))
+    assert isinstance(local, HFPolicy) and local.name == str(tmp_path)
+    assert local.renderer.end_of_turn_ids == tiny.renderer.end_of_turn_ids
+    folder_tokenizer = tokenizer_for(str(tmp_path))
+    assert folder_tokenizer is not None and folder_tokenizer is not smol_tokenizer
+    assert folder_tokenizer.encode("a <tool_call> b") == smol_tokenizer.encode("a <tool_call> b")
+    asyncio.run(tiny.close())
+    asyncio.run(local.close())
+
+
+def test_tokenizer_for_names(smol_tokenizer: Any) -> None:
+    assert tokenizer_for("openai:http://127.0.0.1:1/v1#m") is None
+    for name in ("tiny", "embedded", "expert", None, "some-run-name"):
+        assert tokenizer_for(name) is smol_tokenizer
