@@ -1,0 +1,187 @@
+"""Generation throughput of ``HFPolicy`` dynamic batching on the embedded SmolLM2, on CPU.
+
+Sixteen concurrent episodes' first prompts (chat-rendered calculator questions of different
+lengths), greedy, ``max_new_tokens`` each, generated four ways in the same process:
+
+- ``batched``: 16 concurrent ``HFPolicy.generate`` calls (dynamic batching, max_batch_size=16);
+- ``one_by_one_policy``: the same requests one after another through ``HFPolicy`` with
+  max_batch_size=1;
+- ``one_by_one_generate``: ``model.generate`` once per prompt;
+- ``padded_generate``: one left-padded ``model.generate`` call on all 16 prompts.
+
+End-of-sequence tokens are ignored (as in vLLM's throughput benchmark), so every sequence
+generates exactly ``max_new_tokens`` tokens in every mode and all modes do the same work.
+``ratio`` is the batched rate over the faster of the two one-by-one rates; ``vs_padded`` is
+the batched rate over the padded ``model.generate`` rate.
+
+Each of ``--rounds`` rounds runs both batched modes once and a 1/rounds slice of the
+prompts one by one in both ways, so the load of a shared machine falls on all modes alike;
+rates are total tokens over total seconds per mode.
+
+Run: ``.venv/bin/python bench/generation.py [--max-new-tokens 64] [--rounds 4] [--threads 1]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import torch
+
+from trajforge.policy.base import SamplingParams
+from trajforge.policy.embedded import load_embedded
+from trajforge.policy.hf import HFPolicy
+
+SYSTEM = (
+    "You are a careful assistant. Use the calculator tool by writing "
+    '<tool_call>{"name": "calculator", "arguments": {"expression": "..."}}</tool_call>.'
+)
+QUESTIONS = [
+    "What is 17 * 23?",
+    "Add 1234 and 5678.",
+    "A shop sells pens at 3 dollars each. How much do 14 pens cost?",
+    "What is 2 to the power of 10?",
+    "Compute (45 + 55) * 3 - 12.",
+    "If a train travels 60 km per hour for 2.5 hours, how far does it go?",
+    "What is 1000 divided by 8?",
+    "Subtract 387 from 1002.",
+    "A rectangle is 12 m long and 7 m wide. What is its area in square metres?",
+    "What is the sum of the first ten positive integers?",
+    "How many minutes are there in 3 days?",
+    "What is 15 percent of 240?",
+    "Alice has 48 apples and gives a quarter of them to Bob, then eats 5. How many are left?",
+    "What is 999 * 999?",
+    "Compute the average of 12, 18, 25 and 45.",
+    "A tank holds 350 litres and drains at 14 litres per minute. How long until it is empty?",
+]
+
+
+def render_prompts(tokenizer: Any) -> list[list[int]]:
+    prompts = []
+    for i, question in enumerate(QUESTIONS):
+        # Different lengths: some episodes carry a longer history of earlier exchanges.
+        history = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]
+        messages = [{"role": "system", "content": SYSTEM}, *history * (i % 4)]
+        messages.append({"role": "user", "content": question})
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        prompts.append(tokenizer.encode(text, add_special_tokens=False))
+    return prompts
+
+
+async def policy_tokens(
+    policy: HFPolicy, prompts: list[list[int]], n: int, concurrent: bool
+) -> int:
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=n)
+    if concurrent:
+        results = await asyncio.gather(*(policy.generate(p, sampling) for p in prompts))
+    else:
+        results = [await policy.generate(p, sampling) for p in prompts]
+    return sum(len(r.token_ids) for r in results)
+
+
+def generate_tokens(model: Any, tokenizer: Any, prompts: list[list[int]], n: int) -> int:
+    width = max(len(p) for p in prompts)
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    with torch.inference_mode():
+        # min_new_tokens masks the end-of-sequence logit: every row runs all n steps.
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=n,
+            min_new_tokens=n,
+            do_sample=False,
+            pad_token_id=pad,
+        )
+    return int(out[:, width:].numel())
+
+
+class Clock:
+    """Seconds and tokens per mode, summed over rounds."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.tokens: dict[str, int] = {}
+
+    def time(self, label: str, fn: Callable[[], int]) -> None:
+        start = time.perf_counter()
+        tokens = fn()
+        elapsed = time.perf_counter() - start
+        self.seconds[label] = self.seconds.get(label, 0.0) + elapsed
+        self.tokens[label] = self.tokens.get(label, 0) + tokens
+        print(f"{label}: {tokens} tokens in {elapsed:.1f}s", file=sys.stderr)
+
+    def figures(self, label: str) -> dict[str, float]:
+        seconds, tokens = self.seconds[label], self.tokens[label]
+        return {
+            "tokens": tokens,
+            "seconds": round(seconds, 2),
+            "tokens_per_s": round(tokens / seconds, 2),
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: torch's)"
+    )
+    args = parser.parse_args()
+    n = args.max_new_tokens
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    model, tokenizer = load_embedded()
+    prompts = render_prompts(tokenizer)
+    batched = HFPolicy(model, tokenizer, max_batch_size=16, eos_token_ids=[])
+    single = HFPolicy(model, tokenizer, max_batch_size=1, eos_token_ids=[])
+
+    def run(coro: Callable[[], Awaitable[int]]) -> Callable[[], int]:
+        return lambda: asyncio.run(coro())  # type: ignore[arg-type]
+
+    run(lambda: policy_tokens(batched, prompts[:2], 4, True))()  # warm up kernels and caches
+    clock = Clock()
+    # The machine is shared: every round runs every mode (the batched modes once, a slice of
+    # the prompts one by one), so load changes reach all modes alike.
+    for r in range(args.rounds):
+        clock.time("batched", run(lambda: policy_tokens(batched, prompts, n, True)))
+        clock.time("padded_generate", lambda: generate_tokens(model, tokenizer, prompts, n))
+        for prompt in prompts[r :: args.rounds]:
+            one = [prompt]
+            clock.time("one_by_one_policy", run(partial(policy_tokens, single, one, n, False)))
+            clock.time("one_by_one_generate", partial(generate_tokens, model, tokenizer, one, n))
+    figures = {label: clock.figures(label) for label in clock.seconds}
+    rate = figures["batched"]["tokens_per_s"]
+    baseline = max(
+        figures["one_by_one_policy"]["tokens_per_s"], figures["one_by_one_generate"]["tokens_per_s"]
+    )
+    result = {
+        "bench": "generation",
+        "model": "SmolLM2-135M-Instruct (float32, CPU)",
+        "episodes": len(prompts),
+        "prompt_tokens": [len(p) for p in prompts],
+        "max_new_tokens": n,
+        "rounds": args.rounds,
+        "torch_threads": torch.get_num_threads(),
+        **figures,
+        "ratio": round(rate / baseline, 2),
+        "vs_padded": round(rate / figures["padded_generate"]["tokens_per_s"], 2),
+        "batching": {
+            "prefills": batched.stats.prefills,
+            "decode_steps": batched.stats.decode_steps,
+            "max_rows": batched.stats.max_rows,
+        },
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

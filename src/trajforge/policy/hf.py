@@ -1,0 +1,343 @@
+"""``HFPolicy``: a transformers causal LM with dynamic, continuous batching.
+
+Every ``generate`` call from any number of concurrent episodes goes into one queue. A worker
+thread owns the model: between two decode steps it admits whatever is waiting (up to
+``max_batch_size`` live sequences), prefills those prompts together and appends them to the
+running batch; finished sequences leave the batch at once. The event loop never runs the model,
+so it keeps serving tool calls while the model computes.
+
+Logprobs: each sampled token's ``log_softmax(logits / temperature)`` over the full vocabulary
+(temperature 1 when greedy, before top-p truncation): the log-probability an RL trainer
+recomputes from the same logits, so old/new ratios are exact at ratio 1 when nothing changed.
+
+Seeds: each request gets its own ``torch.Generator`` (from ``SamplingParams.seed``), and a
+sequence's samples depend only on its own logits and generator, never on its batch neighbours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trajforge.errors import ConfigError, TrajforgeError
+from trajforge.policy.base import Completion, FinishReason, SamplingParams
+from trajforge.policy.hf_engine import DecodeEngine, EngineStats, GenerationRequest, completion_of
+from trajforge.policy.renderer import ToolProtocol
+from trajforge.policy.sampling import make_generator
+from trajforge.policy.token_policy import TokenPolicy
+from trajforge.schema import Message
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+
+class GenerationError(TrajforgeError):
+    """A generation request cannot be served (bad prompt, context full, policy closed)."""
+
+
+class HFPolicy(TokenPolicy):
+    """A local transformers model behind the token-level policy contract.
+
+    Args:
+        model: a causal LM (``AutoModelForCausalLM``), possibly shared with a trainer: the
+            worker switches it to eval mode while it generates and restores the mode after.
+        tokenizer: its tokenizer (with a chat template).
+        max_batch_size: most sequences decoded together.
+        device: move the model there first (default: where it already is).
+        eos_token_ids: ids that end a sequence (default: the tokenizer's and the generation
+            config's end-of-sequence ids).
+        max_context_tokens: prompt plus completion limit (default: the model's
+            ``max_position_embeddings``).
+        tool_protocol, parser, name: see ``TokenPolicy``.
+    """
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        max_batch_size: int = 16,
+        device: str | torch.device | None = None,
+        eos_token_ids: Sequence[int] | None = None,
+        max_context_tokens: int | None = None,
+        tool_protocol: ToolProtocol | str = ToolProtocol.AUTO,
+        parser: str = "text",
+        name: str | None = None,
+    ) -> None:
+        super().__init__(tokenizer, tool_protocol=tool_protocol, parser=parser, name=name)
+        if max_batch_size < 1:
+            raise ConfigError(f"max_batch_size: must be at least 1, got {max_batch_size}")
+        if device is not None:
+            model = model.to(device)
+        self.model = model
+        self.max_batch_size = max_batch_size
+        self.eos_ids = frozenset(
+            eos_token_ids if eos_token_ids is not None else _eos_ids(model, tokenizer)
+        )
+        config = model.config.get_text_config(decoder=True)
+        self.max_context_tokens = max_context_tokens or int(config.max_position_embeddings)
+        self.vocab_size = int(model.get_input_embeddings().num_embeddings)
+        self._engine = DecodeEngine(model, tokenizer, self.eos_ids)
+        self._cond = threading.Condition()
+        self._pending: deque[GenerationRequest] = deque()
+        self._live = 0
+        self._pausers = 0
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._restore_training = False
+        self._adapter_serial = 0
+
+    @property
+    def stats(self) -> EngineStats:
+        """How much batching happened so far (prefills, decode steps, rows per step)."""
+        return replace(self._engine.stats)
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        messages: Sequence[Message] | None = None,
+    ) -> Completion:
+        _check_sampling(sampling)
+        if not prompt_ids:
+            raise GenerationError("generate: the prompt has no token ids")
+        if min(prompt_ids) < 0 or max(prompt_ids) >= self.vocab_size:
+            # Checked here: inside the batch one bad prompt would fail its neighbours too.
+            bad = next(t for t in prompt_ids if not 0 <= t < self.vocab_size)
+            raise GenerationError(
+                f"generate: token id {bad} is outside the model's vocabulary (0..{self.vocab_size - 1})"
+            )
+        room = self.max_context_tokens - len(prompt_ids)
+        if room <= 0:
+            raise GenerationError(
+                f"generate: the prompt has {len(prompt_ids)} tokens, the model's context holds "
+                f"{self.max_context_tokens}"
+            )
+        if sampling.max_new_tokens == 0:
+            return Completion(token_ids=[], logprobs=[], text="", finish_reason=FinishReason.LENGTH)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Completion] = loop.create_future()
+
+        def deliver(result: Completion | BaseException) -> None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
+                loop.call_soon_threadsafe(_settle, future, result)
+
+        request = GenerationRequest(
+            prompt_ids=list(prompt_ids),
+            sampling=sampling,
+            max_new_tokens=min(sampling.max_new_tokens, room),
+            generator=make_generator(sampling.seed, self._engine.device),
+            deliver=deliver,
+            is_cancelled=future.cancelled,
+        )
+        with self._cond:
+            self._ensure_worker()
+            self._pending.append(request)
+            self._cond.notify_all()
+        return await future
+
+    # --- weights --------------------------------------------------------------------------
+
+    def set_weights(self, weights: Any) -> None:
+        """Load a module's or a state dict's weights. Waits for in-flight sequences to finish
+        and holds new ones back meanwhile, so no sequence mixes two sets of weights. Removes
+        a loaded adapter first. Passing the policy's own model only synchronises."""
+        import torch
+
+        with self._paused():
+            if weights is self.model or weights is self._base_model():
+                return
+            state = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
+            if not isinstance(state, Mapping):
+                raise ConfigError(
+                    f"set_weights: expected a module or a state dict, got {type(weights).__name__}"
+                )
+            self._drop_adapter()
+            _load_exact(self.model, state)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """``set_weights`` for a state dict."""
+        self.set_weights(state_dict)
+
+    def load_adapter(self, path: str | Path) -> None:
+        """Apply the PEFT LoRA adapter saved in ``path`` (replacing any adapter loaded before),
+        between generations like ``set_weights``."""
+        from peft import PeftModel
+
+        folder = Path(path)
+        if not (folder / "adapter_config.json").is_file():
+            raise ConfigError(f"load_adapter: {folder} has no adapter_config.json")
+        with self._paused():
+            self._adapter_serial += 1
+            name = f"trajforge_{self._adapter_serial}"
+            if isinstance(self.model, PeftModel):
+                previous = self.model.active_adapter
+                self.model.load_adapter(str(folder), adapter_name=name)
+                self.model.set_adapter(name)
+                self.model.delete_adapter(previous)
+            else:
+                self.model = PeftModel.from_pretrained(self.model, str(folder), adapter_name=name)
+            self.model.eval()
+            self._engine.model = self.model
+
+    def _base_model(self) -> Any:
+        get_base = getattr(self.model, "get_base_model", None)
+        return get_base() if callable(get_base) else self.model
+
+    def _drop_adapter(self) -> None:
+        from peft import PeftModel
+
+        if isinstance(self.model, PeftModel):
+            self.model = self.model.unload()
+            self._engine.model = self.model
+
+    @contextlib.contextmanager
+    def _paused(self) -> Iterator[None]:
+        """Hold admissions and wait until no sequence is in flight."""
+        with self._cond:
+            self._pausers += 1
+            try:
+                while self._live:
+                    self._cond.wait()
+                yield
+            finally:
+                self._pausers -= 1
+                self._cond.notify_all()
+
+    # --- worker ---------------------------------------------------------------------------
+
+    def _ensure_worker(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._stopping = False
+            self._thread = threading.Thread(target=self._work, name="trajforge-hf", daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        import torch
+
+        while True:
+            with self._cond:
+                while not self._stopping and not self._live and not self._admissible():
+                    self._cond.wait()
+                if self._stopping:
+                    self._abandon(GenerationError("the policy was closed"))
+                    return
+                admitted: list[GenerationRequest] = []
+                if self._pausers == 0:
+                    while self._pending and len(self._engine) + len(admitted) < self.max_batch_size:
+                        request = self._pending.popleft()
+                        if not request.is_cancelled():
+                            admitted.append(request)
+                self._live = len(self._engine) + len(admitted)
+            try:
+                with torch.inference_mode():
+                    finished = self._advance(admitted)
+            except Exception as exc:  # reported to every waiting caller
+                failed = self._engine.fail_all()
+                failed += [r for r in admitted if r not in failed]
+                for request in failed:
+                    request.deliver(exc)
+                finished = []
+            for request in finished:
+                request.deliver(completion_of(request, self.tokenizer, self.eos_ids))
+            with self._cond:
+                self._live = len(self._engine)
+                if not self._live:
+                    self._set_idle()
+                    self._cond.notify_all()
+
+    def _admissible(self) -> bool:
+        return bool(self._pending) and self._pausers == 0
+
+    def _advance(self, admitted: list[GenerationRequest]) -> list[GenerationRequest]:
+        """Admit new sequences (one prefill) or else run one decode step."""
+        self._engine.drop_cancelled()
+        if admitted:
+            if not len(self._engine):
+                self._set_busy()
+            return self._engine.add(admitted)
+        if len(self._engine):
+            return self._engine.step()
+        return []
+
+    def _set_busy(self) -> None:
+        self._restore_training = bool(self.model.training)
+        if self._restore_training:
+            self.model.eval()
+
+    def _set_idle(self) -> None:
+        if self._restore_training:
+            self.model.train()
+            self._restore_training = False
+
+    def _abandon(self, error: BaseException) -> None:
+        for request in [*self._engine.fail_all(), *self._pending]:
+            request.deliver(error)
+        self._pending.clear()
+        self._live = 0
+        self._set_idle()
+        self._cond.notify_all()
+
+    async def close(self) -> None:
+        """Stop the worker thread; requests still waiting fail with ``GenerationError``. A
+        later ``generate`` starts a new worker."""
+        thread = self._thread
+        if thread is None:
+            return
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        await asyncio.to_thread(thread.join)
+        self._thread = None
+
+
+def _settle(future: asyncio.Future[Completion], result: Completion | BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
+
+
+def _check_sampling(sampling: SamplingParams) -> None:
+    if sampling.temperature < 0:
+        raise ConfigError(f"sampling.temperature: must be >= 0, got {sampling.temperature}")
+    if not 0 < sampling.top_p <= 1:
+        raise ConfigError(f"sampling.top_p: must be in (0, 1], got {sampling.top_p}")
+    if sampling.max_new_tokens < 0:
+        raise ConfigError(f"sampling.max_new_tokens: must be >= 0, got {sampling.max_new_tokens}")
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    for source in (tokenizer.eos_token_id, getattr(model.generation_config, "eos_token_id", None)):
+        if isinstance(source, int):
+            ids.add(source)
+        elif isinstance(source, list | tuple):
+            ids.update(int(i) for i in source)
+    return ids
+
+
+def _load_exact(model: Any, state: Mapping[str, Any]) -> None:
+    """``load_state_dict`` that names mismatched keys instead of loading part of them."""
+    expected = set(model.state_dict())
+    given = set(state)
+    missing, unexpected = sorted(expected - given), sorted(given - expected)
+    if missing or unexpected:
+        raise ConfigError(
+            "set_weights: the state dict does not fit the model: "
+            f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+            f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+        )
+    model.load_state_dict(state, strict=True)

@@ -1,0 +1,284 @@
+"""The batched decode loop behind ``HFPolicy``: continuous batching over a causal LM.
+
+Sequences join the running batch between decode steps (their prompts are prefilled together,
+left-padded, and their caches appended to the batch's) and leave it as soon as they finish, so
+the batch only ever computes live rows. Every row has its own sampling parameters, generator,
+stop strings and token budget. The engine is synchronous and single-threaded; ``HFPolicy`` runs
+it in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from trajforge.policy.base import Completion, FinishReason, SamplingParams
+from trajforge.policy.sampling import sample_tokens
+
+if TYPE_CHECKING:
+    import torch
+
+    from trajforge.policy.kv_cache import RowCache
+
+STOP_WINDOW_SLACK = 8
+"""Tokens decoded beyond the longest stop string's length when looking for it."""
+
+PREFILL_FILL = 0.8
+"""Prompts are prefilled in groups of similar length: a prompt shorter than this fraction of
+its group's longest starts a new group, so padding never wastes more than ~20% of a prefill."""
+
+
+@dataclass(eq=False)
+class GenerationRequest:
+    """One sequence to generate. ``deliver`` receives the result once it is finished."""
+
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    max_new_tokens: int
+    generator: torch.Generator
+    deliver: Callable[[Completion | BaseException], None]
+    is_cancelled: Callable[[], bool] = lambda: False
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: FinishReason | None = None
+
+
+@dataclass
+class EngineStats:
+    """Counters that show how much batching happened."""
+
+    prefills: int = 0
+    decode_steps: int = 0
+    prefill_rows: int = 0
+    decode_rows: int = 0
+    max_rows: int = 0
+    generated_tokens: int = 0
+
+
+class DecodeEngine:
+    """Holds the live batch: rows, their KV cache, attention mask and next inputs."""
+
+    def __init__(self, model: Any, tokenizer: Any, eos_ids: Iterable[int]) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.eos_ids = frozenset(eos_ids)
+        self.stats = EngineStats()
+        self.rows: list[GenerationRequest] = []
+        self._cache: RowCache | None = None
+        self._mask: torch.Tensor | None = None
+        self._positions: torch.Tensor | None = None
+        self._next_tokens: torch.Tensor | None = None
+        self._temperatures: torch.Tensor | None = None
+        self._top_ps: torch.Tensor | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
+        """Prefill ``requests`` (in groups of similar length), sample their first tokens and
+        join them to the batch. Returns the requests that are finished after this step."""
+        finished: list[GenerationRequest] = []
+        for group in _length_groups(requests):
+            finished += self._prefill(group)
+        return finished
+
+    def _prefill(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
+        import torch
+
+        from trajforge.policy.kv_cache import RowCache
+
+        device = self.device
+        width = max(len(r.prompt_ids) for r in requests)
+        ids = torch.zeros((len(requests), width), dtype=torch.long, device=device)
+        mask = torch.zeros((len(requests), width), dtype=torch.long, device=device)
+        for i, request in enumerate(requests):
+            n = len(request.prompt_ids)
+            ids[i, width - n :] = torch.tensor(request.prompt_ids, dtype=torch.long, device=device)
+            mask[i, width - n :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = RowCache(self.model.config.get_text_config(decoder=True).num_hidden_layers)
+        logits = self._forward(ids, mask, positions, cache)
+        temperatures = torch.tensor(
+            [r.sampling.temperature for r in requests], dtype=torch.float32, device=device
+        )
+        top_ps = torch.tensor(
+            [r.sampling.top_p for r in requests], dtype=torch.float32, device=device
+        )
+        tokens, logprobs = sample_tokens(
+            logits, temperatures, top_ps, [r.generator for r in requests]
+        )
+        self.stats.prefills += 1
+        self.stats.prefill_rows += len(requests)
+        start = len(self.rows)
+        self._join(requests, cache, mask, mask.sum(-1), tokens, temperatures, top_ps)
+        finished = self._record(start, tokens, logprobs)
+        self._compact()
+        return finished
+
+    def step(self) -> list[GenerationRequest]:
+        """One decode step for every live row. Returns the requests finished by it."""
+        import torch
+
+        assert self._cache is not None and self._mask is not None
+        assert self._positions is not None and self._next_tokens is not None
+        assert self._temperatures is not None and self._top_ps is not None
+        ones = torch.ones((len(self.rows), 1), dtype=self._mask.dtype, device=self._mask.device)
+        self._mask = torch.cat([self._mask, ones], dim=-1)
+        logits = self._forward(
+            self._next_tokens[:, None], self._mask, self._positions[:, None], self._cache
+        )
+        tokens, logprobs = sample_tokens(
+            logits, self._temperatures, self._top_ps, [r.generator for r in self.rows]
+        )
+        self._positions = self._positions + 1
+        self._next_tokens = tokens
+        self.stats.decode_steps += 1
+        self.stats.decode_rows += len(self.rows)
+        finished = self._record(0, tokens, logprobs)
+        self._compact()
+        return finished
+
+    def drop_cancelled(self) -> None:
+        """Remove rows whose caller stopped waiting (an episode timeout, a cancelled task)."""
+        if any(r.is_cancelled() for r in self.rows):
+            self._compact()
+
+    def fail_all(self) -> list[GenerationRequest]:
+        """Forget every row (after an exception); returns them so the caller can report it."""
+        rows, self.rows = self.rows, []
+        self._cache = None
+        self._mask = self._positions = self._next_tokens = None
+        self._temperatures = self._top_ps = None
+        return rows
+
+    def _forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: RowCache
+    ) -> torch.Tensor:
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return out.logits[:, -1, :].float()
+
+    def _join(
+        self,
+        requests: list[GenerationRequest],
+        cache: RowCache,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        tokens: torch.Tensor,
+        temperatures: torch.Tensor,
+        top_ps: torch.Tensor,
+    ) -> None:
+        import torch
+
+        self.rows.extend(requests)
+        self.stats.max_rows = max(self.stats.max_rows, len(self.rows))
+        if self._cache is None:
+            self._cache, self._mask, self._positions = cache, mask, positions
+            self._next_tokens, self._temperatures, self._top_ps = tokens, temperatures, top_ps
+            return
+        assert self._mask is not None and self._positions is not None
+        assert self._next_tokens is not None
+        assert self._temperatures is not None and self._top_ps is not None
+        width = max(self._mask.shape[-1], mask.shape[-1])
+        self._cache.append_rows(cache)
+        self._mask = torch.cat([_pad_mask(self._mask, width), _pad_mask(mask, width)])
+        self._positions = torch.cat([self._positions, positions])
+        self._next_tokens = torch.cat([self._next_tokens, tokens])
+        self._temperatures = torch.cat([self._temperatures, temperatures])
+        self._top_ps = torch.cat([self._top_ps, top_ps])
+
+    def _record(
+        self, start: int, tokens: torch.Tensor, logprobs: torch.Tensor
+    ) -> list[GenerationRequest]:
+        finished: list[GenerationRequest] = []
+        rows = self.rows[start:]
+        for request, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
+            request.token_ids.append(token)
+            request.logprobs.append(logprob)
+            self.stats.generated_tokens += 1
+            if token in self.eos_ids or self._hit_stop(request):
+                request.finish_reason = FinishReason.STOP
+            elif len(request.token_ids) >= request.max_new_tokens:
+                request.finish_reason = FinishReason.LENGTH
+            if request.finish_reason is not None:
+                finished.append(request)
+        return finished
+
+    def _hit_stop(self, request: GenerationRequest) -> bool:
+        stops = request.sampling.stop
+        if not stops:
+            return False
+        window = max(len(s) for s in stops) + STOP_WINDOW_SLACK
+        tail = self.tokenizer.decode(request.token_ids[-window:], skip_special_tokens=False)
+        return any(stop in tail for stop in stops)
+
+    def _compact(self) -> None:
+        """Drop finished and cancelled rows, and padding columns no live row needs."""
+        import torch
+
+        keep = [
+            i for i, r in enumerate(self.rows) if r.finish_reason is None and not r.is_cancelled()
+        ]
+        if len(keep) == len(self.rows):
+            return
+        if not keep:
+            self.fail_all()
+            return
+        assert self._cache is not None and self._mask is not None
+        assert self._positions is not None and self._next_tokens is not None
+        assert self._temperatures is not None and self._top_ps is not None
+        index = torch.tensor(keep, dtype=torch.long, device=self._mask.device)
+        mask = self._mask[index]
+        drop_left = int(mask.any(dim=0).long().argmax())
+        self._cache.select_rows(index, drop_left)
+        self._mask = mask[:, drop_left:]
+        self._positions = self._positions[index]
+        self._next_tokens = self._next_tokens[index]
+        self._temperatures = self._temperatures[index]
+        self._top_ps = self._top_ps[index]
+        self.rows = [self.rows[i] for i in keep]
+
+
+def _length_groups(requests: list[GenerationRequest]) -> list[list[GenerationRequest]]:
+    groups: list[list[GenerationRequest]] = []
+    for request in sorted(requests, key=lambda r: len(r.prompt_ids), reverse=True):
+        if groups and len(request.prompt_ids) >= PREFILL_FILL * len(groups[-1][0].prompt_ids):
+            groups[-1].append(request)
+        else:
+            groups.append([request])
+    return groups
+
+
+def _pad_mask(mask: torch.Tensor, width: int) -> torch.Tensor:
+    import torch
+
+    missing = width - mask.shape[-1]
+    if missing == 0:
+        return mask
+    return torch.cat([mask.new_zeros((mask.shape[0], missing)), mask], dim=-1)
+
+
+def completion_of(
+    request: GenerationRequest, tokenizer: Any, eos_ids: frozenset[int]
+) -> Completion:
+    """The finished request as a ``Completion``; the text leaves out a final end-of-sequence
+    token (the ids keep it: the model sampled it and it is part of the context)."""
+    ids = request.token_ids
+    text_ids = ids[:-1] if ids and ids[-1] in eos_ids else ids
+    return Completion(
+        token_ids=list(ids),
+        logprobs=list(request.logprobs),
+        text=tokenizer.decode(text_ids, skip_special_tokens=False),
+        finish_reason=request.finish_reason or FinishReason.LENGTH,
+    )

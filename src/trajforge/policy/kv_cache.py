@@ -1,0 +1,121 @@
+"""A key/value cache whose rows can join and leave between decode steps.
+
+Each layer keeps its keys and values in a buffer with spare room along the sequence axis, so a
+decode step writes one column in place instead of re-concatenating the whole cache (what
+transformers' ``DynamicLayer`` does). Rows are left-aligned by padding: a row that joins with a
+shorter history is padded on the left, and padding columns are masked out by the attention mask
+the engine keeps alongside. Positions are per row, so left padding never shifts a sequence.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from transformers.cache_utils import DynamicCache, DynamicLayer
+
+if TYPE_CHECKING:
+    import torch
+
+GROWTH = 128
+"""Spare columns allocated whenever a buffer runs out of room."""
+
+
+class GrowingLayer(DynamicLayer):
+    """One layer's cache: ``[B, H, capacity, D]`` buffers of which ``length`` columns are used."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.length = 0
+        self._key_buf: torch.Tensor | None = None
+        self._value_buf: torch.Tensor | None = None
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.dtype, self.device = key_states.dtype, key_states.device
+        self.is_initialized = True
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if self._key_buf is None or self._value_buf is None or end > self._key_buf.shape[-2]:
+            self._reserve(key_states, value_states, end)
+        assert self._key_buf is not None and self._value_buf is not None
+        self._key_buf[:, :, self.length : end] = key_states
+        self._value_buf[:, :, self.length : end] = value_states
+        self.length = end
+        self._publish()
+        return self.keys, self.values  # type: ignore[return-value]
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def set_state(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Replace the contents with ``keys``/``values`` ``[B, H, T, D]`` (copied, with spare room)."""
+        self.is_initialized = True
+        self.dtype, self.device = keys.dtype, keys.device
+        self.length = 0
+        self._key_buf = None
+        self._value_buf = None
+        self.update(keys, values)
+
+    def _reserve(self, key_states: torch.Tensor, value_states: torch.Tensor, needed: int) -> None:
+        batch, heads, _, _ = key_states.shape
+        capacity = needed + GROWTH
+        key_buf = key_states.new_empty((batch, heads, capacity, key_states.shape[-1]))
+        value_buf = value_states.new_empty((batch, heads, capacity, value_states.shape[-1]))
+        if self._key_buf is not None and self._value_buf is not None and self.length:
+            key_buf[:, :, : self.length] = self._key_buf[:, :, : self.length]
+            value_buf[:, :, : self.length] = self._value_buf[:, :, : self.length]
+        self._key_buf, self._value_buf = key_buf, value_buf
+
+    def _publish(self) -> None:
+        assert self._key_buf is not None and self._value_buf is not None
+        self.keys = self._key_buf[:, :, : self.length]
+        self.values = self._value_buf[:, :, : self.length]
+
+
+class RowCache:
+    """A ``DynamicCache`` of ``GrowingLayer``s plus the row operations continuous batching needs."""
+
+    def __init__(self, num_layers: int) -> None:
+        self.cache = DynamicCache()
+        self.cache.layers = [GrowingLayer() for _ in range(num_layers)]
+
+    @property
+    def layers(self) -> list[GrowingLayer]:
+        return self.cache.layers  # type: ignore[return-value]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length
+
+    def select_rows(self, rows: torch.Tensor, drop_left: int) -> None:
+        """Keep only ``rows`` (in that order) and drop the first ``drop_left`` columns."""
+        for layer in self.layers:
+            layer.set_state(
+                layer.keys[rows, :, drop_left:],  # type: ignore[index]
+                layer.values[rows, :, drop_left:],  # type: ignore[index]
+            )
+
+    def append_rows(self, other: RowCache) -> None:
+        """Stack ``other``'s rows under this cache's, left-padding whichever history is shorter."""
+        import torch
+
+        width = max(self.length, other.length)
+        for mine, theirs in zip(self.layers, other.layers, strict=True):
+            keys = torch.cat([_pad_left(mine.keys, width), _pad_left(theirs.keys, width)])
+            values = torch.cat([_pad_left(mine.values, width), _pad_left(theirs.values, width)])
+            mine.set_state(keys, values)
+
+
+def _pad_left(states: torch.Tensor | None, width: int) -> torch.Tensor:
+    import torch
+
+    assert states is not None
+    missing = width - states.shape[-2]
+    if missing == 0:
+        return states
+    pad = states.new_zeros((*states.shape[:2], missing, states.shape[-1]))
+    return torch.cat([pad, states], dim=-2)
