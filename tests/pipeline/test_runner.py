@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from trajforge.errors import ConfigError
+from trajforge.pipeline.config import load_experiment
+from trajforge.pipeline.runner import ExperimentRunner
+
+TINY_EXPERIMENT = {
+    "name": "tiny",
+    "env": "calculator",
+    "model": "tiny",
+    "eval": {"tasks": 3, "max_turns": 2, "max_new_tokens": 8},
+    "stages": [
+        {"kind": "eval", "name": "base"},
+        {"kind": "demonstrations", "tasks": 6},
+        {
+            "kind": "sft",
+            "train": {"batch_size": 3, "max_steps": 2, "tensorboard": False, "progress": False},
+        },
+        {"kind": "eval", "name": "after_sft"},
+        {
+            "kind": "rl",
+            "train": {
+                "steps": 1,
+                "num_tasks": 2,
+                "groups_per_step": 2,
+                "samples_per_group": 2,
+                "max_new_tokens": 8,
+                "max_turns": 2,
+                "tensorboard": False,
+                "progress": False,
+            },
+        },
+        {"kind": "eval", "name": "after_rl"},
+    ],
+}
+
+
+def write_experiment(tmp_path: Path, data: dict[str, object]) -> Path:
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump({**data, "out_dir": str(tmp_path / "runs")}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ExperimentRunner]:
+    tmp = tmp_path_factory.mktemp("pipeline")
+    exp = load_experiment(write_experiment(tmp, TINY_EXPERIMENT))
+    runner = ExperimentRunner(exp, console=Console(quiet=True))
+    runner.run()
+    return tmp, runner
+
+
+def test_every_stage_runs_and_is_recorded(finished_run: tuple[Path, ExperimentRunner]) -> None:
+    _, runner = finished_run
+    results = json.loads((runner.run_dir / "results.json").read_text())
+    assert [s["name"] for s in results["stages"]] == [
+        "base", "demonstrations", "sft", "after_sft", "rl", "after_rl",
+    ]  # fmt: skip
+    assert all(s["status"] == "done" for s in results["stages"])
+    by_name = {s["name"]: s for s in results["stages"]}
+    assert by_name["demonstrations"]["solved"] == 6
+    assert by_name["base"]["summary"]["episodes"] == 3
+    # Each eval uses the weights of the last training stage before it.
+    assert by_name["base"]["model"] == "tiny"
+    assert by_name["after_sft"]["model"] == by_name["sft"]["model"]
+    assert by_name["after_rl"]["model"] == by_name["rl"]["model"]
+    assert Path(by_name["rl"]["model"], "config.json").is_file()
+    assert len(by_name["sft"]["history"]) == 2
+    assert (runner.run_dir / "report.html").is_file()
+    assert (runner.run_dir / "store.db").is_file()
+
+
+def test_a_finished_run_skips_done_stages_and_reruns_one_on_request(
+    finished_run: tuple[Path, ExperimentRunner],
+) -> None:
+    _tmp, runner = finished_run
+    before = json.loads((runner.run_dir / "results.json").read_text())
+    again = ExperimentRunner(runner.exp, console=Console(quiet=True))
+    again.run()
+    assert json.loads((runner.run_dir / "results.json").read_text()) == before
+    again.run(only="after_rl")
+    after = {
+        s["name"]: s for s in json.loads((runner.run_dir / "results.json").read_text())["stages"]
+    }
+    assert after["after_rl"]["attempt"] == 1
+    assert after["after_rl"]["run_id"] == "tiny.after_rl.1"
+    assert after["base"] == {s["name"]: s for s in before["stages"]}["base"]
+
+
+def test_experiment_errors_name_the_key(tmp_path: Path) -> None:
+    bad = {**TINY_EXPERIMENT, "stages": [{"kind": "eval", "name": "base", "colour": "red"}]}
+    with pytest.raises(ConfigError, match=r"stages\.0\.eval\.colour: unknown key"):
+        load_experiment(write_experiment(tmp_path, bad))
+    with pytest.raises(ConfigError, match="not found"):
+        load_experiment(tmp_path / "missing.yaml")
+    exp = load_experiment(write_experiment(tmp_path, TINY_EXPERIMENT))
+    with pytest.raises(ConfigError, match="'nope' is not a stage"):
+        ExperimentRunner(exp, console=Console(quiet=True)).run(only="nope")
