@@ -1,9 +1,95 @@
-"""CLI commands (filled in by the owning component)."""
+"""``trajforge train sft|dpo|rl --config FILE.yaml [--resume]``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from trajforge.cli.common import JsonOption, console, print_json
+
+ConfigOption = Annotated[
+    Path, typer.Option("--config", "-c", help="YAML config file (validated; errors name the key).")
+]
+ResumeOption = Annotated[
+    bool, typer.Option("--resume", help="Continue from the latest checkpoint in output_dir.")
+]
+
+
+def _summary(result: Any, output_dir: Path) -> dict[str, Any]:
+    last = result.history[-1] if result.history else {}
+    return {
+        "steps": result.steps,
+        "resumed_from": result.resumed_from,
+        "output_dir": str(output_dir),
+        "final": str(result.final_dir) if result.final_dir else None,
+        "last": last,
+    }
+
+
+def _report(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(summary)
+        return
+    last = summary["last"]
+    shown = ", ".join(
+        f"{k}={last[k]:.4g}"
+        for k in ("loss", "reward_mean", "kl", "tokens_per_s")
+        if isinstance(last.get(k), float)
+    )
+    console.print(f"[green]done[/green] {summary['steps']} steps -> {summary['final']}  {shown}")
+
+
+def sft(config: ConfigOption, resume: ResumeOption = False, json_out: JsonOption = False) -> None:
+    """Supervised fine-tuning on the assistant tokens of stored trajectories."""
+    from trajforge.errors import ConfigError
+    from trajforge.train.config import SFTConfig, load_config
+    from trajforge.train.data import load_source
+    from trajforge.train.sft import SFTTrainer
+
+    cfg = load_config(config, SFTConfig)
+    if cfg.data is None:
+        raise ConfigError(f"{config}: data: required (data.jsonl or data.store)")
+    result = SFTTrainer(cfg, load_source(cfg.data)).train(resume=resume)
+    _report(_summary(result, cfg.output_dir), json_out)
+
+
+def dpo(config: ConfigOption, resume: ResumeOption = False, json_out: JsonOption = False) -> None:
+    """DPO on preference pairs built from groups of stored trajectories."""
+    from trajforge.curate import preference_pairs
+    from trajforge.errors import ConfigError, DataError
+    from trajforge.train.config import DPOConfig, load_config
+    from trajforge.train.data import load_source
+    from trajforge.train.dpo import DPOTrainer
+
+    cfg = load_config(config, DPOConfig)
+    if cfg.data is None:
+        raise ConfigError(f"{config}: data: required (data.jsonl or data.store)")
+    pairs = preference_pairs(load_source(cfg.data), score=cfg.score, min_margin=cfg.min_margin)
+    if not pairs:
+        raise DataError(
+            f"{config}: no preference pairs (no group has two trajectories whose "
+            f"{cfg.score or 'reward'} differs by at least {cfg.min_margin})"
+        )
+    result = DPOTrainer(cfg, pairs).train(resume=resume)
+    _report(_summary(result, cfg.output_dir), json_out)
+
+
+def rl(config: ConfigOption, resume: ResumeOption = False, json_out: JsonOption = False) -> None:
+    """On-policy RL: roll out groups, compute advantages, update, repeat."""
+    from trajforge.train.config import RLConfig, load_config
+    from trajforge.train.rl import RLTrainer
+
+    cfg = load_config(config, RLConfig)
+    result = RLTrainer(cfg).train(resume=resume)
+    _report(_summary(result, cfg.output_dir), json_out)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to ``app``."""
+    train_app = typer.Typer(help="Train on trajectories: SFT, DPO, RL.", no_args_is_help=True)
+    train_app.command("sft")(sft)
+    train_app.command("dpo")(dpo)
+    train_app.command("rl")(rl)
+    app.add_typer(train_app, name="train")

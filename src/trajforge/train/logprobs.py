@@ -24,7 +24,7 @@ class TokenLogprobs:
 
 
 def causal_lm_parts(model: nn.Module) -> tuple[nn.Module, nn.Module]:
-    """The backbone (ids -> hidden states) and output head of a HF causal LM, PEFT-wrapped or not."""
+    """Backbone (ids -> hidden states) and output head of a HF causal LM, PEFT-wrapped or not."""
     lm = model
     get_base = getattr(lm, "get_base_model", None)
     if callable(get_base):

@@ -1,0 +1,142 @@
+"""The step loop shared by the trainers: resume, checkpoints every N steps, metrics, callbacks."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+
+from trajforge.train.batch import TokenBatch, TokenSequence, micro_batches
+from trajforge.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from trajforge.train.config import CommonSettings
+from trajforge.train.metrics import MetricsLogger
+from trajforge.train.model import TrainParts, build_train_parts, clip_and_step, save_final
+
+StepCallback = Callable[[int, dict[str, float]], None]
+T = TypeVar("T")
+
+
+@dataclass
+class TrainResult:
+    """What a finished run produced."""
+
+    steps: int
+    history: list[dict[str, Any]] = field(default_factory=list)
+    final_dir: Path | None = None
+    resumed_from: int = 0
+
+
+class Trainer(ABC):
+    """Subclasses implement ``total_steps``, ``run_step`` and the data cursor."""
+
+    description = "train"
+
+    def __init__(
+        self,
+        cfg: CommonSettings,
+        *,
+        parts: TrainParts | None = None,
+        callbacks: Sequence[StepCallback] = (),
+    ) -> None:
+        self.cfg = cfg
+        self.parts = parts if parts is not None else build_train_parts(cfg, self.schedule_steps())
+        self.callbacks = list(callbacks)
+
+    @abstractmethod
+    def total_steps(self) -> int:
+        """Number of optimizer steps the run makes."""
+
+    def schedule_steps(self) -> int:
+        """Number of optimizer steps the learning-rate schedule spans."""
+        return self.total_steps()
+
+    @abstractmethod
+    def run_step(self, step: int) -> dict[str, float]:
+        """Make optimizer step ``step`` (1-based) and return its metrics."""
+
+    @abstractmethod
+    def cursor(self) -> dict[str, Any]:
+        """Where the data stream stands after the last step (saved in checkpoints)."""
+
+    @abstractmethod
+    def set_cursor(self, cursor: dict[str, Any]) -> None:
+        """Continue the data stream from a saved cursor."""
+
+    def train(self, *, resume: bool = False) -> TrainResult:
+        """Run to ``total_steps``; with ``resume``, continue from the latest checkpoint."""
+        start = 0
+        if resume:
+            ckpt = latest_checkpoint(self.cfg.output_dir)
+            if ckpt is not None:
+                start, cursor = load_checkpoint(self.parts, ckpt)
+                self.set_cursor(cursor)
+        total = self.total_steps()
+        main = self.parts.accelerator.is_main_process
+        logger = MetricsLogger(
+            self.cfg.output_dir,
+            total_steps=total,
+            start_step=start,
+            tensorboard=self.cfg.tensorboard,
+            progress=self.cfg.progress,
+            enabled=main,
+            description=self.description,
+        )
+        with logger:
+            for step in range(start + 1, total + 1):
+                metrics = self.run_step(step)
+                if step % self.cfg.log_every == 0 or step == total:
+                    logger.log(step, metrics)
+                every = self.cfg.checkpoint_every
+                if every and (step % every == 0 or step == total):
+                    save_checkpoint(self.parts, self.cfg.output_dir, step, self.cursor())
+                for cb in self.callbacks:
+                    cb(step, metrics)
+        final = save_final(self.parts, self.cfg.output_dir / "final")
+        return TrainResult(total, logger.history, final, start)
+
+    # Helpers for subclasses.
+
+    def shard(self, items: Sequence[T]) -> list[T]:
+        """This process's share of ``items`` (all of them on a single process)."""
+        acc = self.parts.accelerator
+        return list(items[acc.process_index :: acc.num_processes])
+
+    def global_mean_divisor(self, local_count: float) -> float:
+        """Divisor that turns a local loss sum into this process's share of the global mean.
+
+        DDP averages gradients over processes, so each process divides by global / processes.
+        """
+        acc = self.parts.accelerator
+        if acc.num_processes == 1:
+            return max(local_count, 1.0)
+        total = acc.reduce(torch.tensor(float(local_count), device=acc.device), reduction="sum")
+        return max(float(total.item()), 1.0) / acc.num_processes
+
+    def micro_batches(self, seqs: Sequence[TokenSequence]) -> list[TokenBatch]:
+        return micro_batches(
+            seqs,
+            max_tokens=self.cfg.micro_batch_tokens,
+            max_rows=self.cfg.micro_batch_rows,
+            pad_token_id=self.parts.pad_token_id,
+        )
+
+    def backward(self, loss: torch.Tensor, *, last: bool) -> None:
+        """Backward one micro-batch; gradients sync across processes only on the last one."""
+        acc = self.parts.accelerator
+        if not loss.requires_grad:
+            # A micro-batch without loss tokens contributes nothing (and has no graph).
+            return
+        if last:
+            acc.backward(loss)
+        else:
+            with acc.no_sync(self.parts.logprob_model):
+                acc.backward(loss)
+
+    def optimizer_step(self) -> dict[str, float]:
+        lr = float(self.parts.scheduler.get_last_lr()[0])
+        norm = clip_and_step(self.parts, self.cfg.optim.max_grad_norm)
+        return {"grad_norm": norm, "lr": lr}

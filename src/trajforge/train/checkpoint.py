@@ -1,0 +1,107 @@
+"""Atomic checkpoints that resume exactly: weights (or adapter), optimizer, schedule, RNG, cursor.
+
+A checkpoint is written to a temporary folder and renamed into place, then ``latest`` (a small
+text file naming it) is replaced atomically, so a kill at any moment leaves either the previous
+or the new checkpoint, never a half-written one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from trajforge.errors import TrajforgeError
+from trajforge.train.model import TrainParts
+
+
+class CheckpointError(TrajforgeError):
+    """A checkpoint is missing or unreadable."""
+
+
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def checkpoint_root(output_dir: Path) -> Path:
+    return output_dir / "checkpoints"
+
+
+def save_checkpoint(parts: TrainParts, output_dir: Path, step: int, cursor: dict[str, Any]) -> Path:
+    """Write checkpoint ``step-<step>`` atomically and point ``latest`` at it."""
+    root = checkpoint_root(output_dir)
+    final = root / f"step-{step:07d}"
+    if not parts.accelerator.is_main_process:
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-step-{step:07d}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    torch.save(parts.trainable_state(), tmp / "trainable.pt")
+    torch.save(parts.optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(parts.scheduler.state_dict(), tmp / "scheduler.pt")
+    torch.save(rng_state(), tmp / "rng.pt")
+    (tmp / "state.json").write_text(
+        json.dumps({"step": step, "cursor": cursor, "lora": parts.is_lora}, indent=2)
+    )
+    _fsync_dir_files(tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    latest_tmp = root / f".latest-{os.getpid()}"
+    latest_tmp.write_text(final.name)
+    os.replace(latest_tmp, root / "latest")
+    return final
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    marker = checkpoint_root(output_dir) / "latest"
+    if not marker.exists():
+        return None
+    path = marker.parent / marker.read_text().strip()
+    return path if path.is_dir() else None
+
+
+def load_checkpoint(parts: TrainParts, path: Path) -> tuple[int, dict[str, Any]]:
+    """Restore everything from ``path``; return ``(step, cursor)``."""
+    try:
+        state = json.loads((path / "state.json").read_text())
+        parts.load_trainable_state(torch.load(path / "trainable.pt", weights_only=True))
+        parts.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+        parts.scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+        set_rng_state(torch.load(path / "rng.pt", weights_only=False))
+    except FileNotFoundError as exc:
+        raise CheckpointError(
+            f"checkpoint {path} is incomplete: {exc.filename} is missing"
+        ) from None
+    if bool(state.get("lora")) != parts.is_lora:
+        raise CheckpointError(f"checkpoint {path}: LoRA setting differs from the config")
+    return int(state["step"]), dict(state["cursor"])
+
+
+def _fsync_dir_files(folder: Path) -> None:
+    for f in folder.iterdir():
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())

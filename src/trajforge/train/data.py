@@ -1,0 +1,80 @@
+"""Training data: trajectories from a JSONL file or a store, and scripted-expert SFT sets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trajforge.curate import keep
+from trajforge.errors import DataError
+from trajforge.schema import Message, Task, Trajectory
+from trajforge.train.config import DataSource
+
+
+def load_source(src: DataSource) -> list[Trajectory]:
+    """Read the configured trajectories and apply the source's filters."""
+    if src.jsonl is not None:
+        from trajforge.formats.jsonl import load_trajectories
+
+        if not src.jsonl.exists():
+            raise DataError(f"data.jsonl: {src.jsonl} does not exist")
+        trajs = list(load_trajectories(src.jsonl))
+        trajs = [
+            t
+            for t in trajs
+            if (src.run is None or t.run_id == src.run) and (src.env is None or t.env == src.env)
+        ]
+    else:
+        from trajforge.store.sqlite import TrajectoryStore
+
+        assert src.store is not None
+        if not src.store.exists():
+            raise DataError(f"data.store: {src.store} does not exist")
+        with TrajectoryStore(src.store) as store:
+            trajs = store.query(run=src.run, env=src.env)
+    trajs = keep(
+        trajs,
+        status=src.status,
+        min_reward=src.min_reward,
+        drop_void_turns=src.drop_void_turns,
+    )
+    if src.limit is not None:
+        trajs = trajs[: src.limit]
+    if not trajs:
+        where = src.jsonl if src.jsonl is not None else src.store
+        raise DataError(f"{where}: no trajectories pass the data filters")
+    return trajs
+
+
+def expert_trajectories(
+    env_name: str,
+    n: int,
+    tokenizer: Any,
+    *,
+    seed: int = 0,
+    split: str = "train",
+    max_turns: int = 8,
+    progress: bool = False,
+) -> list[Trajectory]:
+    """Roll out the env's scripted expert on ``n`` tasks with token ids from ``tokenizer``."""
+    from trajforge.envs.registry import get_env
+    from trajforge.policy.scripted import ScriptedPolicy
+    from trajforge.rollout import Limits, rollout
+
+    entry = get_env(env_name)
+    tasks = entry.tasks(n, seed=seed, split=split)
+
+    def reply(task: Task | None, messages: list[Message]) -> str | None:
+        if task is None:
+            raise DataError(f"the {env_name} expert needs the task it is solving")
+        return entry.expert(task, messages)
+
+    policy = ScriptedPolicy(reply, tokenizer)
+    return rollout(
+        entry.make,
+        policy,
+        tasks,
+        n_per_task=1,
+        limits=Limits(max_turns=max_turns),
+        seed=seed,
+        progress=progress,
+    )

@@ -1,0 +1,149 @@
+"""DPO on trajectory pairs (Rafailov et al., 2023, "Direct Preference Optimization").
+
+For a pair (chosen c, rejected r) sharing a task, with ``log pi(y)`` the summed logprob of the
+assistant tokens of trajectory y under the policy and ``log ref(y)`` under the reference::
+
+    z    = beta * [(log pi(c) - log ref(c)) - (log pi(r) - log ref(r))]
+    loss = -(1 - eps) * log sigmoid(z) - eps * log sigmoid(-z)      (eps = label smoothing)
+
+averaged over pairs. Both members of a pair always share a micro-batch, so the loss of each
+micro-batch is exact and gradient accumulation sums pair losses.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from trajforge.curate import PreferencePair
+from trajforge.errors import DataError
+from trajforge.train.base import StepCallback, Trainer
+from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory, plan_micro_batches
+from trajforge.train.config import DPOConfig
+from trajforge.train.model import TrainParts
+from trajforge.train.reference import ReferenceModel
+from trajforge.train.sft import EpochCursor
+
+
+def dpo_loss(
+    policy_chosen: torch.Tensor,
+    policy_rejected: torch.Tensor,
+    ref_chosen: torch.Tensor,
+    ref_rejected: torch.Tensor,
+    *,
+    beta: float,
+    label_smoothing: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-pair DPO losses and logits ``z`` from summed sequence logprobs (all ``[P]``)."""
+    z = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
+    losses = -(1 - label_smoothing) * F.logsigmoid(z) - label_smoothing * F.logsigmoid(-z)
+    return losses, z
+
+
+class DPOTrainer(Trainer):
+    """Direct preference optimisation over ``PreferencePair``s of trajectories."""
+
+    description = "dpo"
+
+    def __init__(
+        self,
+        cfg: DPOConfig,
+        pairs: Sequence[PreferencePair],
+        *,
+        parts: TrainParts | None = None,
+        callbacks: Sequence[StepCallback] = (),
+    ) -> None:
+        if not pairs:
+            raise DataError("DPO needs at least one preference pair")
+        self.dpo_cfg = cfg
+        self.pairs: list[tuple[TokenSequence, TokenSequence]] = []
+        for p in pairs:
+            if p.chosen.task.id != p.rejected.task.id:
+                raise DataError(
+                    f"pair {p.chosen.id} / {p.rejected.id}: chosen and rejected are on different "
+                    f"tasks ({p.chosen.task.id!r} vs {p.rejected.task.id!r})"
+                )
+            self.pairs.append(
+                (
+                    encode_trajectory(p.chosen, max_length=cfg.max_seq_len),
+                    encode_trajectory(p.rejected, max_length=cfg.max_seq_len),
+                )
+            )
+        self.data = EpochCursor(len(self.pairs), cfg.batch_size, cfg.seed)
+        super().__init__(cfg, parts=parts, callbacks=callbacks)
+        self.reference = ReferenceModel(self.parts)
+
+    def total_steps(self) -> int:
+        steps = self.dpo_cfg.epochs * self.data.steps_per_epoch
+        return min(steps, self.dpo_cfg.max_steps) if self.dpo_cfg.max_steps else steps
+
+    def cursor(self) -> dict[str, Any]:
+        return self.data.state()
+
+    def set_cursor(self, cursor: dict[str, Any]) -> None:
+        self.data.load(cursor)
+
+    def _pair_batches(self, pairs: list[tuple[TokenSequence, TokenSequence]]) -> list[TokenBatch]:
+        widths = [max(len(c), len(r)) for c, r in pairs]
+        plan = plan_micro_batches(
+            widths,
+            max_tokens=max(2, self.cfg.micro_batch_tokens // 2),
+            max_rows=None
+            if self.cfg.micro_batch_rows is None
+            else max(1, self.cfg.micro_batch_rows // 2),
+        )
+        pad = self.parts.pad_token_id
+        return [
+            TokenBatch.collate(
+                [pairs[i][0] for i in idx] + [pairs[i][1] for i in idx], pad_token_id=pad
+            )
+            for idx in plan
+        ]
+
+    def run_step(self, step: int) -> dict[str, float]:
+        t0 = time.perf_counter()
+        pairs = self.shard([self.pairs[i] for i in self.data.next_batch()])
+        divisor = self.global_mean_divisor(len(pairs))
+        batches = self._pair_batches(pairs)
+        cfg = self.dpo_cfg
+        loss_sum, zs, chosen_r, rejected_r, n_tokens = 0.0, [], [], [], 0
+        for k, mb in enumerate(batches):
+            mb = mb.to(self.parts.device)
+            n = mb.input_ids.shape[0] // 2
+            ref = self.reference.logprobs(mb).sum(-1)
+            with self.parts.accelerator.autocast():
+                lp, _ = self.parts.logprob_model(mb.input_ids, mb.attention_mask, mb.loss_mask)
+            seq = (lp * mb.loss_mask).sum(-1)
+            losses, z = dpo_loss(
+                seq[:n],
+                seq[n:],
+                ref[:n],
+                ref[n:],
+                beta=cfg.beta,
+                label_smoothing=cfg.label_smoothing,
+            )
+            self.backward(losses.sum() / divisor, last=k == len(batches) - 1)
+            loss_sum += float(losses.detach().sum())
+            zs.append(z.detach())
+            chosen_r.append(cfg.beta * (seq[:n].detach() - ref[:n]))
+            rejected_r.append(cfg.beta * (seq[n:].detach() - ref[n:]))
+            n_tokens += mb.num_loss_tokens
+        metrics = self.optimizer_step()
+        elapsed = time.perf_counter() - t0
+        z_all = torch.cat(zs)
+        metrics.update(
+            loss=loss_sum / len(pairs),
+            reward_accuracy=float((z_all > 0).float().mean()),
+            reward_margin=float(z_all.mean()),
+            chosen_reward=float(torch.cat(chosen_r).mean()),
+            rejected_reward=float(torch.cat(rejected_r).mean()),
+            loss_tokens=float(n_tokens),
+            tokens_per_s=n_tokens / elapsed,
+            step_time_s=elapsed,
+            pairs=float(len(pairs)),
+        )
+        return metrics

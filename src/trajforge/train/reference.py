@@ -1,0 +1,54 @@
+"""The reference model for DPO and KL penalties, without a second copy of the weights under LoRA.
+
+Under LoRA the reference is the base model itself: the adapter is switched off
+(``model.disable_adapter()``) for the reference pass. Under full fine-tuning a frozen copy of the
+initial weights is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from trajforge.train.batch import TokenBatch
+from trajforge.train.logprobs import TokenLogprobModel
+from trajforge.train.model import TrainParts
+
+
+class ReferenceModel:
+    """Computes reference logprobs (no gradient) for token batches."""
+
+    def __init__(self, parts: TrainParts) -> None:
+        self.parts = parts
+        self._frozen: nn.Module | None = None
+        if not parts.is_lora:
+            frozen = copy.deepcopy(parts.unwrapped_model())
+            frozen.eval()
+            for p in frozen.parameters():
+                p.requires_grad_(False)
+            self._frozen = TokenLogprobModel(frozen).to(parts.device)
+
+    @property
+    def shares_weights(self) -> bool:
+        """True when the reference is the base under a disabled adapter (no weight copy)."""
+        return self._frozen is None
+
+    @contextlib.contextmanager
+    def _module(self) -> Iterator[nn.Module]:
+        if self._frozen is not None:
+            yield self._frozen
+            return
+        peft_model = self.parts.unwrapped_model()
+        with peft_model.disable_adapter():  # type: ignore[operator]
+            yield self.parts.logprob_model
+
+    @torch.no_grad()
+    def logprobs(self, batch: TokenBatch) -> torch.Tensor:
+        """``[B, T]`` reference logprobs of ``batch``'s loss tokens (0 elsewhere)."""
+        with self._module() as module, self.parts.accelerator.autocast():
+            lp, _ = module(batch.input_ids, batch.attention_mask, batch.loss_mask)
+        return lp.float()

@@ -1,0 +1,317 @@
+"""On-policy multi-turn RL: roll out groups with the current weights, score, compute advantages,
+update for K epochs with the chosen policy loss, refresh the rollout policy, repeat.
+
+Estimators and losses come from ``trajforge.algos`` by name (``estimator: grpo``, ``loss:
+ppo_clip``). The rollout policy is an ``HFPolicy`` over the very model being trained, so the
+next rollout always samples from the updated weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trajforge.curate import group_key
+from trajforge.schema import OutcomeStatus, Role, Trajectory
+from trajforge.train.base import StepCallback, Trainer
+from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
+from trajforge.train.config import RLConfig
+from trajforge.train.model import TrainParts
+from trajforge.train.reference import ReferenceModel
+
+if TYPE_CHECKING:
+    from trajforge.judge.scorer import Scorer
+
+
+def advantage_input(trajs: Sequence[Trajectory], batch: TokenBatch, rewards: torch.Tensor) -> Any:
+    """The ``AdvantageInput`` of ``trajs`` (laid out like ``batch``, one row per trajectory)."""
+    from trajforge.algos import AdvantageInput
+
+    turns = [[m for m in t.messages if m.role is Role.ASSISTANT] for t in trajs]
+    k = max(1, max(len(a) for a in turns))
+    turn_rewards = torch.zeros((len(trajs), k))
+    turn_mask = torch.zeros((len(trajs), k), dtype=torch.bool)
+    for b, assistant in enumerate(turns):
+        for j, m in enumerate(assistant):
+            turn_mask[b, j] = True
+            turn_rewards[b, j] = m.reward or 0.0
+    return AdvantageInput(
+        rewards=rewards,
+        group_ids=[group_key(t) for t in trajs],
+        turn_rewards=turn_rewards,
+        turn_mask=turn_mask,
+        state_keys=[[m.state_key for m in a] for a in turns],
+        token_turn_index=batch.token_turn_index,
+    )
+
+
+class ReplayBuffer:
+    """Past successes per task, to put back into groups where every sample failed."""
+
+    def __init__(self, max_size: int) -> None:
+        self.max_size = max_size
+        self.items: list[Trajectory] = []
+
+    def add(self, trajs: Sequence[Trajectory]) -> None:
+        self.items.extend(trajs)
+        self.items = self.items[-self.max_size :]
+
+    def for_task(self, task_id: str) -> Trajectory | None:
+        for t in reversed(self.items):
+            if t.task.id == task_id:
+                return t
+        return None
+
+
+class RLTrainer(Trainer):
+    """The on-policy loop over an environment from the registry."""
+
+    description = "rl"
+
+    def __init__(
+        self,
+        cfg: RLConfig,
+        *,
+        parts: TrainParts | None = None,
+        callbacks: Sequence[StepCallback] = (),
+        scorers: Sequence[tuple[Scorer, float]] = (),
+    ) -> None:
+        from trajforge.envs.registry import get_env
+
+        self.rl_cfg = cfg
+        self.entry = get_env(cfg.env)
+        self.tasks = self.entry.tasks(cfg.num_tasks, seed=cfg.seed, split=cfg.task_split)
+        self.task_cursor = 0
+        self.scorers = list(scorers)
+        self.replay = ReplayBuffer(cfg.replay.max_size)
+        super().__init__(cfg, parts=parts, callbacks=callbacks)
+        self.reference = ReferenceModel(self.parts) if cfg.kl_coef > 0 else None
+        self.policy = self._make_policy()
+
+    def total_steps(self) -> int:
+        return self.rl_cfg.steps
+
+    def schedule_steps(self) -> int:
+        return self.rl_cfg.steps * self.rl_cfg.epochs_per_step
+
+    def cursor(self) -> dict[str, Any]:
+        return {
+            "task_cursor": self.task_cursor,
+            "replay": [t.model_dump(mode="json") for t in self.replay.items],
+        }
+
+    def set_cursor(self, cursor: dict[str, Any]) -> None:
+        self.task_cursor = int(cursor["task_cursor"])
+        self.replay.items = [Trajectory.model_validate(t) for t in cursor.get("replay", [])]
+
+    def _make_policy(self) -> Any:
+        from trajforge.policy.hf import HFPolicy
+
+        return HFPolicy(
+            self.parts.unwrapped_model(),
+            self.parts.tokenizer,
+            max_batch_size=self.rl_cfg.max_batch_size,
+        )
+
+    def _refresh_policy(self) -> None:
+        # The policy samples from the trained module itself; set_weights re-syncs whatever the
+        # backend caches from it (it is a no-op copy when the module is shared).
+        self.policy.set_weights(self.parts.unwrapped_model())
+
+    def _next_tasks(self) -> list[Any]:
+        n = self.rl_cfg.groups_per_step
+        out = [self.tasks[(self.task_cursor + i) % len(self.tasks)] for i in range(n)]
+        self.task_cursor += n
+        return out
+
+    async def _rollout(self, step: int) -> list[Trajectory]:
+        from trajforge.policy.base import SamplingParams
+        from trajforge.rollout import Limits, arollout
+
+        cfg = self.rl_cfg
+        limits = Limits(
+            max_turns=cfg.max_turns,
+            max_new_tokens=cfg.max_new_tokens,
+            max_context_tokens=cfg.max_seq_len,
+        )
+        sampling = SamplingParams(
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed * 1_000_003 + step,
+        )
+        store = None
+        if cfg.store is not None:
+            from trajforge.store.sqlite import TrajectoryStore
+
+            store = TrajectoryStore(cfg.store)
+        try:
+            return await arollout(
+                self.entry.make,
+                self.policy,
+                self._next_tasks(),
+                n_per_task=cfg.samples_per_group,
+                limits=limits,
+                sampling=sampling,
+                store=store,
+                run_id=f"rl-{cfg.output_dir.name}-step{step}",
+                seed=cfg.seed * 1_000_003 + step,
+                progress=False,
+            )
+        finally:
+            if store is not None:
+                store.close()
+
+    async def _rewards(self, trajs: Sequence[Trajectory]) -> list[float]:
+        rewards = []
+        for t in trajs:
+            r = t.outcome.reward if t.outcome.reward is not None else 0.0
+            for scorer, weight in self.scorers:
+                s = await scorer(t)
+                t.scores.append(s)
+                r += weight * (s.value or 0.0)
+            rewards.append(float(r))
+        return rewards
+
+    def _with_replay(self, trajs: list[Trajectory], rewards: list[float]) -> int:
+        """Add a past success to each group where every sample failed; return how many."""
+        rcfg = self.rl_cfg.replay
+        if not rcfg.enabled:
+            return 0
+        successes = [t for t, r in zip(trajs, rewards, strict=True) if r >= rcfg.min_reward]
+        added = 0
+        groups: dict[str, list[int]] = {}
+        for i, t in enumerate(trajs):
+            groups.setdefault(group_key(t), []).append(i)
+        for idx in groups.values():
+            if added >= rcfg.per_step or any(rewards[i] >= rcfg.min_reward for i in idx):
+                continue
+            past = self.replay.for_task(trajs[idx[0]].task.id)
+            if past is not None:
+                trajs.append(past.model_copy(update={"group_id": trajs[idx[0]].group_id}))
+                rewards.append(float(past.outcome.reward or 0.0))
+                added += 1
+        self.replay.add(successes)
+        return added
+
+    def run_step(self, step: int) -> dict[str, float]:
+        t0 = time.perf_counter()
+        trajs = asyncio.run(self._rollout(step))
+        rollout_s = time.perf_counter() - t0
+        rewards = asyncio.run(self._rewards(trajs))
+        reward_t = torch.tensor(rewards, dtype=torch.float32)
+        metrics: dict[str, float] = {
+            "reward_mean": float(reward_t.mean()),
+            "reward_std": float(reward_t.std()) if len(rewards) > 1 else 0.0,
+            "success_rate": float((reward_t >= 1.0).float().mean()),
+            "error_rate": sum(t.outcome.status is OutcomeStatus.ERROR for t in trajs) / len(trajs),
+            "turns_mean": sum(t.num_turns for t in trajs) / len(trajs),
+            "rollout_time_s": rollout_s,
+        }
+        metrics["replayed"] = float(self._with_replay(trajs, rewards))
+        trainable = [i for i, t in enumerate(trajs) if t.is_tokenized and t.num_turns > 0]
+        trajs = [trajs[i] for i in trainable]
+        reward_t = torch.tensor([rewards[i] for i in trainable], dtype=torch.float32)
+        update = self._update(trajs, reward_t) if trajs else {}
+        metrics.update(update)
+        self._refresh_policy()
+        metrics["step_time_s"] = time.perf_counter() - t0
+        return metrics
+
+    def _update(self, trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str, float]:
+        from trajforge.algos import compute_advantages
+
+        cfg = self.rl_cfg
+        seqs = [encode_trajectory(t, max_length=cfg.max_seq_len) for t in trajs]
+        full = TokenBatch.collate(seqs, pad_token_id=self.parts.pad_token_id)
+        adv = compute_advantages(
+            cfg.estimator, advantage_input(trajs, full, rewards), **cfg.estimator_kwargs
+        )
+        token_adv = adv.token_advantages.float()
+        for row, s in enumerate(seqs):
+            s.advantages = token_adv[row, : len(s)].tolist()
+        metrics = {
+            k if k.startswith("adv") else f"adv_{k}": float(v) for k, v in adv.metrics.items()
+        }
+        zero = self._zero_advantage_groups(trajs, token_adv, full.loss_mask)
+        metrics["zero_adv_frac"] = zero[1]
+        if cfg.filter_zero_advantage:
+            seqs = [s for s, t in zip(seqs, trajs, strict=True) if group_key(t) not in zero[0]]
+        if not seqs:
+            metrics["trained_trajectories"] = 0.0
+            return metrics
+        metrics["trained_trajectories"] = float(len(seqs))
+        return metrics | self._optimize(self.shard(seqs))
+
+    @staticmethod
+    def _zero_advantage_groups(
+        trajs: Sequence[Trajectory], token_adv: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[set[str], float]:
+        nonzero: dict[str, bool] = {}
+        for row, t in enumerate(trajs):
+            key = group_key(t)
+            moving = bool((token_adv[row].abs() * mask[row]).sum() > 1e-8)
+            nonzero[key] = nonzero.get(key, False) or moving
+        zero = {k for k, v in nonzero.items() if not v}
+        return zero, len(zero) / max(1, len(nonzero))
+
+    def _optimize(self, seqs: list[TokenSequence]) -> dict[str, float]:
+        from trajforge.algos import kl_estimate, policy_loss
+
+        cfg = self.rl_cfg
+        device = self.parts.device
+        batches = [b.to(device) for b in self.micro_batches(seqs)]
+        if cfg.recompute_old_logprobs or not all(b.has_old_logprobs for b in batches):
+            with torch.no_grad(), self.parts.accelerator.autocast():
+                for b in batches:
+                    b.old_logprobs = self.parts.logprob_model(
+                        b.input_ids, b.attention_mask, b.loss_mask
+                    )[0].float()
+        refs = [self.reference.logprobs(b) for b in batches] if self.reference else None
+        n_tokens = sum(b.num_loss_tokens for b in batches)
+        n_rows = sum(len(b.lengths) for b in batches)
+        token_weighted = cfg.aggregation == "token-mean"
+        sums: dict[str, float] = {}
+        t0 = time.perf_counter()
+        for _epoch in range(cfg.epochs_per_step):
+            for k, b in enumerate(batches):
+                with self.parts.accelerator.autocast():
+                    lp, ent = self.parts.logprob_model(
+                        b.input_ids, b.attention_mask, b.loss_mask, True
+                    )
+                lp = lp.float()
+                mask = b.loss_mask.float()
+                loss, info = policy_loss(
+                    cfg.loss,
+                    lp,
+                    b.old_logprobs,
+                    b.advantages,
+                    mask,
+                    aggregation=cfg.aggregation,
+                    **cfg.loss_kwargs,
+                )
+                share = (
+                    (b.num_loss_tokens / max(n_tokens, 1))
+                    if token_weighted
+                    else (len(b.lengths) / n_rows)
+                )
+                if refs is not None:
+                    kl = (kl_estimate(cfg.kl_kind, lp, refs[k]) * mask).sum() / mask.sum().clamp(
+                        min=1
+                    )
+                    loss = loss + cfg.kl_coef * kl
+                    info = {**info, "kl": float(kl.detach())}
+                assert ent is not None
+                info = {**info, "entropy": float((ent * mask).sum() / mask.sum().clamp(min=1))}
+                self.backward(loss * share, last=k == len(batches) - 1)
+                for key, value in {"loss": float(loss.detach()), **info}.items():
+                    sums[key] = sums.get(key, 0.0) + share * float(value) / cfg.epochs_per_step
+            sums.update(self.optimizer_step())
+        elapsed = time.perf_counter() - t0
+        sums["tokens_per_s"] = n_tokens * cfg.epochs_per_step / elapsed
+        sums["loss_tokens"] = float(n_tokens)
+        return sums

@@ -1,0 +1,117 @@
+"""Supervised fine-tuning: masked next-token loss over multi-turn trajectories.
+
+The loss of an optimizer step is the mean negative log-likelihood over every assistant token of
+the step's trajectories (``sum / count``), however they are split into micro-batches, so
+gradient accumulation gives the same update as one large batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from trajforge.errors import DataError
+from trajforge.schema import Trajectory
+from trajforge.train.base import StepCallback, Trainer
+from trajforge.train.batch import TokenSequence, encode_trajectory
+from trajforge.train.config import SFTConfig
+from trajforge.train.model import TrainParts
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """The shuffled order of ``n`` items in ``epoch``: a pure function of seed and epoch."""
+    gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    return torch.randperm(n, generator=gen).tolist()
+
+
+class EpochCursor:
+    """A resumable position in a shuffled, epoch-based stream of item indices."""
+
+    def __init__(self, n: int, batch_size: int, seed: int) -> None:
+        if n == 0:
+            raise DataError("no training examples")
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+        self.epoch, self.index = 0, 0
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return -(-self.n // self.batch_size)
+
+    def next_batch(self) -> list[int]:
+        if self.index >= self.n:
+            self.epoch, self.index = self.epoch + 1, 0
+        order = epoch_order(self.n, self.seed, self.epoch)
+        batch = order[self.index : self.index + self.batch_size]
+        self.index += len(batch)
+        return batch
+
+    def state(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "index": self.index}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.epoch, self.index = int(state["epoch"]), int(state["index"])
+
+
+class SFTTrainer(Trainer):
+    """Behaviour cloning on trajectories; only assistant-sampled tokens are in the loss."""
+
+    description = "sft"
+
+    def __init__(
+        self,
+        cfg: SFTConfig,
+        trajectories: Sequence[Trajectory],
+        *,
+        parts: TrainParts | None = None,
+        callbacks: Sequence[StepCallback] = (),
+    ) -> None:
+        self.sft_cfg = cfg
+        self.seqs: list[TokenSequence] = [
+            encode_trajectory(t, max_length=cfg.max_seq_len) for t in trajectories
+        ]
+        self.data = EpochCursor(len(self.seqs), cfg.batch_size, cfg.seed)
+        super().__init__(cfg, parts=parts, callbacks=callbacks)
+
+    def total_steps(self) -> int:
+        steps = self.sft_cfg.epochs * self.data.steps_per_epoch
+        return min(steps, self.sft_cfg.max_steps) if self.sft_cfg.max_steps else steps
+
+    def cursor(self) -> dict[str, Any]:
+        return self.data.state()
+
+    def set_cursor(self, cursor: dict[str, Any]) -> None:
+        self.data.load(cursor)
+
+    def run_step(self, step: int) -> dict[str, float]:
+        t0 = time.perf_counter()
+        seqs = self.shard([self.seqs[i] for i in self.data.next_batch()])
+        n_loss = sum(s.num_loss_tokens for s in seqs)
+        divisor = self.global_mean_divisor(n_loss)
+        batches = self.micro_batches(seqs)
+        nll_sum = 0.0
+        device = self.parts.device
+        for k, mb in enumerate(batches):
+            mb = mb.to(device)
+            with self.parts.accelerator.autocast():
+                lp, _ = self.parts.logprob_model(mb.input_ids, mb.attention_mask, mb.loss_mask)
+            total = -(lp * mb.loss_mask).sum()
+            self.backward(total / divisor, last=k == len(batches) - 1)
+            nll_sum += float(total.detach())
+        metrics = self.optimizer_step()
+        elapsed = time.perf_counter() - t0
+        n_tokens = sum(len(s) for s in seqs)
+        cells = sum(b.input_ids.numel() for b in batches)
+        metrics.update(
+            loss=nll_sum / max(n_loss, 1),
+            tokens=float(n_tokens),
+            loss_tokens=float(n_loss),
+            tokens_per_s=n_loss / elapsed,
+            step_time_s=elapsed,
+            padding_fraction=1.0 - n_tokens / max(cells, 1),
+            micro_batches=float(len(batches)),
+            epoch=float(self.data.epoch),
+        )
+        return metrics

@@ -1,0 +1,170 @@
+"""Checkpoints resume exactly: a run killed with SIGKILL and resumed ends where an
+uninterrupted run ends (same seeds), to 1e-6."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+from train_helpers import qa_trajectory
+
+from trajforge.formats.jsonl import write_trajectories
+from trajforge.policy.tiny import tiny_model_and_tokenizer
+from trajforge.train.checkpoint import latest_checkpoint
+from trajforge.train.config import LoraSettings, ModelSettings, OptimSettings, SFTConfig
+from trajforge.train.sft import SFTTrainer
+
+KILL_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+    from trajforge.train.config import SFTConfig, load_config
+    from trajforge.train.data import load_source
+    from trajforge.train.sft import SFTTrainer
+
+    cfg = load_config(Path(sys.argv[1]), SFTConfig)
+    kill_after = int(sys.argv[2])
+
+    def kill(step, metrics):
+        if step == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    SFTTrainer(cfg, load_source(cfg.data), callbacks=[kill]).train()
+    """
+)
+
+
+def _data(n: int = 6) -> list:  # type: ignore[type-arg]
+    tok = tiny_model_and_tokenizer()[1]
+    return [
+        qa_trajectory(
+            tok, f"What is {a} times 3?", f"The answer is {3 * a}.", tool_result=str(3 * a)
+        )
+        for a in range(n)
+    ]
+
+
+def _trainer_cfg(out: Path, **kw) -> SFTConfig:  # type: ignore[no-untyped-def]
+    base = dict(
+        output_dir=out,
+        optim=OptimSettings(lr=5e-3, warmup_steps=2, schedule="cosine"),
+        batch_size=2,
+        epochs=3,
+        max_steps=5,
+        micro_batch_tokens=200,
+        checkpoint_every=1,
+        tensorboard=False,
+        progress=False,
+    )
+    base.update(kw)
+    return SFTConfig(**base)
+
+
+def _params(trainer: SFTTrainer) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
+
+
+def test_resume_in_process_with_lora_dropout_is_exact(tmp_path: Path) -> None:
+    data = _data()
+    model = ModelSettings(lora=LoraSettings(r=4, alpha=8, dropout=0.2))
+    full = SFTTrainer(_trainer_cfg(tmp_path / "a", model=model), data)
+    full.train()
+
+    class Stop(Exception):
+        pass
+
+    def stop(step: int, metrics: dict[str, float]) -> None:
+        if step == 2:
+            raise Stop
+
+    first = SFTTrainer(_trainer_cfg(tmp_path / "b", model=model), data, callbacks=[stop])
+    with pytest.raises(Stop):
+        first.train()
+    assert latest_checkpoint(tmp_path / "b") is not None
+    second = SFTTrainer(_trainer_cfg(tmp_path / "b", model=model), data)
+    result = second.train(resume=True)
+    assert result.resumed_from == 2
+    a, b = _params(full), _params(second)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-6, rtol=0), name
+    steps = [
+        h["step"]
+        for h in map(eval_json, (tmp_path / "b" / "metrics.jsonl").read_text().splitlines())
+    ]
+    assert steps == [1, 2, 3, 4, 5]
+
+
+def eval_json(line: str) -> dict:  # type: ignore[type-arg]
+    import json
+
+    return json.loads(line)
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
+    data_path = tmp_path / "data.jsonl"
+    write_trajectories(data_path, _data())
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+
+    def config(name: str) -> Path:
+        cfg = {
+            "output_dir": str(tmp_path / name),
+            "data": {"jsonl": str(data_path)},
+            "optim": {"lr": 5e-3, "warmup_steps": 2, "schedule": "cosine"},
+            "batch_size": 2,
+            "epochs": 3,
+            "max_steps": 5,
+            "micro_batch_tokens": 200,
+            "checkpoint_every": 1,
+            "tensorboard": False,
+            "progress": False,
+        }
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        return path
+
+    cli = [str(Path(sys.executable).parent / "trajforge")]
+    run = subprocess.run(
+        [*cli, "train", "sft", "--config", str(config("full"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT, str(config("killed")), "3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not (tmp_path / "killed" / "final").exists()
+    resumed = subprocess.run(
+        [*cli, "train", "sft", "--config", str(config("killed")), "--resume", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert '"resumed_from": 3' in resumed.stdout
+
+    a = load_file(tmp_path / "full" / "final" / "model.safetensors")
+    b = load_file(tmp_path / "killed" / "final" / "model.safetensors")
+    assert a.keys() == b.keys() and a
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-6, rtol=0), name
+    untrained = tiny_model_and_tokenizer()[0].state_dict()
+    assert any(not torch.equal(a[n], untrained[n]) for n in a)
