@@ -66,7 +66,19 @@ def test_sft_with_lora_trains_only_the_adapter(tmp_path: Path, tok) -> None:  # 
     }
     assert changed and all("lora_" in n for n in changed)
     assert result.history[-1]["loss"] < result.history[0]["loss"]
-    assert (tmp_path / "final" / "adapter_config.json").exists()
+    assert (tmp_path / "final" / "adapter" / "adapter_config.json").exists()
+    # The final folder itself holds the merged weights, loadable without PEFT, and they compute
+    # what the adapted model computes.
+    assert not (tmp_path / "final" / "adapter_config.json").exists()
+    from transformers import AutoModelForCausalLM
+
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "final").eval()
+    adapted = trainer.parts.model.eval()
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    with torch.no_grad():
+        torch.testing.assert_close(
+            merged(ids).logits, adapted(input_ids=ids).logits, atol=1e-4, rtol=1e-4
+        )
 
 
 def test_selected_head_path_equals_full_logits(tok) -> None:  # type: ignore[no-untyped-def]

@@ -49,7 +49,10 @@ def test_sft_on_smollm2_expert_trajectories(tmp_path: Path) -> None:
     assert adapted == {str(i) for i in top}
     hist = trainer.train().history
     assert len(hist) == 3 and all(h["loss"] > 0 for h in hist)
-    assert (tmp_path / "final" / "adapter_config.json").exists()
+    assert (tmp_path / "final" / "adapter" / "adapter_config.json").exists()
+    # The final folder itself holds the merged weights, loadable without PEFT.
+    assert (tmp_path / "final" / "config.json").exists()
+    assert not (tmp_path / "final" / "adapter_config.json").exists()
 
 
 def test_dpo_on_smollm2(tmp_path: Path) -> None:

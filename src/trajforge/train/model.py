@@ -198,10 +198,22 @@ def clip_and_step(parts: TrainParts, max_grad_norm: float | None) -> float:
 
 
 def save_final(parts: TrainParts, out: Path) -> Path:
-    """Save the trained model (or adapter) and tokenizer with ``save_pretrained``."""
+    """Save the trained model and tokenizer with ``save_pretrained``.
+
+    Under LoRA the adapter alone goes to ``out/adapter`` and ``out`` holds the base weights with
+    the adapter merged in, so the result loads like any model folder (an eval or the next
+    training stage needs no PEFT). The merge is computed on a copy: the trained module keeps
+    its adapter.
+    """
     out.mkdir(parents=True, exist_ok=True)
     if parts.accelerator.is_main_process:
         model: Any = parts.unwrapped_model()
-        model.save_pretrained(out)
+        if callable(getattr(model, "merge_and_unload", None)):
+            import copy
+
+            model.save_pretrained(out / "adapter")
+            copy.deepcopy(model).merge_and_unload().save_pretrained(out)
+        else:
+            model.save_pretrained(out)
         parts.tokenizer.save_pretrained(out)
     return out
