@@ -70,7 +70,6 @@ async def _run(
     from trajforge.policy.naming import load_policy
     from trajforge.rollout import Limits, rollout_stream
     from trajforge.rollout.progress import RolloutProgress
-    from trajforge.schema import Message, Task
 
     entry = get_env(settings.env)
     tasks = entry.tasks(settings.tasks, seed=settings.seed, split=settings.split)
@@ -78,11 +77,7 @@ async def _run(
         {"max_batch_size": settings.batch_size} if settings.model in _BATCHED_MODELS else {}
     )
 
-    def expert(task: Task | None, messages: list[Message]) -> str | None:
-        # The registry's expert needs the task; the engine always starts sessions with one.
-        return entry.expert(task, messages) if task is not None else None
-
-    policy = load_policy(settings.model, expert=expert, **kwargs)
+    policy = load_policy(settings.model, expert=entry.expert, **kwargs)
     limits = Limits(
         max_turns=settings.max_turns,
         tool_timeout_s=settings.tool_timeout_s,

@@ -106,10 +106,14 @@ def _json_error(exc: ValueError | RecursionError) -> str:
 
 
 def _bad_call(call_id: str, raw: str, error: str, name: str = "") -> ToolCall:
-    return ToolCall(id=call_id, name=name if isinstance(name, str) else "", raw=raw, parse_error=error)
+    return ToolCall(
+        id=call_id, name=name if isinstance(name, str) else "", raw=raw, parse_error=error
+    )
 
 
-_BLOCK = re.compile(re.escape(TOOL_CALL_OPEN) + r"(.*?)(?:" + re.escape(TOOL_CALL_CLOSE) + r"|$)", re.S)
+_BLOCK = re.compile(
+    re.escape(TOOL_CALL_OPEN) + r"(.*?)(?:" + re.escape(TOOL_CALL_CLOSE) + r"|$)", re.S
+)
 
 
 @register_parser("text")
@@ -130,7 +134,9 @@ def parse_text_protocol(text: str, id_prefix: str = "call") -> ParsedCompletion:
         except (ValueError, RecursionError) as exc:
             reason = _json_error(exc)
             hint = "" if closed else f" (and no closing {TOOL_CALL_CLOSE})"
-            calls.append(_bad_call(call_id, match.group(0), f"invalid JSON in tool call: {reason}{hint}"))
+            calls.append(
+                _bad_call(call_id, match.group(0), f"invalid JSON in tool call: {reason}{hint}")
+            )
             continue
         calls.append(_call_from_payload(payload, call_id, match.group(0)))
     prose.append(text[pos:])
@@ -151,7 +157,9 @@ def parse_openai_tool_calls(raw_calls: Any, id_prefix: str = "call") -> list[Too
         if not isinstance(item, dict):
             calls.append(_bad_call(fallback_id, raw, "a tool call must be a JSON object"))
             continue
-        call_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else fallback_id
+        call_id = (
+            item.get("id") if isinstance(item.get("id"), str) and item.get("id") else fallback_id
+        )
         function = item.get("function", item)
         calls.append(_call_from_payload(function, str(call_id), raw))
     return calls

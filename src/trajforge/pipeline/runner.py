@@ -160,7 +160,12 @@ class ExperimentRunner:
         ev = self.exp.eval
         entry = get_env(self.exp.env)
         tasks = entry.tasks(ev.tasks, seed=ev.seed, split=ev.split)
-        policy = load_policy(model, expert=entry.expert, max_batch_size=ev.max_batch_size)
+        batching = (
+            {}
+            if model == "expert" or model.startswith("openai:")
+            else {"max_batch_size": ev.max_batch_size}
+        )
+        policy = load_policy(model, expert=entry.expert, **batching)
         limits = Limits(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens)
         sampling = SamplingParams(temperature=ev.temperature, max_new_tokens=ev.max_new_tokens)
 
@@ -227,6 +232,7 @@ class ExperimentRunner:
         raw.setdefault("output_dir", str(out))
         raw.setdefault("seed", self.exp.seed)
         cfg = parse_config(raw, SFTConfig, source=f"stages.{stage.name}.train")
+        assert cfg.data is not None  # set above; SFTConfig requires it
         result = SFTTrainer(cfg, load_source(cfg.data)).train(resume=True)
         history = [_jsonable(h) for h in result.history]
         final = result.final_dir or out

@@ -9,16 +9,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
+from trajforge.schema import Message, Task
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from trajforge.policy.scripted import ReplyFn
+
+ExpertFn = Callable[[Task, list[Message]], str | None]
 
 OPENAI_PREFIX = "openai:"
 SMOLLM2_NAMES = frozenset({"embedded", "tiny", "expert", "scripted"})
@@ -36,7 +40,20 @@ def parse_openai_spec(spec: str) -> tuple[str, str]:
     return base_url, model
 
 
-def load_policy(spec: str, *, expert: ReplyFn | None = None, **kw: Any) -> Policy:
+def bind_expert(expert: ExpertFn) -> ReplyFn:
+    """An environment's expert ``(task, messages)`` as a scripted reply function; the expert
+    plans from the task, so a session started without one is refused."""
+    from trajforge.policy.scripted import ScriptError
+
+    def reply(task: Task | None, messages: list[Message]) -> str | None:
+        if task is None:
+            raise ScriptError("the scripted expert needs the task: start the session with task=")
+        return expert(task, messages)
+
+    return reply
+
+
+def load_policy(spec: str, *, expert: ExpertFn | None = None, **kw: Any) -> Policy:
     """The policy named by ``spec``; ``kw`` goes to the policy's constructor (``seed`` picks
     the tiny model's weights, ``dtype`` a model's dtype, ``tokenizer`` the expert's)."""
     if spec == "expert":
@@ -49,7 +66,8 @@ def load_policy(spec: str, *, expert: ReplyFn | None = None, **kw: Any) -> Polic
         from trajforge.policy.scripted import ScriptedPolicy
 
         tokenizer = kw.pop("tokenizer", None) or load_tokenizer()
-        return ScriptedPolicy(expert, tokenizer, name=kw.pop("name", "expert"), **kw)
+        name = kw.pop("name", "expert")
+        return ScriptedPolicy(bind_expert(expert), tokenizer, name=name, **kw)
     if spec.startswith(OPENAI_PREFIX):
         base_url, model_name = parse_openai_spec(spec)
         from trajforge.policy.openai_compat import OpenAIPolicy
