@@ -103,3 +103,19 @@ def test_experiment_errors_name_the_key(tmp_path: Path) -> None:
     exp = load_experiment(write_experiment(tmp_path, TINY_EXPERIMENT))
     with pytest.raises(ConfigError, match="'nope' is not a stage"):
         ExperimentRunner(exp, console=Console(quiet=True)).run(only="nope")
+
+
+@pytest.mark.parametrize("example", ["calculator", "gridworld"])
+def test_shipped_examples_are_valid_experiments(example: str) -> None:
+    from trajforge.envs.registry import get_env
+    from trajforge.train.config import RLConfig, SFTConfig, parse_config
+
+    path = Path(__file__).parents[2] / "examples" / example / "experiment.yaml"
+    exp = load_experiment(path)
+    assert exp.env == example
+    get_env(exp.env)
+    for stage in exp.stages:
+        if stage.kind == "sft":
+            parse_config({**stage.train, "data": {"jsonl": "x.jsonl"}}, SFTConfig)
+        elif stage.kind == "rl":
+            parse_config(stage.train, RLConfig)
