@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -12,13 +12,16 @@ from rich.table import Table
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.errors import ConfigError, StoreError
 
+if TYPE_CHECKING:
+    from trajforge.store import TrajectoryStore
+
 ScorerOption = Annotated[
     list[str] | None,
     typer.Option("--scorer", "-s", help="Scorer name (repeatable), e.g. numeric_match, process."),
 ]
 
 
-def _open_store(store: Path | None, *, must_exist: bool = True):  # type: ignore[no-untyped-def]
+def _open_store(store: Path | None, *, must_exist: bool = True) -> TrajectoryStore:
     from trajforge.store import TrajectoryStore
 
     path = resolve_store_path(store)
@@ -60,7 +63,7 @@ def eval_command(
 ) -> None:
     """Roll out a model on an environment's tasks, score, and report reward, pass@k and metrics."""
     from trajforge.envs.registry import get_env
-    from trajforge.judge.evaluate import score_all, summarize
+    from trajforge.judge.evaluate import score_into, summarize
     from trajforge.judge.scorer import get_scorer
     from trajforge.policy.base import SamplingParams
     from trajforge.policy.naming import load_policy
@@ -80,12 +83,13 @@ def eval_command(
             n_per_task=n,
             limits=Limits(max_turns=max_turns),
             sampling=SamplingParams(temperature=temperature, max_new_tokens=256),
+            store=db,
             run_id=run_id,
             seed=seed,
             progress=not as_json,
         )
-        scored = asyncio.run(score_all(trajectories, scorers))
-        db.add_many(scored)
+        # Episodes were stored as they finished (a crashed eval resumes); add the verdicts.
+        scored = asyncio.run(score_into(db, trajectories, scorers))
         ks = sorted({1, n})
         summary = summarize(scored, ks=ks)
         db.set_run(
@@ -110,7 +114,7 @@ def judge_command(
     as_json: JsonOption = False,
 ) -> None:
     """Re-score a stored run's trajectories and store the new scores."""
-    from trajforge.judge.evaluate import score_all, summarize
+    from trajforge.judge.evaluate import score_into, summarize
     from trajforge.judge.scorer import get_scorer
 
     if not scorer:
@@ -120,9 +124,7 @@ def judge_command(
         trajectories = db.query(run=run)
         if not trajectories:
             raise StoreError(f"run {run!r} has no trajectories in {resolve_store_path(store)}")
-        scored = asyncio.run(score_all(trajectories, scorers))
-        for old, new in zip(trajectories, scored, strict=True):
-            db.add_scores(old.id, new.scores[len(old.scores) :])
+        scored = asyncio.run(score_into(db, trajectories, scorers))
     summary = summarize(scored)
     if as_json:
         print_json({"run_id": run, "scores": summary.scores, "episodes": summary.episodes})
@@ -159,7 +161,7 @@ def judge_eval_command(
         for lab in label_list:
             try:
                 traj = db.get(lab.trajectory_id)
-            except (KeyError, StoreError):
+            except StoreError:
                 continue
             if judge is None:
                 found = traj.score(scorer)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
 
 from trajforge.judge.process import process_metrics
 from trajforge.judge.scorer import Scorer, score_trajectory
 from trajforge.judge.stats import mean_ci95, mean_pass_at_k
-from trajforge.schema import OutcomeStatus, Trajectory
+from trajforge.schema import OutcomeStatus, Score, Trajectory
 
 
 @dataclass
@@ -86,4 +87,20 @@ async def score_all(trajectories: Sequence[Trajectory], scorers: list[Scorer]) -
     for t in trajectories:
         new = await score_trajectory(t, scorers)
         scored.append(t.model_copy(update={"scores": [*t.scores, *new]}))
+    return scored
+
+
+class ScoreSink(Protocol):
+    """Where new verdicts go (a ``TrajectoryStore``)."""
+
+    def add_scores(self, traj_id: str, scores: Iterable[Score]) -> None: ...
+
+
+async def score_into(
+    sink: ScoreSink, trajectories: Sequence[Trajectory], scorers: list[Scorer]
+) -> list[Trajectory]:
+    """``score_all``, also appending each trajectory's new scores to ``sink``."""
+    scored = await score_all(trajectories, scorers)
+    for old, new in zip(trajectories, scored, strict=True):
+        sink.add_scores(old.id, new.scores[len(old.scores) :])
     return scored

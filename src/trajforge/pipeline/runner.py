@@ -150,7 +150,7 @@ class ExperimentRunner:
 
     def _eval(self, model: str, run_id: str) -> dict[str, Any]:
         from trajforge.envs.registry import get_env
-        from trajforge.judge.evaluate import score_all, summarize
+        from trajforge.judge.evaluate import score_into, summarize
         from trajforge.judge.process import ProcessScorer
         from trajforge.policy.base import SamplingParams
         from trajforge.policy.naming import load_policy
@@ -176,10 +176,7 @@ class ExperimentRunner:
                         entry.make, policy, tasks, n_per_task=ev.n, limits=limits,
                         sampling=sampling, store=db, run_id=run_id, seed=ev.seed,
                     )  # fmt: skip
-                    scored = await score_all(trajs, [ProcessScorer()])
-                    for old, new in zip(trajs, scored, strict=True):
-                        db.add_scores(old.id, new.scores[len(old.scores) :])
-                    return scored
+                    return await score_into(db, trajs, [ProcessScorer()])
             finally:
                 await policy.close()
 
@@ -234,7 +231,7 @@ class ExperimentRunner:
         cfg = parse_config(raw, SFTConfig, source=f"stages.{stage.name}.train")
         assert cfg.data is not None  # set above; SFTConfig requires it
         result = SFTTrainer(cfg, load_source(cfg.data)).train(resume=True)
-        history = [_jsonable(h) for h in result.history]
+        history = result.history  # already JSON-clean: MetricsLogger stores plain numbers
         final = result.final_dir or out
         last_loss = history[-1].get("loss") if history else None
         text = f"{result.steps} steps" + (
@@ -255,17 +252,10 @@ class ExperimentRunner:
         raw.setdefault("store", str(self.store_path))
         cfg = parse_config(raw, RLConfig, source=f"stages.{stage.name}.train")
         result = RLTrainer(cfg).train(resume=True)
-        history = [_jsonable(h) for h in result.history]
+        history = result.history  # already JSON-clean: MetricsLogger stores plain numbers
         final = result.final_dir or out
         rewards = [h["reward_mean"] for h in history if "reward_mean" in h]
         text = f"{result.steps} steps" + (
             f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
         )
         return {"model": str(final), "history": history, "steps": result.steps, "text": text}
-
-
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: (float(v) if hasattr(v, "__float__") and not isinstance(v, bool | int) else v)
-        for k, v in row.items()
-    }
