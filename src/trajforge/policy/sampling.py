@@ -51,20 +51,32 @@ def sample_tokens(
     import torch
 
     greedy = temperatures <= 0
-    safe_temps = torch.where(greedy, torch.ones_like(temperatures), temperatures)
-    logp = torch.log_softmax(logits / safe_temps[:, None], dim=-1)
-    tokens = logp.argmax(dim=-1)
+    if bool((temperatures == 1).all()):
+        scaled = logits
+    else:
+        safe_temps = torch.where(greedy, torch.ones_like(temperatures), temperatures)
+        scaled = logits / safe_temps[:, None]
+    probs = torch.softmax(scaled, dim=-1)
+    tokens = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
+    greedy_rows = greedy.nonzero().flatten()
     sampled_rows = (~greedy).nonzero().flatten().tolist()
+    if len(greedy_rows):
+        tokens[greedy_rows] = scaled[greedy_rows].argmax(dim=-1)
     if sampled_rows:
-        rows = torch.tensor(sampled_rows, device=logits.device)
         uniforms = torch.stack(
             [
                 torch.rand((), generator=generators[i], device=logits.device, dtype=torch.float64)
                 for i in sampled_rows
             ]
         )
-        tokens[rows] = _inverse_cdf(logp[rows].exp(), top_ps[rows], uniforms)
-    logprobs = logp.gather(-1, tokens[:, None]).squeeze(-1)
+        if len(sampled_rows) == logits.shape[0]:
+            tokens = _inverse_cdf(probs, top_ps, uniforms)
+        else:
+            rows = torch.tensor(sampled_rows, device=logits.device)
+            tokens[rows] = _inverse_cdf(probs[rows], top_ps[rows], uniforms)
+    # A sampled token never has zero probability and a greedy one has the largest, so the log
+    # of the gathered probability is finite: one softmax serves sampling and logprobs.
+    logprobs = probs.gather(-1, tokens[:, None]).squeeze(-1).log()
     return tokens, logprobs
 
 
@@ -84,11 +96,45 @@ def _inverse_cdf(probs: torch.Tensor, top_ps: torch.Tensor, uniforms: torch.Tens
     return _search(probs, uniforms)
 
 
+SEARCH_BLOCK = 1024
+"""Vocabulary block of the two-level CDF search."""
+
+
 def _search(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """The token whose CDF interval holds ``uniform * total`` in each row, in two levels.
+
+    A full float64 cumulative sum over a 49k vocabulary was a third of a small model's decode
+    step. Instead: block masses (one vectorised sum), a cumulative sum over the ~50 blocks to
+    find the block, then one within that block only.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    rows, vocab = weights.shape
+    blocks = -(-vocab // SEARCH_BLOCK)
+    padded = F.pad(weights, (0, blocks * SEARCH_BLOCK - vocab)) if vocab % SEARCH_BLOCK else weights
+    blocked = padded.view(rows, blocks, SEARCH_BLOCK)
+    block_mass = blocked.sum(dim=-1).double()
+    block_cdf = block_mass.cumsum(dim=-1)
+    targets = uniforms * block_cdf[:, -1]
+    block = torch.searchsorted(block_cdf, targets[:, None], right=True).squeeze(-1)
+    block = torch.minimum(block, _last_positive(block_mass))
+    before = torch.where(
+        block > 0, block_cdf.gather(-1, (block - 1).clamp(min=0)[:, None]).squeeze(-1), 0.0
+    )
+    inside = blocked[torch.arange(rows, device=weights.device), block]
+    # right=True returns the first index whose cdf exceeds the target: never a zero-weight token,
+    # unless rounding puts the target past the block's end; then its last positive one is taken.
+    offset = torch.searchsorted(
+        inside.double().cumsum(dim=-1), (targets - before)[:, None], right=True
+    ).squeeze(-1)
+    offset = torch.minimum(offset, _last_positive(inside))
+    return block * SEARCH_BLOCK + offset
+
+
+def _last_positive(weights: torch.Tensor) -> torch.Tensor:
+    """Per row, the index of the last entry above zero (0 when there is none)."""
     import torch
 
-    cdf = weights.double().cumsum(dim=-1)
-    targets = (uniforms * cdf[:, -1])[:, None]
-    # right=True returns the first index whose cdf exceeds the target: never a zero-weight token.
-    picked = torch.searchsorted(cdf, targets, right=True).squeeze(-1)
-    return picked.clamp(max=weights.shape[-1] - 1)
+    index = torch.arange(weights.shape[-1], device=weights.device)
+    return torch.where(weights > 0, index, 0).amax(dim=-1)
