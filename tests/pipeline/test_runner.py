@@ -119,3 +119,25 @@ def test_shipped_examples_are_valid_experiments(example: str) -> None:
             parse_config({**stage.train, "data": {"jsonl": "x.jsonl"}}, SFTConfig)
         elif stage.kind == "rl":
             parse_config(stage.train, RLConfig)
+
+
+def test_experiment_precision_reaches_policies_and_training_stages(tmp_path: Path) -> None:
+    import torch
+
+    exp = load_experiment(write_experiment(tmp_path, {**TINY_EXPERIMENT, "precision": "fp32"}))
+    runner = ExperimentRunner(exp, console=Console(quiet=True))
+    assert runner._policy_options("tiny") == {"max_batch_size": 25, "dtype": torch.float32}
+    assert runner._policy_options("expert") == {}
+    assert runner._policy_options("openai:http://127.0.0.1:1/v1#m") == {}
+
+
+def test_experiment_bf16_without_native_bf16_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trajforge.train.model as model_module
+
+    monkeypatch.setattr(model_module, "native_bf16", lambda: False)
+    exp = load_experiment(write_experiment(tmp_path, {**TINY_EXPERIMENT, "precision": "bf16"}))
+    runner = ExperimentRunner(exp, console=Console(quiet=True))
+    with pytest.raises(ConfigError, match=r"^precision: bf16 was asked for"):
+        runner._policy_options("tiny")

@@ -10,11 +10,13 @@ import torch
 from train_helpers import qa_trajectory
 
 from trajforge.curate import preference_pairs
+from trajforge.errors import ConfigError
 from trajforge.judge.scorer import FunctionScorer
 from trajforge.policy.tiny import tiny_model_and_tokenizer
 from trajforge.schema import EvaluatorKind, Role, Trajectory
 from trajforge.train.config import DPOConfig, LoraSettings, ModelSettings, OptimSettings, RLConfig
 from trajforge.train.dpo import DPOTrainer, dpo_loss
+from trajforge.train.model import native_bf16
 from trajforge.train.rl import RLTrainer
 
 
@@ -135,3 +137,49 @@ def test_rl_filters_zero_advantage_groups(tmp_path: Path) -> None:
     assert (
         h["zero_adv_frac"] == 1.0 and h["trained_trajectories"] == 0.0 and h["reward_mean"] == 0.0
     )
+
+
+@pytest.mark.skipif(not native_bf16(), reason="needs hardware with native bf16")
+def test_rl_bf16_rollouts_sample_from_a_copy_synced_after_each_update(tmp_path: Path) -> None:
+    cfg = RLConfig(
+        output_dir=tmp_path,
+        env="calculator",
+        num_tasks=2,
+        groups_per_step=2,
+        samples_per_group=2,
+        steps=1,
+        max_new_tokens=8,
+        max_turns=1,
+        optim=OptimSettings(lr=1e-2),
+        model={"precision": "bf16"},
+        tensorboard=False,
+        progress=False,
+    )
+    trainer = RLTrainer(
+        cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
+    )
+    assert trainer.policy.model is not trainer.parts.model
+    assert next(trainer.policy.model.parameters()).dtype is torch.bfloat16
+    result = trainer.train()
+    assert result.history[0]["trained_trajectories"] == 4
+    trained = dict(trainer.parts.model.named_parameters())
+    for name, param in trainer.policy.model.named_parameters():
+        assert torch.equal(param, trained[name].detach().to(torch.bfloat16)), name
+
+
+def test_rl_bf16_rollouts_are_refused_without_native_bf16(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trajforge.train.model as model_module
+
+    monkeypatch.setattr(model_module, "native_bf16", lambda: False)
+    cfg = RLConfig(
+        output_dir=tmp_path,
+        env="calculator",
+        num_tasks=2,
+        rollout_precision="bf16",
+        tensorboard=False,
+        progress=False,
+    )
+    with pytest.raises(ConfigError, match="rollout_precision: bf16 needs hardware"):
+        RLTrainer(cfg)

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trajforge.errors import ConfigError
+from trajforge.train.config import Precision
 
 
 class _Strict(BaseModel):
@@ -65,10 +66,16 @@ Stage = Annotated[EvalStage | DemonstrationStage | SFTStage | RLStage, Field(dis
 
 
 class Experiment(_Strict):
+    """``precision`` applies to every stage: the eval and demonstration policies' weights, and
+    the training stages' ``model.precision`` (unless a stage sets its own). ``bf16`` needs
+    native bf16 (a GPU, or a CPU with AMX or AVX512-BF16) and roughly halves stage times there;
+    ``auto`` is bf16 on a GPU that has it and fp32 on a CPU."""
+
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     env: str
     model: str = "embedded"
     seed: int = 0
+    precision: Precision = Precision.AUTO
     out_dir: Path = Path("runs")
     eval: EvalSettings = Field(default_factory=EvalSettings)
     stages: list[Stage] = Field(min_length=1)

@@ -160,12 +160,7 @@ class ExperimentRunner:
         ev = self.exp.eval
         entry = get_env(self.exp.env)
         tasks = entry.tasks(ev.tasks, seed=ev.seed, split=ev.split)
-        batching = (
-            {}
-            if model == "expert" or model.startswith("openai:")
-            else {"max_batch_size": ev.max_batch_size}
-        )
-        policy = load_policy(model, expert=entry.expert, **batching)
+        policy = load_policy(model, expert=entry.expert, **self._policy_options(model))
         limits = Limits(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens)
         sampling = SamplingParams(temperature=ev.temperature, max_new_tokens=ev.max_new_tokens)
 
@@ -185,6 +180,22 @@ class ExperimentRunner:
         text = f"success {100 * summary.success:.1f}%, mean reward {summary.reward_mean:.3f}"
         return {"run_id": run_id, "model": model, "summary": summary.as_dict(), "text": text}
 
+    def _policy_options(self, model: str) -> dict[str, Any]:
+        """Constructor options of the policy named ``model``: batching and the experiment's
+        precision for local models, nothing for the scripted expert or an endpoint."""
+        import torch
+
+        from trajforge.policy.naming import OPENAI_PREFIX
+        from trajforge.train.model import mixed_precision
+
+        if model == "expert" or model.startswith(OPENAI_PREFIX):
+            return {}
+        bf16 = mixed_precision(self.exp.precision, field="precision") == "bf16"
+        return {
+            "max_batch_size": self.exp.eval.max_batch_size,
+            "dtype": torch.bfloat16 if bf16 else torch.float32,
+        }
+
     def _demonstrations(self, stage: DemonstrationStage, run_id: str) -> dict[str, Any]:
         from trajforge.envs.registry import get_env
         from trajforge.policy.base import SamplingParams
@@ -194,7 +205,9 @@ class ExperimentRunner:
 
         entry = get_env(self.exp.env)
         tasks = entry.tasks(stage.tasks, seed=stage.seed, split=stage.split)
-        policy = load_policy(stage.policy, expert=entry.expert)
+        policy = load_policy(
+            stage.policy, expert=entry.expert, **self._policy_options(stage.policy)
+        )
 
         async def go() -> list[Any]:
             try:
@@ -224,7 +237,7 @@ class ExperimentRunner:
             )
         out = self.run_dir / (stage.name + (f".{attempt}" if attempt else ""))
         raw = dict(stage.train)
-        raw["model"] = {**raw.get("model", {}), "spec": model}
+        raw["model"] = {"precision": self.exp.precision, **raw.get("model", {}), "spec": model}
         raw["data"] = {"store": str(self.store_path), "run": demo["run_id"], "min_reward": 1.0}
         raw.setdefault("output_dir", str(out))
         raw.setdefault("seed", self.exp.seed)
@@ -245,7 +258,7 @@ class ExperimentRunner:
 
         out = self.run_dir / (stage.name + (f".{attempt}" if attempt else ""))
         raw = dict(stage.train)
-        raw["model"] = {**raw.get("model", {}), "spec": model}
+        raw["model"] = {"precision": self.exp.precision, **raw.get("model", {}), "spec": model}
         raw.setdefault("env", self.exp.env)
         raw.setdefault("output_dir", str(out))
         raw.setdefault("seed", self.exp.seed)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 from trajforge.policy.hf_engine import DecodeEngine, EngineStats, GenerationRequest, completion_of
+from trajforge.policy.prefix_cache import PrefixCache
 from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.sampling import make_generator
 from trajforge.policy.token_policy import TokenPolicy
@@ -56,6 +57,9 @@ class HFPolicy(TokenPolicy):
         max_context_tokens: prompt plus completion limit (default: the model's
             ``max_position_embeddings``).
         tool_protocol, parser, name: see ``TokenPolicy``.
+        prefix_cache_mb: memory for finished sequences' keys and values, reused when a prompt
+            continues one (an episode's next turn); 0 turns reuse off. A trainer that changes
+            a shared model in place must call ``set_weights(model)`` after, which clears it.
     """
 
     name = "hf"
@@ -72,6 +76,7 @@ class HFPolicy(TokenPolicy):
         tool_protocol: ToolProtocol | str = ToolProtocol.AUTO,
         parser: str = "text",
         name: str | None = None,
+        prefix_cache_mb: float = 1024,
     ) -> None:
         super().__init__(tokenizer, tool_protocol=tool_protocol, parser=parser, name=name)
         if max_batch_size < 1:
@@ -86,7 +91,10 @@ class HFPolicy(TokenPolicy):
         config = model.config.get_text_config(decoder=True)
         self.max_context_tokens = max_context_tokens or int(config.max_position_embeddings)
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
-        self._engine = DecodeEngine(model, tokenizer, self.eos_ids)
+        self.prefix_cache = (
+            PrefixCache(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
+        )
+        self._engine = DecodeEngine(model, tokenizer, self.eos_ids, self.prefix_cache)
         self._cond = threading.Condition()
         self._pending: deque[GenerationRequest] = deque()
         self._live = 0
@@ -151,11 +159,13 @@ class HFPolicy(TokenPolicy):
     def set_weights(self, weights: Any) -> None:
         """Load a module's or a state dict's weights. Waits for in-flight sequences to finish
         and holds new ones back meanwhile, so no sequence mixes two sets of weights. Removes
-        a loaded adapter first. Passing the policy's own model only synchronises."""
+        a loaded adapter first. Passing the policy's own model only synchronises
+        (and forgets reused keys and values, which the old weights computed)."""
         import torch
 
         with self._paused():
             if weights is self.model or weights is self._base_model():
+                self._forget_states()
                 return
             state = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
             if not isinstance(state, Mapping):
@@ -164,6 +174,7 @@ class HFPolicy(TokenPolicy):
                 )
             self._drop_adapter()
             _load_exact(self.model, state)
+            self._forget_states()
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """``set_weights`` for a state dict."""
@@ -189,6 +200,7 @@ class HFPolicy(TokenPolicy):
                 self.model = PeftModel.from_pretrained(self.model, str(folder), adapter_name=name)
             self.model.eval()
             self._engine.model = self.model
+            self._forget_states()
 
     def _base_model(self) -> Any:
         get_base = getattr(self.model, "get_base_model", None)
@@ -200,6 +212,12 @@ class HFPolicy(TokenPolicy):
         if isinstance(self.model, PeftModel):
             self.model = self.model.unload()
             self._engine.model = self.model
+            self._forget_states()
+
+    def _forget_states(self) -> None:
+        """Reused keys and values belong to the old weights."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
 
     @contextlib.contextmanager
     def _paused(self) -> Iterator[None]:

@@ -2,7 +2,8 @@
 
 Sequences join the running batch between decode steps (their prompts are prefilled together,
 left-padded, and their caches appended to the batch's) and leave it as soon as they finish, so
-the batch only ever computes live rows. Every row has its own sampling parameters, generator,
+the batch only ever computes live rows. With a ``PrefixCache``, a prompt that continues a
+finished sequence (the next turn of an episode) prefills only its new tokens. Every row has its own sampling parameters, generator,
 stop strings and token budget. The engine is synchronous and single-threaded; ``HFPolicy`` runs
 it in a worker thread.
 """
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
+from trajforge.policy.llama_decode import lean_decode_step, supports_lean_decode
+from trajforge.policy.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.sampling import sample_tokens
 
 if TYPE_CHECKING:
@@ -42,6 +45,12 @@ class GenerationRequest:
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish_reason: FinishReason | None = None
+    prefix: PrefixEntry | None = None
+
+    @property
+    def suffix(self) -> list[int]:
+        """The prompt tokens the prefill computes: those after the reused prefix."""
+        return self.prompt_ids[len(self.prefix.tokens) :] if self.prefix else self.prompt_ids
 
 
 @dataclass
@@ -54,15 +63,24 @@ class EngineStats:
     decode_rows: int = 0
     max_rows: int = 0
     generated_tokens: int = 0
+    prefill_tokens: int = 0
+    reused_tokens: int = 0
 
 
 class DecodeEngine:
     """Holds the live batch: rows, their KV cache, attention mask and next inputs."""
 
-    def __init__(self, model: Any, tokenizer: Any, eos_ids: Iterable[int]) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        eos_ids: Iterable[int],
+        prefix_cache: PrefixCache | None = None,
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.eos_ids = frozenset(eos_ids)
+        self.prefix_cache = prefix_cache
         self.stats = EngineStats()
         self.rows: list[GenerationRequest] = []
         self._cache: RowCache | None = None
@@ -83,6 +101,9 @@ class DecodeEngine:
         """Prefill ``requests`` (in groups of similar length), sample their first tokens and
         join them to the batch. Returns the requests that are finished after this step."""
         finished: list[GenerationRequest] = []
+        if self.prefix_cache is not None:
+            for request in requests:
+                request.prefix = self.prefix_cache.lookup(request.prompt_ids)
         for group in _length_groups(requests):
             finished += self._prefill(group)
         return finished
@@ -90,18 +111,16 @@ class DecodeEngine:
     def _prefill(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
         import torch
 
-        from trajforge.policy.kv_cache import RowCache
-
         device = self.device
-        width = max(len(r.prompt_ids) for r in requests)
+        width = max(len(r.suffix) for r in requests)
         ids = torch.zeros((len(requests), width), dtype=torch.long, device=device)
         mask = torch.zeros((len(requests), width), dtype=torch.long, device=device)
         for i, request in enumerate(requests):
-            n = len(request.prompt_ids)
-            ids[i, width - n :] = torch.tensor(request.prompt_ids, dtype=torch.long, device=device)
+            n = len(request.suffix)
+            ids[i, width - n :] = torch.tensor(request.suffix, dtype=torch.long, device=device)
             mask[i, width - n :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = RowCache(self.model.config.get_text_config(decoder=True).num_hidden_layers)
+        cache, mask = self._reused_history(requests, mask)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -width:]
         logits = self._forward(ids, mask, positions, cache)
         temperatures = torch.tensor(
             [r.sampling.temperature for r in requests], dtype=torch.float32, device=device
@@ -114,11 +133,36 @@ class DecodeEngine:
         )
         self.stats.prefills += 1
         self.stats.prefill_rows += len(requests)
+        self.stats.prefill_tokens += int(mask[:, -width:].sum())
         start = len(self.rows)
         self._join(requests, cache, mask, mask.sum(-1), tokens, temperatures, top_ps)
         finished = self._record(start, tokens, logprobs)
         self._compact()
         return finished
+
+    def _reused_history(
+        self, requests: list[GenerationRequest], mask: torch.Tensor
+    ) -> tuple[RowCache, torch.Tensor]:
+        """The cache the prefill starts from (reused prefixes, right-aligned) and the attention
+        mask over those columns followed by ``mask``'s."""
+        import torch
+
+        from trajforge.policy.kv_cache import RowCache
+
+        prefixes = [r.prefix for r in requests]
+        past = max((len(p.tokens) for p in prefixes if p is not None), default=0)
+        if not past:
+            return RowCache(self.model.config.get_text_config(decoder=True).num_hidden_layers), mask
+        like = next(p for p in prefixes if p is not None).keys[0]
+        cache = RowCache.from_rows(
+            [(p.keys, p.values) if p is not None else None for p in prefixes], past, like
+        )
+        past_mask = mask.new_zeros((len(requests), past))
+        for i, prefix in enumerate(prefixes):
+            if prefix is not None:
+                past_mask[i, past - len(prefix.tokens) :] = 1
+                self.stats.reused_tokens += len(prefix.tokens)
+        return cache, torch.cat([past_mask, mask], dim=-1)
 
     def step(self) -> list[GenerationRequest]:
         """One decode step for every live row. Returns the requests finished by it."""
@@ -131,12 +175,16 @@ class DecodeEngine:
         self._mask = torch.cat([self._mask, ones], dim=-1)
         # A ready [B, 1, 1, L] mask: one decoded token attends to every unpadded column, so
         # transformers' causal-mask construction (a tenth of a small model's step) is skipped.
-        logits = self._forward(
+        step_inputs = (
             self._next_tokens[:, None],
             self._mask.bool()[:, None, None, :],
             self._positions[:, None],
             self._cache,
         )
+        if supports_lean_decode(self.model):
+            logits = lean_decode_step(self.model, *step_inputs)
+        else:
+            logits = self._forward(*step_inputs)
         tokens, logprobs = sample_tokens(
             logits, self._temperatures, self._top_ps, [r.generator for r in self.rows]
         )
@@ -237,6 +285,7 @@ class DecodeEngine:
         ]
         if len(keep) == len(self.rows):
             return
+        self._remember_finished()
         if not keep:
             self.fail_all()
             return
@@ -254,11 +303,26 @@ class DecodeEngine:
         self._top_ps = self._top_ps[index]
         self.rows = [self.rows[i] for i in keep]
 
+    def _remember_finished(self) -> None:
+        """Put finished rows' keys and values in the prefix cache: the prompt and every
+        generated token but the last (which was sampled, never fed back)."""
+        if self.prefix_cache is None or self._cache is None or self._mask is None:
+            return
+        for i, request in enumerate(self.rows):
+            if request.finish_reason is None or request.is_cancelled():
+                continue
+            tokens = request.prompt_ids + request.token_ids[:-1]
+            columns = self._mask[i].bool()
+            if int(columns.sum()) != len(tokens):
+                continue
+            keys, values = self._cache.row_states(i, columns)
+            self.prefix_cache.store(PrefixEntry(tokens, keys, values))
+
 
 def _length_groups(requests: list[GenerationRequest]) -> list[list[GenerationRequest]]:
     groups: list[list[GenerationRequest]] = []
-    for request in sorted(requests, key=lambda r: len(r.prompt_ids), reverse=True):
-        if groups and len(request.prompt_ids) >= PREFILL_FILL * len(groups[-1][0].prompt_ids):
+    for request in sorted(requests, key=lambda r: len(r.suffix), reverse=True):
+        if groups and len(request.suffix) >= PREFILL_FILL * len(groups[-1][0].suffix):
             groups[-1].append(request)
         else:
             groups.append([request])

@@ -99,6 +99,39 @@ class RowCache:
                 layer.values[rows, :, drop_left:],  # type: ignore[index]
             )
 
+    def row_states(
+        self, row: int, columns: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Copies of one row's keys and values ``[H, T, D]`` per layer, at ``columns`` (a bool
+        mask over the cache's columns: the row's unpadded ones)."""
+        keys = [layer.keys[row][:, columns] for layer in self.layers]  # type: ignore[index]
+        values = [layer.values[row][:, columns] for layer in self.layers]  # type: ignore[index]
+        return keys, values
+
+    @classmethod
+    def from_rows(
+        cls,
+        rows: list[tuple[list[torch.Tensor], list[torch.Tensor]] | None],
+        width: int,
+        like: torch.Tensor,
+    ) -> RowCache:
+        """A cache of ``len(rows)`` rows and ``width`` columns: each row's per-layer ``[H, T, D]``
+        keys and values right-aligned, zeros (masked by the caller) on their left; ``None`` is
+        a row with no history. ``like`` gives dtype and device ([H, *, D] shape of the model)."""
+        num_layers = next(len(r[0]) for r in rows if r is not None)
+        cache = cls(num_layers)
+        heads, dim = like.shape[0], like.shape[-1]
+        for index, layer in enumerate(cache.layers):
+            keys = like.new_zeros((len(rows), heads, width, dim))
+            values = like.new_zeros((len(rows), heads, width, dim))
+            for b, row in enumerate(rows):
+                if row is not None:
+                    length = row[0][index].shape[-2]
+                    keys[b, :, width - length :] = row[0][index]
+                    values[b, :, width - length :] = row[1][index]
+            layer.set_state(keys, values)
+        return cache
+
     def append_rows(self, other: RowCache) -> None:
         """Stack ``other``'s rows under this cache's, left-padding whichever history is shorter."""
         import torch

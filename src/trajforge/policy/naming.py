@@ -86,6 +86,9 @@ def load_policy(spec: str, *, expert: ExpertFn | None = None, **kw: Any) -> Poli
             from trajforge.policy.tiny import tiny_model_and_tokenizer
 
             model, tokenizer = tiny_model_and_tokenizer(seed=kw.pop("seed", 0))
+            dtype = kw.pop("dtype", None)
+            if dtype is not None:
+                model = model.to(dtype)
         return HFPolicy(model, tokenizer, name=kw.pop("name", spec), **kw)
     folder = Path(spec).expanduser()
     if folder.is_dir():

@@ -152,6 +152,7 @@ class RLConfig(CommonSettings):
     max_new_tokens: int = Field(default=128, ge=1)
     max_turns: int = Field(default=6, ge=1)
     max_batch_size: int = Field(default=16, ge=1)
+    rollout_precision: Precision = Precision.AUTO
     store: Path | None = None
 
 

@@ -76,12 +76,14 @@ def native_bf16() -> bool:
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
-def mixed_precision(precision: Precision) -> str:
+def mixed_precision(precision: Precision, field: str = "model.precision") -> str:
     """accelerate's mixed-precision mode. ``auto`` picks bf16 on a GPU that has it and keeps
     fp32 on a CPU (bit-for-bit results across machines); ``bf16`` needs native bf16."""
     if precision is Precision.BF16:
         if not native_bf16():
-            raise ConfigError("model.precision: bf16 was asked for but this hardware has no bf16")
+            raise ConfigError(
+                f"{field}: bf16 was asked for but this hardware has no native bf16; use fp32"
+            )
         return "bf16"
     if precision is Precision.AUTO and torch.cuda.is_available() and native_bf16():
         return "bf16"
@@ -165,10 +167,22 @@ class TrainParts:
         return model
 
 
+def make_accelerator(mode: str) -> Any:
+    """An ``Accelerator`` in mixed-precision ``mode`` ("no" or "bf16")."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    # accelerate keeps one process-wide state and refuses a second precision, but one process
+    # may train in several (tests, a notebook); the precision part is reset, the distributed
+    # part (PartialState) kept.
+    shared = AcceleratorState._shared_state
+    if shared and shared.get("_mixed_precision") != mode:
+        AcceleratorState._reset_state()
+    return Accelerator(mixed_precision=mode)
+
+
 def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
     """Load the model, apply LoRA, build AdamW and the schedule, and place them with accelerate."""
-    from accelerate import Accelerator
-
     seed_everything(cfg.seed)
     base, tokenizer = load_base_model(cfg.model)
     model = apply_lora(base, cfg.model)
@@ -178,7 +192,7 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lr_lambda(cfg.optim.schedule, cfg.optim.warmup_steps, total_steps)
     )
-    accelerator = Accelerator(mixed_precision=mixed_precision(cfg.model.precision))
+    accelerator = make_accelerator(mixed_precision(cfg.model.precision))
     wrapper, optimizer = accelerator.prepare(wrapper, optimizer)
     return TrainParts(
         model=accelerator.unwrap_model(wrapper).model,

@@ -3,12 +3,16 @@ update for K epochs with the chosen policy loss, refresh the rollout policy, rep
 
 Estimators and losses come from ``trajforge.algos`` by name (``estimator: grpo``, ``loss:
 ppo_clip``). The rollout policy is an ``HFPolicy`` over the very model being trained, so the
-next rollout always samples from the updated weights.
+next rollout always samples from the updated weights. With ``rollout_precision: bf16`` (or
+``auto`` while training in bf16) it samples from a bf16 copy instead, re-synced after every
+update: decoding is then about twice as fast on hardware with native bf16, and the trainer's
+recomputed old logprobs keep the importance ratios exact to the trained weights.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -111,15 +115,39 @@ class RLTrainer(Trainer):
     def _make_policy(self) -> Any:
         from trajforge.policy.hf import HFPolicy
 
-        return HFPolicy(
-            self.parts.unwrapped_model(),
-            self.parts.tokenizer,
-            max_batch_size=self.rl_cfg.max_batch_size,
+        model = self.parts.unwrapped_model()
+        if self._rollout_dtype() is torch.bfloat16:
+            model = copy.deepcopy(model).to(torch.bfloat16)
+        return HFPolicy(model, self.parts.tokenizer, max_batch_size=self.rl_cfg.max_batch_size)
+
+    def _rollout_dtype(self) -> torch.dtype:
+        from trajforge.errors import ConfigError
+        from trajforge.train.config import Precision
+        from trajforge.train.model import mixed_precision, native_bf16
+
+        cfg = self.rl_cfg
+        wanted = cfg.rollout_precision
+        # auto follows training precision, except under LoRA: a bf16 copy would need the
+        # adapter merged into it after every update.
+        bf16 = wanted is Precision.BF16 or (
+            wanted is Precision.AUTO
+            and not self.parts.is_lora
+            and mixed_precision(cfg.model.precision) == "bf16"
         )
+        if not bf16:
+            return torch.float32
+        if not native_bf16():
+            raise ConfigError("rollout_precision: bf16 needs hardware with native bf16")
+        if self.parts.is_lora:
+            raise ConfigError(
+                "rollout_precision: bf16 rollouts copy the full weights after each update; "
+                "with LoRA use rollout_precision: fp32"
+            )
+        return torch.bfloat16
 
     def _refresh_policy(self) -> None:
-        # The policy samples from the trained module itself; set_weights re-syncs whatever the
-        # backend caches from it (it is a no-op copy when the module is shared).
+        # The policy samples from the trained module itself, or from its bf16 copy; set_weights
+        # copies the new weights into the copy and is a no-op when the module is shared.
         self.policy.set_weights(self.parts.unwrapped_model())
 
     def _next_tasks(self) -> list[Any]:

@@ -1,0 +1,104 @@
+"""Prefix reuse: a prompt that continues a finished sequence prefills only its new tokens, and
+generates exactly what a full prefill would."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import torch
+
+from trajforge.policy.base import Completion, SamplingParams
+from trajforge.policy.hf import HFPolicy
+from trajforge.policy.prefix_cache import PrefixCache, PrefixEntry
+from trajforge.policy.tiny import tiny_model_and_tokenizer
+
+
+def entry(tokens: list[int], nbytes_per_token: int = 4) -> PrefixEntry:
+    state = torch.zeros((1, len(tokens), nbytes_per_token // 4))
+    return PrefixEntry(tokens, [state], [state.clone()])
+
+
+def test_lookup_takes_the_longest_proper_prefix() -> None:
+    cache = PrefixCache(10**6)
+    cache.store(entry([1, 2]))
+    cache.store(entry([1, 2, 3, 4]))
+    cache.store(entry([7, 8, 9]))
+    found = cache.lookup([1, 2, 3, 4, 5])
+    assert found is not None and found.tokens == [1, 2, 3, 4]
+    # An entry equal to the whole prompt leaves no token to compute logits from.
+    assert cache.lookup([7, 8, 9]) is None
+    assert cache.lookup([1, 3]) is None
+    assert (cache.hits, cache.reused_tokens) == (1, 4)
+
+
+def test_an_entry_replaces_the_entries_it_extends() -> None:
+    cache = PrefixCache(10**6)
+    cache.store(entry([1, 2]))
+    cache.store(entry([5]))
+    cache.store(entry([1, 2, 3]))
+    assert len(cache) == 2
+    found = cache.lookup([1, 2, 9])
+    assert found is None or found.tokens != [1, 2]
+
+
+def test_least_recently_used_entries_are_evicted_beyond_capacity() -> None:
+    one = entry([1, 1], nbytes_per_token=40).nbytes
+    cache = PrefixCache(3 * one)
+    for first in (1, 2, 3):
+        cache.store(entry([first, first], nbytes_per_token=40))
+    assert cache.lookup([1, 1, 0]) is not None  # 1 is now the most recently used
+    cache.store(entry([4, 4], nbytes_per_token=40))
+    assert len(cache) == 3 and cache.nbytes == 3 * one
+    assert cache.lookup([2, 2, 0]) is None
+    assert cache.lookup([1, 1, 0]) is not None
+    cache.clear()
+    assert len(cache) == 0 and cache.nbytes == 0
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[Any, Any]:
+    return tiny_model_and_tokenizer(seed=0)
+
+
+async def _two_turns(policy: HFPolicy, prompts: list[list[int]]) -> list[Completion]:
+    """First turns together, then second turns that continue them with an observation."""
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=10)
+    try:
+        first = await asyncio.gather(*(policy.generate(p, sampling) for p in prompts))
+        follow = [
+            p + c.token_ids + [100 + i, 200 + i, 300]
+            for i, (p, c) in enumerate(zip(prompts, first, strict=True))
+        ]
+        second = await asyncio.gather(*(policy.generate(p, sampling) for p in follow))
+        return [*first, *second]
+    finally:
+        await policy.close()
+
+
+def test_continued_prompts_reuse_states_and_generate_the_same(tiny: tuple[Any, Any]) -> None:
+    model, tok = tiny
+    prompts = [tok.encode(t) for t in ("Hi", "What is 2+2?", "x " * 30)]
+    reused = HFPolicy(model, tok, max_batch_size=4, prefix_cache_mb=16)
+    fresh = HFPolicy(model, tok, max_batch_size=4, prefix_cache_mb=0)
+    with_reuse = asyncio.run(_two_turns(reused, prompts))
+    without = asyncio.run(_two_turns(fresh, prompts))
+    assert [c.token_ids for c in with_reuse] == [c.token_ids for c in without]
+    for a, b in zip(with_reuse, without, strict=True):
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+    # Every second turn continued its first: the reused tokens are the first prompts plus all
+    # but the last generated token, and only the rest was prefilled.
+    expected = sum(len(p) + len(c.token_ids) - 1 for p, c in zip(prompts, with_reuse, strict=False))
+    assert reused.stats.reused_tokens == expected
+    assert reused.stats.prefill_tokens < fresh.stats.prefill_tokens
+    assert fresh.stats.reused_tokens == 0
+
+
+def test_new_weights_forget_reused_states(tiny: tuple[Any, Any]) -> None:
+    model, tok = tiny
+    policy = HFPolicy(model, tok, max_batch_size=4, prefix_cache_mb=16)
+    asyncio.run(_two_turns(policy, [tok.encode("Hi")]))
+    assert policy.prefix_cache is not None and len(policy.prefix_cache) > 0
+    policy.set_weights(model)
+    assert len(policy.prefix_cache) == 0
