@@ -26,7 +26,7 @@ for its episode's summed tool time. Each mode runs ``--repeats`` times, alternat
 median is kept.
 
     .venv/bin/python bench/rollout_async.py --model tiny
-    .venv/bin/python bench/rollout_async.py --model embedded --tasks 32
+    .venv/bin/python bench/rollout_async.py --model embedded --tasks 32 --dtype bfloat16
 
 Prints one JSON line; ``ratio`` is lockstep wall time / async wall time at the largest turn count.
 """
@@ -106,10 +106,12 @@ class SlowToolEnv(Env):
         )
 
 
-def load(model: str, batch_size: int) -> Policy:
+def load(model: str, batch_size: int, dtype: str) -> Policy:
+    import torch
+
     from trajforge.policy.naming import load_policy
 
-    return load_policy(model, max_batch_size=batch_size)
+    return load_policy(model, max_batch_size=batch_size, dtype=getattr(torch, dtype))
 
 
 def fingerprint(trajs: list[Trajectory]) -> list[tuple[int, ...]]:
@@ -136,9 +138,18 @@ def tool_bounds(
     return lockstep, max(slots)
 
 
+def engine_counts(policy: Policy) -> dict[str, int]:
+    stats = getattr(policy, "stats", None)
+    if stats is None:
+        return {}
+    fields = ("prefills", "decode_steps", "decode_rows", "prefill_tokens", "reused_tokens")
+    return {name: int(getattr(stats, name)) for name in fields}
+
+
 async def timed(
     policy: Policy, tasks: list[Task], turns: int, args: argparse.Namespace, lockstep: bool
 ) -> tuple[float, list[Trajectory]]:
+    before = engine_counts(policy)
     start = time.perf_counter()
     trajs = await arollout(
         lambda: SlowToolEnv(turns, args.sigma, args.seed),
@@ -151,7 +162,14 @@ async def timed(
         progress=False,
         max_concurrency=args.batch_size,
     )
-    return time.perf_counter() - start, trajs
+    elapsed = time.perf_counter() - start
+    after = engine_counts(policy)
+    COUNTS["lockstep" if lockstep else "async"] = {k: after[k] - before[k] for k in after}
+    return elapsed, trajs
+
+
+COUNTS: dict[str, dict[str, int]] = {}
+"""Engine counters of the latest run of each mode."""
 
 
 def load_average() -> list[float]:
@@ -159,7 +177,7 @@ def load_average() -> list[float]:
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
-    policy = load(args.model, args.batch_size)
+    policy = load(args.model, args.batch_size, args.dtype)
     tasks = [
         Task(id=f"q{i}", prompt=f"Find the population of city number {i}.")
         for i in range(args.tasks)
@@ -204,6 +222,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "tools_only_ratio": round(lock_bound / async_bound, 2),
                 "completion_tokens": tokens,
                 "identical_trajectories": f"{same}/{len(tasks)}",
+                "engine_lockstep": dict(COUNTS.get("lockstep", {})),
+                "engine_async": dict(COUNTS.get("async", {})),
                 "load_average": load_before,
             }
         )
@@ -216,6 +236,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "bench": "rollout_async",
         "model": args.model,
+        "dtype": args.dtype,
         "tasks": args.tasks,
         "max_concurrency": args.batch_size,
         "max_new_tokens": args.max_new_tokens,
@@ -238,6 +259,9 @@ def main() -> None:
     )
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--sigma", type=float, default=1.1, help="lognormal shape (tail weight)")
+    parser.add_argument(
+        "--dtype", default="float32", choices=["float32", "bfloat16"], help="model weights"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3, help="runs per mode (median kept)")
     args = parser.parse_args()

@@ -295,3 +295,19 @@ def test_batch_without_any_turn(estimator: str) -> None:
     assert out.token_advantages.shape == (2, 3)
     assert bool((out.token_advantages == 0).all())
     assert out.metrics["zero_adv_groups"] == 1
+
+
+def test_advantages_are_weighted_by_sign() -> None:
+    from trajforge.algos.advantages import weight_by_sign
+
+    adv = torch.tensor([[1.5, -2.0, 0.0], [-0.5, 0.25, -1.0]])
+    assert torch.equal(
+        weight_by_sign(adv, negative=0.1),
+        torch.tensor([[1.5, -0.2, 0.0], [-0.05, 0.25, -0.1]]),
+    )
+    assert torch.equal(
+        weight_by_sign(adv, positive=0.5),
+        torch.tensor([[0.75, -2.0, 0.0], [-0.5, 0.125, -1.0]]),
+    )
+    assert torch.equal(weight_by_sign(adv), adv)
+    assert torch.equal(weight_by_sign(adv, negative=0.0), adv.clamp(min=0))

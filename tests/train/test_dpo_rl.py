@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -183,3 +184,35 @@ def test_rl_bf16_rollouts_are_refused_without_native_bf16(
     )
     with pytest.raises(ConfigError, match="rollout_precision: bf16 needs hardware"):
         RLTrainer(cfg)
+
+
+def test_rl_sign_weights_reach_the_trained_advantages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = RLConfig(
+        output_dir=tmp_path,
+        env="calculator",
+        num_tasks=2,
+        groups_per_step=2,
+        samples_per_group=3,
+        steps=1,
+        max_new_tokens=8,
+        max_turns=1,
+        negative_advantage_weight=0.0,
+        tensorboard=False,
+        progress=False,
+    )
+    trainer = RLTrainer(
+        cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
+    )
+    seen: list[list[float]] = []
+
+    def capture(seqs: list[Any]) -> dict[str, float]:
+        seen.extend(s.advantages for s in seqs)
+        return {}
+
+    monkeypatch.setattr(trainer, "_optimize", capture)
+    trainer.train()
+    values = [a for row in seen for a in row]
+    assert any(a > 0 for a in values)
+    assert min(values) == 0.0

@@ -165,6 +165,20 @@ ESTIMATORS: dict[str, EstimatorFn] = {
 }
 
 
+def weight_by_sign(advantages: Tensor, *, positive: float = 1.0, negative: float = 1.0) -> Tensor:
+    """Scale positive and negative advantages separately (Zhu et al. 2025, "The Surprising
+    Effectiveness of Negative Reinforcement in LLM Reasoning", arXiv:2506.01347).
+
+    The paper splits the policy gradient into positive-sample reinforcement (PSR, ``A > 0``)
+    and negative-sample reinforcement (NSR, ``A < 0``). ``positive=1, negative=1`` is the
+    estimator unchanged; ``negative=0`` is PSR alone (rejection-sampling fine-tuning weighted by
+    advantage); ``positive=0.1`` is their W-REINFORCE, which favours NSR to keep exploring.
+    """
+    import torch
+
+    return torch.where(advantages < 0, advantages * negative, advantages * positive)
+
+
 def estimator_options(estimator: str) -> list[str]:
     """The keyword options an estimator accepts (besides the input)."""
     fn = _lookup(estimator)

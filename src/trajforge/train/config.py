@@ -139,6 +139,8 @@ class RLConfig(CommonSettings):
     epochs_per_step: int = Field(default=1, ge=1)
     estimator: str = "grpo"
     estimator_kwargs: dict[str, Any] = Field(default_factory=dict)
+    positive_advantage_weight: float = Field(default=1.0, ge=0, le=1)
+    negative_advantage_weight: float = Field(default=1.0, ge=0, le=1)
     loss: str = "ppo_clip"
     loss_kwargs: dict[str, Any] = Field(default_factory=dict)
     aggregation: str = "token-mean"

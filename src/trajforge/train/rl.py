@@ -252,6 +252,7 @@ class RLTrainer(Trainer):
 
     def _update(self, trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str, float]:
         from trajforge.algos import compute_advantages
+        from trajforge.algos.advantages import weight_by_sign
 
         cfg = self.rl_cfg
         seqs = [encode_trajectory(t, max_length=cfg.max_seq_len) for t in trajs]
@@ -260,6 +261,12 @@ class RLTrainer(Trainer):
             cfg.estimator, advantage_input(trajs, full, rewards), **cfg.estimator_kwargs
         )
         token_adv = adv.token_advantages.float()
+        if (cfg.positive_advantage_weight, cfg.negative_advantage_weight) != (1.0, 1.0):
+            token_adv = weight_by_sign(
+                token_adv,
+                positive=cfg.positive_advantage_weight,
+                negative=cfg.negative_advantage_weight,
+            )
         for row, s in enumerate(seqs):
             s.advantages = token_adv[row, : len(s)].tolist()
         metrics = {
