@@ -60,6 +60,8 @@ class HFPolicy(TokenPolicy):
         prefix_cache_mb: memory for finished sequences' keys and values, reused when a prompt
             continues one (an episode's next turn); 0 turns reuse off. A trainer that changes
             a shared model in place must call ``set_weights(model)`` after, which clears it.
+        lean_decode: decode Llama-architecture models with ``llama_decode`` (the same
+            equations with less overhead); False keeps the transformers forward.
     """
 
     name = "hf"
@@ -77,6 +79,7 @@ class HFPolicy(TokenPolicy):
         parser: str = "text",
         name: str | None = None,
         prefix_cache_mb: float = 1024,
+        lean_decode: bool = True,
     ) -> None:
         super().__init__(tokenizer, tool_protocol=tool_protocol, parser=parser, name=name)
         if max_batch_size < 1:
@@ -94,7 +97,9 @@ class HFPolicy(TokenPolicy):
         self.prefix_cache = (
             PrefixCache(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
         )
-        self._engine = DecodeEngine(model, tokenizer, self.eos_ids, self.prefix_cache)
+        self._engine = DecodeEngine(
+            model, tokenizer, self.eos_ids, self.prefix_cache, lean_decode=lean_decode
+        )
         self._cond = threading.Condition()
         self._pending: deque[GenerationRequest] = deque()
         self._live = 0

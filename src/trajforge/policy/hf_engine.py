@@ -76,8 +76,10 @@ class DecodeEngine:
         tokenizer: Any,
         eos_ids: Iterable[int],
         prefix_cache: PrefixCache | None = None,
+        lean_decode: bool = True,
     ) -> None:
         self.model = model
+        self.lean_decode = lean_decode
         self.tokenizer = tokenizer
         self.eos_ids = frozenset(eos_ids)
         self.prefix_cache = prefix_cache
@@ -181,7 +183,7 @@ class DecodeEngine:
             self._positions[:, None],
             self._cache,
         )
-        if supports_lean_decode(self.model):
+        if self.lean_decode and supports_lean_decode(self.model):
             logits = lean_decode_step(self.model, *step_inputs)
         else:
             logits = self._forward(*step_inputs)

@@ -300,7 +300,13 @@ class RLTrainer(Trainer):
         cfg = self.rl_cfg
         device = self.parts.device
         batches = [b.to(device) for b in self.micro_batches(seqs)]
-        if cfg.recompute_old_logprobs or not all(b.has_old_logprobs for b in batches):
+        # One epoch from the weights that just rolled out: the old logprobs are the training
+        # forward's own values (ratio 1, its gradient the policy gradient), so the separate
+        # no-grad pass over the batch is skipped.
+        on_policy = cfg.recompute_old_logprobs and cfg.epochs_per_step == 1
+        if not on_policy and (
+            cfg.recompute_old_logprobs or not all(b.has_old_logprobs for b in batches)
+        ):
             with torch.no_grad(), self.parts.accelerator.autocast():
                 for b in batches:
                     b.old_logprobs = self.parts.logprob_model(
@@ -323,7 +329,7 @@ class RLTrainer(Trainer):
                 loss, info = policy_loss(
                     cfg.loss,
                     lp,
-                    b.old_logprobs,
+                    lp.detach() if on_policy else b.old_logprobs,
                     b.advantages,
                     mask,
                     aggregation=cfg.aggregation,
