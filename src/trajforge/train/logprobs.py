@@ -63,7 +63,10 @@ class TokenLogprobModel(nn.Module):
         attention_mask: torch.Tensor,
         mask: torch.Tensor,
         with_entropy: bool = False,
+        temperature: float = 1.0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``temperature`` divides the logits, as the sampler did when it drew the tokens (an RL
+        update then differentiates the tempered policy its rollouts came from)."""
         backbone, head = causal_lm_parts(self.model)
         hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
         # Position t - 1 predicts token t: select the hidden states before each loss token.
@@ -71,6 +74,8 @@ class TokenLogprobModel(nn.Module):
         h = hidden[:, :-1][select]
         targets = input_ids[:, 1:][select]
         logits = head(h).float()
+        if temperature != 1.0:
+            logits = logits / temperature
         log_probs = torch.log_softmax(logits, dim=-1)
         tok = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         out = torch.zeros(input_ids.shape, dtype=tok.dtype, device=tok.device)

@@ -47,8 +47,11 @@ class ReferenceModel:
             yield self.parts.logprob_model
 
     @torch.no_grad()
-    def logprobs(self, batch: TokenBatch) -> torch.Tensor:
-        """``[B, T]`` reference logprobs of ``batch``'s loss tokens (0 elsewhere)."""
+    def logprobs(self, batch: TokenBatch, temperature: float = 1.0) -> torch.Tensor:
+        """``[B, T]`` reference logprobs of ``batch``'s loss tokens (0 elsewhere), of the
+        reference's logits divided by ``temperature`` (the policy's own, for a like KL)."""
         with self._module() as module, self.parts.accelerator.autocast():
-            lp, _ = module(batch.input_ids, batch.attention_mask, batch.loss_mask)
+            lp, _ = module(
+                batch.input_ids, batch.attention_mask, batch.loss_mask, False, temperature
+            )
         return lp.float()

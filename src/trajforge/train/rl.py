@@ -300,6 +300,8 @@ class RLTrainer(Trainer):
         cfg = self.rl_cfg
         device = self.parts.device
         batches = [b.to(device) for b in self.micro_batches(seqs)]
+        # Logprobs of the tempered policy the rollouts sampled from (greedy rollouts: T = 1).
+        temperature = cfg.temperature if cfg.temperature > 0 else 1.0
         # One epoch from the weights that just rolled out: the old logprobs are the training
         # forward's own values (ratio 1, its gradient the policy gradient), so the separate
         # no-grad pass over the batch is skipped.
@@ -310,9 +312,11 @@ class RLTrainer(Trainer):
             with torch.no_grad(), self.parts.accelerator.autocast():
                 for b in batches:
                     b.old_logprobs = self.parts.logprob_model(
-                        b.input_ids, b.attention_mask, b.loss_mask
+                        b.input_ids, b.attention_mask, b.loss_mask, False, temperature
                     )[0].float()
-        refs = [self.reference.logprobs(b) for b in batches] if self.reference else None
+        refs = (
+            [self.reference.logprobs(b, temperature) for b in batches] if self.reference else None
+        )
         n_tokens = sum(b.num_loss_tokens for b in batches)
         n_rows = sum(len(b.lengths) for b in batches)
         token_weighted = cfg.aggregation == "token-mean"
@@ -322,7 +326,7 @@ class RLTrainer(Trainer):
             for k, b in enumerate(batches):
                 with self.parts.accelerator.autocast():
                     lp, ent = self.parts.logprob_model(
-                        b.input_ids, b.attention_mask, b.loss_mask, True
+                        b.input_ids, b.attention_mask, b.loss_mask, True, temperature
                     )
                 lp = lp.float()
                 mask = b.loss_mask.float()
