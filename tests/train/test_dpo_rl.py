@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,32 @@ def test_rl_sign_weights_reach_the_trained_advantages(
     values = [a for row in seen for a in row]
     assert any(a > 0 for a in values)
     assert min(values) == 0.0
+
+
+@pytest.mark.skipif(not native_bf16(), reason="needs hardware with native bf16")
+def test_rl_lora_bf16_rollouts_sample_from_the_merged_weights(tmp_path: Path) -> None:
+    cfg = RLConfig(
+        output_dir=tmp_path,
+        env="calculator",
+        num_tasks=2,
+        groups_per_step=2,
+        samples_per_group=2,
+        steps=1,
+        max_new_tokens=8,
+        max_turns=1,
+        optim=OptimSettings(lr=1e-2),
+        model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}},
+        tensorboard=False,
+        progress=False,
+    )
+    trainer = RLTrainer(
+        cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
+    )
+    assert type(trainer.policy.model).__name__ == "LlamaForCausalLM"
+    trainer.train()
+    merged = copy.deepcopy(trainer.parts.unwrapped_model()).merge_and_unload()
+    for name, param in trainer.policy.model.state_dict().items():
+        assert torch.equal(param, merged.state_dict()[name].to(torch.bfloat16)), name
+    base_q = merged.model.layers[0].self_attn.q_proj.weight
+    untrained, _ = tiny_model_and_tokenizer()
+    assert not torch.equal(base_q, untrained.model.layers[0].self_attn.q_proj.weight)

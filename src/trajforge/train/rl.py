@@ -5,8 +5,9 @@ Estimators and losses come from ``trajforge.algos`` by name (``estimator: grpo``
 ppo_clip``). The rollout policy is an ``HFPolicy`` over the very model being trained, so the
 next rollout always samples from the updated weights. With ``rollout_precision: bf16`` (or
 ``auto`` while training in bf16) it samples from a bf16 copy instead, re-synced after every
-update: decoding is then about twice as fast on hardware with native bf16, and the trainer's
-recomputed old logprobs keep the importance ratios exact to the trained weights.
+update (under LoRA, a copy with the adapter merged in): decoding is then about twice as fast on
+hardware with native bf16, and the trainer's own logprobs keep the importance ratios exact to the
+trained weights.
 """
 
 from __future__ import annotations
@@ -115,9 +116,10 @@ class RLTrainer(Trainer):
     def _make_policy(self) -> Any:
         from trajforge.policy.hf import HFPolicy
 
-        model = self.parts.unwrapped_model()
-        if self._rollout_dtype() is torch.bfloat16:
-            model = copy.deepcopy(model).to(torch.bfloat16)
+        self.rollout_dtype = self._rollout_dtype()
+        model = self._rollout_source()
+        if self.rollout_dtype is torch.bfloat16:
+            model = (model if self.parts.is_lora else copy.deepcopy(model)).to(torch.bfloat16)
         return HFPolicy(model, self.parts.tokenizer, max_batch_size=self.rl_cfg.max_batch_size)
 
     def _rollout_dtype(self) -> torch.dtype:
@@ -127,28 +129,27 @@ class RLTrainer(Trainer):
 
         cfg = self.rl_cfg
         wanted = cfg.rollout_precision
-        # auto follows training precision, except under LoRA: a bf16 copy would need the
-        # adapter merged into it after every update.
         bf16 = wanted is Precision.BF16 or (
-            wanted is Precision.AUTO
-            and not self.parts.is_lora
-            and mixed_precision(cfg.model.precision) == "bf16"
+            wanted is Precision.AUTO and mixed_precision(cfg.model.precision) == "bf16"
         )
         if not bf16:
             return torch.float32
         if not native_bf16():
             raise ConfigError("rollout_precision: bf16 needs hardware with native bf16")
-        if self.parts.is_lora:
-            raise ConfigError(
-                "rollout_precision: bf16 rollouts copy the full weights after each update; "
-                "with LoRA use rollout_precision: fp32"
-            )
         return torch.bfloat16
 
+    def _rollout_source(self) -> Any:
+        """The module the rollout weights come from: the trained one, or under LoRA with bf16
+        rollouts a copy with the adapter merged in (a plain model the lean decoder runs)."""
+        model: Any = self.parts.unwrapped_model()
+        if self.parts.is_lora and self.rollout_dtype is torch.bfloat16:
+            return copy.deepcopy(model).merge_and_unload()
+        return model
+
     def _refresh_policy(self) -> None:
-        # The policy samples from the trained module itself, or from its bf16 copy; set_weights
+        # The policy samples from the trained module itself, or from a bf16 copy; set_weights
         # copies the new weights into the copy and is a no-op when the module is shared.
-        self.policy.set_weights(self.parts.unwrapped_model())
+        self.policy.set_weights(self._rollout_source())
 
     def _next_tasks(self) -> list[Any]:
         n = self.rl_cfg.groups_per_step
