@@ -73,6 +73,23 @@ def _even_token_reward(traj: Trajectory) -> float:
     return sum(i % 2 == 0 for i in ids) / max(1, len(ids))
 
 
+def small_rl_config(tmp_path: Path, **overrides: Any) -> RLConfig:
+    """One short RL step on two calculator tasks; ``overrides`` replace any key."""
+    settings: dict[str, Any] = {
+        "output_dir": tmp_path,
+        "env": "calculator",
+        "num_tasks": 2,
+        "groups_per_step": 2,
+        "samples_per_group": 2,
+        "steps": 1,
+        "max_new_tokens": 8,
+        "max_turns": 1,
+        "tensorboard": False,
+        "progress": False,
+    }
+    return RLConfig.model_validate({**settings, **overrides})
+
+
 def test_rl_runs_on_calculator_with_tiny_model(tmp_path: Path) -> None:
     cfg = RLConfig(
         output_dir=tmp_path,
@@ -143,20 +160,7 @@ def test_rl_filters_zero_advantage_groups(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not native_bf16(), reason="needs hardware with native bf16")
 def test_rl_bf16_rollouts_sample_from_a_copy_synced_after_each_update(tmp_path: Path) -> None:
-    cfg = RLConfig(
-        output_dir=tmp_path,
-        env="calculator",
-        num_tasks=2,
-        groups_per_step=2,
-        samples_per_group=2,
-        steps=1,
-        max_new_tokens=8,
-        max_turns=1,
-        optim=OptimSettings(lr=1e-2),
-        model={"precision": "bf16"},
-        tensorboard=False,
-        progress=False,
-    )
+    cfg = small_rl_config(tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16"})
     trainer = RLTrainer(
         cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
     )
@@ -175,14 +179,7 @@ def test_rl_bf16_rollouts_are_refused_without_native_bf16(
     import trajforge.train.model as model_module
 
     monkeypatch.setattr(model_module, "native_bf16", lambda: False)
-    cfg = RLConfig(
-        output_dir=tmp_path,
-        env="calculator",
-        num_tasks=2,
-        rollout_precision="bf16",
-        tensorboard=False,
-        progress=False,
-    )
+    cfg = small_rl_config(tmp_path, rollout_precision="bf16")
     with pytest.raises(ConfigError, match="rollout_precision: bf16 needs hardware"):
         RLTrainer(cfg)
 
@@ -190,19 +187,7 @@ def test_rl_bf16_rollouts_are_refused_without_native_bf16(
 def test_rl_sign_weights_reach_the_trained_advantages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cfg = RLConfig(
-        output_dir=tmp_path,
-        env="calculator",
-        num_tasks=2,
-        groups_per_step=2,
-        samples_per_group=3,
-        steps=1,
-        max_new_tokens=8,
-        max_turns=1,
-        negative_advantage_weight=0.0,
-        tensorboard=False,
-        progress=False,
-    )
+    cfg = small_rl_config(tmp_path, samples_per_group=3, negative_advantage_weight=0.0)
     trainer = RLTrainer(
         cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
     )
@@ -221,19 +206,8 @@ def test_rl_sign_weights_reach_the_trained_advantages(
 
 @pytest.mark.skipif(not native_bf16(), reason="needs hardware with native bf16")
 def test_rl_lora_bf16_rollouts_sample_from_the_merged_weights(tmp_path: Path) -> None:
-    cfg = RLConfig(
-        output_dir=tmp_path,
-        env="calculator",
-        num_tasks=2,
-        groups_per_step=2,
-        samples_per_group=2,
-        steps=1,
-        max_new_tokens=8,
-        max_turns=1,
-        optim=OptimSettings(lr=1e-2),
-        model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}},
-        tensorboard=False,
-        progress=False,
+    cfg = small_rl_config(
+        tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}}
     )
     trainer = RLTrainer(
         cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
