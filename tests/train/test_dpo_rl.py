@@ -137,19 +137,7 @@ def test_rl_runs_on_calculator_with_tiny_model(tmp_path: Path) -> None:
 
 
 def test_rl_filters_zero_advantage_groups(tmp_path: Path) -> None:
-    cfg = RLConfig(
-        output_dir=tmp_path,
-        env="calculator",
-        num_tasks=2,
-        groups_per_step=2,
-        samples_per_group=2,
-        steps=1,
-        max_new_tokens=6,
-        max_turns=1,
-        filter_zero_advantage=True,
-        tensorboard=False,
-        progress=False,
-    )
+    cfg = small_rl_config(tmp_path, max_new_tokens=6, filter_zero_advantage=True)
     # The random tiny model never solves a task: every group has zero advantage.
     result = RLTrainer(cfg).train()
     h = result.history[0]

@@ -3,8 +3,8 @@
 Sequences join the running batch between decode steps (their prompts are prefilled together,
 left-padded, and their caches appended to the batch's) and leave it as soon as they finish, so
 the batch only ever computes live rows. With a ``PrefixCache``, a prompt that continues a
-finished sequence (the next turn of an episode) prefills only its new tokens. Every row has its own sampling parameters, generator,
-stop strings and token budget. The engine is synchronous and single-threaded; ``HFPolicy`` runs
+finished sequence (the next turn of an episode) prefills only its new tokens. Every row has its
+own sampling parameters, generator, stop strings and token budget. The engine is synchronous and single-threaded; ``HFPolicy`` runs
 it in a worker thread.
 """
 
@@ -176,7 +176,7 @@ class DecodeEngine:
         ones = torch.ones((len(self.rows), 1), dtype=self._mask.dtype, device=self._mask.device)
         self._mask = torch.cat([self._mask, ones], dim=-1)
         # A ready [B, 1, 1, L] mask: one decoded token attends to every unpadded column, so
-        # transformers' causal-mask construction (a tenth of a small model's step) is skipped.
+        # transformers' causal-mask construction is skipped.
         step_inputs = (
             self._next_tokens[:, None],
             self._mask.bool()[:, None, None, :],

@@ -1,8 +1,9 @@
 """Reuse of a finished sequence's keys and values when a later prompt continues it.
 
 A multi-turn episode sends its whole history at every turn: the previous prompt, the reply and
-the new observation. Without reuse every turn re-prefills the history, which for a 135M model
-on a CPU is about half of an agent's generation time. When a sequence finishes, the engine
+the new observation. Without reuse every turn re-prefills the history (for SmolLM2 over 3 turns
+in ``bench/multiturn_generation.py``, reuse cuts prefilled tokens by 65% and generation time by
+a fifth). When a sequence finishes, the engine
 keeps its keys and values here, keyed by its tokens; a new prompt that starts with those
 tokens prefills only the rest (the idea of vLLM's automatic prefix caching, per sequence
 instead of per block).

@@ -103,8 +103,8 @@ SEARCH_BLOCK = 1024
 def _search(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """The token whose CDF interval holds ``uniform * total`` in each row, in two levels.
 
-    A full float64 cumulative sum over a 49k vocabulary was a third of a small model's decode
-    step. Instead: block masses (one vectorised sum), a cumulative sum over the ~50 blocks to
+    A full float64 cumulative sum over a 49k vocabulary was most of the sampler's cost.
+    Instead: block masses (one vectorised sum), a cumulative sum over the ~50 blocks to
     find the block, then one within that block only.
     """
     import torch

@@ -119,7 +119,9 @@ class RLTrainer(Trainer):
         self.rollout_dtype = self._rollout_dtype()
         model = self._rollout_source()
         if self.rollout_dtype is torch.bfloat16:
-            model = (model if self.parts.is_lora else copy.deepcopy(model)).to(torch.bfloat16)
+            if model is self.parts.unwrapped_model():
+                model = copy.deepcopy(model)
+            model = model.to(torch.bfloat16)
         return HFPolicy(model, self.parts.tokenizer, max_batch_size=self.rl_cfg.max_batch_size)
 
     def _rollout_dtype(self) -> torch.dtype:
@@ -262,12 +264,11 @@ class RLTrainer(Trainer):
             cfg.estimator, advantage_input(trajs, full, rewards), **cfg.estimator_kwargs
         )
         token_adv = adv.token_advantages.float()
-        if (cfg.positive_advantage_weight, cfg.negative_advantage_weight) != (1.0, 1.0):
-            token_adv = weight_by_sign(
-                token_adv,
-                positive=cfg.positive_advantage_weight,
-                negative=cfg.negative_advantage_weight,
-            )
+        token_adv = weight_by_sign(
+            token_adv,
+            positive=cfg.positive_advantage_weight,
+            negative=cfg.negative_advantage_weight,
+        )
         for row, s in enumerate(seqs):
             s.advantages = token_adv[row, : len(s)].tolist()
         metrics = {
