@@ -275,11 +275,12 @@ def test_errors_and_training_mode(tiny: tuple[Any, Any], prompts: list[list[int]
     clipped = run(_gather(policy, [prompts[1]], SamplingParams(temperature=0, max_new_tokens=50)))
     assert len(prompts[1]) + len(clipped[0].token_ids) == 20
 
+    # The transformers forward (the lean one has no module calls to hook) runs in eval mode.
     model.train()
     seen: list[bool] = []
     hook = model.register_forward_pre_hook(lambda module, args: seen.append(module.training))
     try:
-        run(_gather(HFPolicy(model, tok), prompts[:2], GREEDY))
+        run(_gather(HFPolicy(model, tok, lean_decode=False), prompts[:2], GREEDY))
     finally:
         hook.remove()
     assert seen and not any(seen)
@@ -291,7 +292,7 @@ def test_generation_runs_off_the_event_loop(
     tiny: tuple[Any, Any], prompts: list[list[int]]
 ) -> None:
     model, tok = tiny
-    policy = HFPolicy(model, tok)
+    policy = HFPolicy(model, tok, lean_decode=False)  # module hooks see the transformers forward
     threads: set[int] = set()
     hook = model.register_forward_pre_hook(lambda *_: threads.add(threading.get_ident()))
 

@@ -1,4 +1,4 @@
-"""The lean Llama decode step computes what the transformers forward computes."""
+"""The lean Llama forward (decode steps and prefills) computes what transformers computes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from trajforge.policy.kv_cache import RowCache
-from trajforge.policy.llama_decode import lean_decode_step, supports_lean_decode
+from trajforge.policy.llama_decode import causal_mask, lean_forward, supports_lean_decode
 from trajforge.policy.tiny import tiny_model_and_tokenizer
 
 
@@ -42,7 +42,7 @@ def test_lean_step_matches_the_transformers_forward(dtype: torch.dtype) -> None:
             .logits[:, -1]
             .float()
         )
-        lean = lean_decode_step(
+        lean = lean_forward(
             model, step_ids, step_mask.bool()[:, None, None, :], step_positions, caches[1]
         )
     tolerance = 1e-5 if dtype is torch.float32 else 2e-2
@@ -51,6 +51,71 @@ def test_lean_step_matches_the_transformers_forward(dtype: torch.dtype) -> None:
     for mine, theirs in zip(caches[1].layers, caches[0].layers, strict=True):
         assert mine.length == theirs.length == 10
         assert torch.allclose(mine.keys.float(), theirs.keys.float(), atol=tolerance)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_lean_prefill_matches_the_transformers_forward(dtype: torch.dtype) -> None:
+    """A left-padded prefill on top of a cached history, as the engine runs one when a prompt
+    reuses a finished turn: same logits and same cache contents as transformers."""
+    model, _ = tiny_model_and_tokenizer(seed=4)
+    model = model.to(dtype)
+    layers = model.config.num_hidden_layers
+    torch.manual_seed(1)
+    history = torch.randint(0, 1000, (3, 6))
+    history_mask = torch.ones((3, 6), dtype=torch.long)
+    history_mask[1, :6] = 0  # a row with no history
+    history_mask[2, :2] = 0
+    new_ids = torch.randint(0, 1000, (3, 5))
+    new_mask = torch.ones((3, 5), dtype=torch.long)
+    new_mask[0, :3] = 0  # a shorter new suffix, left-padded
+    mask = torch.cat([history_mask, new_mask], -1)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        caches = [RowCache(layers), RowCache(layers)]
+        for cache in caches:
+            model(input_ids=history, attention_mask=history_mask, position_ids=positions[:, :6],
+                  past_key_values=cache.cache, use_cache=True)  # fmt: skip
+        reference = (
+            model(
+                input_ids=new_ids,
+                attention_mask=mask,
+                position_ids=positions[:, 6:],
+                past_key_values=caches[0].cache,
+                use_cache=True,
+            )
+            .logits[:, -1]
+            .float()
+        )
+        lean = lean_forward(model, new_ids, causal_mask(mask, 5), positions[:, 6:], caches[1])
+    tolerance = 1e-5 if dtype is torch.float32 else 2e-2
+    assert torch.isfinite(lean).all()
+    assert torch.allclose(lean, reference, atol=tolerance, rtol=tolerance)
+    assert torch.equal(lean.argmax(-1), reference.argmax(-1))
+    unpadded = mask.bool()
+    for mine, theirs in zip(caches[1].layers, caches[0].layers, strict=True):
+        assert mine.length == theirs.length == 11
+        for row in range(3):
+            assert torch.allclose(
+                mine.keys[row][:, unpadded[row]].float(),
+                theirs.keys[row][:, unpadded[row]].float(),
+                atol=tolerance,
+            )
+            assert torch.allclose(
+                mine.values[row][:, unpadded[row]].float(),
+                theirs.values[row][:, unpadded[row]].float(),
+                atol=tolerance,
+            )
+
+
+def test_causal_mask_sees_unpadded_columns_up_to_each_query() -> None:
+    mask = torch.tensor([[0, 1, 1, 0, 1], [1, 1, 1, 1, 1]])
+    allowed = causal_mask(mask, 2)
+    assert allowed.shape == (2, 1, 2, 5)
+    assert allowed[0, 0].tolist() == [
+        [False, True, True, True, False],  # a padding query sees only itself
+        [False, True, True, False, True],
+    ]
+    assert allowed[1, 0].tolist() == [[True, True, True, True, False], [True] * 5]
 
 
 def test_other_models_keep_the_transformers_forward() -> None:

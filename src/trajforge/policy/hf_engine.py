@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
-from trajforge.policy.llama_decode import lean_decode_step, supports_lean_decode
+from trajforge.policy.llama_decode import causal_mask, lean_forward, supports_lean_decode
 from trajforge.policy.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.sampling import sample_tokens
 
@@ -93,6 +93,10 @@ class DecodeEngine:
         self._top_ps: torch.Tensor | None = None
 
     @property
+    def _lean(self) -> bool:
+        return self.lean_decode and supports_lean_decode(self.model)
+
+    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
@@ -123,7 +127,10 @@ class DecodeEngine:
             mask[i, width - n :] = 1
         cache, mask = self._reused_history(requests, mask)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -width:]
-        logits = self._forward(ids, mask, positions, cache)
+        if self._lean:
+            logits = lean_forward(self.model, ids, causal_mask(mask, width), positions, cache)
+        else:
+            logits = self._forward(ids, mask, positions, cache)
         temperatures = torch.tensor(
             [r.sampling.temperature for r in requests], dtype=torch.float32, device=device
         )
@@ -183,8 +190,8 @@ class DecodeEngine:
             self._positions[:, None],
             self._cache,
         )
-        if self.lean_decode and supports_lean_decode(self.model):
-            logits = lean_decode_step(self.model, *step_inputs)
+        if self._lean:
+            logits = lean_forward(self.model, *step_inputs)
         else:
             logits = self._forward(*step_inputs)
         tokens, logprobs = sample_tokens(

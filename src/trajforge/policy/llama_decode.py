@@ -1,13 +1,13 @@
-"""A lean decode step for Llama-architecture models (SmolLM2, the tiny test model).
+"""A lean forward for Llama-architecture models (SmolLM2, the tiny test model).
 
-One decoded token per row through transformers' module stack costs mostly Python: hooks,
+A decode step or a short prefill through transformers' module stack costs mostly Python: hooks,
 output records, mask construction and kwargs plumbing around a handful of small matmuls, and
-async rollout decodes many small batches. This step computes the same layer equations from the
+async rollout runs many small batches. This forward computes the same layer equations from the
 model's own weights and rotary embedding (RMSNorm, grouped-query attention over the engine's
 cache, SiLU-gated MLP): in fp32 its logits agree with transformers' to 1e-5; in bf16 its
-attention kernel rounds differently, so near-tied greedy tokens can flip. On SmolLM2 in bf16 it
-makes multi-turn generation 1.14x faster (``bench/multiturn_generation.py``). Prefills, and any
-model this does not recognise, keep the transformers forward.
+attention kernel rounds differently, so near-tied greedy tokens can flip. On SmolLM2 in bf16 the
+lean decode step makes multi-turn generation 1.14x faster (``bench/multiturn_generation.py``).
+Any model this does not recognise keeps the transformers forward.
 """
 
 from __future__ import annotations
@@ -43,33 +43,50 @@ def _rms_norm(hidden: torch.Tensor, norm: Any) -> torch.Tensor:
     return norm.weight * x.to(hidden.dtype)
 
 
-def lean_decode_step(
+def causal_mask(mask: torch.Tensor, width: int) -> torch.Tensor:
+    """The ``[B, 1, Q, L]`` bool mask of a ``width``-token prefill from a ``[B, L]`` padding
+    mask whose last ``width`` columns are the new tokens: each query sees the unpadded columns
+    up to its own. A padding query also sees itself, so its (unused) row stays finite instead
+    of a softmax over nothing, whose NaN keys and values would reach later layers."""
+    import torch
+
+    length = mask.shape[-1]
+    queries = torch.arange(width, device=mask.device)
+    own = length - width + queries
+    causal = torch.arange(length, device=mask.device)[None, :] <= own[:, None]
+    allowed = mask.bool()[:, None, None, :] & causal[None, None]
+    allowed[:, :, queries, own] = True
+    return allowed
+
+
+def lean_forward(
     model: Any,
     ids: torch.Tensor,
     mask: torch.Tensor,
     positions: torch.Tensor,
     cache: RowCache,
 ) -> torch.Tensor:
-    """Next-token logits ``[B, V]`` for one new token per row.
+    """Next-token logits ``[B, V]`` after ``Q`` new tokens per row (1 for a decode step).
 
     Args:
         model: a model for which ``supports_lean_decode`` holds.
-        ids: ``[B, 1]`` token ids to feed.
-        mask: ``[B, 1, 1, L]`` bool, True where a row may attend (L includes the new column).
-        positions: ``[B, 1]`` position of each fed token.
-        cache: the engine's cache; each layer's keys and values grow by one column.
+        ids: ``[B, Q]`` token ids to feed.
+        mask: ``[B, 1, Q, L]`` bool, True where a query may attend (L includes the new
+            columns); ``causal_mask`` builds it for a prefill.
+        positions: ``[B, Q]`` position of each fed token.
+        cache: the engine's cache; each layer's keys and values grow by ``Q`` columns.
     """
     import torch.nn.functional as F
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     inner = model.model
-    rows = ids.shape[0]
+    rows, width = ids.shape
     hidden = F.embedding(ids, inner.embed_tokens.weight)
     cos, sin = inner.rotary_emb(hidden, positions)
     for layer, layer_cache in zip(inner.layers, cache.layers, strict=True):
         attn, mlp = layer.self_attn, layer.mlp
         x = _rms_norm(hidden, layer.input_layernorm)
-        shape = (rows, 1, -1, attn.head_dim)
+        shape = (rows, width, -1, attn.head_dim)
         q = F.linear(x, attn.q_proj.weight).view(shape).transpose(1, 2)
         k = F.linear(x, attn.k_proj.weight).view(shape).transpose(1, 2)
         v = F.linear(x, attn.v_proj.weight).view(shape).transpose(1, 2)
@@ -78,10 +95,10 @@ def lean_decode_step(
         out = F.scaled_dot_product_attention(
             q, keys, values, attn_mask=mask, scale=attn.scaling, enable_gqa=True
         )
-        hidden = hidden + F.linear(out.transpose(1, 2).reshape(rows, 1, -1), attn.o_proj.weight)
+        hidden = hidden + F.linear(out.transpose(1, 2).reshape(rows, width, -1), attn.o_proj.weight)
         x = _rms_norm(hidden, layer.post_attention_layernorm)
         gated = F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight)
         hidden = hidden + F.linear(gated, mlp.down_proj.weight)
-    hidden = _rms_norm(hidden, inner.norm)
-    logits: torch.Tensor = F.linear(hidden[:, -1], model.lm_head.weight)
+    last = _rms_norm(hidden[:, -1], inner.norm)
+    logits: torch.Tensor = F.linear(last, model.lm_head.weight)
     return logits.float()
