@@ -142,7 +142,14 @@ def engine_counts(policy: Policy) -> dict[str, int]:
     stats = getattr(policy, "stats", None)
     if stats is None:
         return {}
-    fields = ("prefills", "decode_steps", "decode_rows", "prefill_tokens", "reused_tokens")
+    fields = (
+        "prefills",
+        "fused_prefills",
+        "decode_steps",
+        "decode_rows",
+        "prefill_tokens",
+        "reused_tokens",
+    )
     return {name: int(getattr(stats, name)) for name in fields}
 
 

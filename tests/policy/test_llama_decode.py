@@ -8,7 +8,12 @@ import pytest
 import torch
 
 from trajforge.policy.kv_cache import RowCache
-from trajforge.policy.llama_decode import causal_mask, lean_forward, supports_lean_decode
+from trajforge.policy.llama_decode import (
+    ForwardGroup,
+    causal_mask,
+    lean_forward,
+    supports_lean_decode,
+)
 from trajforge.policy.tiny import tiny_model_and_tokenizer
 
 
@@ -42,8 +47,9 @@ def test_lean_step_matches_the_transformers_forward(dtype: torch.dtype) -> None:
             .logits[:, -1]
             .float()
         )
-        lean = lean_forward(
-            model, step_ids, step_mask.bool()[:, None, None, :], step_positions, caches[1]
+        (lean,) = lean_forward(
+            model,
+            [ForwardGroup(step_ids, step_mask.bool()[:, None, None, :], step_positions, caches[1])],
         )
     tolerance = 1e-5 if dtype is torch.float32 else 2e-2
     assert torch.allclose(lean, reference, atol=tolerance, rtol=tolerance)
@@ -86,7 +92,9 @@ def test_lean_prefill_matches_the_transformers_forward(dtype: torch.dtype) -> No
             .logits[:, -1]
             .float()
         )
-        lean = lean_forward(model, new_ids, causal_mask(mask, 5), positions[:, 6:], caches[1])
+        (lean,) = lean_forward(
+            model, [ForwardGroup(new_ids, causal_mask(mask, 5), positions[:, 6:], caches[1])]
+        )
     tolerance = 1e-5 if dtype is torch.float32 else 2e-2
     assert torch.isfinite(lean).all()
     assert torch.allclose(lean, reference, atol=tolerance, rtol=tolerance)

@@ -283,15 +283,10 @@ class HFPolicy(TokenPolicy):
         return bool(self._pending) and self._pausers == 0
 
     def _advance(self, admitted: list[GenerationRequest]) -> list[GenerationRequest]:
-        """Admit new sequences (one prefill) or else run one decode step."""
         self._engine.drop_cancelled()
-        if admitted:
-            if not len(self._engine):
-                self._set_busy()
-            return self._engine.add(admitted)
-        if len(self._engine):
-            return self._engine.step()
-        return []
+        if admitted and not len(self._engine):
+            self._set_busy()
+        return self._engine.advance(admitted)
 
     def _set_busy(self) -> None:
         self._restore_training = bool(self.model.training)

@@ -2,10 +2,12 @@
 
 Sequences join the running batch between decode steps (their prompts are prefilled together,
 left-padded, and their caches appended to the batch's) and leave it as soon as they finish, so
-the batch only ever computes live rows. With a ``PrefixCache``, a prompt that continues a
-finished sequence (the next turn of an episode) prefills only its new tokens. Every row has its
-own sampling parameters, generator, stop strings and token budget. The engine is synchronous and single-threaded; ``HFPolicy`` runs
-it in a worker thread.
+the batch only ever computes live rows. With the lean Llama forward, newcomers are prefilled in
+the same pass as the live rows' decode step, so admitting them costs no forward of its own. With
+a ``PrefixCache``, a prompt that continues a finished sequence (the next turn of an episode)
+prefills only its new tokens. Every row has its own sampling parameters, generator, stop strings
+and token budget. The engine is synchronous and single-threaded; ``HFPolicy`` runs it in a
+worker thread.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
-from trajforge.policy.llama_decode import causal_mask, lean_forward, supports_lean_decode
+from trajforge.policy.llama_decode import (
+    ForwardGroup,
+    causal_mask,
+    lean_forward,
+    supports_lean_decode,
+)
 from trajforge.policy.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.sampling import sample_tokens
 
@@ -54,10 +61,24 @@ class GenerationRequest:
 
 
 @dataclass
+class _Prefill:
+    """A group of requests ready to prefill: forward inputs plus what joining the batch needs
+    (the 2-D padding mask over history and new columns, sampling parameters)."""
+
+    requests: list[GenerationRequest]
+    forward: ForwardGroup
+    mask: torch.Tensor
+    temperatures: torch.Tensor
+    top_ps: torch.Tensor
+
+
+@dataclass
 class EngineStats:
     """Counters that show how much batching happened."""
 
     prefills: int = 0
+    """Prefill groups, including those run inside a decode step's forward (``fused_prefills``)."""
+    fused_prefills: int = 0
     decode_steps: int = 0
     prefill_rows: int = 0
     decode_rows: int = 0
@@ -103,18 +124,66 @@ class DecodeEngine:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def advance(self, admitted: list[GenerationRequest]) -> list[GenerationRequest]:
+        """Admit ``admitted`` and/or decode one token for every live row. Returns the requests
+        that are finished after it. With the lean forward, a decode step and the prefill of
+        the prompts that arrived meanwhile are one forward pass."""
+        if admitted and self.rows and self._lean:
+            return self._step_and_prefill(admitted)
+        if admitted:
+            return self.add(admitted)
+        if self.rows:
+            return self.step()
+        return []
+
     def add(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
         """Prefill ``requests`` (in groups of similar length), sample their first tokens and
         join them to the batch. Returns the requests that are finished after this step."""
         finished: list[GenerationRequest] = []
+        for group in self._prefill_groups(requests):
+            if self._lean:
+                (logits,) = lean_forward(self.model, [group.forward])
+            else:
+                logits = self._forward(
+                    group.forward.ids, group.mask, group.forward.positions, group.forward.cache
+                )
+            finished += self._admit([group], logits)
+        return finished
+
+    def _step_and_prefill(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
+        """One lean forward: a decode step for the live rows and the prefill of ``requests``."""
+        import torch
+
+        groups = self._prefill_groups(requests)
+        logits = lean_forward(self.model, [self._decode_group(), *(g.forward for g in groups)])
+        live = len(self.rows)
+        temperatures = torch.cat(
+            [self._require(self._temperatures), *(g.temperatures for g in groups)]
+        )
+        top_ps = torch.cat([self._require(self._top_ps), *(g.top_ps for g in groups)])
+        generators = [r.generator for r in self.rows] + [
+            r.generator for g in groups for r in g.requests
+        ]
+        tokens, logprobs = sample_tokens(torch.cat(logits), temperatures, top_ps, generators)
+        self._advance_decoded(tokens[:live])
+        self.stats.fused_prefills += len(groups)
+        offset = live
+        for group in groups:
+            count = len(group.requests)
+            self._join_group(group, tokens[offset : offset + count])
+            offset += count
+        finished = self._record(0, tokens, logprobs)
+        self._compact()
+        return finished
+
+    def _prefill_groups(self, requests: list[GenerationRequest]) -> list[_Prefill]:
+        """Prefill inputs for ``requests``, in groups of similar length."""
         if self.prefix_cache is not None:
             for request in requests:
                 request.prefix = self.prefix_cache.lookup(request.prompt_ids)
-        for group in _length_groups(requests):
-            finished += self._prefill(group)
-        return finished
+        return [self._prefill_inputs(group) for group in _length_groups(requests)]
 
-    def _prefill(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
+    def _prefill_inputs(self, requests: list[GenerationRequest]) -> _Prefill:
         import torch
 
         device = self.device
@@ -127,27 +196,50 @@ class DecodeEngine:
             mask[i, width - n :] = 1
         cache, mask = self._reused_history(requests, mask)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -width:]
-        if self._lean:
-            logits = lean_forward(self.model, ids, causal_mask(mask, width), positions, cache)
-        else:
-            logits = self._forward(ids, mask, positions, cache)
+        forward = ForwardGroup(ids, causal_mask(mask, width), positions, cache)
         temperatures = torch.tensor(
             [r.sampling.temperature for r in requests], dtype=torch.float32, device=device
         )
         top_ps = torch.tensor(
             [r.sampling.top_p for r in requests], dtype=torch.float32, device=device
         )
+        return _Prefill(requests, forward, mask, temperatures, top_ps)
+
+    def _admit(self, groups: list[_Prefill], logits: torch.Tensor) -> list[GenerationRequest]:
+        """Sample the first tokens of prefilled ``groups`` and join them to the batch."""
+        import torch
+
+        generators = [r.generator for g in groups for r in g.requests]
         tokens, logprobs = sample_tokens(
-            logits, temperatures, top_ps, [r.generator for r in requests]
+            logits,
+            torch.cat([g.temperatures for g in groups]),
+            torch.cat([g.top_ps for g in groups]),
+            generators,
         )
-        self.stats.prefills += 1
-        self.stats.prefill_rows += len(requests)
-        self.stats.prefill_tokens += int(mask[:, -width:].sum())
         start = len(self.rows)
-        self._join(requests, cache, mask, mask.sum(-1), tokens, temperatures, top_ps)
+        offset = 0
+        for group in groups:
+            count = len(group.requests)
+            self._join_group(group, tokens[offset : offset + count])
+            offset += count
         finished = self._record(start, tokens, logprobs)
         self._compact()
         return finished
+
+    def _join_group(self, group: _Prefill, tokens: torch.Tensor) -> None:
+        width = group.forward.ids.shape[-1]
+        self.stats.prefills += 1
+        self.stats.prefill_rows += len(group.requests)
+        self.stats.prefill_tokens += int(group.mask[:, -width:].sum())
+        self._join(
+            group.requests,
+            group.forward.cache,
+            group.mask,
+            group.mask.sum(-1),
+            tokens,
+            group.temperatures,
+            group.top_ps,
+        )
 
     def _reused_history(
         self, requests: list[GenerationRequest], mask: torch.Tensor
@@ -175,35 +267,49 @@ class DecodeEngine:
 
     def step(self) -> list[GenerationRequest]:
         """One decode step for every live row. Returns the requests finished by it."""
-        import torch
-
-        assert self._cache is not None and self._mask is not None
-        assert self._positions is not None and self._next_tokens is not None
-        assert self._temperatures is not None and self._top_ps is not None
-        ones = torch.ones((len(self.rows), 1), dtype=self._mask.dtype, device=self._mask.device)
-        self._mask = torch.cat([self._mask, ones], dim=-1)
-        # A ready [B, 1, 1, L] mask: one decoded token attends to every unpadded column, so
-        # transformers' causal-mask construction is skipped.
-        step_inputs = (
-            self._next_tokens[:, None],
-            self._mask.bool()[:, None, None, :],
-            self._positions[:, None],
-            self._cache,
-        )
+        group = self._decode_group()
         if self._lean:
-            logits = lean_forward(self.model, *step_inputs)
+            (logits,) = lean_forward(self.model, [group])
         else:
-            logits = self._forward(*step_inputs)
+            logits = self._forward(group.ids, group.mask, group.positions, group.cache)
         tokens, logprobs = sample_tokens(
-            logits, self._temperatures, self._top_ps, [r.generator for r in self.rows]
+            logits,
+            self._require(self._temperatures),
+            self._require(self._top_ps),
+            [r.generator for r in self.rows],
         )
-        self._positions = self._positions + 1
-        self._next_tokens = tokens
-        self.stats.decode_steps += 1
-        self.stats.decode_rows += len(self.rows)
+        self._advance_decoded(tokens)
         finished = self._record(0, tokens, logprobs)
         self._compact()
         return finished
+
+    def _decode_group(self) -> ForwardGroup:
+        """The live rows' next inputs, their attention mask grown by the new column."""
+        import torch
+
+        assert self._cache is not None
+        mask = self._require(self._mask)
+        ones = torch.ones((len(self.rows), 1), dtype=mask.dtype, device=mask.device)
+        self._mask = torch.cat([mask, ones], dim=-1)
+        # A ready [B, 1, 1, L] mask: one decoded token attends to every unpadded column, so
+        # transformers' causal-mask construction is skipped.
+        return ForwardGroup(
+            self._require(self._next_tokens)[:, None],
+            self._mask.bool()[:, None, None, :],
+            self._require(self._positions)[:, None],
+            self._cache,
+        )
+
+    def _advance_decoded(self, tokens: torch.Tensor) -> None:
+        self._positions = self._require(self._positions) + 1
+        self._next_tokens = tokens
+        self.stats.decode_steps += 1
+        self.stats.decode_rows += len(tokens)
+
+    @staticmethod
+    def _require(tensor: torch.Tensor | None) -> torch.Tensor:
+        assert tensor is not None, "the engine has no live rows"
+        return tensor
 
     def drop_cancelled(self) -> None:
         """Remove rows whose caller stopped waiting (an episode timeout, a cancelled task)."""

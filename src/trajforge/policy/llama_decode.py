@@ -12,6 +12,8 @@ Any model this does not recognise keeps the transformers forward.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -59,46 +61,70 @@ def causal_mask(mask: torch.Tensor, width: int) -> torch.Tensor:
     return allowed
 
 
-def lean_forward(
-    model: Any,
-    ids: torch.Tensor,
-    mask: torch.Tensor,
-    positions: torch.Tensor,
-    cache: RowCache,
-) -> torch.Tensor:
-    """Next-token logits ``[B, V]`` after ``Q`` new tokens per row (1 for a decode step).
+@dataclass
+class ForwardGroup:
+    """Rows that share a query width: the live batch's decode step (``Q = 1``), or a group of
+    prompts being prefilled. Each group attends over its own cache."""
+
+    ids: torch.Tensor
+    """``[B, Q]`` token ids to feed."""
+    mask: torch.Tensor
+    """``[B, 1, Q, L]`` bool, True where a query may attend (``L`` includes the new columns);
+    ``causal_mask`` builds it for a prefill."""
+    positions: torch.Tensor
+    """``[B, Q]`` position of each fed token."""
+    cache: RowCache
+    """The group's cache; each layer's keys and values grow by ``Q`` columns."""
+
+
+def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tensor]:
+    """Next-token logits ``[B, V]`` for each group's rows, after its ``Q`` new tokens.
+
+    The groups go through one pass: every projection, MLP and the LM head run once over all
+    their tokens packed together (on a CPU the LM head over a 49k vocabulary costs as much
+    as the rest of a small model's step), and only attention runs per group. That is how a
+    decode step and the prefill of prompts that arrived meanwhile share one forward.
 
     Args:
         model: a model for which ``supports_lean_decode`` holds.
-        ids: ``[B, Q]`` token ids to feed.
-        mask: ``[B, 1, Q, L]`` bool, True where a query may attend (L includes the new
-            columns); ``causal_mask`` builds it for a prefill.
-        positions: ``[B, Q]`` position of each fed token.
-        cache: the engine's cache; each layer's keys and values grow by ``Q`` columns.
+        groups: the row groups; their ``Q``s may differ.
     """
+    import torch
     import torch.nn.functional as F
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     inner = model.model
-    rows, width = ids.shape
-    hidden = F.embedding(ids, inner.embed_tokens.weight)
-    cos, sin = inner.rotary_emb(hidden, positions)
-    for layer, layer_cache in zip(inner.layers, cache.layers, strict=True):
+    sizes = [g.ids.numel() for g in groups]
+    hidden = F.embedding(torch.cat([g.ids.reshape(-1) for g in groups]), inner.embed_tokens.weight)
+    rotary = [inner.rotary_emb(hidden, g.positions) for g in groups]
+    for index, layer in enumerate(inner.layers):
         attn, mlp = layer.self_attn, layer.mlp
         x = _rms_norm(hidden, layer.input_layernorm)
-        shape = (rows, width, -1, attn.head_dim)
-        q = F.linear(x, attn.q_proj.weight).view(shape).transpose(1, 2)
-        k = F.linear(x, attn.k_proj.weight).view(shape).transpose(1, 2)
-        v = F.linear(x, attn.v_proj.weight).view(shape).transpose(1, 2)
-        q, k = apply_rotary_pos_emb(q, k, cos, sin)
-        keys, values = layer_cache.update(k, v)
-        out = F.scaled_dot_product_attention(
-            q, keys, values, attn_mask=mask, scale=attn.scaling, enable_gqa=True
-        )
-        hidden = hidden + F.linear(out.transpose(1, 2).reshape(rows, width, -1), attn.o_proj.weight)
+        q_all = F.linear(x, attn.q_proj.weight).split(sizes)
+        k_all = F.linear(x, attn.k_proj.weight).split(sizes)
+        v_all = F.linear(x, attn.v_proj.weight).split(sizes)
+        outs = []
+        for group, (cos, sin), q, k, v in zip(groups, rotary, q_all, k_all, v_all, strict=True):
+            rows, width = group.ids.shape
+            shape = (rows, width, -1, attn.head_dim)
+            q, k = apply_rotary_pos_emb(
+                q.view(shape).transpose(1, 2), k.view(shape).transpose(1, 2), cos, sin
+            )
+            keys, values = group.cache.layers[index].update(k, v.view(shape).transpose(1, 2))
+            out = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=group.mask, scale=attn.scaling, enable_gqa=True
+            )
+            outs.append(out.transpose(1, 2).reshape(rows * width, -1))
+        hidden = hidden + F.linear(torch.cat(outs), attn.o_proj.weight)
         x = _rms_norm(hidden, layer.post_attention_layernorm)
         gated = F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight)
         hidden = hidden + F.linear(gated, mlp.down_proj.weight)
-    last = _rms_norm(hidden[:, -1], inner.norm)
-    logits: torch.Tensor = F.linear(last, model.lm_head.weight)
-    return logits.float()
+    ends = torch.tensor(sizes).cumsum(0).tolist()
+    last = torch.cat(
+        [
+            hidden[end - size : end].view(*g.ids.shape, -1)[:, -1]
+            for g, size, end in zip(groups, sizes, ends, strict=True)
+        ]
+    )
+    logits = F.linear(_rms_norm(last, inner.norm), model.lm_head.weight).float()
+    return list(logits.split([g.ids.shape[0] for g in groups]))
