@@ -129,6 +129,18 @@ class ReplaySettings(_Config):
     per_step: int = Field(default=2, ge=0)
 
 
+class TaskRevisitSettings(_Config):
+    """Prioritized revisits of tasks not yet solved by every sample (``train.task_revisit``)."""
+
+    enabled: bool = False
+    fraction: float = Field(default=0.5, ge=0, le=1)
+    """Share of each step's groups given to revisits (fewer while the pool is smaller)."""
+    max_visits: int = Field(default=3, ge=1)
+    capacity: int = Field(default=64, ge=1)
+    solved_reward: float = 1.0
+    """A sample with at least this reward solved its task."""
+
+
 class RLConfig(CommonSettings):
     env: str = "calculator"
     task_split: str = "train"
@@ -149,6 +161,7 @@ class RLConfig(CommonSettings):
     kl_kind: str = "k3"
     filter_zero_advantage: bool = False
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    revisit: TaskRevisitSettings = Field(default_factory=TaskRevisitSettings)
     temperature: float = Field(default=1.0, ge=0)
     top_p: float = Field(default=1.0, gt=0, le=1)
     max_new_tokens: int = Field(default=128, ge=1)

@@ -27,6 +27,7 @@ from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import RLConfig
 from trajforge.train.model import TrainParts
 from trajforge.train.reference import ReferenceModel
+from trajforge.train.task_revisit import TaskRevisits
 
 if TYPE_CHECKING:
     from trajforge.judge.scorer import Scorer
@@ -91,6 +92,8 @@ class RLTrainer(Trainer):
         self.entry = get_env(cfg.env)
         self.tasks = self.entry.tasks(cfg.num_tasks, seed=cfg.seed, split=cfg.task_split)
         self.task_cursor = 0
+        self.task_index = {task.id: i for i, task in enumerate(self.tasks)}
+        self.revisits = TaskRevisits(cfg.revisit)
         self.scorers = list(scorers)
         self.replay = ReplayBuffer(cfg.replay.max_size)
         super().__init__(cfg, parts=parts, callbacks=callbacks)
@@ -107,11 +110,13 @@ class RLTrainer(Trainer):
         return {
             "task_cursor": self.task_cursor,
             "replay": [t.model_dump(mode="json") for t in self.replay.items],
+            "revisit": self.revisits.state(),
         }
 
     def set_cursor(self, cursor: dict[str, Any]) -> None:
         self.task_cursor = int(cursor["task_cursor"])
         self.replay.items = [Trajectory.model_validate(t) for t in cursor.get("replay", [])]
+        self.revisits.load_state(cursor.get("revisit", []))
 
     def _make_policy(self) -> Any:
         from trajforge.policy.hf import HFPolicy
@@ -153,13 +158,22 @@ class RLTrainer(Trainer):
         # copies the new weights into the copy and is a no-op when the module is shared.
         self.policy.set_weights(self._rollout_source())
 
-    def _next_tasks(self) -> list[Any]:
+    def _next_tasks(self) -> tuple[list[Any], int]:
+        """This step's tasks: revisits first, then fresh ones from the cursor (a task already
+        revisited this step is skipped). Returns them and the number of revisits."""
         n = self.rl_cfg.groups_per_step
-        out = [self.tasks[(self.task_cursor + i) % len(self.tasks)] for i in range(n)]
-        self.task_cursor += n
-        return out
+        picked = self.revisits.pick(n)
+        chosen = set(picked)
+        out = [self.tasks[i] for i in picked]
+        while len(out) < n:
+            index = self.task_cursor % len(self.tasks)
+            self.task_cursor += 1
+            if index not in chosen or len(chosen) >= len(self.tasks):
+                chosen.add(index)
+                out.append(self.tasks[index])
+        return out, len(picked)
 
-    async def _rollout(self, step: int) -> list[Trajectory]:
+    async def _rollout(self, step: int, tasks: list[Any]) -> list[Trajectory]:
         from trajforge.policy.base import SamplingParams
         from trajforge.rollout import Limits, arollout
 
@@ -184,7 +198,7 @@ class RLTrainer(Trainer):
             return await arollout(
                 self.entry.make,
                 self.policy,
-                self._next_tasks(),
+                tasks,
                 n_per_task=cfg.samples_per_group,
                 limits=limits,
                 sampling=sampling,
@@ -231,9 +245,14 @@ class RLTrainer(Trainer):
 
     def run_step(self, step: int) -> dict[str, float]:
         t0 = time.perf_counter()
-        trajs = asyncio.run(self._rollout(step))
+        tasks, revisited = self._next_tasks()
+        trajs = asyncio.run(self._rollout(step, tasks))
         rollout_s = time.perf_counter() - t0
         rewards = asyncio.run(self._rewards(trajs))
+        outcomes: dict[int, list[float]] = {}
+        for t, r in zip(trajs, rewards, strict=True):
+            outcomes.setdefault(self.task_index[t.task.id], []).append(r)
+        self.revisits.update(outcomes)
         reward_t = torch.tensor(rewards, dtype=torch.float32)
         metrics: dict[str, float] = {
             "reward_mean": float(reward_t.mean()),
@@ -244,6 +263,7 @@ class RLTrainer(Trainer):
             "rollout_time_s": rollout_s,
         }
         metrics["replayed"] = float(self._with_replay(trajs, rewards))
+        metrics.update(self.revisits.metrics(revisited))
         trainable = [i for i, t in enumerate(trajs) if t.is_tokenized and t.num_turns > 0]
         trajs = [trajs[i] for i in trainable]
         reward_t = torch.tensor([rewards[i] for i in trainable], dtype=torch.float32)
