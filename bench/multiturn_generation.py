@@ -7,9 +7,9 @@ observation. Sixteen episodes (the calculator-style prompts of ``bench/generatio
 appends a fixed 20-odd-token tool observation. Three policies over the same weights, in one
 process, each round running every mode once:
 
-- ``baseline``: no prefix reuse, transformers forward for every decode step;
-- ``no_reuse``: no prefix reuse, the lean Llama decode step;
-- ``full``: prefix reuse and the lean decode step (the shipped defaults).
+- ``baseline``: no prefix reuse, transformers forward for every prefill and decode step;
+- ``no_reuse``: no prefix reuse, the lean Llama forward (``lean_decode=True``);
+- ``full``: prefix reuse and the lean forward (the shipped defaults).
 
 ``ratio`` is the baseline's wall time over the full mode's. Greedy tokens are compared across
 modes (``identical`` episodes).

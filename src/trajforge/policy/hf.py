@@ -60,8 +60,9 @@ class HFPolicy(TokenPolicy):
         prefix_cache_mb: memory for finished sequences' keys and values, reused when a prompt
             continues one (an episode's next turn); 0 turns reuse off. A trainer that changes
             a shared model in place must call ``set_weights(model)`` after, which clears it.
-        lean_decode: decode Llama-architecture models with ``llama_decode`` (the same
-            equations with less overhead); False keeps the transformers forward.
+        lean_decode: run Llama-architecture models through ``llama_decode`` (the same
+            equations with less overhead; prefills of newly admitted prompts share the running
+            decode step's forward); False keeps the transformers forward.
     """
 
     name = "hf"
