@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from trajforge.policy.base import SamplingParams
-from trajforge.policy.hf_engine import DecodeEngine, GenerationRequest
+from trajforge.policy.generation_request import GenerationRequest
+from trajforge.policy.hf_engine import DecodeEngine
 from trajforge.policy.prefix_cache import PrefixCache
 from trajforge.policy.tiny import tiny_model_and_tokenizer
 

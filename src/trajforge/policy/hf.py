@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
-from trajforge.policy.hf_engine import DecodeEngine, EngineStats, GenerationRequest, completion_of
+from trajforge.policy.generation_request import EngineStats, GenerationRequest, completion_of
+from trajforge.policy.hf_engine import DecodeEngine
 from trajforge.policy.prefix_cache import PrefixCache
 from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.sampling import make_generator

@@ -12,17 +12,13 @@ worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from trajforge.policy.base import Completion, FinishReason, SamplingParams
-from trajforge.policy.llama_decode import (
-    ForwardGroup,
-    causal_mask,
-    lean_forward,
-    supports_lean_decode,
-)
+from trajforge.policy.base import FinishReason
+from trajforge.policy.generation_request import EngineStats, GenerationRequest
+from trajforge.policy.llama_decode import ForwardGroup, lean_forward, supports_lean_decode
+from trajforge.policy.prefill import Prefill, build_prefill, length_groups
 from trajforge.policy.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.sampling import sample_tokens
 
@@ -33,59 +29,6 @@ if TYPE_CHECKING:
 
 STOP_WINDOW_SLACK = 8
 """Tokens decoded beyond the longest stop string's length when looking for it."""
-
-PREFILL_FILL = 0.8
-"""Prompts are prefilled in groups of similar length: a prompt shorter than this fraction of
-its group's longest starts a new group, so padding never wastes more than ~20% of a prefill."""
-
-
-@dataclass(eq=False)
-class GenerationRequest:
-    """One sequence to generate. ``deliver`` receives the result once it is finished."""
-
-    prompt_ids: list[int]
-    sampling: SamplingParams
-    max_new_tokens: int
-    generator: torch.Generator
-    deliver: Callable[[Completion | BaseException], None]
-    is_cancelled: Callable[[], bool] = lambda: False
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    finish_reason: FinishReason | None = None
-    prefix: PrefixEntry | None = None
-
-    @property
-    def suffix(self) -> list[int]:
-        """The prompt tokens the prefill computes: those after the reused prefix."""
-        return self.prompt_ids[len(self.prefix.tokens) :] if self.prefix else self.prompt_ids
-
-
-@dataclass
-class _Prefill:
-    """A group of requests ready to prefill: forward inputs plus what joining the batch needs
-    (the 2-D padding mask over history and new columns, sampling parameters)."""
-
-    requests: list[GenerationRequest]
-    forward: ForwardGroup
-    mask: torch.Tensor
-    temperatures: torch.Tensor
-    top_ps: torch.Tensor
-
-
-@dataclass
-class EngineStats:
-    """Counters that show how much batching happened."""
-
-    prefills: int = 0
-    """Prefill groups, including those run inside a decode step's forward (``fused_prefills``)."""
-    fused_prefills: int = 0
-    decode_steps: int = 0
-    prefill_rows: int = 0
-    decode_rows: int = 0
-    max_rows: int = 0
-    generated_tokens: int = 0
-    prefill_tokens: int = 0
-    reused_tokens: int = 0
 
 
 class DecodeEngine:
@@ -176,36 +119,15 @@ class DecodeEngine:
         self._compact()
         return finished
 
-    def _prefill_groups(self, requests: list[GenerationRequest]) -> list[_Prefill]:
+    def _prefill_groups(self, requests: list[GenerationRequest]) -> list[Prefill]:
         """Prefill inputs for ``requests``, in groups of similar length."""
         if self.prefix_cache is not None:
             for request in requests:
                 request.prefix = self.prefix_cache.lookup(request.prompt_ids)
-        return [self._prefill_inputs(group) for group in _length_groups(requests)]
+        layers = self.model.config.get_text_config(decoder=True).num_hidden_layers
+        return [build_prefill(group, layers, self.device) for group in length_groups(requests)]
 
-    def _prefill_inputs(self, requests: list[GenerationRequest]) -> _Prefill:
-        import torch
-
-        device = self.device
-        width = max(len(r.suffix) for r in requests)
-        ids = torch.zeros((len(requests), width), dtype=torch.long, device=device)
-        mask = torch.zeros((len(requests), width), dtype=torch.long, device=device)
-        for i, request in enumerate(requests):
-            n = len(request.suffix)
-            ids[i, width - n :] = torch.tensor(request.suffix, dtype=torch.long, device=device)
-            mask[i, width - n :] = 1
-        cache, mask = self._reused_history(requests, mask)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -width:]
-        forward = ForwardGroup(ids, causal_mask(mask, width), positions, cache)
-        temperatures = torch.tensor(
-            [r.sampling.temperature for r in requests], dtype=torch.float32, device=device
-        )
-        top_ps = torch.tensor(
-            [r.sampling.top_p for r in requests], dtype=torch.float32, device=device
-        )
-        return _Prefill(requests, forward, mask, temperatures, top_ps)
-
-    def _admit(self, groups: list[_Prefill], logits: torch.Tensor) -> list[GenerationRequest]:
+    def _admit(self, groups: list[Prefill], logits: torch.Tensor) -> list[GenerationRequest]:
         """Sample the first tokens of prefilled ``groups`` and join them to the batch."""
         import torch
 
@@ -226,11 +148,12 @@ class DecodeEngine:
         self._compact()
         return finished
 
-    def _join_group(self, group: _Prefill, tokens: torch.Tensor) -> None:
+    def _join_group(self, group: Prefill, tokens: torch.Tensor) -> None:
         width = group.forward.ids.shape[-1]
         self.stats.prefills += 1
         self.stats.prefill_rows += len(group.requests)
         self.stats.prefill_tokens += int(group.mask[:, -width:].sum())
+        self.stats.reused_tokens += group.reused_tokens
         self._join(
             group.requests,
             group.forward.cache,
@@ -240,30 +163,6 @@ class DecodeEngine:
             group.temperatures,
             group.top_ps,
         )
-
-    def _reused_history(
-        self, requests: list[GenerationRequest], mask: torch.Tensor
-    ) -> tuple[RowCache, torch.Tensor]:
-        """The cache the prefill starts from (reused prefixes, right-aligned) and the attention
-        mask over those columns followed by ``mask``'s."""
-        import torch
-
-        from trajforge.policy.kv_cache import RowCache
-
-        prefixes = [r.prefix for r in requests]
-        past = max((len(p.tokens) for p in prefixes if p is not None), default=0)
-        if not past:
-            return RowCache(self.model.config.get_text_config(decoder=True).num_hidden_layers), mask
-        like = next(p for p in prefixes if p is not None).keys[0]
-        cache = RowCache.from_rows(
-            [(p.keys, p.values) if p is not None else None for p in prefixes], past, like
-        )
-        past_mask = mask.new_zeros((len(requests), past))
-        for i, prefix in enumerate(prefixes):
-            if prefix is not None:
-                past_mask[i, past - len(prefix.tokens) :] = 1
-                self.stats.reused_tokens += len(prefix.tokens)
-        return cache, torch.cat([past_mask, mask], dim=-1)
 
     def step(self) -> list[GenerationRequest]:
         """One decode step for every live row. Returns the requests finished by it."""
@@ -434,16 +333,6 @@ class DecodeEngine:
             self.prefix_cache.store(PrefixEntry(tokens, keys, values))
 
 
-def _length_groups(requests: list[GenerationRequest]) -> list[list[GenerationRequest]]:
-    groups: list[list[GenerationRequest]] = []
-    for request in sorted(requests, key=lambda r: len(r.suffix), reverse=True):
-        if groups and len(request.suffix) >= PREFILL_FILL * len(groups[-1][0].suffix):
-            groups[-1].append(request)
-        else:
-            groups.append([request])
-    return groups
-
-
 def _pad_mask(mask: torch.Tensor, width: int) -> torch.Tensor:
     import torch
 
@@ -451,18 +340,3 @@ def _pad_mask(mask: torch.Tensor, width: int) -> torch.Tensor:
     if missing == 0:
         return mask
     return torch.cat([mask.new_zeros((mask.shape[0], missing)), mask], dim=-1)
-
-
-def completion_of(
-    request: GenerationRequest, tokenizer: Any, eos_ids: frozenset[int]
-) -> Completion:
-    """The finished request as a ``Completion``; the text leaves out a final end-of-sequence
-    token (the ids keep it: the model sampled it and it is part of the context)."""
-    ids = request.token_ids
-    text_ids = ids[:-1] if ids and ids[-1] in eos_ids else ids
-    return Completion(
-        token_ids=list(ids),
-        logprobs=list(request.logprobs),
-        text=tokenizer.decode(text_ids, skip_special_tokens=False),
-        finish_reason=request.finish_reason or FinishReason.LENGTH,
-    )

@@ -1,0 +1,66 @@
+"""What the decode engine works on: one request per sequence, its result, and batching counters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from trajforge.policy.base import Completion, FinishReason, SamplingParams
+
+if TYPE_CHECKING:
+    import torch
+
+    from trajforge.policy.prefix_cache import PrefixEntry
+
+
+@dataclass(eq=False)
+class GenerationRequest:
+    """One sequence to generate. ``deliver`` receives the result once it is finished."""
+
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    max_new_tokens: int
+    generator: torch.Generator
+    deliver: Callable[[Completion | BaseException], None]
+    is_cancelled: Callable[[], bool] = lambda: False
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: FinishReason | None = None
+    prefix: PrefixEntry | None = None
+
+    @property
+    def suffix(self) -> list[int]:
+        """The prompt tokens the prefill computes: those after the reused prefix."""
+        return self.prompt_ids[len(self.prefix.tokens) :] if self.prefix else self.prompt_ids
+
+
+@dataclass
+class EngineStats:
+    """Counters that show how much batching happened."""
+
+    prefills: int = 0
+    """Prefill groups, including those run inside a decode step's forward (``fused_prefills``)."""
+    fused_prefills: int = 0
+    decode_steps: int = 0
+    prefill_rows: int = 0
+    decode_rows: int = 0
+    max_rows: int = 0
+    generated_tokens: int = 0
+    prefill_tokens: int = 0
+    reused_tokens: int = 0
+
+
+def completion_of(
+    request: GenerationRequest, tokenizer: Any, eos_ids: frozenset[int]
+) -> Completion:
+    """The finished request as a ``Completion``; the text leaves out a final end-of-sequence
+    token (the ids keep it: the model sampled it and it is part of the context)."""
+    ids = request.token_ids
+    text_ids = ids[:-1] if ids and ids[-1] in eos_ids else ids
+    return Completion(
+        token_ids=list(ids),
+        logprobs=list(request.logprobs),
+        text=tokenizer.decode(text_ids, skip_special_tokens=False),
+        finish_reason=request.finish_reason or FinishReason.LENGTH,
+    )
