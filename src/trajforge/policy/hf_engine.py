@@ -90,7 +90,7 @@ class DecodeEngine:
                 logits = self._forward(
                     group.forward.ids, group.mask, group.forward.positions, group.forward.cache
                 )
-            finished += self._admit([group], logits)
+            finished += self._admit(group, logits)
         return finished
 
     def _step_and_prefill(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
@@ -127,23 +127,13 @@ class DecodeEngine:
         layers = self.model.config.get_text_config(decoder=True).num_hidden_layers
         return [build_prefill(group, layers, self.device) for group in length_groups(requests)]
 
-    def _admit(self, groups: list[Prefill], logits: torch.Tensor) -> list[GenerationRequest]:
-        """Sample the first tokens of prefilled ``groups`` and join them to the batch."""
-        import torch
-
-        generators = [r.generator for g in groups for r in g.requests]
+    def _admit(self, group: Prefill, logits: torch.Tensor) -> list[GenerationRequest]:
+        """Sample the first tokens of a prefilled ``group`` and join it to the batch."""
         tokens, logprobs = sample_tokens(
-            logits,
-            torch.cat([g.temperatures for g in groups]),
-            torch.cat([g.top_ps for g in groups]),
-            generators,
+            logits, group.temperatures, group.top_ps, [r.generator for r in group.requests]
         )
         start = len(self.rows)
-        offset = 0
-        for group in groups:
-            count = len(group.requests)
-            self._join_group(group, tokens[offset : offset + count])
-            offset += count
+        self._join_group(group, tokens)
         finished = self._record(start, tokens, logprobs)
         self._compact()
         return finished
