@@ -74,6 +74,6 @@ def test_rl_steps_revisit_unsolved_tasks(tmp_path: Path) -> None:
     # the next fresh task; step 3 revisits task 1, the unvisited one with the lowest index.
     assert steps == [{ids[0], ids[1]}, {ids[0], ids[2]}, {ids[1], ids[3]}]
     assert sorted(trainer.cursor()["revisit"], key=lambda e: e["task_index"]) == [
-        {"task_index": 2, "spread": 0.0, "mean_reward": 0.0, "visits": 0},
-        {"task_index": 3, "spread": 0.0, "mean_reward": 0.0, "visits": 0},
+        {"task_index": 2, "spread": 0.0, "visits": 0},
+        {"task_index": 3, "spread": 0.0, "visits": 0},
     ]

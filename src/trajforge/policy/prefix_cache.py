@@ -2,11 +2,10 @@
 
 A multi-turn episode sends its whole history at every turn: the previous prompt, the reply and
 the new observation. Without reuse every turn re-prefills the history (for SmolLM2 over 3 turns
-in ``bench/multiturn_generation.py``, reuse cuts prefilled tokens by 65% and generation time by
-a fifth). When a sequence finishes, the engine
-keeps its keys and values here, keyed by its tokens; a new prompt that starts with those
-tokens prefills only the rest (the idea of vLLM's automatic prefix caching, per sequence
-instead of per block).
+in ``bench/multiturn_generation.py``, reuse cuts prefilled tokens by 65%). When a sequence
+finishes, the engine keeps its keys and values here, keyed by its tokens; a new prompt that
+starts with those tokens prefills only the rest (the idea of vLLM's automatic prefix caching,
+per sequence instead of per block).
 
 Only whole-entry prefixes are reused. Partial overlaps (the shared prompt of a group's samples)
 would make what a sequence computes depend on which other sequence happened to finish first.

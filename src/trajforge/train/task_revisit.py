@@ -22,13 +22,12 @@ from trajforge.train.config import TaskRevisitSettings
 
 
 class RevisitEntry(BaseModel):
-    """One task in the pool: its latest group's reward spread and mean, and its revisits."""
+    """One task in the pool: its latest group's reward spread and its revisits."""
 
     model_config = ConfigDict(extra="forbid")
 
     task_index: int = Field(ge=0)
     spread: float = Field(ge=0)
-    mean_reward: float
     visits: int = Field(default=0, ge=0)
 
     @property
@@ -69,7 +68,6 @@ class TaskRevisits:
             self.entries[index] = RevisitEntry(
                 task_index=index,
                 spread=statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
-                mean_reward=statistics.fmean(rewards),
                 visits=visits,
             )
         overflow = len(self.entries) - self.settings.capacity
