@@ -124,9 +124,13 @@ def test_rl_runs_on_calculator_with_tiny_model(tmp_path: Path) -> None:
             "tokens_per_s",
             "step_time_s",
             "zero_adv_frac",
+            "rollout_logprob_gap",
         ):
             assert key in h, key
         assert h["trained_trajectories"] == 4
+        # The rollouts sampled from the very weights the first epoch trains (fp32, shared):
+        # their logprobs agree with the training forward's.
+        assert h["rollout_logprob_gap"] < 1e-4
     assert result.history[0]["zero_adv_frac"] < 1.0
     changed = [
         n for n, p in trainer.parts.model.named_parameters() if not torch.equal(p, before[n])
@@ -208,3 +212,26 @@ def test_rl_lora_bf16_rollouts_sample_from_the_merged_weights(tmp_path: Path) ->
     base_q = merged.model.layers[0].self_attn.q_proj.weight
     untrained, _ = tiny_model_and_tokenizer()
     assert not torch.equal(base_q, untrained.model.layers[0].self_attn.q_proj.weight)
+
+
+@pytest.mark.skipif(not native_bf16(), reason="needs hardware with native bf16")
+def test_rl_rollout_logprob_gap_exposes_a_stale_rollout_copy(tmp_path: Path) -> None:
+    def gaps(stale: bool) -> list[float]:
+        cfg = small_rl_config(
+            tmp_path / str(stale),
+            steps=3,
+            optim={"lr": 1e-2},
+            model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}},
+        )
+        trainer = RLTrainer(
+            cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
+        )
+        if stale:
+            trainer._refresh_policy = lambda: None  # type: ignore[method-assign]
+        return [h["rollout_logprob_gap"] for h in trainer.train().history]
+
+    synced, stale = gaps(stale=False), gaps(stale=True)
+    # bf16 rollouts against the fp32 training forward differ by rounding only...
+    assert max(synced) < 5e-3
+    # ...while rollouts from weights left behind by the updates drift away from step 2 on.
+    assert stale[0] < 5e-3 and min(stale[1:]) > 5 * max(synced)

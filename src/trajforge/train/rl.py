@@ -328,6 +328,9 @@ class RLTrainer(Trainer):
         # forward's own values (ratio 1, its gradient the policy gradient), so the separate
         # no-grad pass over the batch is skipped.
         on_policy = cfg.recompute_old_logprobs and cfg.epochs_per_step == 1
+        # What the rollout policy reported, kept before any recompute: the gap to the training
+        # forward shows drift between the two (a stale rollout copy, a precision mismatch).
+        sampled = [b.old_logprobs if b.has_old_logprobs else None for b in batches]
         if not on_policy and (
             cfg.recompute_old_logprobs or not all(b.has_old_logprobs for b in batches)
         ):
@@ -343,8 +346,9 @@ class RLTrainer(Trainer):
         n_rows = sum(len(b.lengths) for b in batches)
         token_weighted = cfg.aggregation == "token-mean"
         sums: dict[str, float] = {}
+        gaps: list[tuple[float, float]] = []
         t0 = time.perf_counter()
-        for _epoch in range(cfg.epochs_per_step):
+        for epoch in range(cfg.epochs_per_step):
             for k, b in enumerate(batches):
                 with self.parts.accelerator.autocast():
                     lp, ent = self.parts.logprob_model(
@@ -373,12 +377,19 @@ class RLTrainer(Trainer):
                     loss = loss + cfg.kl_coef * kl
                     info = {**info, "kl": float(kl.detach())}
                 assert ent is not None
-                info = {**info, "entropy": float((ent * mask).sum() / mask.sum().clamp(min=1))}
+                denom = mask.sum().clamp(min=1)
+                info = {**info, "entropy": float((ent * mask).sum() / denom)}
+                rollout_lp = sampled[k]
+                if epoch == 0 and rollout_lp is not None:
+                    gap = ((lp.detach() - rollout_lp).abs() * mask).sum() / denom
+                    gaps.append((share, float(gap)))
                 self.backward(loss * share, last=k == len(batches) - 1)
                 for key, value in {"loss": float(loss.detach()), **info}.items():
                     sums[key] = sums.get(key, 0.0) + share * float(value) / cfg.epochs_per_step
             sums.update(self.optimizer_step())
         elapsed = time.perf_counter() - t0
+        if gaps:
+            sums["rollout_logprob_gap"] = sum(w * g for w, g in gaps) / sum(w for w, _ in gaps)
         sums["tokens_per_s"] = n_tokens * cfg.epochs_per_step / elapsed
         sums["loss_tokens"] = float(n_tokens)
         return sums
