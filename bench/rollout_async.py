@@ -23,7 +23,8 @@ tiny model nearly always samples the whole budget, SmolLM2 sometimes stops earli
 ``tools_only_*`` in the output is what scheduling alone decides (generation taken as free):
 lockstep waits, per batch and turn, for the slowest tool; async is a pool of B slots, each busy
 for its episode's summed tool time. Each mode runs ``--repeats`` times, alternating, and the
-median is kept.
+median is kept. ``steal_fraction`` is the share of CPU time the hypervisor gave to other guests
+during a turn count's runs (Linux ``/proc/stat``); async loses far more to it than lockstep.
 
     .venv/bin/python bench/rollout_async.py --model tiny
     .venv/bin/python bench/rollout_async.py --model embedded --tasks 32 --dtype bfloat16
@@ -183,6 +184,25 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def cpu_times() -> list[int] | None:
+    """The machine's aggregate CPU times from ``/proc/stat`` (Linux), or None elsewhere."""
+    try:
+        with open("/proc/stat") as stat:
+            return [int(x) for x in stat.readline().split()[1:]]
+    except OSError:
+        return None
+
+
+def steal_fraction(before: list[int] | None, after: list[int] | None) -> float | None:
+    """Share of CPU time the hypervisor gave to other guests between two ``cpu_times``: async
+    rollout is far more sensitive to it than lockstep, so a run is read with it."""
+    if before is None or after is None or len(before) < 8:
+        return None
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    total = sum(spent[:8])  # user..steal; guest time is already inside user
+    return round(spent[7] / total, 3) if total else None
+
+
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     policy = load(args.model, args.batch_size, args.dtype)
     tasks = [
@@ -194,6 +214,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     results = []
     for turns in args.turns:
         load_before = load_average()
+        cpu_before = cpu_times()
         lock_times: list[float] = []
         async_times: list[float] = []
         # Alternate the modes so that a change in machine load hits both alike; the median of
@@ -204,6 +225,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             lock_times.append(lock_s)
             async_times.append(async_s)
             assert all(t.usage.turns == turns for t in lock_trajs + async_trajs)
+        steal = steal_fraction(cpu_before, cpu_times())
         same = sum(
             a == b for a, b in zip(fingerprint(lock_trajs), fingerprint(async_trajs), strict=True)
         )
@@ -213,7 +235,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         print(
             f"turns={turns}: lockstep {[round(x, 2) for x in lock_times]} s, "
             f"async {[round(x, 2) for x in async_times]} s "
-            f"(tools only: {lock_bound:.2f} / {async_bound:.2f} s), load {load_before}",
+            f"(tools only: {lock_bound:.2f} / {async_bound:.2f} s), load {load_before}, "
+            f"steal {steal}",
             file=sys.stderr,
         )
         results.append(
@@ -232,6 +255,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "engine_lockstep": dict(COUNTS.get("lockstep", {})),
                 "engine_async": dict(COUNTS.get("async", {})),
                 "load_average": load_before,
+                "steal_fraction": steal,
             }
         )
     await policy.close()
