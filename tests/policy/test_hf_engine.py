@@ -11,6 +11,7 @@ from trajforge.policy.base import SamplingParams
 from trajforge.policy.generation_request import GenerationRequest
 from trajforge.policy.hf_engine import DecodeEngine
 from trajforge.policy.prefix_cache import PrefixCache
+from trajforge.policy.sampling import UniformStream
 from trajforge.policy.tiny import tiny_model_and_tokenizer
 
 
@@ -19,7 +20,7 @@ def _request(prompt: list[int], seed: int, temperature: float) -> GenerationRequ
         prompt_ids=prompt,
         sampling=SamplingParams(temperature=temperature),
         max_new_tokens=40,
-        generator=torch.Generator().manual_seed(seed),
+        uniforms=UniformStream.seeded(seed, torch.device("cpu")),
         deliver=lambda _: None,
     )
 

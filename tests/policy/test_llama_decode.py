@@ -12,6 +12,7 @@ from trajforge.policy.llama_decode import (
     ForwardGroup,
     causal_mask,
     lean_forward,
+    rotary_table,
     supports_lean_decode,
 )
 from trajforge.policy.tiny import tiny_model_and_tokenizer
@@ -135,3 +136,20 @@ def test_other_models_keep_the_transformers_forward() -> None:
     biased = copy.deepcopy(model)
     biased.config.attention_bias = True
     assert not supports_lean_decode(biased)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rotary_table_gives_what_the_embedding_computes(dtype: torch.dtype) -> None:
+    model, _ = tiny_model_and_tokenizer(seed=3)
+    rotary = model.model.rotary_emb
+    positions = torch.tensor([[0, 5, 4095], [17, 18, 19]])
+    table = rotary_table(rotary, 4096, dtype)
+    cos, sin = rotary(torch.empty(0, dtype=dtype), positions)
+    assert torch.equal(table.cos[positions], cos)
+    assert torch.equal(table.sin[positions], sin)
+    assert rotary_table(rotary, 10, dtype) is table
+    assert rotary_table(rotary, 5000, dtype).cos.shape[0] >= 5000
+    with torch.no_grad():
+        rotary.inv_freq.mul_(0.5)  # changed in place: the table follows
+    halved = rotary_table(rotary, 10, dtype)
+    assert torch.equal(halved.cos[positions], rotary(torch.empty(0, dtype=dtype), positions)[0])

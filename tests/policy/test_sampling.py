@@ -6,16 +6,23 @@ import pytest
 import torch
 
 from trajforge.policy import sampling
-from trajforge.policy.sampling import make_generator, sample_tokens
+from trajforge.policy.sampling import UniformStream, make_generator, sample_tokens, step_uniforms
 
 
 def _draw(
     logits: torch.Tensor, temperature: float, top_p: float, n: int, seed: int = 0
 ) -> torch.Tensor:
-    """``n`` draws for the single row ``logits`` from one seeded generator."""
-    generator = make_generator(seed, logits.device)
+    """``n`` draws for the single row ``logits`` from one seeded stream."""
+    stream = UniformStream.seeded(seed, logits.device)
     temps, top_ps = torch.tensor([temperature]), torch.tensor([top_p])
-    return torch.cat([sample_tokens(logits[None], temps, top_ps, [generator])[0] for _ in range(n)])
+    return torch.cat(
+        [
+            sample_tokens(
+                logits[None], temps, top_ps, step_uniforms([stream], [temperature], logits.device)
+            )[0]
+            for _ in range(n)
+        ]
+    )
 
 
 @pytest.fixture(params=[1024, 7], ids=["block-1024", "block-7"])
@@ -50,35 +57,52 @@ def test_top_p_keeps_only_the_nucleus(block: int) -> None:
     assert set(draws.tolist()) == {0, 1}
 
 
-def test_greedy_rows_take_the_argmax_and_keep_their_generator_still() -> None:
-    logits = torch.tensor([[0.1, 3.0, 0.2], [2.0, 0.0, 1.0]])
-    generators = [make_generator(1, logits.device), make_generator(2, logits.device)]
-    before = [g.get_state() for g in generators]
-    tokens, logprobs = sample_tokens(logits, torch.zeros(2), torch.ones(2), generators)
-    assert tokens.tolist() == [1, 0]
-    assert torch.allclose(logprobs, torch.log_softmax(logits, -1)[[0, 1], [1, 0]])
-    assert all(torch.equal(b, g.get_state()) for b, g in zip(before, generators, strict=True))
+def test_greedy_rows_take_the_argmax_and_keep_their_stream_still() -> None:
+    logits = torch.tensor([[0.1, 3.0, 0.2], [2.0, 0.0, 1.0], [0.0, 0.0, 9.0]])
+    streams = [UniformStream.seeded(seed, logits.device) for seed in (1, 2, 3)]
+    temps = [0.0, 0.0, 1.0]
+    uniforms = step_uniforms(streams, temps, logits.device)
+    tokens, logprobs = sample_tokens(logits, torch.tensor(temps), torch.ones(3), uniforms)
+    assert tokens.tolist() == [1, 0, 2]
+    assert torch.allclose(logprobs[:2], torch.log_softmax(logits, -1)[[0, 1], [1, 0]])
+    # Only the sampled row took a uniform: the greedy rows' next draws are still their first.
+    firsts = [UniformStream.seeded(seed, logits.device).next() for seed in (1, 2, 3)]
+    assert [streams[0].next(), streams[1].next()] == firsts[:2]
+    assert uniforms[2].item() == firsts[2]
+
+
+def test_a_stream_gives_the_numbers_of_one_at_a_time_draws() -> None:
+    stream = UniformStream.seeded(11, torch.device("cpu"))
+    generator = make_generator(11, torch.device("cpu"))
+    one_by_one = [
+        torch.rand((), generator=generator, dtype=torch.float64).item()
+        for _ in range(3 * sampling.UNIFORM_CHUNK + 5)
+    ]
+    assert [stream.next() for _ in range(len(one_by_one))] == one_by_one
 
 
 def test_logprobs_are_of_the_tempered_distribution() -> None:
     torch.manual_seed(1)
     logits = torch.randn(3, 300)
-    temps = torch.tensor([0.5, 1.0, 2.0])
-    generators = [make_generator(i, logits.device) for i in range(3)]
-    tokens, logprobs = sample_tokens(logits, temps, torch.ones(3), generators)
-    expected = torch.log_softmax(logits / temps[:, None], -1).gather(-1, tokens[:, None])
-    assert torch.allclose(logprobs, expected.squeeze(-1), atol=1e-5)
+    temps = [0.5, 1.0, 2.0]
+    streams = [UniformStream.seeded(i, logits.device) for i in range(3)]
+    uniforms = step_uniforms(streams, temps, logits.device)
+    tokens, logprobs = sample_tokens(logits, torch.tensor(temps), torch.ones(3), uniforms)
+    expected = torch.log_softmax(logits / torch.tensor(temps)[:, None], -1)
+    assert torch.allclose(logprobs, expected.gather(-1, tokens[:, None]).squeeze(-1), atol=1e-5)
 
 
 def test_a_row_draws_the_same_whatever_shares_its_batch() -> None:
     torch.manual_seed(2)
     row = torch.randn(5_000)
     alone = _draw(row, 0.9, 1.0, 30, seed=7)
-    generator = make_generator(7, row.device)
+    stream = UniformStream.seeded(7, row.device)
+    others = [UniformStream.seeded(99, row.device), UniformStream.seeded(98, row.device)]
+    temps = [0.0, 0.9, 1.3]
     together = []
     for _ in range(30):
         batch = torch.stack([torch.randn(5_000), row, torch.randn(5_000)])
-        others = [make_generator(99, row.device), generator, make_generator(98, row.device)]
-        temps = torch.tensor([0.0, 0.9, 1.3])
-        together.append(int(sample_tokens(batch, temps, torch.ones(3), others)[0][1]))
+        uniforms = step_uniforms([others[0], stream, others[1]], temps, row.device)
+        tokens, _ = sample_tokens(batch, torch.tensor(temps), torch.ones(3), uniforms)
+        together.append(int(tokens[1]))
     assert together == alone.tolist()

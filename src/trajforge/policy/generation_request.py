@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 
 if TYPE_CHECKING:
-    import torch
-
     from trajforge.policy.prefix_cache import PrefixEntry
+    from trajforge.policy.sampling import UniformStream
 
 
 @dataclass(eq=False)
@@ -21,7 +20,7 @@ class GenerationRequest:
     prompt_ids: list[int]
     sampling: SamplingParams
     max_new_tokens: int
-    generator: torch.Generator
+    uniforms: UniformStream
     deliver: Callable[[Completion | BaseException], None]
     is_cancelled: Callable[[], bool] = lambda: False
     token_ids: list[int] = field(default_factory=list)

@@ -31,7 +31,7 @@ from trajforge.policy.generation_request import EngineStats, GenerationRequest, 
 from trajforge.policy.hf_engine import DecodeEngine
 from trajforge.policy.prefix_cache import PrefixCache
 from trajforge.policy.renderer import ToolProtocol
-from trajforge.policy.sampling import make_generator
+from trajforge.policy.sampling import UniformStream
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.schema import Message
 
@@ -151,7 +151,7 @@ class HFPolicy(TokenPolicy):
             prompt_ids=list(prompt_ids),
             sampling=sampling,
             max_new_tokens=min(sampling.max_new_tokens, room),
-            generator=make_generator(sampling.seed, self._engine.device),
+            uniforms=UniformStream.seeded(sampling.seed, self._engine.device),
             deliver=deliver,
             is_cancelled=future.cancelled,
         )

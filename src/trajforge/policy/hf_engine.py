@@ -5,7 +5,7 @@ left-padded, and their caches appended to the batch's) and leave it as soon as t
 the batch only ever computes live rows. With the lean Llama forward, newcomers are prefilled in
 the same pass as the live rows' decode step, so admitting them costs no forward of its own. With
 a ``PrefixCache``, a prompt that continues a finished sequence (the next turn of an episode)
-prefills only its new tokens. Every row has its own sampling parameters, generator, stop strings
+prefills only its new tokens. Every row has its own sampling parameters, uniform stream, stop strings
 and token budget. The engine is synchronous and single-threaded; ``HFPolicy`` runs it in a
 worker thread.
 """
@@ -20,7 +20,7 @@ from trajforge.policy.generation_request import EngineStats, GenerationRequest
 from trajforge.policy.llama_decode import ForwardGroup, lean_forward, supports_lean_decode
 from trajforge.policy.prefill import Prefill, build_prefill, length_groups
 from trajforge.policy.prefix_cache import PrefixCache, PrefixEntry
-from trajforge.policy.sampling import sample_tokens
+from trajforge.policy.sampling import sample_tokens, step_uniforms
 
 if TYPE_CHECKING:
     import torch
@@ -42,8 +42,8 @@ class DecodeEngine:
         prefix_cache: PrefixCache | None = None,
         lean_decode: bool = True,
     ) -> None:
-        self.model = model
         self.lean_decode = lean_decode
+        self.model = model
         self.tokenizer = tokenizer
         self.eos_ids = frozenset(eos_ids)
         self.prefix_cache = prefix_cache
@@ -57,8 +57,14 @@ class DecodeEngine:
         self._top_ps: torch.Tensor | None = None
 
     @property
-    def _lean(self) -> bool:
-        return self.lean_decode and supports_lean_decode(self.model)
+    def model(self) -> Any:
+        return self._model
+
+    @model.setter
+    def model(self, model: Any) -> None:
+        # Decided once per model, not per step: the check reads a dozen module attributes.
+        self._model = model
+        self._lean = self.lean_decode and supports_lean_decode(model)
 
     @property
     def device(self) -> torch.device:
@@ -104,10 +110,9 @@ class DecodeEngine:
             [self._require(self._temperatures), *(g.temperatures for g in groups)]
         )
         top_ps = torch.cat([self._require(self._top_ps), *(g.top_ps for g in groups)])
-        generators = [r.generator for r in self.rows] + [
-            r.generator for g in groups for r in g.requests
-        ]
-        tokens, logprobs = sample_tokens(torch.cat(logits), temperatures, top_ps, generators)
+        requests = self.rows + [r for g in groups for r in g.requests]
+        uniforms = self._uniforms(requests, logits[0].device)
+        tokens, logprobs = sample_tokens(torch.cat(logits), temperatures, top_ps, uniforms)
         self._advance_decoded(tokens[:live])
         self.stats.fused_prefills += len(groups)
         offset = live
@@ -130,7 +135,7 @@ class DecodeEngine:
     def _admit(self, group: Prefill, logits: torch.Tensor) -> list[GenerationRequest]:
         """Sample the first tokens of a prefilled ``group`` and join it to the batch."""
         tokens, logprobs = sample_tokens(
-            logits, group.temperatures, group.top_ps, [r.generator for r in group.requests]
+            logits, group.temperatures, group.top_ps, self._uniforms(group.requests, logits.device)
         )
         start = len(self.rows)
         self._join_group(group, tokens)
@@ -165,12 +170,18 @@ class DecodeEngine:
             logits,
             self._require(self._temperatures),
             self._require(self._top_ps),
-            [r.generator for r in self.rows],
+            self._uniforms(self.rows, logits.device),
         )
         self._advance_decoded(tokens)
         finished = self._record(0, tokens, logprobs)
         self._compact()
         return finished
+
+    @staticmethod
+    def _uniforms(requests: list[GenerationRequest], device: torch.device) -> torch.Tensor:
+        return step_uniforms(
+            [r.uniforms for r in requests], [r.sampling.temperature for r in requests], device
+        )
 
     def _decode_group(self) -> ForwardGroup:
         """The live rows' next inputs, their attention mask grown by the new column."""

@@ -12,6 +12,7 @@ Any model this does not recognise keeps the transformers forward.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 def supports_lean_decode(model: Any) -> bool:
     """True for a plain ``LlamaForCausalLM`` whose layers are the standard ones (no biases,
-    SiLU MLP, no tensor-parallel split). PEFT-wrapped models are not plain."""
+    SiLU MLP, no tensor-parallel split, rotary frequencies that do not depend on the sequence
+    length). PEFT-wrapped models are not plain."""
     config = getattr(model, "config", None)
     return (
         type(model).__name__ == "LlamaForCausalLM"
@@ -34,6 +36,7 @@ def supports_lean_decode(model: Any) -> bool:
         and not config.attention_bias
         and not getattr(config, "mlp_bias", False)
         and getattr(config, "pretraining_tp", 1) == 1
+        and getattr(model.model.rotary_emb, "rope_type", None) == "default"
     )
 
 
@@ -59,6 +62,63 @@ def causal_mask(mask: torch.Tensor, width: int) -> torch.Tensor:
     allowed = mask.bool()[:, None, None, :] & causal[None, None]
     allowed[:, :, queries, own] = True
     return allowed
+
+
+@dataclass
+class RotaryTable:
+    """A rotary embedding's cosines and sines ``[N, D]`` for positions ``0..N-1``, computed by
+    the embedding itself, so a lookup gives exactly what a call would."""
+
+    inv_freq: torch.Tensor
+    version: int
+    cos: torch.Tensor
+    sin: torch.Tensor
+
+
+_ROTARY_TABLES: weakref.WeakKeyDictionary[Any, dict[torch.dtype, RotaryTable]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def rotary_table(rotary: Any, length: int, dtype: torch.dtype) -> RotaryTable:
+    """The table of ``rotary`` (a transformers rotary embedding) in ``dtype``, covering at least
+    ``length`` positions; rebuilt if its frequencies were replaced or changed in place.
+
+    A decode step would otherwise call the embedding, a module with a dozen small ops, once per
+    step for a handful of rows."""
+    import torch
+
+    tables = _ROTARY_TABLES.setdefault(rotary, {})
+    table = tables.get(dtype)
+    inv_freq = rotary.inv_freq
+    if (
+        table is None
+        or table.inv_freq is not inv_freq
+        or table.version != inv_freq._version
+        or table.cos.shape[0] < length
+    ):
+        size = max(length, int(rotary.max_seq_len_cached), 2 * table.cos.shape[0] if table else 0)
+        positions = torch.arange(size, device=inv_freq.device)[None]
+        cos, sin = rotary(torch.empty(0, dtype=dtype, device=inv_freq.device), positions)
+        table = RotaryTable(inv_freq, inv_freq._version, cos[0], sin[0])
+        tables[dtype] = table
+    return table
+
+
+def _rotate(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary position embedding of queries ``[B, H, Q, D]`` and keys ``[B, KV, Q, D]`` with
+    ``cos``/``sin`` ``[B, Q, D]``: transformers' ``apply_rotary_pos_emb``, elementwise the same,
+    run once over both."""
+    import torch
+
+    both = torch.cat([q, k], dim=1)
+    half = both.shape[-1] // 2
+    rotated = torch.cat([-both[..., half:], both[..., :half]], dim=-1)
+    out = both * cos[:, None] + rotated * sin[:, None]
+    q_out, k_out = out.split([q.shape[1], k.shape[1]], dim=1)
+    return q_out, k_out
 
 
 @dataclass
@@ -91,12 +151,14 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
     """
     import torch
     import torch.nn.functional as F
-    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     inner = model.model
     sizes = [g.ids.numel() for g in groups]
     hidden = F.embedding(torch.cat([g.ids.reshape(-1) for g in groups]), inner.embed_tokens.weight)
-    rotary = [inner.rotary_emb(hidden, g.positions) for g in groups]
+    # A position never exceeds its row's column count: the cache's columns plus the new ones.
+    longest = max(g.cache.length + g.ids.shape[1] for g in groups)
+    table = rotary_table(inner.rotary_emb, longest, hidden.dtype)
+    rotary = [(table.cos[g.positions], table.sin[g.positions]) for g in groups]
     for index, layer in enumerate(inner.layers):
         attn, mlp = layer.self_attn, layer.mlp
         x = _rms_norm(hidden, layer.input_layernorm)
@@ -107,9 +169,7 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
         for group, (cos, sin), q, k, v in zip(groups, rotary, q_all, k_all, v_all, strict=True):
             rows, width = group.ids.shape
             shape = (rows, width, -1, attn.head_dim)
-            q, k = apply_rotary_pos_emb(
-                q.view(shape).transpose(1, 2), k.view(shape).transpose(1, 2), cos, sin
-            )
+            q, k = _rotate(q.view(shape).transpose(1, 2), k.view(shape).transpose(1, 2), cos, sin)
             keys, values = group.cache.layers[index].update(k, v.view(shape).transpose(1, 2))
             out = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=group.mask, scale=attn.scaling, enable_gqa=True

@@ -1,9 +1,9 @@
 """Per-sequence token sampling for batched decoding.
 
-Every row of a batch has its own temperature, top-p and ``torch.Generator``. Each row draws one
-uniform number per step from its own generator and picks a token by inverting its CDF, so what a
-sequence samples depends only on its own logits and seed, never on which other sequences share
-the batch.
+Every row of a batch has its own temperature, top-p and ``UniformStream`` (a seeded generator).
+Each sampled row takes one uniform number per step from its own stream and picks a token by
+inverting its CDF, so what a sequence samples depends only on its own logits and seed, never on
+which other sequences share the batch.
 
 Reported logprob: ``log_softmax(logits / temperature)[token]`` over the full vocabulary (the
 distribution before top-p truncation; temperature 1 for greedy rows). That is the quantity an RL
@@ -31,11 +31,60 @@ def make_generator(seed: int | None, device: torch.device) -> torch.Generator:
     return generator
 
 
+UNIFORM_CHUNK = 32
+"""Uniforms a ``UniformStream`` draws from its generator at a time."""
+
+
+class UniformStream:
+    """One sequence's float64 uniforms, in its generator's order.
+
+    Drawn in chunks: one tensor op per 32 tokens instead of one per token and row, a cost that
+    counts when a decode step is a few milliseconds. A chunk holds exactly the numbers that
+    one-at-a-time draws would give, so tokens do not depend on the chunk size.
+    """
+
+    def __init__(self, generator: torch.Generator) -> None:
+        self.generator = generator
+        self._buffer: list[float] = []
+        self._next = 0
+
+    @classmethod
+    def seeded(cls, seed: int | None, device: torch.device) -> UniformStream:
+        """A stream from ``make_generator(seed, device)``."""
+        return cls(make_generator(seed, device))
+
+    def next(self) -> float:
+        """The next uniform in [0, 1)."""
+        import torch
+
+        if self._next == len(self._buffer):
+            chunk = torch.rand(
+                UNIFORM_CHUNK,
+                generator=self.generator,
+                device=self.generator.device,
+                dtype=torch.float64,
+            )
+            self._buffer, self._next = chunk.tolist(), 0
+        self._next += 1
+        return self._buffer[self._next - 1]
+
+
+def step_uniforms(
+    streams: list[UniformStream], temperatures: list[float], device: torch.device
+) -> torch.Tensor:
+    """``[B]`` float64: the next uniform of each sampled row's stream; greedy rows (temperature
+    0) take none and get 0."""
+    import torch
+
+    values = [s.next() if t > 0 else 0.0 for s, t in zip(streams, temperatures, strict=True)]
+    return torch.tensor(values, dtype=torch.float64, device=device)
+
+
 def sample_tokens(
     logits: torch.Tensor,
     temperatures: torch.Tensor,
     top_ps: torch.Tensor,
-    generators: list[torch.Generator],
+    uniforms: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pick one token per row of ``logits`` ``[B, V]``.
 
@@ -43,37 +92,30 @@ def sample_tokens(
         logits: raw next-token logits, float32.
         temperatures: ``[B]``; a row with temperature 0 is decoded greedily.
         top_ps: ``[B]`` nucleus mass in (0, 1]; 1 keeps the whole vocabulary.
-        generators: one generator per row, advanced by one draw for sampled rows only.
+        uniforms: ``[B]`` float64 in [0, 1), each sampled row's draw (``step_uniforms``);
+            greedy rows' entries are ignored.
 
     Returns:
         ``(tokens [B] long, logprobs [B] float32)``, logprobs as described in the module doc.
     """
     import torch
 
-    greedy = temperatures <= 0
-    if bool((temperatures == 1).all()):
+    # Decoding runs this once per step for a handful of rows, so every tensor op counts: the
+    # per-row settings are read once as Python numbers and the common cases take no extra op.
+    temps = temperatures.tolist()
+    if all(t == 1 for t in temps):
         scaled = logits
     else:
-        safe_temps = torch.where(greedy, torch.ones_like(temperatures), temperatures)
-        scaled = logits / safe_temps[:, None]
+        scaled = logits / temperatures.masked_fill(temperatures <= 0, 1.0)[:, None]
     probs = torch.softmax(scaled, dim=-1)
-    tokens = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
-    greedy_rows = greedy.nonzero().flatten()
-    sampled_rows = (~greedy).nonzero().flatten().tolist()
-    if len(greedy_rows):
-        tokens[greedy_rows] = scaled[greedy_rows].argmax(dim=-1)
-    if sampled_rows:
-        uniforms = torch.stack(
-            [
-                torch.rand((), generator=generators[i], device=logits.device, dtype=torch.float64)
-                for i in sampled_rows
-            ]
-        )
-        if len(sampled_rows) == logits.shape[0]:
-            tokens = _inverse_cdf(probs, top_ps, uniforms)
-        else:
+    sampled_rows = [i for i, t in enumerate(temps) if t > 0]
+    if len(sampled_rows) == len(temps):
+        tokens = _inverse_cdf(probs, top_ps, uniforms)
+    else:
+        tokens = scaled.argmax(dim=-1)
+        if sampled_rows:
             rows = torch.tensor(sampled_rows, device=logits.device)
-            tokens[rows] = _inverse_cdf(probs[rows], top_ps[rows], uniforms)
+            tokens[rows] = _inverse_cdf(probs[rows], top_ps[rows], uniforms[rows])
     # A sampled token never has zero probability and a greedy one has the largest, so the log
     # of the gathered probability is finite: one softmax serves sampling and logprobs.
     logprobs = probs.gather(-1, tokens[:, None]).squeeze(-1).log()
@@ -83,7 +125,7 @@ def sample_tokens(
 def _inverse_cdf(probs: torch.Tensor, top_ps: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """Inverse-CDF sampling with optional nucleus truncation; rows are independent."""
 
-    if bool((top_ps < 1).any()):
+    if min(top_ps.tolist()) < 1:
         # Keep every token at least as likely as the least likely one inside the nucleus, then
         # sample in vocabulary order: a tiny change in the logits (another batch shape) moves
         # only the tokens at that threshold, where sampling in sorted order would reshuffle
@@ -107,34 +149,27 @@ def _search(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     Instead: block masses (one vectorised sum), a cumulative sum over the ~50 blocks to
     find the block, then one within that block only.
     """
-    import torch
     import torch.nn.functional as F
 
     rows, vocab = weights.shape
     blocks = -(-vocab // SEARCH_BLOCK)
     padded = F.pad(weights, (0, blocks * SEARCH_BLOCK - vocab)) if vocab % SEARCH_BLOCK else weights
     blocked = padded.view(rows, blocks, SEARCH_BLOCK)
-    block_mass = blocked.sum(dim=-1).double()
-    block_cdf = block_mass.cumsum(dim=-1)
-    targets = uniforms * block_cdf[:, -1]
-    block = torch.searchsorted(block_cdf, targets[:, None], right=True).squeeze(-1)
-    block = torch.minimum(block, _last_positive(block_mass))
-    before = torch.where(
-        block > 0, block_cdf.gather(-1, (block - 1).clamp(min=0)[:, None]).squeeze(-1), 0.0
-    )
-    inside = blocked[torch.arange(rows, device=weights.device), block]
-    # right=True returns the first index whose cdf exceeds the target: never a zero-weight token,
-    # unless rounding puts the target past the block's end; then its last positive one is taken.
-    offset = torch.searchsorted(
-        inside.double().cumsum(dim=-1), (targets - before)[:, None], right=True
-    ).squeeze(-1)
-    offset = torch.minimum(offset, _last_positive(inside))
-    return block * SEARCH_BLOCK + offset
+    block_cdf = blocked.sum(dim=-1).double().cumsum(dim=-1)
+    targets = uniforms[:, None] * block_cdf[:, -1:]
+    block = _first_above(block_cdf, targets)
+    before = F.pad(block_cdf, (1, 0)).gather(-1, block)
+    inside = blocked.gather(1, block[:, :, None].expand(rows, 1, SEARCH_BLOCK)).squeeze(1)
+    offset = _first_above(inside.double().cumsum(dim=-1), targets - before)
+    return (block * SEARCH_BLOCK + offset).squeeze(-1)
 
 
-def _last_positive(weights: torch.Tensor) -> torch.Tensor:
-    """Per row, the index of the last entry above zero (0 when there is none)."""
+def _first_above(cdf: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per row of a cumulative sum ``cdf``, the first index whose value exceeds ``targets``
+    ``[rows, 1]``: never a zero-weight entry, whose value equals the one before it. Rounding
+    can put a target at or past the row's total; then the entry where the total is first
+    reached, which has weight, is taken."""
     import torch
 
-    index = torch.arange(weights.shape[-1], device=weights.device)
-    return torch.where(weights > 0, index, 0).amax(dim=-1)
+    found = torch.searchsorted(cdf, targets, right=True)
+    return torch.minimum(found, torch.searchsorted(cdf, cdf.amax(dim=-1, keepdim=True)))
