@@ -5,9 +5,9 @@ left-padded, and their caches appended to the batch's) and leave it as soon as t
 the batch only ever computes live rows. With the lean Llama forward, newcomers are prefilled in
 the same pass as the live rows' decode step, so admitting them costs no forward of its own. With
 a ``PrefixCache``, a prompt that continues a finished sequence (the next turn of an episode)
-prefills only its new tokens. Every row has its own sampling parameters, uniform stream, stop strings
-and token budget. The engine is synchronous and single-threaded; ``HFPolicy`` runs it in a
-worker thread.
+prefills only its new tokens. Every row has its own sampling parameters, uniform stream, stop
+strings and token budget. The engine is synchronous and single-threaded; ``HFPolicy`` runs it in
+a worker thread.
 """
 
 from __future__ import annotations
