@@ -4,11 +4,13 @@ generates exactly what a full prefill would."""
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 import pytest
 import torch
 
+from trajforge.policy import prefix_cache
 from trajforge.policy.base import Completion, SamplingParams
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.prefix_cache import PrefixCache, PrefixEntry
@@ -55,6 +57,37 @@ def test_least_recently_used_entries_are_evicted_beyond_capacity() -> None:
     assert cache.lookup([1, 1, 0]) is not None
     cache.clear()
     assert len(cache) == 0 and cache.nbytes == 0
+
+
+def brute_force_lookup(stored: list[list[int]], prompt: list[int]) -> list[int] | None:
+    candidates = [t for t in stored if len(t) < len(prompt) and prompt[: len(t)] == t]
+    return max(candidates, key=len, default=None)
+
+
+@pytest.mark.parametrize("modulus", [None, 7])
+def test_lookup_agrees_with_a_scan_of_every_entry(
+    monkeypatch: pytest.MonkeyPatch, modulus: int | None
+) -> None:
+    """Many entries over a small alphabet (many shared prefixes); with a 7-valued hash nearly
+    every lookup meets colliding entries, which must never be taken for a match."""
+    if modulus is not None:
+        monkeypatch.setattr(prefix_cache, "_HASH_MODULUS", modulus)
+    rng = random.Random(0)
+    cache = PrefixCache(10**9)
+    stored: list[list[int]] = []
+    for _ in range(300):
+        tokens = [rng.randrange(3) for _ in range(rng.randrange(1, 12))]
+        cache.store(entry(tokens))
+        kept = {tuple(t) for t in stored if not (len(t) <= len(tokens) and tokens[: len(t)] == t)}
+        if modulus is None:
+            stored = [list(t) for t in kept] + [tokens]
+            assert len(cache) == len(stored)
+        else:
+            stored = [t.tokens for t in cache._entries.values()]
+        prompt = [rng.randrange(3) for _ in range(rng.randrange(1, 14))]
+        found = cache.lookup(prompt)
+        expected = brute_force_lookup(stored, prompt)
+        assert (found.tokens if found else None) == expected
 
 
 @pytest.fixture(scope="module")

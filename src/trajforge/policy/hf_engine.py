@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from trajforge.policy.base import FinishReason
+from trajforge.policy.decode_mask import DecodeMask
 from trajforge.policy.generation_request import EngineStats, GenerationRequest
 from trajforge.policy.llama_decode import ForwardGroup, lean_forward, supports_lean_decode
 from trajforge.policy.prefill import Prefill, build_prefill, length_groups
@@ -50,7 +51,7 @@ class DecodeEngine:
         self.stats = EngineStats()
         self.rows: list[GenerationRequest] = []
         self._cache: RowCache | None = None
-        self._mask: torch.Tensor | None = None
+        self._mask: DecodeMask | None = None
         self._positions: torch.Tensor | None = None
         self._next_tokens: torch.Tensor | None = None
         self._temperatures: torch.Tensor | None = None
@@ -69,6 +70,10 @@ class DecodeEngine:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def _attention_dtype(self) -> torch.dtype:
+        dtype: torch.dtype = self.model.get_input_embeddings().weight.dtype
+        return dtype
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -185,17 +190,16 @@ class DecodeEngine:
 
     def _decode_group(self) -> ForwardGroup:
         """The live rows' next inputs, their attention mask grown by the new column."""
-        import torch
 
-        assert self._cache is not None
-        mask = self._require(self._mask)
-        ones = torch.ones((len(self.rows), 1), dtype=mask.dtype, device=mask.device)
-        self._mask = torch.cat([mask, ones], dim=-1)
+        assert self._cache is not None and self._mask is not None
+        self._mask.append_column()
         # A ready [B, 1, 1, L] mask: one decoded token attends to every unpadded column, so
-        # transformers' causal-mask construction is skipped.
+        # transformers' causal-mask construction is skipped. The lean forward takes the
+        # additive form, which attention would otherwise rebuild from a bool mask in every layer.
+        mask = self._mask.attention_bias() if self._lean else self._mask.mask[:, None, None, :]
         return ForwardGroup(
             self._require(self._next_tokens)[:, None],
-            self._mask.bool()[:, None, None, :],
+            mask,
             self._require(self._positions)[:, None],
             self._cache,
         )
@@ -252,15 +256,19 @@ class DecodeEngine:
         self.rows.extend(requests)
         self.stats.max_rows = max(self.stats.max_rows, len(self.rows))
         if self._cache is None:
-            self._cache, self._mask, self._positions = cache, mask, positions
+            self._cache, self._positions = cache, positions
+            self._mask = DecodeMask(mask, self._attention_dtype())
             self._next_tokens, self._temperatures, self._top_ps = tokens, temperatures, top_ps
             return
         assert self._mask is not None and self._positions is not None
         assert self._next_tokens is not None
         assert self._temperatures is not None and self._top_ps is not None
-        width = max(self._mask.shape[-1], mask.shape[-1])
+        width = max(self._mask.width, mask.shape[-1])
         self._cache.append_rows(cache)
-        self._mask = torch.cat([_pad_mask(self._mask, width), _pad_mask(mask, width)])
+        self._mask = DecodeMask(
+            torch.cat([_pad_mask(self._mask.mask, width), _pad_mask(mask.bool(), width)]),
+            self._mask.dtype,
+        )
         self._positions = torch.cat([self._positions, positions])
         self._next_tokens = torch.cat([self._next_tokens, tokens])
         self._temperatures = torch.cat([self._temperatures, temperatures])
@@ -307,11 +315,11 @@ class DecodeEngine:
         assert self._cache is not None and self._mask is not None
         assert self._positions is not None and self._next_tokens is not None
         assert self._temperatures is not None and self._top_ps is not None
-        index = torch.tensor(keep, dtype=torch.long, device=self._mask.device)
-        mask = self._mask[index]
+        index = torch.tensor(keep, dtype=torch.long, device=self._positions.device)
+        mask = self._mask.mask[index]
         drop_left = int(mask.any(dim=0).long().argmax())
         self._cache.select_rows(index, drop_left)
-        self._mask = mask[:, drop_left:]
+        self._mask = DecodeMask(mask[:, drop_left:], self._mask.dtype)
         self._positions = self._positions[index]
         self._next_tokens = self._next_tokens[index]
         self._temperatures = self._temperatures[index]
@@ -327,7 +335,7 @@ class DecodeEngine:
             if request.finish_reason is None or request.is_cancelled():
                 continue
             tokens = request.prompt_ids + request.token_ids[:-1]
-            columns = self._mask[i].bool()
+            columns = self._mask.mask[i]
             if int(columns.sum()) != len(tokens):
                 continue
             keys, values = self._cache.row_states(i, columns)

@@ -129,8 +129,9 @@ class ForwardGroup:
     ids: torch.Tensor
     """``[B, Q]`` token ids to feed."""
     mask: torch.Tensor
-    """``[B, 1, Q, L]`` bool, True where a query may attend (``L`` includes the new columns);
-    ``causal_mask`` builds it for a prefill."""
+    """``[B, 1, Q, L]`` (``L`` includes the new columns): bool, True where a query may attend
+    (``causal_mask`` builds it for a prefill), or the additive form attention adds to its scores
+    (0 or ``-inf``, in the model's dtype)."""
     positions: torch.Tensor
     """``[B, Q]`` position of each fed token."""
     cache: RowCache
@@ -149,12 +150,11 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
         model: a model for which ``supports_lean_decode`` holds.
         groups: the row groups; their ``Q``s may differ.
     """
-    import torch
     import torch.nn.functional as F
 
     inner = model.model
     sizes = [g.ids.numel() for g in groups]
-    hidden = F.embedding(torch.cat([g.ids.reshape(-1) for g in groups]), inner.embed_tokens.weight)
+    hidden = F.embedding(_cat([g.ids.reshape(-1) for g in groups]), inner.embed_tokens.weight)
     # A position never exceeds its row's column count: the cache's columns plus the new ones.
     longest = max(g.cache.length + g.ids.shape[1] for g in groups)
     table = rotary_table(inner.rotary_emb, longest, hidden.dtype)
@@ -175,11 +175,11 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
                 q, keys, values, attn_mask=group.mask, scale=attn.scaling, enable_gqa=True
             )
             outs.append(out.transpose(1, 2).reshape(rows * width, -1))
-        hidden = hidden + F.linear(torch.cat(outs), attn.o_proj.weight)
+        hidden = hidden + F.linear(_cat(outs), attn.o_proj.weight)
         x = _rms_norm(hidden, layer.post_attention_layernorm)
         gated = F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight)
         hidden = hidden + F.linear(gated, mlp.down_proj.weight)
-    last = torch.cat(
+    last = _cat(
         [
             packed.view(*g.ids.shape, -1)[:, -1]
             for g, packed in zip(groups, hidden.split(sizes), strict=True)
@@ -187,3 +187,10 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
     )
     logits = F.linear(_rms_norm(last, inner.norm), model.lm_head.weight).float()
     return list(logits.split([g.ids.shape[0] for g in groups]))
+
+
+def _cat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.cat`` that does not copy a lone tensor (a decode step is a single group)."""
+    import torch
+
+    return tensors[0] if len(tensors) == 1 else torch.cat(tensors)

@@ -11,16 +11,35 @@ Only whole-entry prefixes are reused. Partial overlaps (the shared prompt of a g
 would make what a sequence computes depend on which other sequence happened to finish first.
 Entries are evicted least recently used first beyond ``capacity_bytes``, and the cache must be
 cleared whenever the weights change.
+
+Entries are indexed by (length, rolling hash of their tokens), so finding the longest entry that
+prefixes a prompt, or the entries a new one extends, costs one pass over the prompt whatever the
+number of entries (an RL rollout between two weight updates leaves thousands).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
+
+_HASH_MODULUS = (1 << 61) - 1
+_HASH_BASE = 1_000_003
+
+
+def prefix_hashes(tokens: Sequence[int], upto: int) -> list[int]:
+    """``hashes[n]`` identifies ``tokens[:n]`` for ``n`` in ``0..upto`` (a polynomial rolling
+    hash; equal hashes are confirmed by comparing the tokens)."""
+    hashes = [0]
+    value = 0
+    for token in tokens[:upto]:
+        value = (value * _HASH_BASE + token + 1) % _HASH_MODULUS
+        hashes.append(value)
+    return hashes
 
 
 @dataclass
@@ -42,6 +61,9 @@ class PrefixCache:
     def __init__(self, capacity_bytes: int) -> None:
         self.capacity_bytes = capacity_bytes
         self._entries: OrderedDict[tuple[int, ...], PrefixEntry] = OrderedDict()
+        self._index: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._hash_of: dict[tuple[int, ...], int] = {}
+        self._lengths: Counter[int] = Counter()
         self._bytes = 0
         self.hits = 0
         self.reused_tokens = 0
@@ -56,19 +78,16 @@ class PrefixCache:
     def lookup(self, prompt: list[int]) -> PrefixEntry | None:
         """The longest entry that is a proper prefix of ``prompt`` (at least one prompt token
         is left to compute the next token's logits from), or None."""
-        best: PrefixEntry | None = None
-        for entry in self._entries.values():
-            n = len(entry.tokens)
-            if (
-                n < len(prompt)
-                and (best is None or n > len(best.tokens))
-                and (prompt[:n] == entry.tokens)
-            ):
-                best = entry
-        if best is not None:
-            self._entries.move_to_end(tuple(best.tokens))
-            self.hits += 1
-            self.reused_tokens += len(best.tokens)
+        if not self._lengths:
+            return None
+        longest = min(len(prompt) - 1, max(self._lengths))
+        found = next(self._prefixes_of(prompt, prefix_hashes(prompt, longest)), None)
+        if found is None:
+            return None
+        self._entries.move_to_end(found)
+        best = self._entries[found]
+        self.hits += 1
+        self.reused_tokens += len(best.tokens)
         return best
 
     def store(self, entry: PrefixEntry) -> None:
@@ -76,16 +95,39 @@ class PrefixCache:
         if not entry.tokens or entry.nbytes > self.capacity_bytes:
             return
         key = tuple(entry.tokens)
-        for old_key in [k for k in self._entries if len(k) <= len(key) and key[: len(k)] == k]:
+        hashes = prefix_hashes(key, len(key))
+        for old_key in list(self._prefixes_of(key, hashes)):
             self._drop(old_key)
+        slot = (len(key), hashes[-1])
+        if slot in self._index:  # a hash collision: the older entry makes way
+            self._drop(self._index[slot])
         self._entries[key] = entry
+        self._index[slot] = key
+        self._hash_of[key] = hashes[-1]
+        self._lengths[len(key)] += 1
         self._bytes += entry.nbytes
         while self._bytes > self.capacity_bytes:
             self._drop(next(iter(self._entries)))
 
     def clear(self) -> None:
         self._entries.clear()
+        self._index.clear()
+        self._hash_of.clear()
+        self._lengths.clear()
         self._bytes = 0
+
+    def _prefixes_of(self, tokens: Sequence[int], hashes: list[int]) -> Iterator[tuple[int, ...]]:
+        """Keys of the entries equal to ``tokens[:n]``, ``hashes[n]`` being its hash, longest
+        first."""
+        for n in range(len(hashes) - 1, 0, -1):
+            if n in self._lengths:
+                key = self._index.get((n, hashes[n]))
+                if key is not None and key == tuple(tokens[:n]):
+                    yield key
 
     def _drop(self, key: tuple[int, ...]) -> None:
         self._bytes -= self._entries.pop(key).nbytes
+        del self._index[(len(key), self._hash_of.pop(key))]
+        self._lengths[len(key)] -= 1
+        if not self._lengths[len(key)]:
+            del self._lengths[len(key)]
