@@ -14,7 +14,7 @@ cleared whenever the weights change.
 
 Entries are indexed by (length, rolling hash of their tokens), so finding the longest entry that
 prefixes a prompt, or the entries a new one extends, costs one pass over the prompt whatever the
-number of entries (an RL rollout between two weight updates leaves thousands).
+number of entries (a rollout or an eval leaves one per episode).
 """
 
 from __future__ import annotations
