@@ -190,7 +190,6 @@ class DecodeEngine:
 
     def _decode_group(self) -> ForwardGroup:
         """The live rows' next inputs, their attention mask grown by the new column."""
-
         assert self._cache is not None and self._mask is not None
         self._mask.append_column()
         # A ready [B, 1, 1, L] mask: one decoded token attends to every unpadded column, so
