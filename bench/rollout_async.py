@@ -23,8 +23,16 @@ tiny model nearly always samples the whole budget, SmolLM2 sometimes stops earli
 ``tools_only_*`` in the output is what scheduling alone decides (generation taken as free):
 lockstep waits, per batch and turn, for the slowest tool; async is a pool of B slots, each busy
 for its episode's summed tool time. Each mode runs ``--repeats`` times, alternating, and the
-median is kept. ``steal_fraction`` is the share of CPU time the hypervisor gave to other guests
-during a turn count's runs (Linux ``/proc/stat``); async loses far more to it than lockstep.
+median is kept.
+
+``generation_bound_ratio`` is the ceiling that generation puts on the ratio. Lockstep's time
+outside its tools (``lockstep_s - tools_only_lockstep_s``) is the model decoding full batches.
+Async must generate the same tokens on the same cores in smaller batches, which cost no less per
+token, so it cannot finish in much less than that time. Where this ceiling is below 2.5, no
+scheduling reaches 2.5x on this machine.
+
+``steal_fraction`` is the share of CPU time the hypervisor gave to other guests during a turn
+count's runs (Linux ``/proc/stat``); async loses far more to it than lockstep.
 
     .venv/bin/python bench/rollout_async.py --model tiny
     .venv/bin/python bench/rollout_async.py --model embedded --tasks 32 --dtype bfloat16
@@ -250,6 +258,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "tools_only_lockstep_s": round(lock_bound, 2),
                 "tools_only_async_s": round(async_bound, 2),
                 "tools_only_ratio": round(lock_bound / async_bound, 2),
+                "generation_bound_ratio": round(lock_s / max(lock_s - lock_bound, 1e-9), 2),
                 "completion_tokens": tokens,
                 "identical_trajectories": f"{same}/{len(tasks)}",
                 "engine_lockstep": dict(COUNTS.get("lockstep", {})),
