@@ -36,6 +36,7 @@ count's runs (Linux ``/proc/stat``); async loses far more to it than lockstep.
 
     .venv/bin/python bench/rollout_async.py --model tiny
     .venv/bin/python bench/rollout_async.py --model embedded --tasks 32 --dtype bfloat16
+    .venv/bin/python bench/rollout_async.py --model scripted   # generation taken out
 
 Prints one JSON line; ``ratio`` is lockstep wall time / async wall time at the largest turn count.
 """
@@ -116,11 +117,21 @@ class SlowToolEnv(Env):
 
 
 def load(model: str, batch_size: int, dtype: str) -> Policy:
+    if model == "scripted":
+        from trajforge.policy.embedded import load_tokenizer
+        from trajforge.policy.scripted import ScriptedPolicy
+
+        return ScriptedPolicy(lambda task, messages: SCRIPTED_REPLY, load_tokenizer())
     import torch
 
     from trajforge.policy.naming import load_policy
 
     return load_policy(model, max_batch_size=batch_size, dtype=getattr(torch, dtype))
+
+
+SCRIPTED_REPLY = "Let me look that up."
+"""Every reply of ``--model scripted``: generation costs nothing, so the ratio shows what the
+rollout engine itself makes of the schedule, against the tools-only bound."""
 
 
 def fingerprint(trajs: list[Trajectory]) -> list[tuple[int, ...]]:
@@ -291,7 +302,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="tiny", help="tiny, embedded, or a model folder")
+    parser.add_argument(
+        "--model", default="tiny", help="tiny, embedded, scripted, or a model folder"
+    )
     parser.add_argument("--tasks", type=int, default=64)
     parser.add_argument("--turns", type=lambda s: [int(x) for x in s.split(",")], default=[1, 3])
     parser.add_argument(
