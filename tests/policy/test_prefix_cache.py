@@ -78,9 +78,9 @@ def test_lookup_agrees_with_a_scan_of_every_entry(
     for _ in range(300):
         tokens = [rng.randrange(3) for _ in range(rng.randrange(1, 12))]
         cache.store(entry(tokens))
-        kept = {tuple(t) for t in stored if not (len(t) <= len(tokens) and tokens[: len(t)] == t)}
         if modulus is None:
-            stored = [list(t) for t in kept] + [tokens]
+            kept = [t for t in stored if not (len(t) <= len(tokens) and tokens[: len(t)] == t)]
+            stored = [*kept, tokens]
             assert len(cache) == len(stored)
         else:
             stored = [t.tokens for t in cache._entries.values()]
