@@ -16,7 +16,14 @@ the batched rate over the padded ``model.generate`` rate.
 
 Each of ``--rounds`` rounds runs both batched modes once and a 1/rounds slice of the
 prompts one by one in both ways, so the load of a shared machine falls on all modes alike;
-rates are total tokens over total seconds per mode.
+rates are total tokens over total seconds per mode. All of this runs in fp32.
+
+Memory-bandwidth limit: a decode step reads every weight once (the tied embedding once, for
+the LM head), so it cannot run faster than the machine moves those bytes. ``bandwidth``
+reports, for fp32 and (where the CPU has native bf16) bf16 weights: the copy bandwidth of a
+256 MiB tensor (bytes read plus written per second, best of five), the weight bytes, the
+resulting limit in decode steps and in tokens per second at 16 rows, and the batched rate
+(measured again in that dtype) as a fraction of it.
 
 Run: ``.venv/bin/python bench/generation.py [--max-new-tokens 64] [--rounds 4] [--threads 1]``
 """
@@ -37,6 +44,7 @@ import torch
 from trajforge.policy.base import SamplingParams
 from trajforge.policy.embedded import load_embedded
 from trajforge.policy.hf import HFPolicy
+from trajforge.precision import native_bf16
 
 SYSTEM = (
     "You are a careful assistant. Use the calculator tool by writing "
@@ -127,6 +135,46 @@ class Clock:
         }
 
 
+def copy_bandwidth(size_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
+    """Bytes read plus bytes written per second by the best of ``repeats`` large copies."""
+    src = torch.ones(size_bytes // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size_bytes / best
+
+
+def weight_bytes(model: Any) -> int:
+    """Bytes of the distinct weights one decode step reads (tied tensors counted once)."""
+    seen = {p.data_ptr(): p.numel() * p.element_size() for p in model.parameters()}
+    return sum(seen.values())
+
+
+def bandwidth_figures(
+    model: Any, tokenizer: Any, prompts: list[list[int]], n: int, bandwidth: float
+) -> dict[str, float]:
+    """The batched rate of ``model`` (in its own dtype) against its memory-bandwidth limit."""
+    policy = HFPolicy(model, tokenizer, max_batch_size=len(prompts), eos_token_ids=[])
+    asyncio.run(policy_tokens(policy, prompts[:2], 4, True))
+    start = time.perf_counter()
+    tokens = asyncio.run(policy_tokens(policy, prompts, n, True))
+    rate = tokens / (time.perf_counter() - start)
+    size = weight_bytes(model)
+    limit_steps = bandwidth / size
+    limit_tokens = limit_steps * len(prompts)
+    return {
+        "weight_mb": round(size / 2**20, 1),
+        "limit_steps_per_s": round(limit_steps, 1),
+        "limit_tokens_per_s": round(limit_tokens, 1),
+        "batched_tokens_per_s": round(rate, 2),
+        "fraction_of_limit": round(rate / limit_tokens, 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -163,6 +211,11 @@ def main() -> None:
     baseline = max(
         figures["one_by_one_policy"]["tokens_per_s"], figures["one_by_one_generate"]["tokens_per_s"]
     )
+    bandwidth = copy_bandwidth()
+    limits = {"fp32": bandwidth_figures(model, tokenizer, prompts, n, bandwidth)}
+    if native_bf16():
+        bf16_model, _ = load_embedded(torch.bfloat16)
+        limits["bf16"] = bandwidth_figures(bf16_model, tokenizer, prompts, n, bandwidth)
     result = {
         "bench": "generation",
         "model": "SmolLM2-135M-Instruct (float32, CPU)",
@@ -174,6 +227,8 @@ def main() -> None:
         **figures,
         "ratio": round(rate / baseline, 2),
         "vs_padded": round(rate / figures["padded_generate"]["tokens_per_s"], 2),
+        "copy_gb_per_s": round(bandwidth / 1e9, 1),
+        "bandwidth": limits,
         "batching": {
             "prefills": batched.stats.prefills,
             "decode_steps": batched.stats.decode_steps,

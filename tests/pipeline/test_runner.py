@@ -131,13 +131,17 @@ def test_experiment_precision_reaches_policies_and_training_stages(tmp_path: Pat
     assert runner._policy_options("openai:http://127.0.0.1:1/v1#m") == {}
 
 
-def test_experiment_bf16_without_native_bf16_is_one_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import trajforge.train.model as model_module
-
-    monkeypatch.setattr(model_module, "native_bf16", lambda: False)
+def test_experiment_bf16_without_native_bf16_is_one_clear_error(tmp_path: Path) -> None:
+    # The suite runs as on a machine without native bf16 (tests/conftest.py).
     exp = load_experiment(write_experiment(tmp_path, {**TINY_EXPERIMENT, "precision": "bf16"}))
-    runner = ExperimentRunner(exp, console=Console(quiet=True))
     with pytest.raises(ConfigError, match=r"^precision: bf16 was asked for"):
-        runner._policy_options("tiny")
+        ExperimentRunner(exp, console=Console(quiet=True))
+
+
+def test_auto_precision_resolves_by_the_machine(tmp_path: Path, machine_precision: str) -> None:
+    import torch
+
+    exp = load_experiment(write_experiment(tmp_path, TINY_EXPERIMENT))
+    runner = ExperimentRunner(exp, console=Console(quiet=True))
+    dtype = torch.bfloat16 if machine_precision == "bf16" else torch.float32
+    assert runner._policy_options("tiny")["dtype"] is dtype

@@ -18,7 +18,6 @@ from trajforge.policy.tiny import tiny_model_and_tokenizer
 from trajforge.schema import EvaluatorKind, Role, Trajectory
 from trajforge.train.config import DPOConfig, LoraSettings, ModelSettings, OptimSettings, RLConfig
 from trajforge.train.dpo import DPOTrainer, dpo_loss
-from trajforge.train.model import native_bf16
 from trajforge.train.rl import RLTrainer
 
 
@@ -150,7 +149,7 @@ def test_rl_filters_zero_advantage_groups(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.skipif(not native_bf16(), reason="needs hardware with native bf16")
+@pytest.mark.usefixtures("native_bf16")
 def test_rl_bf16_rollouts_sample_from_a_copy_synced_after_each_update(tmp_path: Path) -> None:
     cfg = small_rl_config(tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16"})
     trainer = RLTrainer(
@@ -165,15 +164,17 @@ def test_rl_bf16_rollouts_sample_from_a_copy_synced_after_each_update(tmp_path: 
         assert torch.equal(param, trained[name].detach().to(torch.bfloat16)), name
 
 
-def test_rl_bf16_rollouts_are_refused_without_native_bf16(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import trajforge.train.model as model_module
-
-    monkeypatch.setattr(model_module, "native_bf16", lambda: False)
+def test_rl_bf16_rollouts_are_refused_without_native_bf16(tmp_path: Path) -> None:
+    # The suite runs as on a machine without native bf16 (tests/conftest.py).
     cfg = small_rl_config(tmp_path, rollout_precision="bf16")
-    with pytest.raises(ConfigError, match="rollout_precision: bf16 needs hardware"):
+    with pytest.raises(ConfigError, match=r"^rollout_precision: bf16 was asked for"):
         RLTrainer(cfg)
+
+
+def test_rl_auto_precision_rolls_out_in_fp32_without_native_bf16(tmp_path: Path) -> None:
+    trainer = RLTrainer(small_rl_config(tmp_path))
+    assert trainer.policy.model is trainer.parts.unwrapped_model()
+    assert next(trainer.policy.model.parameters()).dtype is torch.float32
 
 
 def test_rl_sign_weights_reach_the_trained_advantages(
@@ -196,7 +197,7 @@ def test_rl_sign_weights_reach_the_trained_advantages(
     assert min(values) == 0.0
 
 
-@pytest.mark.skipif(not native_bf16(), reason="needs hardware with native bf16")
+@pytest.mark.usefixtures("native_bf16")
 def test_rl_lora_bf16_rollouts_sample_from_the_merged_weights(tmp_path: Path) -> None:
     cfg = small_rl_config(
         tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}}
@@ -214,7 +215,7 @@ def test_rl_lora_bf16_rollouts_sample_from_the_merged_weights(tmp_path: Path) ->
     assert not torch.equal(base_q, untrained.model.layers[0].self_attn.q_proj.weight)
 
 
-@pytest.mark.skipif(not native_bf16(), reason="needs hardware with native bf16")
+@pytest.mark.usefixtures("native_bf16")
 def test_rl_rollout_logprob_gap_exposes_a_stale_rollout_copy(tmp_path: Path) -> None:
     def gaps(stale: bool) -> list[float]:
         cfg = small_rl_config(

@@ -28,7 +28,7 @@ SMOL = ModelSettings(spec="embedded", lora=LoraSettings(r=8, alpha=16))
 QUIET = {"tensorboard": False, "progress": False}
 
 
-def test_sft_on_smollm2_expert_trajectories(tmp_path: Path) -> None:
+def test_sft_on_smollm2_expert_trajectories(tmp_path: Path, machine_precision: str) -> None:
     data = expert_trajectories("calculator", 4, load_tokenizer(), seed=0)
     assert all(t.outcome.reward == 1.0 for t in data)
     top = [26, 27, 28, 29]
@@ -47,7 +47,9 @@ def test_sft_on_smollm2_expert_trajectories(tmp_path: Path) -> None:
         if p.requires_grad
     }
     assert adapted == {str(i) for i in top}
-    hist = trainer.train().history
+    result = trainer.train()
+    assert result.precision == machine_precision
+    hist = result.history
     assert len(hist) == 3 and all(h["loss"] > 0 for h in hist)
     assert (tmp_path / "final" / "adapter" / "adapter_config.json").exists()
     # The final folder itself holds the merged weights, loadable without PEFT.
@@ -76,7 +78,7 @@ def test_dpo_on_smollm2(tmp_path: Path) -> None:
     assert hist[-1]["loss"] < hist[0]["loss"]
 
 
-def test_rl_on_smollm2_calculator(tmp_path: Path) -> None:
+def test_rl_on_smollm2_calculator(tmp_path: Path, machine_precision: str) -> None:
     cfg = RLConfig(
         output_dir=tmp_path,
         model=SMOL,
@@ -91,6 +93,9 @@ def test_rl_on_smollm2_calculator(tmp_path: Path) -> None:
         optim=OptimSettings(lr=1e-4),
         **QUIET,
     )
-    hist = RLTrainer(cfg).train().history
+    trainer = RLTrainer(cfg)
+    # auto precision: the rollout copy is bf16 exactly where the machine has native bf16.
+    assert trainer.policy.precision == machine_precision
+    hist = trainer.train().history
     assert [h["step"] for h in hist] == [1, 2]
     assert all("reward_mean" in h and "zero_adv_frac" in h for h in hist)

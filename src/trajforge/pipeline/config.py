@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trajforge.errors import ConfigError
-from trajforge.train.config import Precision
+from trajforge.precision import Precision
 
 
 class _Strict(BaseModel):
@@ -67,9 +67,9 @@ Stage = Annotated[EvalStage | DemonstrationStage | SFTStage | RLStage, Field(dis
 
 class Experiment(_Strict):
     """``precision`` applies to every stage: the eval and demonstration policies' weights, and
-    the training stages' ``model.precision`` (unless a stage sets its own). ``bf16`` needs
-    native bf16 (a GPU, or a CPU with AMX or AVX512-BF16) and roughly halves stage times there;
-    ``auto`` is bf16 on a GPU that has it and fp32 on a CPU."""
+    the training stages' ``model.precision`` (unless a stage sets its own). ``auto`` is bf16
+    where the hardware has it natively (a GPU, or a CPU with AMX or AVX512-BF16; roughly half
+    the stage times there) and fp32 elsewhere; an explicit ``bf16`` needs native bf16."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     env: str

@@ -26,6 +26,7 @@ from trajforge.pipeline.config import (
     SFTStage,
     Stage,
 )
+from trajforge.precision import describe_machine, resolve_precision, torch_dtype
 from trajforge.report.html import RESULTS_FILE
 
 STORE_FILE = "store.db"
@@ -41,6 +42,7 @@ class ExperimentRunner:
         self.run_dir = run_dir or experiment.out_dir / experiment.name
         self.console = console or Console(stderr=True)
         self.store_path = self.run_dir / STORE_FILE
+        self.precision = resolve_precision(experiment.precision)
         self.results = self._load_results()
 
     # -- results.json --------------------------------------------------------------------------
@@ -103,7 +105,15 @@ class ExperimentRunner:
                 f"--stage: {only!r} is not a stage of {self.exp.name} ({', '.join(names)})"
             )
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.results["precision"] = {
+            "asked": str(self.exp.precision),
+            "resolved": str(self.precision),
+            "machine": describe_machine(),
+        }
         self._save_results()
+        self.console.print(
+            f"precision: {self.precision} (asked {self.exp.precision}; this machine: {describe_machine()})"
+        )
         total = len(self.exp.stages)
         for i, stage in enumerate(self.exp.stages):
             rec = self._record(stage.name)
@@ -183,17 +193,13 @@ class ExperimentRunner:
     def _policy_options(self, model: str) -> dict[str, Any]:
         """Constructor options of the policy named ``model``: batching and the experiment's
         precision for local models, nothing for the scripted expert or an endpoint."""
-        import torch
-
         from trajforge.policy.naming import OPENAI_PREFIX
-        from trajforge.train.model import mixed_precision
 
         if model == "expert" or model.startswith(OPENAI_PREFIX):
             return {}
-        bf16 = mixed_precision(self.exp.precision, field="precision") == "bf16"
         return {
             "max_batch_size": self.exp.eval.max_batch_size,
-            "dtype": torch.bfloat16 if bf16 else torch.float32,
+            "dtype": torch_dtype(self.precision),
         }
 
     def _demonstrations(self, stage: DemonstrationStage, run_id: str) -> dict[str, Any]:
@@ -250,7 +256,13 @@ class ExperimentRunner:
         text = f"{result.steps} steps" + (
             f", final loss {last_loss:.3f}" if last_loss is not None else ""
         )
-        return {"model": str(final), "history": history, "steps": result.steps, "text": text}
+        return {
+            "model": str(final),
+            "history": history,
+            "steps": result.steps,
+            "precision": result.precision,
+            "text": text,
+        }
 
     def _rl(self, stage: RLStage, model: str, attempt: int) -> dict[str, Any]:
         from trajforge.train.config import RLConfig, parse_config
@@ -271,4 +283,10 @@ class ExperimentRunner:
         text = f"{result.steps} steps" + (
             f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
         )
-        return {"model": str(final), "history": history, "steps": result.steps, "text": text}
+        return {
+            "model": str(final),
+            "history": history,
+            "steps": result.steps,
+            "precision": result.precision,
+            "text": text,
+        }

@@ -62,6 +62,12 @@ class Policy(ABC):
 
     name: str = "policy"
 
+    @property
+    def precision(self) -> str | None:
+        """The numeric precision of the weights that sample (``fp32``, ``bf16``), recorded in
+        each trajectory's metadata; ``None`` for a script or a remote server."""
+        return None
+
     @abstractmethod
     async def generate(
         self,

@@ -184,9 +184,11 @@ def load_tokenizer() -> PreTrainedTokenizerBase:
     gguf = gguf_path()
     cached = _TOKENIZERS.get(gguf)
     if cached is None:
-        from transformers import AutoTokenizer
+        # The fast-tokenizer class itself, not AutoTokenizer: the same object, but
+        # AutoTokenizer's model registry imports torch, which costs seconds at start-up.
+        from transformers import PreTrainedTokenizerFast
 
-        cached = _finish_tokenizer(AutoTokenizer.from_pretrained(str(_tokenizer_dir())))
+        cached = _finish_tokenizer(PreTrainedTokenizerFast.from_pretrained(str(_tokenizer_dir())))
         _TOKENIZERS[gguf] = cached
     return cached
 

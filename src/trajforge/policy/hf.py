@@ -112,6 +112,13 @@ class HFPolicy(TokenPolicy):
         self._adapter_serial = 0
 
     @property
+    def precision(self) -> str:
+        dtype = next(self.model.parameters()).dtype
+        return (
+            str(dtype).removeprefix("torch.").replace("float32", "fp32").replace("bfloat16", "bf16")
+        )
+
+    @property
     def stats(self) -> EngineStats:
         """How much batching happened so far (prefills, decode steps, rows per step)."""
         return replace(self._engine.stats)

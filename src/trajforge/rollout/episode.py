@@ -294,6 +294,8 @@ class Episode:
     async def finish(self) -> Trajectory:
         """Close the environment and build the trajectory (never raises)."""
         metadata: dict[str, Any] = {"seed": self.seed}
+        if self.policy.precision is not None:
+            metadata["precision"] = self.policy.precision
         if self.env is not None:
             try:
                 await asyncio.wait_for(self.env.close(), self.limits.close_timeout_s)

