@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -176,7 +178,7 @@ def test_store_path_from_environment(
     monkeypatch.setenv("TRAJFORGE_STORE", str(db))
     assert cli("import", good_file)[0] == 0
     code, _, err = cli("show", "nope")
-    assert code == 1 and "no trajectory 'nope'" in err
+    assert code == 1 and err == f"error: no trajectory starting with 'nope' in {db}\n"
     assert TrajectoryStore(db).count() == 12
 
 
@@ -184,4 +186,119 @@ def test_error_lines_keep_brackets(cli: Cli, good_file: Path, tmp_path: Path) ->
     db = tmp_path / "t.db"
     assert cli("import", good_file, "--store", db)[0] == 0
     code, _, err = cli("show", "x[call_0_0]", "--store", db)
-    assert code == 1 and err == f"error: no trajectory 'x[call_0_0]' in {db}\n"
+    assert code == 1 and err == f"error: no trajectory starting with 'x[call_0_0]' in {db}\n"
+
+
+@pytest.fixture
+def wide_db(tmp_path: Path) -> tuple[Path, list[str]]:
+    """Trajectories as a rollout writes them: uuid ids, a generated run id, long task ids."""
+    trajs = []
+    for i in range(6):
+        t = synthetic_trajectory(i, run_id="run-0a1b2c3d4e5f", env="calculator")
+        task = t.task.model_copy(update={"id": f"calculator-{uuid.uuid4().hex[:12]}"})
+        trajs.append(t.model_copy(update={"id": uuid.uuid4().hex, "task": task}))
+    db = tmp_path / "runs" / "t.db"
+    with TrajectoryStore(db) as store:
+        store.add_many(trajs)
+    return db, [t.id for t in trajs]
+
+
+def test_ls_fits_80_columns_with_short_ids_that_show_accepts(
+    cli: Cli, wide_db: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, ids = wide_db
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = cli("ls", "--store", db)
+    assert code == 0
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines), out
+    assert "…" not in out  # no cell cut short
+    header = lines[1].split()
+    assert header[0] == "id" and {"run", "task", "status", "reward"} <= set(header), header
+    rows = lines[3 : 3 + len(ids)]
+    assert all("run-0a1b2c3d4e5f" in row and "calculator-" in row for row in rows), out
+    short_ids = [row.split()[0] for row in rows]
+    assert sorted(short_ids) == sorted(i[:8] for i in ids)
+    assert re.search(r"left out at 80 columns: sample, tokens\b", out), out
+    for short_id, full in zip(short_ids, ids[::-1], strict=True):
+        code, shown, err = cli("show", short_id, "--json", "--store", db)
+        assert code == 0 and json.loads(shown)["id"] == full, err
+
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = cli("ls", "--store", db)
+    assert code == 0 and "left out" not in out and "tokens" in out.splitlines()[1]
+
+
+def test_run_prefix_in_every_data_command(cli: Cli, good_file: Path, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    assert cli("import", good_file, "--run", "imported", "--store", db)[0] == 0
+    with TrajectoryStore(db) as store:
+        store.set_run("improved", {})  # started, nothing stored yet
+        store.set_run("baseline", {})
+        store.add(synthetic_trajectory(99, run_id="baseline"))
+    code, out, _ = cli("ls", "--run", "ba", "--json", "--store", db)
+    assert code == 0 and [r["run_id"] for r in json.loads(out)] == ["baseline"]
+    code, out, _ = cli("stats", "--run", "bas", "--json", "--store", db)
+    assert code == 0 and list(json.loads(out)["by_run"]) == ["baseline"]
+    export = tmp_path / "out.jsonl"
+    code, out, _ = cli("export", "--out", export, "--run", "b", "--store", db)
+    assert code == 0 and [t.run_id for t in load_trajectories(export)] == ["baseline"]
+    code, _, err = cli("ls", "--run", "im", "--store", db)
+    assert code == 1 and err == (
+        f"error: --run: 'im' is the start of several run ids in {db}: imported, improved; "
+        "give more characters\n"
+    )
+    code, _, err = cli("show", "synthetic-000000", "--store", db)
+    assert code == 1 and "several trajectory ids" in err and "synthetic-0000001, " in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("ls", "--status", "okk"), "--status: 'okk' is not one of ok, truncated, error, timeout"),
+        (("stats", "--env", "calcc"), "--env: 'calcc' is not one of calc, py (the envs in {db})"),
+        (("export", "--out", "o.jsonl", "--run", "zz"), "--run: no run starting with 'zz' in {db}"),
+        (("ls", "--limit", "0"), "--limit: must be at least 1, got 0"),
+        (("export", "--out", "o.jsonl", "--limit", "-3"), "--limit: must be at least 1, got -3"),
+        (
+            ("ls", "--min-reward", "0.9", "--max-reward", "0.1"),
+            "--min-reward: 0.9 is above --max-reward 0.1; nothing can match",
+        ),
+        (("stats", "--max-reward", "nan"), "--max-reward: must be a finite number, got nan"),
+    ],
+)
+def test_bad_filter_values_are_refused_naming_the_option(
+    cli: Cli, good_file: Path, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    db = tmp_path / "t.db"
+    assert cli("import", good_file, "--store", db)[0] == 0
+    code, out, err = cli(*args, "--store", db)
+    assert (code, out, err) == (1, "", f"error: {message.format(db=db)}\n")
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("args", [("ls",), ("show", "x"), ("import", "GOOD")])
+def test_foreign_sqlite_file_is_refused_and_left_alone(
+    cli: Cli, good_file: Path, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    db = tmp_path / "x.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE users (name TEXT)")
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    argv = [good_file if a == "GOOD" else a for a in args]
+    code, _, err = cli(*argv, "--store", db)
+    assert (code, err) == (
+        1,
+        f"error: {db} is a SQLite database but not a trajforge store (no trajectories table)\n",
+    )
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([db.name, good_file.name])
+
+
+def test_non_sqlite_file_is_refused(cli: Cli, tmp_path: Path) -> None:
+    db = tmp_path / "notes.db"
+    db.write_text("hello\n" * 200)
+    code, _, err = cli("stats", "--store", db)
+    assert (code, err) == (1, f"error: {db} is not a SQLite database, so not a trajforge store\n")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from trajforge.cli.main import app
@@ -62,3 +65,57 @@ def test_tool_bad_args_json_is_a_config_error() -> None:
     assert (
         "--args: invalid JSON" in str(result.exception) or "--args: invalid JSON" in result.output
     )
+
+
+def test_envs_env_shows_a_user_files_tools_with_schemas() -> None:
+    result = runner.invoke(app, ["envs", "--env", f"{EXAMPLE}:make_env", "--json"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert shown["description"].startswith("A custom environment in a few lines")
+    [tool] = shown["tools"]
+    assert tool["function"]["name"] == "to_fahrenheit"
+    assert tool["function"]["description"] == "Convert a temperature from Celsius to Fahrenheit."
+    assert tool["function"]["parameters"] == {
+        "type": "object",
+        "properties": {"celsius": {"type": "number", "description": "Degrees Celsius."}},
+        "required": ["celsius"],
+    }
+
+
+@pytest.fixture
+def in_example_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The example's folder as the current directory, as when a user runs from their project."""
+    monkeypatch.chdir(EXAMPLE.parent)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(EXAMPLE.parent))])
+    yield
+    sys.modules.pop("my_env", None)
+
+
+@pytest.mark.usefixtures("in_example_dir")
+def test_envs_env_resolves_a_module_from_the_current_directory() -> None:
+    result = runner.invoke(app, ["envs", "--env", "my_env:make_env"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("my_env:make_env  A custom environment")
+    assert any(line.startswith("╭─ to_fahrenheit ─") for line in lines), result.output
+    assert "Convert a temperature from Celsius to Fahrenheit." in result.output
+    assert '"celsius": {' in result.output and '"type": "number"' in result.output
+    assert all(len(line) <= 80 for line in lines)
+
+
+@pytest.mark.usefixtures("in_example_dir")
+def test_envs_env_unknown_module_names_where_it_looked() -> None:
+    result = runner.invoke(app, ["envs", "--env", "no_such_env_module:make_env"])
+    assert result.exit_code == 1
+    assert str(result.exception) == (
+        "env 'no_such_env_module:make_env': cannot import module 'no_such_env_module': "
+        f"it is neither on the Python path nor in {EXAMPLE.parent}"
+    )
+
+
+def test_envs_env_builtin_lists_every_tool() -> None:
+    result = runner.invoke(app, ["envs", "--env", "search", "--json"])
+    assert result.exit_code == 0, result.output
+    tools = {t["function"]["name"]: t["function"] for t in json.loads(result.output)["tools"]}
+    assert list(tools) == ["search", "open"]
+    assert tools["open"]["parameters"]["required"] == ["doc_id"]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 import statistics
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +53,7 @@ def test_wal_mode_and_tables(store: TrajectoryStore) -> None:
 
 def test_filters_match_a_python_filter(store: TrajectoryStore) -> None:
     trajs = _trajs()
-    cases = [
+    cases: list[tuple[dict[str, Any], Callable[[Trajectory], bool]]] = [
         ({"run": "r1"}, lambda t: t.run_id == "r1"),
         ({"env": "py", "status": "ok"}, lambda t: t.env == "py" and t.outcome.status == "ok"),
         ({"task": "task-51"}, lambda t: t.task.id == "task-51"),
@@ -192,10 +194,3 @@ def test_threads_sharing_one_store(tmp_path: Path) -> None:
     with TrajectoryStore(tmp_path / "s.db") as st, ThreadPoolExecutor(4) as pool:
         added = list(pool.map(st.add_many, [trajs[k : k + 10] for k in range(0, 80, 10)]))
         assert added == [10] * 8 and st.count() == 80
-
-
-def test_not_a_database_is_a_store_error(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
-    path.write_text("not sqlite at all, " * 100)
-    with pytest.raises(StoreError, match=r"s\.db: file is not a database"):
-        TrajectoryStore(path)

@@ -2,35 +2,86 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
-from trajforge.errors import StoreError
+from trajforge.errors import ConfigError, StoreError
+from trajforge.schema import OutcomeStatus
 
-RunFilter = Annotated[str | None, typer.Option("--run", help="Only this run id.")]
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
+    from trajforge.store import TrajectoryStore
+
+STATUSES = tuple(status.value for status in OutcomeStatus)
+SHORT_ID_LENGTH = 8
+
+RunFilter = Annotated[
+    str | None, typer.Option("--run", help="Only this run id (or a unique prefix of it).")
+]
 EnvFilter = Annotated[str | None, typer.Option("--env", help="Only this environment.")]
 StatusFilter = Annotated[
     str | None,
-    typer.Option("--status", help="Only this outcome status (ok, truncated, error, timeout)."),
+    typer.Option("--status", help=f"Only this outcome status ({', '.join(STATUSES)})."),
 ]
 MinReward = Annotated[float | None, typer.Option("--min-reward", help="Only rewards >= this.")]
 MaxReward = Annotated[float | None, typer.Option("--max-reward", help="Only rewards <= this.")]
-Limit = Annotated[
-    int | None, typer.Option("--limit", min=1, help="At most this many trajectories.")
-]
+Limit = Annotated[int | None, typer.Option("--limit", help="At most this many trajectories.")]
+
+# ls columns in display order, and the order they are left out in when the terminal is narrow.
+_LS_COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
+    ("id", "left"),
+    ("run", "left"),
+    ("env", "left"),
+    ("task", "left"),
+    ("sample", "right"),
+    ("status", "left"),
+    ("reward", "right"),
+    ("turns", "right"),
+    ("tokens", "right"),
+    ("created", "left"),
+)
+_LS_DROP_ORDER = ("sample", "tokens", "created", "turns", "env", "run", "task")
 
 
 def _filters(
+    st: TrajectoryStore,
     run: str | None,
     env: str | None,
     status: str | None,
     min_reward: float | None,
     max_reward: float | None,
 ) -> dict[str, Any]:
+    """The store filters the options ask for, with ``--run`` resolved from a unique prefix.
+
+    A value that cannot match (a misspelt status or env, an empty reward range) is refused
+    rather than answered with an empty listing that looks like missing data.
+    """
+    if status is not None and status not in STATUSES:
+        raise ConfigError(f"--status: {status!r} is not one of {', '.join(STATUSES)}")
+    for option, value in (("--min-reward", min_reward), ("--max-reward", max_reward)):
+        if value is not None and not math.isfinite(value):
+            raise ConfigError(f"{option}: must be a finite number, got {value}")
+    if min_reward is not None and max_reward is not None and min_reward > max_reward:
+        raise ConfigError(
+            f"--min-reward: {min_reward:g} is above --max-reward {max_reward:g}; nothing can match"
+        )
+    if env is not None:
+        known = st.envs()
+        if known and env not in known:
+            raise ConfigError(
+                f"--env: {env!r} is not one of {', '.join(known)} (the envs in {st.path})"
+            )
+    if run is not None:
+        try:
+            run = st.resolve_run_id(run)
+        except StoreError as exc:
+            raise StoreError(f"--run: {exc}") from None
     return {
         "run": run,
         "env": env,
@@ -38,6 +89,11 @@ def _filters(
         "min_reward": min_reward,
         "max_reward": max_reward,
     }
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit: must be at least 1, got {limit}")
 
 
 def open_store(store: Path | None, *, create: bool = False) -> Any:
@@ -92,58 +148,58 @@ def ls(
     status: StatusFilter = None,
     min_reward: MinReward = None,
     max_reward: MaxReward = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many rows.")] = 50,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many rows.")] = 50,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
-    """List stored trajectories, newest first."""
-    filters = _filters(run, env, status, min_reward, max_reward)
+    """List stored trajectories, newest first, with short ids that any command accepts."""
+    _check_limit(limit)
     with open_store(store) as st:
+        filters = _filters(st, run, env, status, min_reward, max_reward)
         rows = st.summaries(limit=limit, **filters)
         total = st.count(**filters)
+        short_ids = st.short_ids([r["id"] for r in rows], minimum=SHORT_ID_LENGTH)
     if as_json:
         print_json(rows)
         return
-    from rich.table import Table
+    from rich.markup import escape
 
-    table = Table(title=f"{len(rows)} of {total} trajectories", title_justify="left")
-    for name, justify in (
-        ("id", "left"),
-        ("run", "left"),
-        ("env", "left"),
-        ("task", "left"),
-        ("sample", "right"),
-        ("status", "left"),
-        ("reward", "right"),
-        ("turns", "right"),
-        ("tokens", "right"),
-        ("created", "left"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for r in rows:
-        table.add_row(
-            r["id"],
-            r["run_id"] or "",
-            r["env"] or "",
-            r["task_id"],
+    from trajforge.cli.render import fitted_table
+
+    cells = [
+        [
+            escape(short_id),
+            escape(r["run_id"] or ""),
+            escape(r["env"] or ""),
+            escape(r["task_id"]),
             "" if r["sample_index"] is None else str(r["sample_index"]),
             _status_text(r["status"]),
             _num(r["reward"]),
             str(r["turns"]),
             str(r["tokens"]),
             time.strftime("%m-%d %H:%M", time.localtime(r["created_at"])),
-        )
+        ]
+        for r, short_id in zip(rows, short_ids, strict=True)
+    ]
+    title = f"{len(rows)} of {total} trajectories"
+    table, hidden = fitted_table(console, title, _LS_COLUMNS, cells, _LS_DROP_ORDER)
     console.print(table)
+    if hidden and rows:
+        console.print(
+            f"[dim]left out at {console.width} columns: {', '.join(hidden)} (--json has all)[/dim]"
+        )
 
 
 def show(
-    traj_id: Annotated[str, typer.Argument(metavar="ID", help="The trajectory id.")],
+    traj_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The trajectory id, or a unique prefix of it.")
+    ],
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
     """Show one trajectory turn by turn: messages, tool calls, tool results, reward and scores."""
     with open_store(store) as st:
-        traj = st.get(traj_id)
+        traj = st.get(st.resolve_trajectory_id(traj_id))
     if as_json:
         print_json(traj.model_dump(mode="json"))
         return
@@ -163,7 +219,7 @@ def stats(
 ) -> None:
     """Counts, reward mean/std and status breakdown, overall and per run and environment."""
     with open_store(store) as st:
-        result = st.stats(**_filters(run, env, status, min_reward, max_reward))
+        result = st.stats(**_filters(st, run, env, status, min_reward, max_reward))
     if as_json:
         print_json(result)
         return
@@ -202,8 +258,11 @@ def export(
     store: StoreOption = None,
 ) -> None:
     """Export matching trajectories to a JSONL file."""
-    with open_store(store) as st, console.status(f"exporting to {out}"):
-        n = st.export_jsonl(out, limit=limit, **_filters(run, env, status, min_reward, max_reward))
+    _check_limit(limit)
+    with open_store(store) as st:
+        filters = _filters(st, run, env, status, min_reward, max_reward)
+        with console.status(f"exporting to {out}"):
+            n = st.export_jsonl(out, limit=limit, **filters)
     console.print(f"exported {n} trajectories to {out}", soft_wrap=True)
 
 

@@ -11,13 +11,25 @@ import typer
 from trajforge.cli.common import JsonOption, console, err_console, print_json
 from trajforge.errors import ConfigError
 
+EnvSpec = Annotated[
+    str | None,
+    typer.Option(
+        "--env",
+        help="Show this environment's tools with their JSON schemas: a built-in name, "
+        "module:factory (from the Python path or the current directory) or file.py:factory.",
+    ),
+]
 
-def envs(json_output: JsonOption = False) -> None:
-    """List the built-in environments with their descriptions and tools."""
+
+def envs(env: EnvSpec = None, json_output: JsonOption = False) -> None:
+    """List the built-in environments with their descriptions and tools, or show one in full."""
     from rich.table import Table
 
     from trajforge.envs.registry import builtin_names, get_env
 
+    if env is not None:
+        _show_env(env, json_output)
+        return
     rows: list[dict[str, Any]] = []
     for name in builtin_names():
         try:
@@ -37,6 +49,38 @@ def envs(json_output: JsonOption = False) -> None:
     for row in rows:
         table.add_row(row["name"], row["description"], ", ".join(row["tools"]))
     console.print(table)
+
+
+def _show_env(spec: str, json_output: bool) -> None:
+    """One environment's description and, for each tool, its description and parameter schema."""
+    from rich.console import Group
+    from rich.json import JSON
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from trajforge.envs.registry import get_env
+
+    entry = get_env(spec)
+    tools = [t.to_openai() for t in entry.make().tools]
+    if json_output:
+        print_json({"name": entry.name, "description": entry.description, "tools": tools})
+        return
+    console.print(f"[bold]{escape(entry.name)}[/bold]  {escape(entry.description)}")
+    if not tools:
+        console.print("[dim]no tools[/dim]")
+    for tool in tools:
+        function = tool["function"]
+        console.print(
+            Panel(
+                Group(
+                    Text(function.get("description") or "(no description)"),
+                    JSON.from_data(function.get("parameters", {}), indent=2),
+                ),
+                title=f"[bold]{escape(function['name'])}[/bold]",
+                title_align="left",
+            )
+        )
 
 
 def call_tool(

@@ -1,11 +1,15 @@
-"""Terminal rendering of one trajectory: a header, one Rich panel per message, then the verdicts."""
+"""Terminal rendering: one trajectory (a header, one Rich panel per message, then the verdicts)
+and listings that fit the terminal's width."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
-from rich.console import Console, Group
+from rich import box
+from rich.console import Console, Group, JustifyMethod
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -14,6 +18,44 @@ from trajforge.schema import Message, Role, Trajectory
 
 _ROLE_STYLE = {Role.SYSTEM: "dim", Role.USER: "cyan", Role.ASSISTANT: "green", Role.TOOL: "yellow"}
 _MAX_TOOL_RESULT = 2000
+_UNBOUNDED = 1_000_000
+
+
+def fitted_table(
+    console: Console,
+    title: str,
+    columns: Sequence[tuple[str, JustifyMethod]],
+    rows: Sequence[Sequence[str]],
+    drop_order: Sequence[str],
+) -> tuple[Table, list[str]]:
+    """A table of ``rows`` whose cells are never wrapped nor cut, and the columns it leaves out.
+
+    While the table is wider than the console, the next column of ``drop_order`` is left out:
+    a listing missing its least useful columns reads better than one whose every cell ends in
+    an ellipsis. Only if it is still too wide once all of them are gone does Rich shrink cells.
+    """
+    hidden: list[str] = []
+    pending = list(drop_order)
+    while True:
+        table = Table(
+            title=title,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+        )
+        kept = [k for k, (name, _) in enumerate(columns) if name not in hidden]
+        for k in kept:
+            name, justify = columns[k]
+            table.add_column(name, justify=justify, no_wrap=True)
+        for row in rows:
+            table.add_row(*(row[k] for k in kept))
+        # Measured without the console's limit, which would clamp the width being tested.
+        unbounded = console.options.update_width(_UNBOUNDED)
+        if not pending or Measurement.get(console, unbounded, table).maximum <= console.width:
+            return table, hidden
+        hidden.append(pending.pop(0))
 
 
 def render_trajectory(traj: Trajectory, console: Console) -> None:

@@ -26,10 +26,15 @@ class StepResult:
 
 
 class Env(ABC):
-    """An environment the agent acts in. Subclasses set ``name`` and ``tools``."""
+    """An environment the agent acts in. Subclasses set ``name`` and ``tools``.
+
+    ``times_out_tools`` says that the env bounds its own tool calls (a slow tool becomes a
+    message the model reads); the rollout engine's per-step timeout is then only a backstop.
+    """
 
     name: str = "env"
     tools: list[ToolSpec]
+    times_out_tools: bool = False
 
     def __init__(self) -> None:
         self.tools = []
@@ -41,6 +46,12 @@ class Env(ABC):
     @abstractmethod
     async def step(self, action: Message) -> StepResult:
         """Apply the assistant's message; answer every tool call it makes exactly once."""
+
+    def adopt_limits(  # noqa: B027 - an env without turn or tool limits of its own takes none
+        self, *, max_turns: int | None, tool_timeout_s: float | None
+    ) -> None:
+        """Take a run's limits as the env's own where it enforces them itself (``None``: keep
+        the env's). Called once per episode, before ``reset``."""
 
     async def close(self) -> None:  # noqa: B027 - most envs hold nothing to release
         """Release whatever the episode holds (processes, connections, temp dirs)."""

@@ -1,7 +1,8 @@
 """The environment registry: built-in names and user environments given as ``module:factory``.
 
 A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``),
-``package.module:factory`` (a module on the Python path) or ``path/to/file.py:factory``.
+``package.module:factory`` (a module on the Python path or in the current directory) or
+``path/to/file.py:factory``.
 
 A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, seed, split)``
 and ``expert(task, messages)``; its description is ``DESCRIPTION`` or its docstring's first line.
@@ -31,7 +32,7 @@ from typing import Any
 from trajforge.envs.base import Env
 from trajforge.envs.taskset import TEST, TRAIN, TaskSet
 from trajforge.errors import ConfigError
-from trajforge.schema import Message, Task
+from trajforge.schema import ExpertFn, Message, Task
 
 BUILTIN_MODULES: dict[str, str] = {
     "calculator": "trajforge.envs.builtin.calculator",
@@ -43,7 +44,6 @@ BUILTIN_MODULES: dict[str, str] = {
 USER_TEST_FRACTION = 0.1
 
 TasksFn = Callable[[int, int, str], list[Task]]
-ExpertFn = Callable[[Task, list[Message]], str | None]
 
 
 def _no_expert(task: Task, messages: list[Message]) -> str | None:
@@ -171,9 +171,20 @@ def _load_module(spec: str, target: str) -> ModuleType:
             del sys.modules[module_name]
             raise
         return module
+    # The ``trajforge`` script's sys.path starts at its own folder, not the current directory
+    # as ``python -m`` would; appended last, a user's file never shadows an installed module.
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.append(cwd)
+    importlib.invalidate_caches()
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as exc:
+        if exc.name == target.partition(".")[0]:
+            raise ConfigError(
+                f"env {spec!r}: cannot import module {target!r}: "
+                f"it is neither on the Python path nor in {cwd}"
+            ) from None
         raise ConfigError(f"env {spec!r}: cannot import module {target!r}: {exc}") from None
 
 

@@ -22,11 +22,10 @@ from typing import Any
 from trajforge.envs.base import Env, StepResult
 from trajforge.envs.tool import Tool, ToolArgumentError, ToolContext, ToolError, tool
 from trajforge.errors import TrajforgeError
-from trajforge.schema import Message, Role, Task, Timing, ToolCall
+from trajforge.schema import ExpertFn, Message, Role, Task, Timing, ToolCall
 
 Verifier = Callable[[Task, list[Message]], float | Awaitable[float]]
 Hook = Callable[[ToolContext], Awaitable[None] | None]
-ExpertFn = Callable[[Task, list[Message]], str | None]
 
 DEFAULT_SYSTEM_PROMPT = (
     "Solve the task using the tools. Call a tool, read its result, and repeat as needed. "
@@ -88,6 +87,8 @@ class ToolEnv(Env):
         max_result_chars: Longer tool results are cut to this length, with a note saying so.
     """
 
+    times_out_tools = True
+
     def __init__(
         self,
         tools: Iterable[Tool | Callable[..., Any]],
@@ -140,6 +141,14 @@ class ToolEnv(Env):
                 f"env {self.name!r}: reset(task) must be called before the episode starts"
             )
         return self.context.task
+
+    def adopt_limits(self, *, max_turns: int | None, tool_timeout_s: float | None) -> None:
+        # Enforced here rather than by the engine: a slow tool becomes a message the model
+        # reads, and the verifier still scores a conversation cut at max_turns.
+        if tool_timeout_s is not None:
+            self.tool_timeout = tool_timeout_s
+        if max_turns is not None:
+            self.max_turns = max_turns
 
     async def reset(self, task: Task) -> list[Message]:
         if self.context is not None:

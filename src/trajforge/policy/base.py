@@ -61,6 +61,8 @@ class Policy(ABC):
     """Something that answers a conversation: a local model, a server, or a script."""
 
     name: str = "policy"
+    max_context_tokens: int | None = None
+    """Prompt plus completion tokens the policy can hold (``None``: unknown, e.g. a server)."""
 
     @property
     def precision(self) -> str | None:

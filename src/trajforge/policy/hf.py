@@ -94,7 +94,8 @@ class HFPolicy(TokenPolicy):
             eos_token_ids if eos_token_ids is not None else _eos_ids(model, tokenizer)
         )
         config = model.config.get_text_config(decoder=True)
-        self.max_context_tokens = max_context_tokens or int(config.max_position_embeddings)
+        self.context_window = max_context_tokens or int(config.max_position_embeddings)
+        self.max_context_tokens = self.context_window
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
         self.prefix_cache = (
             PrefixCache(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
@@ -139,11 +140,11 @@ class HFPolicy(TokenPolicy):
             raise GenerationError(
                 f"generate: token id {bad} is outside the model's vocabulary (0..{self.vocab_size - 1})"
             )
-        room = self.max_context_tokens - len(prompt_ids)
+        room = self.context_window - len(prompt_ids)
         if room <= 0:
             raise GenerationError(
                 f"generate: the prompt has {len(prompt_ids)} tokens, the model's context holds "
-                f"{self.max_context_tokens}"
+                f"{self.context_window}"
             )
         if sampling.max_new_tokens == 0:
             return Completion(token_ids=[], logprobs=[], text="", finish_reason=FinishReason.LENGTH)

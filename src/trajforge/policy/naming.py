@@ -9,20 +9,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
-from trajforge.schema import Message, Task
+from trajforge.schema import ExpertFn, Message, Task
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from trajforge.policy.scripted import ReplyFn
 
-ExpertFn = Callable[[Task, list[Message]], str | None]
 
 OPENAI_PREFIX = "openai:"
 SMOLLM2_NAMES = frozenset({"embedded", "tiny", "expert", "scripted"})

@@ -18,7 +18,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from trajforge.envs.base import Env
-from trajforge.envs.tool_env import ToolEnv
 from trajforge.policy.base import ChatSession, Policy, SamplingParams
 from trajforge.rollout.limits import EndReason, Limits
 from trajforge.rollout.seeding import derive_seed
@@ -35,7 +34,7 @@ from trajforge.schema import (
 
 EnvFactory = Callable[[], Env]
 
-# How long after its own tool timeout a ToolEnv gets to answer before the engine cuts the step.
+# How long after its own tool timeout an env that times out its tools gets to answer before the engine cuts the step.
 BACKSTOP_GRACE_S = 1.0
 
 
@@ -143,15 +142,6 @@ class Episode:
         except Exception as exc:
             self._end(OutcomeStatus.ERROR, failure, describe_error(exc))
 
-    def _configure_env(self, env: Env) -> None:
-        # A ToolEnv enforces these itself: a slow tool becomes a message the model reads, and
-        # its verifier still scores a conversation cut at max_turns.
-        if isinstance(env, ToolEnv):
-            if self.limits.tool_timeout_s is not None:
-                env.tool_timeout = self.limits.tool_timeout_s
-            if self.limits.max_turns is not None:
-                env.max_turns = self.limits.max_turns
-
     async def start(self) -> None:
         """Make the environment, reset it on the task and open the policy's session."""
         loop = asyncio.get_running_loop()
@@ -161,7 +151,9 @@ class Episode:
         opening: list[Message] = []
         async with self._phase(EndReason.ENV_ERROR):
             self.env = self.env_factory()
-            self._configure_env(self.env)
+            self.env.adopt_limits(
+                max_turns=self.limits.max_turns, tool_timeout_s=self.limits.tool_timeout_s
+            )
             opening = await self.env.reset(self.key.task)
         if not self.live or self.env is None:
             return
@@ -173,8 +165,8 @@ class Episode:
     def _context_limit(self) -> int | None:
         # A local model's own window (HFPolicy.max_context_tokens) bounds the context too, so a
         # full window truncates the episode instead of failing the generation.
-        limits = [self.limits.max_context_tokens, getattr(self.policy, "max_context_tokens", None)]
-        known = [n for n in limits if isinstance(n, int)]
+        limits = [self.limits.max_context_tokens, self.policy.max_context_tokens]
+        known = [n for n in limits if n is not None]
         return min(known) if known else None
 
     def _token_cap(self) -> tuple[int, EndReason] | None:
@@ -242,7 +234,7 @@ class Episode:
         budget = None
         if self.limits.tool_timeout_s is not None:
             budget = self.limits.tool_timeout_s * max(1, len(message.tool_calls))
-            if isinstance(self.env, ToolEnv):
+            if self.env.times_out_tools:
                 # The env times its tools out itself (the model reads an error message); the
                 # engine's limit is only a backstop behind it.
                 budget += BACKSTOP_GRACE_S

@@ -8,6 +8,7 @@ from typing import Any
 from trajforge.schema.trajectory import (
     Evaluator,
     EvaluatorKind,
+    ExpertFn,
     FunctionSpec,
     Message,
     Outcome,
@@ -42,6 +43,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Evaluator",
     "EvaluatorKind",
+    "ExpertFn",
     "FunctionSpec",
     "Message",
     "Outcome",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
@@ -139,6 +140,11 @@ class Task(Strict):
     data: dict[str, Any] = Field(default_factory=dict)
     split: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+ExpertFn = Callable[[Task, list[Message]], str | None]
+"""A scripted expert: the next assistant reply (text tool protocol) for a task and the
+conversation so far, or ``None`` when it has nothing to say."""
 
 
 class Evaluator(Strict):

@@ -6,7 +6,9 @@ Kept apart from ``sqlite.py`` (connections, transactions, the public API) so eac
 from __future__ import annotations
 
 import math
+import sqlite3
 import zlib
+from pathlib import Path
 from typing import Any
 
 from trajforge.errors import StoreError
@@ -53,6 +55,22 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 """
 
+# The summary columns, in the order of ``summary_row``; a table called ``trajectories`` without
+# them belongs to some other program.
+SUMMARY_COLUMNS = (
+    "id",
+    "run_id",
+    "task_id",
+    "env",
+    "group_id",
+    "sample_index",
+    "status",
+    "reward",
+    "turns",
+    "tokens",
+    "created_at",
+)
+
 ORDER_COLUMNS = frozenset(
     {
         "created_at",
@@ -73,6 +91,36 @@ _ASSISTANT = Role.ASSISTANT
 _COMPRESS_LEVEL = 1
 # Bodies are several KB; 16 KiB pages keep most of a body on one page (ingest ~1.4x faster than 4 KiB).
 PAGE_SIZE = 16384
+
+
+def check_is_store(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
+    """Refuse a file that is not a trajforge store, before anything is written to it.
+
+    A SQLite file with no tables at all is a store yet to be set up when ``create`` is true;
+    one with other tables is someone else's database and is never touched.
+    """
+    try:
+        names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as exc:
+        if "not a database" not in str(exc):
+            raise StoreError(f"{path}: cannot read the store: {exc}") from exc
+        raise StoreError(f"{path} is not a SQLite database, so not a trajforge store") from None
+    if "trajectories" in names:
+        have = {row[1] for row in conn.execute("PRAGMA table_info(trajectories)")}
+        missing = [c for c in SUMMARY_COLUMNS if c not in have]
+        if missing:
+            raise StoreError(
+                f"{path} is a SQLite database but not a trajforge store "
+                f"(its trajectories table has no column {missing[0]})"
+            )
+        return
+    if create and not names:
+        return
+    if not names and path.stat().st_size == 0:
+        raise StoreError(f"{path} is an empty file, not a trajforge store")
+    raise StoreError(
+        f"{path} is a SQLite database but not a trajforge store (no trajectories table)"
+    )
 
 
 def encode_body(traj: Trajectory, *, compress: bool = False) -> bytes:

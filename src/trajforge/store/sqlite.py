@@ -14,7 +14,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -22,22 +22,27 @@ from typing import Any, TypeVar
 from trajforge.errors import StoreError
 from trajforge.formats.jsonl import write_trajectories
 from trajforge.schema import Score, Trajectory
+from trajforge.store import lookup
 from trajforge.store import rows as store_rows
 from trajforge.store.rows import (
     ORDER_COLUMNS,
     PAGE_SIZE,
     SCHEMA_SQL,
+    SUMMARY_COLUMNS,
     StatsTotals,
+    check_is_store,
     decode_body,
     encode_body,
     where_clause,
 )
+from trajforge.store.transaction import Transaction, is_busy
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 30.0
 WAL_CHECKPOINT_PAGES = 8192
 _BODY_CHUNK = 500  # bodies fetched per statement while streaming query results
+_SUMMARY_LIST = ", ".join(SUMMARY_COLUMNS)
 
 
 class TrajectoryStore:
@@ -47,7 +52,9 @@ class TrajectoryStore:
     writer holds the lock, for up to ``busy_timeout`` seconds.
 
     Args:
-        path: The database file; created (with its folder) if missing.
+        path: The database file; created (with its folder) if missing. A file that is not a
+            trajforge store (not SQLite, or another program's database) is a ``StoreError``
+            and is left untouched.
         busy_timeout: Seconds a write waits for other writers before failing.
         create: When False, a missing file is a ``StoreError`` instead of a new store.
         compress: zlib-compress the bodies this instance writes (smaller file, slower ingest);
@@ -76,6 +83,11 @@ class TrajectoryStore:
             )
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open store: {exc}") from exc
+        try:
+            check_is_store(self._conn, self.path, create=create)
+        except StoreError:
+            self._conn.close()
+            raise
         self._retry(self._setup)
 
     def _setup(self) -> None:
@@ -131,10 +143,8 @@ class TrajectoryStore:
 
     def _insert(self, rows: list[tuple[Trajectory, bytes]], skip_existing: bool) -> int:
         verb = "INSERT OR IGNORE" if skip_existing else "INSERT"
-        summary_sql = (
-            f"{verb} INTO trajectories (id, run_id, task_id, env, group_id, sample_index, status, "
-            "reward, turns, tokens, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-        )
+        marks = ",".join("?" * len(SUMMARY_COLUMNS))
+        summary_sql = f"{verb} INTO trajectories ({_SUMMARY_LIST}) VALUES ({marks})"
         bodies: list[tuple[int | None, bytes]] = []
         scores: list[tuple[int | None, str, float | None]] = []
         with self._write() as cur:
@@ -233,6 +243,25 @@ class TrajectoryStore:
             raise StoreError(f"no trajectory {traj_id!r} in {self.path}")
         return decode_body(row[0])
 
+    def resolve_trajectory_id(self, prefix: str) -> str:
+        """The stored trajectory id that is ``prefix`` or, failing that, the only one starting
+        with it (as git takes short hashes); ``StoreError`` when none or several do."""
+        return lookup.resolve_prefix(
+            self._read, lookup.TRAJECTORY_SOURCES, "trajectory", prefix, self.path
+        )
+
+    def resolve_run_id(self, prefix: str) -> str:
+        """Like ``resolve_trajectory_id`` for run ids (runs with metadata or trajectories)."""
+        return lookup.resolve_prefix(self._read, lookup.RUN_SOURCES, "run", prefix, self.path)
+
+    def short_ids(self, ids: Sequence[str], minimum: int = 8) -> list[str]:
+        """Each id cut to its shortest unique prefix of at least ``minimum`` characters."""
+        return lookup.short_ids(self._read, ids, minimum)
+
+    def envs(self) -> list[str]:
+        """The distinct environment names of the stored trajectories, sorted."""
+        return lookup.values_with_prefix(self._read, (("trajectories", "env"),), "")
+
     def __contains__(self, traj_id: object) -> bool:
         return (
             self._read("SELECT 1 FROM trajectories WHERE id = ?", (traj_id,)).fetchone() is not None
@@ -318,10 +347,7 @@ class TrajectoryStore:
     def summaries(self, limit: int | None = None, **filters: Any) -> list[dict[str, Any]]:
         """Summary rows (no bodies) matching the filters of ``query``, newest first."""
         where, params = where_clause(**filters)
-        sql = (
-            "SELECT id, run_id, task_id, env, group_id, sample_index, status, reward, turns, tokens, created_at "
-            f"FROM trajectories t {where} ORDER BY t.created_at DESC, t.rowid DESC"
-        )
+        sql = f"SELECT {_SUMMARY_LIST} FROM trajectories t {where} ORDER BY t.created_at DESC, t.rowid DESC"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
@@ -384,8 +410,8 @@ class TrajectoryStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
 
-    def _write(self) -> _Transaction:
-        return _Transaction(self._conn)
+    def _write(self) -> Transaction:
+        return Transaction(self._conn)
 
     def _retry(self, fn: Callable[[], T]) -> T:
         """Run a write, retrying while the database is locked by another process.
@@ -399,38 +425,9 @@ class TrajectoryStore:
                 with self._write_lock:
                     return fn()
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() >= deadline:
+                if not is_busy(exc) or time.monotonic() >= deadline:
                     raise StoreError(f"{self.path}: {exc}") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 0.25)
             except sqlite3.DatabaseError as exc:
                 raise StoreError(f"{self.path}: {exc}") from exc
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any error."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> sqlite3.Cursor:
-        self._conn.execute("BEGIN IMMEDIATE")
-        return self._conn.cursor()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if exc_type is None:
-                self._conn.execute("COMMIT")
-        finally:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
