@@ -7,8 +7,10 @@ import sys
 from typing import Annotated
 
 import typer
+from typer.exceptions import TyperException
 
 from trajforge.cli import (
+    config_cmds,
     data_cmds,
     env_cmds,
     eval_cmds,
@@ -47,7 +49,16 @@ def _main(
     _state["debug"] = debug
 
 
-for module in (data_cmds, env_cmds, policy_cmds, rollout_cmds, eval_cmds, train_cmds, run_cmds):
+for module in (
+    data_cmds,
+    env_cmds,
+    policy_cmds,
+    rollout_cmds,
+    eval_cmds,
+    train_cmds,
+    run_cmds,
+    config_cmds,
+):
     module.register(app)
 
 
@@ -68,10 +79,10 @@ def main() -> None:
     except Exception as exc:
         if debug:
             raise
-        from click.exceptions import ClickException
-
-        if isinstance(exc, ClickException):
-            exc.show()
+        # Typer carries its own copy of click, whose usage errors (an option out of range, a
+        # missing argument) derive from TyperException; they print as click formats them.
+        if isinstance(exc, TyperException) and callable(getattr(exc, "show", None)):
+            exc.show()  # type: ignore[attr-defined]
             raise SystemExit(exc.exit_code) from None
         from rich.markup import escape
 
