@@ -96,7 +96,9 @@ def test_a_finished_run_skips_done_stages_and_reruns_one_on_request(
 
 def test_experiment_errors_name_the_key(tmp_path: Path) -> None:
     bad = {**TINY_EXPERIMENT, "stages": [{"kind": "eval", "name": "base", "colour": "red"}]}
-    with pytest.raises(ConfigError, match=r"stages\.0\.eval\.colour: unknown key"):
+    with pytest.raises(
+        ConfigError, match=r"experiment\.yaml:\d+: stages\.base\.colour: unknown key"
+    ):
         load_experiment(write_experiment(tmp_path, bad))
     with pytest.raises(ConfigError, match="not found"):
         load_experiment(tmp_path / "missing.yaml")
@@ -105,20 +107,47 @@ def test_experiment_errors_name_the_key(tmp_path: Path) -> None:
         ExperimentRunner(exp, console=Console(quiet=True)).run(only="nope")
 
 
-@pytest.mark.parametrize("example", ["calculator", "gridworld"])
-def test_shipped_examples_are_valid_experiments(example: str) -> None:
-    from trajforge.envs.registry import get_env
-    from trajforge.train.config import RLConfig, SFTConfig, parse_config
+def test_a_bad_stage_config_stops_the_run_before_any_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(ExperimentRunner, "_eval", lambda self, model, run_id: ran.append(run_id))
+    exp = load_experiment(
+        write_experiment(tmp_path, TINY_EXPERIMENT), ["stages.rl.train.max_new_tokenz=8"]
+    )
+    runner = ExperimentRunner(exp, console=Console(quiet=True))
+    with pytest.raises(
+        ConfigError,
+        match=r"^override stages\.rl\.train\.max_new_tokenz=8: unknown key \(did you mean 'max_new_tokens'\?\)",
+    ):
+        runner.run()
+    assert ran == []
+    assert not runner.run_dir.exists()
 
-    path = Path(__file__).parents[2] / "examples" / example / "experiment.yaml"
-    exp = load_experiment(path)
-    assert exp.env == example
-    get_env(exp.env)
-    for stage in exp.stages:
-        if stage.kind == "sft":
-            parse_config({**stage.train, "data": {"jsonl": "x.jsonl"}}, SFTConfig)
-        elif stage.kind == "rl":
-            parse_config(stage.train, RLConfig)
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (RuntimeError("boom"), "RuntimeError: boom"),
+        (ConfigError("policy 'x': no"), "policy 'x': no"),
+        (KeyboardInterrupt(), "KeyboardInterrupt"),
+    ],
+)
+def test_a_failing_stage_is_recorded_failed_with_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException, expected: str
+) -> None:
+    def fail(self: ExperimentRunner, model: str, run_id: str) -> None:
+        raise error
+
+    monkeypatch.setattr(ExperimentRunner, "_eval", fail)
+    exp = load_experiment(write_experiment(tmp_path, TINY_EXPERIMENT))
+    runner = ExperimentRunner(exp, console=Console(quiet=True))
+    with pytest.raises(type(error)):
+        runner.run()
+    stages = json.loads((runner.run_dir / "results.json").read_text())["stages"]
+    assert [(s["name"], s["status"]) for s in stages] == [("base", "failed")]
+    assert stages[0]["error"] == expected
+    assert stages[0]["duration_s"] >= 0
 
 
 def test_experiment_precision_reaches_policies_and_training_stages(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""``trajforge run EXPERIMENT.yaml`` and ``trajforge report RUN``."""
+"""``trajforge run EXPERIMENT.yaml [KEY=VALUE ...]`` and ``trajforge report RUN``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,15 @@ from trajforge.cli.common import console, print_json
 
 def run_command(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML (see examples/).")],
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="KEY=VALUE",
+            help="Set keys over the file's: dotted keys, YAML values, stages by name "
+            "(stages.rl.train.steps=3).",
+            show_default=False,
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Run folder (default: out_dir/name).")
     ] = None,
@@ -24,7 +33,7 @@ def run_command(
     from trajforge.pipeline.runner import ExperimentRunner
     from trajforge.report.html import REPORT_FILE
 
-    exp = load_experiment(experiment)
+    exp = load_experiment(experiment, overrides or [])
     runner = ExperimentRunner(exp, out)
     results = runner.run(only=stage)
     if as_json:

@@ -1,4 +1,4 @@
-"""``trajforge train sft|dpo|rl --config FILE.yaml [--resume]``."""
+"""``trajforge train sft|dpo|rl --config FILE.yaml [--resume] [KEY=VALUE ...]``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,14 @@ ConfigOption = Annotated[
 ]
 ResumeOption = Annotated[
     bool, typer.Option("--resume", help="Continue from the latest checkpoint in output_dir.")
+]
+OverridesArgument = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="KEY=VALUE",
+        help="Set config keys over the file's: dotted keys, YAML values (optim.lr=1e-4).",
+        show_default=False,
+    ),
 ]
 
 
@@ -41,31 +49,38 @@ def _report(summary: dict[str, Any], as_json: bool) -> None:
     console.print(f"[green]done[/green] {summary['steps']} steps -> {summary['final']}  {shown}")
 
 
-def sft(config: ConfigOption, resume: ResumeOption = False, json_out: JsonOption = False) -> None:
+def sft(
+    config: ConfigOption,
+    overrides: OverridesArgument = None,
+    resume: ResumeOption = False,
+    json_out: JsonOption = False,
+) -> None:
     """Supervised fine-tuning on the assistant tokens of stored trajectories."""
-    from trajforge.errors import ConfigError
-    from trajforge.train.config import SFTConfig, load_config
+    from trajforge.train.config import SFTConfig, load_train_config
     from trajforge.train.data import load_source
     from trajforge.train.sft import SFTTrainer
 
-    cfg = load_config(config, SFTConfig)
-    if cfg.data is None:
-        raise ConfigError(f"{config}: data: required (data.jsonl or data.store)")
+    cfg = load_train_config(config, SFTConfig, overrides or [])
+    assert cfg.data is not None  # load_train_config refuses a config without data
     result = SFTTrainer(cfg, load_source(cfg.data)).train(resume=resume)
     _report(_summary(result, cfg.output_dir), json_out)
 
 
-def dpo(config: ConfigOption, resume: ResumeOption = False, json_out: JsonOption = False) -> None:
+def dpo(
+    config: ConfigOption,
+    overrides: OverridesArgument = None,
+    resume: ResumeOption = False,
+    json_out: JsonOption = False,
+) -> None:
     """DPO on preference pairs built from groups of stored trajectories."""
     from trajforge.curate import preference_pairs
-    from trajforge.errors import ConfigError, DataError
-    from trajforge.train.config import DPOConfig, load_config
+    from trajforge.errors import DataError
+    from trajforge.train.config import DPOConfig, load_train_config
     from trajforge.train.data import load_source
     from trajforge.train.dpo import DPOTrainer
 
-    cfg = load_config(config, DPOConfig)
-    if cfg.data is None:
-        raise ConfigError(f"{config}: data: required (data.jsonl or data.store)")
+    cfg = load_train_config(config, DPOConfig, overrides or [])
+    assert cfg.data is not None  # load_train_config refuses a config without data
     pairs = preference_pairs(load_source(cfg.data), score=cfg.score, min_margin=cfg.min_margin)
     if not pairs:
         raise DataError(
@@ -76,12 +91,17 @@ def dpo(config: ConfigOption, resume: ResumeOption = False, json_out: JsonOption
     _report(_summary(result, cfg.output_dir), json_out)
 
 
-def rl(config: ConfigOption, resume: ResumeOption = False, json_out: JsonOption = False) -> None:
+def rl(
+    config: ConfigOption,
+    overrides: OverridesArgument = None,
+    resume: ResumeOption = False,
+    json_out: JsonOption = False,
+) -> None:
     """On-policy RL: roll out groups, compute advantages, update, repeat."""
-    from trajforge.train.config import RLConfig, load_config
+    from trajforge.train.config import RLConfig, load_train_config
     from trajforge.train.rl import RLTrainer
 
-    cfg = load_config(config, RLConfig)
+    cfg = load_train_config(config, RLConfig, overrides or [])
     result = RLTrainer(cfg).train(resume=resume)
     _report(_summary(result, cfg.output_dir), json_out)
 

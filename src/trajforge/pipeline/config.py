@@ -1,103 +1,345 @@
-"""The experiment file: one YAML naming the env, the model and the stages of a run."""
+"""The experiment file: one YAML naming the env, the model and the stages of a run.
+
+``load_experiment`` reads it (with ``KEY=VALUE`` overrides that address stages by name).
+``sft_config`` and ``rl_config`` build a training stage's config, filled with what the
+experiment decides (model, data, output folder, env, store, seed); the runner trains with
+them and ``check_experiment`` validates them, so the check sees exactly what will run.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from trajforge.configfile import (
+    KeyPath,
+    Origin,
+    apply_overrides,
+    raise_problems,
+    read_yaml,
+    validate,
+)
 from trajforge.errors import ConfigError
 from trajforge.precision import Precision
+from trajforge.train.config import (
+    ConfigT,
+    RLConfig,
+    SFTConfig,
+    env_problem,
+    model_name_problem,
+)
+
+STORE_FILE = "store.db"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class EvalSettings(_Strict):
     """The held-out evaluation every ``eval`` stage repeats on the same tasks."""
 
     tasks: int = Field(default=50, ge=1)
+    """Tasks evaluated."""
     n: int = Field(default=1, ge=1)
-    split: str = "test"
+    """Samples per task (pass@k is reported for k up to n)."""
+    split: Literal["train", "test"] = "test"
+    """The env's task split to evaluate on."""
     seed: int = 0
+    """Seed of the task sample and of sampling."""
     temperature: float = Field(default=0.0, ge=0)
+    """Sampling temperature (0: greedy)."""
     max_turns: int = Field(default=4, ge=1)
+    """Assistant turns per episode."""
     max_new_tokens: int = Field(default=96, ge=1)
+    """Tokens per assistant turn."""
     max_batch_size: int = Field(default=25, ge=1)
+    """Sequences a local model decodes together (eval and demonstration stages)."""
 
 
 class EvalStage(_Strict):
+    """Evaluate the latest weights on the held-out tasks (``eval``)."""
+
     kind: Literal["eval"] = "eval"
-    name: str
+    """Stage kind."""
+    name: str = Field(examples=["base"])
+    """Stage name, unique in the experiment."""
 
 
 class DemonstrationStage(_Strict):
     """Trajectories from a teacher: the env's scripted expert, or any policy spec."""
 
     kind: Literal["demonstrations"] = "demonstrations"
+    """Stage kind."""
     name: str = "demonstrations"
+    """Stage name, unique in the experiment."""
     policy: str = "expert"
+    """The teacher: ``expert``, ``embedded``, ``tiny``, a model folder or
+    ``openai:<base_url>#<model>``."""
     tasks: int = Field(default=200, ge=1)
-    split: str = "train"
+    """Episodes, one per task."""
+    split: Literal["train", "test"] = "train"
+    """The env's task split."""
     seed: int = 0
+    """Seed of the task sample."""
     max_turns: int = Field(default=6, ge=1)
+    """Assistant turns per episode."""
 
 
 class SFTStage(_Strict):
     """Fine-tune on the successful demonstrations; ``train`` holds ``SFTConfig`` keys."""
 
     kind: Literal["sft"] = "sft"
+    """Stage kind."""
     name: str = "sft"
+    """Stage name, unique in the experiment."""
     demonstrations: str = "demonstrations"
+    """The earlier stage whose successful trajectories (reward >= 1) are the data."""
     train: dict[str, Any] = Field(default_factory=dict)
+    """``SFTConfig`` keys (``trajforge config show sft``). ``model.spec``, ``data.store`` and
+    ``data.run`` are set by the experiment (data filters such as ``data.limit`` are the
+    stage's; ``data.min_reward`` defaults to 1); ``output_dir`` and ``seed`` default to the
+    run's."""
 
 
 class RLStage(_Strict):
     """On-policy RL on the env; ``train`` holds ``RLConfig`` keys."""
 
     kind: Literal["rl"] = "rl"
+    """Stage kind."""
     name: str = "rl"
+    """Stage name, unique in the experiment."""
     train: dict[str, Any] = Field(default_factory=dict)
+    """``RLConfig`` keys (``trajforge config show rl``). ``model.spec`` is set by the
+    experiment; ``env``, ``output_dir``, ``seed`` and ``store`` default to the run's."""
 
 
 Stage = Annotated[EvalStage | DemonstrationStage | SFTStage | RLStage, Field(discriminator="kind")]
+STAGE_KINDS: tuple[type[BaseModel], ...] = (EvalStage, DemonstrationStage, SFTStage, RLStage)
+
+_EXAMPLE_STAGES = [
+    {"kind": "eval", "name": "base"},
+    {"kind": "demonstrations"},
+    {"kind": "sft"},
+    {"kind": "eval", "name": "after_sft"},
+    {"kind": "rl"},
+    {"kind": "eval", "name": "after_rl"},
+]
 
 
 class Experiment(_Strict):
-    """``precision`` applies to every stage: the eval and demonstration policies' weights, and
+    """A staged run: evaluations, demonstrations and training stages in order, in one folder.
+
+    ``precision`` applies to every stage: the eval and demonstration policies' weights, and
     the training stages' ``model.precision`` (unless a stage sets its own). ``auto`` is bf16
     where the hardware has it natively (a GPU, or a CPU with AMX or AVX512-BF16; roughly half
     the stage times there) and fp32 elsewhere; an explicit ``bf16`` needs native bf16."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
-    env: str
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", examples=["calculator"])
+    """Experiment name: the run folder is ``out_dir/name`` and run ids start with it."""
+    env: str = Field(examples=["calculator"])
+    """The environment: a built-in name, ``module:factory`` or ``file.py:factory``."""
     model: str = "embedded"
+    """The starting policy: ``embedded``, ``tiny``, a model folder (``expert`` or
+    ``openai:<base_url>#<model>`` only without training stages)."""
     seed: int = 0
+    """Seed of the training stages (unless their ``train`` sets one)."""
     precision: Precision = Precision.AUTO
+    """``auto``, ``fp32`` or ``bf16``, for every stage (see above)."""
     out_dir: Path = Path("runs")
+    """Folder that holds the run folder."""
     eval: EvalSettings = Field(default_factory=EvalSettings)
-    stages: list[Stage] = Field(min_length=1)
+    """The held-out evaluation of every ``eval`` stage."""
+    stages: list[Stage] = Field(min_length=1, examples=[_EXAMPLE_STAGES])
+    """The stages in order; each has a ``kind``: ``eval``, ``demonstrations``, ``sft`` or
+    ``rl``."""
 
-    @model_validator(mode="after")
-    def _unique_stage_names(self) -> Experiment:
-        names = [s.name for s in self.stages]
+    _origin: Origin | None = PrivateAttr(default=None)
+
+    @property
+    def origin(self) -> Origin:
+        """Where the keys came from: the file and its lines, else the code that built it."""
+        if self._origin is not None:
+            return self._origin
+        names: dict[KeyPath, str] = {("stages", i): s.name for i, s in enumerate(self.stages)}
+        return Origin("<experiment>", names=names)
+
+    @field_validator("stages")
+    @classmethod
+    def _stage_references(cls, stages: list[Stage]) -> list[Stage]:
+        names = [s.name for s in stages]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"stages: names must be unique, repeated: {dupes}")
-        for s in self.stages:
-            if isinstance(s, SFTStage) and s.demonstrations not in names:
+            raise ValueError(f"stage names must be unique, repeated: {', '.join(dupes)}")
+        for i, s in enumerate(stages):
+            if not isinstance(s, SFTStage):
+                continue
+            source = names.index(s.demonstrations) if s.demonstrations in names else None
+            if (
+                source is None
+                or source > i
+                or stages[source].kind not in ("demonstrations", "eval")
+            ):
                 raise ValueError(
-                    f"stages: sft stage {s.name!r} reads demonstrations {s.demonstrations!r}, which is not a stage"
+                    f"sft stage {s.name!r} reads demonstrations {s.demonstrations!r}, which is not "
+                    "an earlier demonstrations or eval stage"
                 )
-        return self
+        return stages
 
 
-def load_experiment(path: Path) -> Experiment:
-    """Read an experiment YAML; errors name the file and the key."""
-    from trajforge.train.config import load_config
-
+def load_experiment(path: Path, overrides: Iterable[str] = ()) -> Experiment:
+    """Read an experiment YAML and apply ``KEY=VALUE`` ``overrides``; errors name the file,
+    the line and the key (or the override)."""
     if not path.is_file():
         raise ConfigError(f"{path}: experiment file not found")
-    return load_config(path, Experiment)
+    data, origin = read_yaml(path)
+    _name_stages(data)
+    origin = apply_overrides(data, origin, overrides)
+    experiment = validate(data, Experiment, origin)
+    experiment._origin = origin
+    return experiment
+
+
+def _name_stages(data: dict[str, Any]) -> None:
+    """Write each unnamed stage's default name into the data, so that overrides and errors can
+    call it by that name (``stages.rl``) as the runner will."""
+    defaults = {
+        kind.model_fields["kind"].default: kind.model_fields["name"].default
+        for kind in STAGE_KINDS
+        if not kind.model_fields["name"].is_required()
+    }
+    stages = data.get("stages")
+    for stage in stages if isinstance(stages, list) else []:
+        if isinstance(stage, dict) and "name" not in stage and stage.get("kind") in defaults:
+            stage["name"] = defaults[stage["kind"]]
+
+
+def stage_dir(run_dir: Path, stage: Stage, attempt: int) -> Path:
+    """Where a training stage writes: ``run_dir/<name>`` (``<name>.<attempt>`` on re-runs)."""
+    return run_dir / (stage.name + (f".{attempt}" if attempt else ""))
+
+
+def sft_config(
+    exp: Experiment, index: int, *, model: str, run_dir: Path, attempt: int, demonstrations_run: str
+) -> SFTConfig:
+    """The config SFT stage ``index`` trains with, starting from weights ``model`` on the
+    successful trajectories of run ``demonstrations_run`` in the run's store."""
+    stage = exp.stages[index]
+    if not isinstance(stage, SFTStage):
+        raise TypeError(f"stage {stage.name!r} is a {stage.kind} stage, not sft")
+    at: KeyPath = ("stages", index, "train")
+    problems: list[str] = []
+    raw = dict(stage.train)
+    data = _own_section(
+        exp, raw, "data", at, {"jsonl", "store", "run"}, "the demonstrations stage", problems
+    )
+    raw["model"] = _model_section(exp, raw, model, at, problems)
+    raw["data"] = {
+        "min_reward": 1.0,
+        **data,
+        "store": str(run_dir / STORE_FILE),
+        "run": demonstrations_run,
+    }
+    raw.setdefault("output_dir", str(stage_dir(run_dir, stage, attempt)))
+    raw.setdefault("seed", exp.seed)
+    return _validated(exp, raw, SFTConfig, at, problems)
+
+
+def rl_config(exp: Experiment, index: int, *, model: str, run_dir: Path, attempt: int) -> RLConfig:
+    """The config RL stage ``index`` trains with, starting from weights ``model``."""
+    stage = exp.stages[index]
+    if not isinstance(stage, RLStage):
+        raise TypeError(f"stage {stage.name!r} is a {stage.kind} stage, not rl")
+    at: KeyPath = ("stages", index, "train")
+    problems: list[str] = []
+    raw = dict(stage.train)
+    raw["model"] = _model_section(exp, raw, model, at, problems)
+    raw.setdefault("env", exp.env)
+    raw.setdefault("output_dir", str(stage_dir(run_dir, stage, attempt)))
+    raw.setdefault("seed", exp.seed)
+    raw.setdefault("store", str(run_dir / STORE_FILE))
+    return _validated(exp, raw, RLConfig, at, problems)
+
+
+def _model_section(
+    exp: Experiment, raw: dict[str, Any], model: str, at: KeyPath, problems: list[str]
+) -> dict[str, Any]:
+    setter = "its model, then each training stage's output"
+    own = _own_section(exp, raw, "model", at, {"spec"}, setter, problems)
+    return {"precision": exp.precision, **own, "spec": model}
+
+
+def _own_section(
+    exp: Experiment,
+    raw: Mapping[str, Any],
+    key: str,
+    at: KeyPath,
+    taken: set[str],
+    setter: str,
+    problems: list[str],
+) -> dict[str, Any]:
+    """The stage's ``key`` mapping without the keys the experiment sets itself; a stage that
+    sets one of those gets a problem rather than being silently overruled."""
+    section = raw.get(key)
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        problems.append(exp.origin.problem((*at, key), "must be a mapping of keys"))
+        return {}
+    for name in sorted(taken & set(section)):
+        problems.append(
+            exp.origin.problem((*at, key, name), f"set by the experiment ({setter}); remove it")
+        )
+    return {k: v for k, v in section.items() if k not in taken}
+
+
+def _validated(
+    exp: Experiment, raw: dict[str, Any], cls: type[ConfigT], at: KeyPath, problems: list[str]
+) -> ConfigT:
+    """``cls`` from ``raw``; its errors and the ``problems`` found so far as one error."""
+    cfg = None
+    try:
+        cfg = validate(raw, cls, exp.origin, at)
+    except ConfigError as exc:
+        problems.append(str(exc))
+    raise_problems(problems)
+    assert cfg is not None  # validate either returned or left a problem
+    return cfg
+
+
+def check_experiment(exp: Experiment, run_dir: Path) -> None:
+    """Raise one ``ConfigError`` naming every problem a run of ``exp`` in ``run_dir`` would meet:
+    the env, the model and the teachers' names, and each training stage's config built as the
+    runner will build it. Nothing is loaded or written."""
+    origin = exp.origin
+    problems: list[str] = []
+    if found := env_problem(exp.env):
+        problems.append(origin.problem(("env",), found))
+    trains = any(isinstance(s, SFTStage | RLStage) for s in exp.stages)
+    if found := model_name_problem(exp.model, trainable=trains):
+        problems.append(origin.problem(("model",), found))
+    for i, stage in enumerate(exp.stages):
+        try:
+            if isinstance(stage, DemonstrationStage):
+                if found := model_name_problem(stage.policy, trainable=False):
+                    problems.append(origin.problem(("stages", i, "policy"), found))
+            elif isinstance(stage, SFTStage):
+                demonstrations_run = f"{exp.name}.{stage.demonstrations}"
+                sft_config(
+                    exp,
+                    i,
+                    model=exp.model,
+                    run_dir=run_dir,
+                    attempt=0,
+                    demonstrations_run=demonstrations_run,
+                )
+            elif isinstance(stage, RLStage):
+                cfg = rl_config(exp, i, model=exp.model, run_dir=run_dir, attempt=0)
+                if cfg.env != exp.env and (found := env_problem(cfg.env)):
+                    problems.append(origin.problem(("stages", i, "train", "env"), found))
+        except ConfigError as exc:
+            problems.append(str(exc))
+    raise_problems(problems)

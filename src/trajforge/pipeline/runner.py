@@ -17,19 +17,21 @@ from typing import Any
 
 from rich.console import Console
 
-from trajforge.errors import ConfigError
+from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.pipeline.config import (
+    STORE_FILE,
     DemonstrationStage,
     EvalStage,
     Experiment,
     RLStage,
     SFTStage,
     Stage,
+    check_experiment,
+    rl_config,
+    sft_config,
 )
 from trajforge.precision import describe_machine, resolve_precision, torch_dtype
 from trajforge.report.html import RESULTS_FILE
-
-STORE_FILE = "store.db"
 
 
 class ExperimentRunner:
@@ -104,6 +106,9 @@ class ExperimentRunner:
             raise ConfigError(
                 f"--stage: {only!r} is not a stage of {self.exp.name} ({', '.join(names)})"
             )
+        # Every stage's config is checked before the first one runs: a typo in the last stage
+        # must not surface after an hour of the earlier ones.
+        check_experiment(self.exp, self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.results["precision"] = {
             "asked": str(self.exp.precision),
@@ -130,7 +135,18 @@ class ExperimentRunner:
             self._put_record(
                 {"name": stage.name, "kind": stage.kind, "status": "running", "attempt": attempt}
             )
-            record = self._run_stage(i, stage, attempt)
+            try:
+                record = self._run_stage(i, stage, attempt)
+            except BaseException as exc:
+                # Whatever stops a stage (an error, Ctrl-C) is recorded, so results.json never
+                # shows a stage "running" that is not; the next run starts it again.
+                error = _error_text(exc)
+                self._put_record(
+                    {"name": stage.name, "kind": stage.kind, "status": "failed", "attempt": attempt,
+                     "duration_s": time.time() - start, "error": error, "text": f"failed: {error}"}
+                )  # fmt: skip
+                self.console.print(f"[red]{stage.name} failed[/red]")
+                raise
             record.update(
                 name=stage.name, kind=stage.kind, status="done", attempt=attempt,
                 duration_s=time.time() - start,
@@ -155,8 +171,8 @@ class ExperimentRunner:
         if isinstance(stage, DemonstrationStage):
             return self._demonstrations(stage, run_id)
         if isinstance(stage, SFTStage):
-            return self._sft(stage, model, attempt)
-        return self._rl(stage, model, attempt)
+            return self._sft(index, stage, model, attempt)
+        return self._rl(index, model, attempt)
 
     def _eval(self, model: str, run_id: str) -> dict[str, Any]:
         from trajforge.envs.registry import get_env
@@ -231,8 +247,7 @@ class ExperimentRunner:
         text = f"{len(trajectories)} episodes by {stage.policy}, {solved} solved"
         return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}
 
-    def _sft(self, stage: SFTStage, model: str, attempt: int) -> dict[str, Any]:
-        from trajforge.train.config import SFTConfig, parse_config
+    def _sft(self, index: int, stage: SFTStage, model: str, attempt: int) -> dict[str, Any]:
         from trajforge.train.data import load_source
         from trajforge.train.sft import SFTTrainer
 
@@ -241,17 +256,14 @@ class ExperimentRunner:
             raise ConfigError(
                 f"stage {stage.name!r} needs stage {stage.demonstrations!r} to have run first"
             )
-        out = self.run_dir / (stage.name + (f".{attempt}" if attempt else ""))
-        raw = dict(stage.train)
-        raw["model"] = {"precision": self.exp.precision, **raw.get("model", {}), "spec": model}
-        raw["data"] = {"store": str(self.store_path), "run": demo["run_id"], "min_reward": 1.0}
-        raw.setdefault("output_dir", str(out))
-        raw.setdefault("seed", self.exp.seed)
-        cfg = parse_config(raw, SFTConfig, source=f"stages.{stage.name}.train")
-        assert cfg.data is not None  # set above; SFTConfig requires it
+        cfg = sft_config(
+            self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt,
+            demonstrations_run=demo["run_id"],
+        )  # fmt: skip
+        assert cfg.data is not None  # sft_config always sets it
         result = SFTTrainer(cfg, load_source(cfg.data)).train(resume=True)
         history = result.history  # already JSON-clean: MetricsLogger stores plain numbers
-        final = result.final_dir or out
+        final = result.final_dir or cfg.output_dir
         last_loss = history[-1].get("loss") if history else None
         text = f"{result.steps} steps" + (
             f", final loss {last_loss:.3f}" if last_loss is not None else ""
@@ -264,21 +276,13 @@ class ExperimentRunner:
             "text": text,
         }
 
-    def _rl(self, stage: RLStage, model: str, attempt: int) -> dict[str, Any]:
-        from trajforge.train.config import RLConfig, parse_config
+    def _rl(self, index: int, model: str, attempt: int) -> dict[str, Any]:
         from trajforge.train.rl import RLTrainer
 
-        out = self.run_dir / (stage.name + (f".{attempt}" if attempt else ""))
-        raw = dict(stage.train)
-        raw["model"] = {"precision": self.exp.precision, **raw.get("model", {}), "spec": model}
-        raw.setdefault("env", self.exp.env)
-        raw.setdefault("output_dir", str(out))
-        raw.setdefault("seed", self.exp.seed)
-        raw.setdefault("store", str(self.store_path))
-        cfg = parse_config(raw, RLConfig, source=f"stages.{stage.name}.train")
+        cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt)
         result = RLTrainer(cfg).train(resume=True)
         history = result.history  # already JSON-clean: MetricsLogger stores plain numbers
-        final = result.final_dir or out
+        final = result.final_dir or cfg.output_dir
         rewards = [h["reward_mean"] for h in history if "reward_mean" in h]
         text = f"{result.steps} steps" + (
             f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
@@ -290,3 +294,10 @@ class ExperimentRunner:
             "precision": result.precision,
             "text": text,
         }
+
+
+def _error_text(exc: BaseException) -> str:
+    """What results.json says about a failed stage: our errors' own words, else the kind too."""
+    if isinstance(exc, TrajforgeError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

