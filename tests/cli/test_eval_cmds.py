@@ -3,33 +3,115 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from trajforge.cli.main import app
+from trajforge.errors import ConfigError
+from trajforge.judge.evaluate import summarize
+from trajforge.schema import Message, Outcome, OutcomeStatus, Role, Task, Trajectory
 from trajforge.store import TrajectoryStore
+
+EVAL = ["eval", "--env", "calculator", "--model", "expert"]
 
 
 def test_eval_rolls_out_scores_and_summarises(tmp_path: Path) -> None:
     store = tmp_path / "eval.db"
-    args = ["eval", "--env", "calculator", "--model", "expert", "--tasks", "4", "--n", "2"]
+    args = [*EVAL, "--tasks", "4", "--n", "2"]
     result = CliRunner().invoke(app, [*args, "--run", "ev", "--store", str(store), "--json"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert summary["episodes"] == 8
     assert summary["tasks"] == 4
-    assert summary["success"] == 1.0
+    assert (summary["success"], summary["scored"], summary["reward_mean"]) == (1.0, 8, 1.0)
     assert summary["pass_at"] == {"1": 1.0, "2": 1.0}
     assert summary["reward_ci_low"] == summary["reward_ci_high"] == 1.0
     assert summary["scores"] == {"env_verifier": 1.0, "process": 1.0}
+    assert summary["scores_scored"] == {"env_verifier": 8, "process": 8}
     with TrajectoryStore(store) as db:
         stored = db.query(run="ev")
         assert len(stored) == 8
         assert all(t.score("process") is not None for t in stored)
-        assert db.get_run("ev")["summary"]["success"] == 1.0  # type: ignore[index]
+        meta = db.get_run("ev")
+        assert meta is not None and meta["summary"]["success"] == 1.0
+        assert meta["cli"]["temperature"] == 0.0 and meta["cli"]["split"] == "test"
+
+
+def test_eval_table_states_success_reward_and_how_many_were_scored(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [*EVAL, "--tasks", "2", "--store", str(tmp_path / "e.db")])
+    assert result.exit_code == 0, result.output
+    run_id = result.stderr.splitlines()[0].removeprefix("run id: ")
+    assert f"(run {run_id})" in result.stdout
+    rows = {
+        cells[0]: cells[1]
+        for line in result.stdout.splitlines()
+        if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 2
+    }
+    assert rows["success"] == "100.0%"
+    assert rows["mean reward (95% CI)"] == "1.000 [1.000, 1.000]"
+    assert rows["scored"] == "2/2"
+    assert rows["score process"] == "1.000 (scored 2/2)"
 
 
 def test_eval_with_an_unknown_scorer_names_it(tmp_path: Path) -> None:
-    args = ["eval", "--env", "calculator", "--model", "expert", "--scorer", "nope"]
-    result = CliRunner().invoke(app, [*args, "--store", str(tmp_path / "x.db")])
+    db = tmp_path / "x.db"
+    result = CliRunner().invoke(app, [*EVAL, "--scorer", "nope", "--store", str(db)])
     assert result.exit_code != 0
     assert "unknown scorer 'nope'" in str(result.exception)
+    assert not db.exists()  # refused before the store was even opened
+
+
+def test_eval_resumes_only_its_own_runs(tmp_path: Path) -> None:
+    db = str(tmp_path / "x.db")
+    made = CliRunner().invoke(
+        app, ["rollout", "--model", "expert", "--tasks", "1", "--run", "r", "--store", db]
+    )
+    assert made.exit_code == 0, made.output
+    with pytest.raises(
+        ConfigError, match=r"not started by `trajforge eval`; resume it with `trajforge rollout"
+    ):
+        CliRunner().invoke(app, ["eval", "--resume", "r", "--store", db], catch_exceptions=False)
+
+
+def _episode(i: int, status: OutcomeStatus, reward: float | None) -> Trajectory:
+    return Trajectory(
+        task=Task(id=f"t{i}", prompt="2+2?", answer=4),
+        env="calculator",
+        run_id="mix",
+        messages=[
+            Message(role=Role.USER, content="2+2?"),
+            Message(role=Role.ASSISTANT, content="4"),
+        ],
+        outcome=Outcome(status=status, reward=reward),
+    )
+
+
+MIXED = [
+    (OutcomeStatus.OK, 1.0),
+    (OutcomeStatus.OK, 0.0),
+    (OutcomeStatus.TRUNCATED, None),
+    (OutcomeStatus.ERROR, None),
+    (OutcomeStatus.TRUNCATED, 1.0),  # rewarded but cut off: not a success
+]
+
+
+def test_every_command_states_one_reward_figure(tmp_path: Path) -> None:
+    """success 1/5 (unscored and cut-off episodes fail), mean reward 2/3 over the 3 scored."""
+    trajs = [_episode(i, status, reward) for i, (status, reward) in enumerate(MIXED)]
+    db = tmp_path / "mix.db"
+    with TrajectoryStore(db) as store:
+        store.add_many(trajs)
+    summary = summarize(trajs)
+    assert (summary.success, summary.scored) == (0.2, 3)
+    assert summary.reward_mean == pytest.approx(2 / 3)
+
+    env = {"COLUMNS": "200"}
+    listing = CliRunner().invoke(app, ["ls", "--store", str(db)], env=env)
+    assert "success 20.0% · mean reward 0.667 · scored 3/5" in listing.stdout
+    limited = CliRunner().invoke(app, ["ls", "--store", str(db), "--limit", "2"], env=env)
+    assert "(of the 2 shown)" in limited.stdout
+
+    table = CliRunner().invoke(app, ["stats", "--store", str(db)], env=env)
+    assert table.exit_code == 0, table.output
+    all_row = next(ln for ln in table.stdout.splitlines() if ln.strip("│ ").startswith("all"))
+    assert "20.0%" in all_row and "0.667" in all_row and "3/5" in all_row

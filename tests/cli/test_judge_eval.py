@@ -1,5 +1,6 @@
-"""``trajforge judge-eval`` on scripted-expert successes and corrupted failures, checked
-against precision/recall/kappa worked out by hand."""
+"""``trajforge judge-eval`` and ``trajforge judge`` on scripted-expert successes and corrupted
+failures, checked against precision/recall/kappa worked out by hand; the LLM judge options with a
+scripted judge policy."""
 
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ from typer.testing import CliRunner
 from trajforge.cli.main import app
 from trajforge.envs.builtin import calculator
 from trajforge.envs.play import play
+from trajforge.errors import ConfigError
 from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Outcome, Task, Trajectory
+from trajforge.judge.scorer import scorer_names
+from trajforge.policy import naming
+from trajforge.policy.base import Policy
+from trajforge.policy.embedded import load_tokenizer
+from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.schema import EvaluatorKind, Message, Outcome, Task, Trajectory
 from trajforge.store import TrajectoryStore
 
 
@@ -126,3 +133,148 @@ def test_judge_rescores_a_run_and_stores_the_scores(labelled: tuple[Path, Path])
         scored = db.query(run="judged", score="numeric_match", min_score=1.0)
     assert len(scored) == 8
     assert {t.metadata["corruption"] for t in scored} == {"expert", "skipped_tool", "loop"}
+
+
+RUBRIC = """
+name: tool-use
+version: "2"
+instructions: Judge whether the agent used its calculator.
+dimensions:
+  - name: success
+    description: Did the agent call the calculator? 1 = yes, 0 = no.
+    values: [0, 1]
+  - name: effort
+    description: How much work was it? 1 = little, 2 = a lot.
+    values: [1, 2]
+"""
+
+
+def tool_use_verdict(task: Task | None, messages: list[Message]) -> str:
+    """A judge that passes every trajectory with a calculator call, whatever its answer."""
+    used = "-> call calculator(" in messages[-1].content
+    return json.dumps({"success": int(used), "effort": 1, "explanation": f"calculator: {used}"})
+
+
+@pytest.fixture
+def scripted_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--judge-model scripted-judge`` loads the tool-use judge; other names load as usual."""
+    load = naming.load_policy
+
+    def load_policy(spec: str, **kw: object) -> Policy:
+        if spec == "scripted-judge":
+            return ScriptedPolicy(tool_use_verdict, load_tokenizer(), name=spec)
+        return load(spec, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(naming, "load_policy", load_policy)
+
+
+@pytest.mark.parametrize("command", ["judge", "judge-eval", "eval"])
+def test_help_lists_the_scorers(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert ", ".join(scorer_names()) in result.stdout
+    assert "--judge-model" in result.stdout and "--rubric" in result.stdout
+
+
+@pytest.mark.usefixtures("scripted_judge")
+def test_judge_runs_an_llm_judge_with_a_rubric_file(
+    labelled: tuple[Path, Path], tmp_path: Path
+) -> None:
+    store, _ = labelled
+    rubric = tmp_path / "tool_use.yaml"
+    rubric.write_text(RUBRIC)
+    args = ["judge", "jud", "--judge-model", "scripted-judge", "--rubric", str(rubric)]
+    result = CliRunner().invoke(app, [*args, "--store", str(store), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["run_id"] == "judged"  # resolved from the prefix
+    assert summary["scores"] == {"llm_judge": pytest.approx(8 / 10)}  # all but the 2 skips
+    assert summary["scored"] == {"llm_judge": 10}
+    with TrajectoryStore(store) as db:
+        scores = [t.score("llm_judge") for t in db.query(run="judged")]
+    assert all(s is not None and s.dimensions.keys() == {"success", "effort"} for s in scores)
+    evaluator = scores[0].evaluator  # type: ignore[union-attr]
+    assert evaluator.kind is EvaluatorKind.LLM and evaluator.model == "scripted-judge"
+    assert evaluator.prompt_version is not None and evaluator.prompt_version.endswith("tool-use@2")
+
+
+@pytest.mark.usefixtures("scripted_judge")
+def test_judge_eval_measures_an_llm_judge(labelled: tuple[Path, Path], tmp_path: Path) -> None:
+    store, labels = labelled
+    rubric = tmp_path / "tool_use.yaml"
+    rubric.write_text(RUBRIC)
+    args = ["judge-eval", "--labels", str(labels), "--judge-model", "scripted-judge"]
+    result = CliRunner().invoke(
+        app, [*args, "--rubric", str(rubric), "--store", str(store), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["scorer"] == "llm_judge"
+    overall = report["overall"]
+    # tp = 4 experts; fp = 2 wrong answers + 2 loops (they call the tool); tn = 2 skips
+    assert (overall["true_positive"], overall["false_positive"]) == (4, 4)
+    assert (overall["true_negative"], overall["false_negative"]) == (2, 0)
+
+
+@pytest.mark.usefixtures("scripted_judge")
+def test_eval_scores_with_the_llm_judge_too(tmp_path: Path) -> None:
+    store = tmp_path / "e.db"
+    rubric = tmp_path / "tool_use.yaml"
+    rubric.write_text(RUBRIC)
+    args = ["eval", "--model", "expert", "--tasks", "2", "--judge-model", "scripted-judge"]
+    args += ["--rubric", str(rubric), "--run", "ev", "--store", str(store), "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["scores"] == {"env_verifier": 1.0, "llm_judge": 1.0, "process": 1.0}
+    with TrajectoryStore(store) as db:
+        meta = db.get_run("ev")
+    assert meta is not None
+    assert meta["judging"] == {
+        "scorers": ["env_verifier", "process"],
+        "judge_model": "scripted-judge",
+        "rubric": str(rubric),
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["judge", "judged", "--rubric", "x.yaml"], "--rubric: give --judge-model too"),
+        (["judge", "judged"], "judge: name at least one --scorer, or a --judge-model"),
+        (["judge", "judged", "--judge-model", "nope"], "--judge-model: unknown policy 'nope'"),
+        (
+            ["judge", "judged", "--judge-model", "tiny", "--rubric", "missing.yaml"],
+            "--rubric: rubric 'missing.yaml' not found",
+        ),
+        (
+            ["judge-eval", "--labels", "l.jsonl", "-s", "process", "--judge-model", "tiny"],
+            "--scorer and --judge-model: give one",
+        ),
+    ],
+)
+def test_judge_option_errors_name_the_option(
+    labelled: tuple[Path, Path], args: list[str], message: str
+) -> None:
+    store, _ = labelled
+    with pytest.raises(ConfigError) as err:
+        CliRunner().invoke(app, [*args, "--store", str(store)], catch_exceptions=False)
+    assert str(err.value).startswith(message)
+
+
+@pytest.mark.slow
+def test_an_unparsable_judge_leaves_every_episode_unscored(
+    labelled: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The tiny random model never writes a verdict: each score fails and is shown unscored."""
+    store, _ = labelled
+    small = tmp_path / "two.db"
+    with TrajectoryStore(store) as db, TrajectoryStore(small) as two:
+        two.add_many(db.query(run="judged", limit=2))
+    args = ["judge", "judged", "--judge-model", "tiny", "--store", str(small)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "score llm_judge" in result.stdout and "- (scored 0/2)" in result.stdout
+    with TrajectoryStore(small) as db:
+        failed = [t.score("llm_judge") for t in db.query(run="judged")]
+    assert all(s is not None and s.error and "unparsable verdict" in s.error for s in failed)

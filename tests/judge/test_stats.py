@@ -4,7 +4,15 @@ import math
 
 import pytest
 
-from trajforge.judge.stats import mean_ci95, mean_pass_at_k, pass_at_k
+from trajforge.judge.stats import (
+    is_success,
+    mean_ci95,
+    mean_pass_at_k,
+    pass_at_k,
+    summarize_rewards,
+    summarize_rewards_by,
+)
+from trajforge.schema import OutcomeStatus
 
 
 @pytest.mark.parametrize(
@@ -43,3 +51,53 @@ def test_mean_ci95_uses_student_t() -> None:
     assert ci.low == pytest.approx(0.5 - half)
     assert ci.high == pytest.approx(0.5 + half)
     assert mean_ci95([0.7]).half_width == 0.0
+
+
+@pytest.mark.parametrize(
+    ("status", "reward", "expected"),
+    [
+        (OutcomeStatus.OK, 1.0, True),
+        ("ok", 1.0, True),  # store rows carry the status as text
+        (OutcomeStatus.OK, 0.99, False),
+        (OutcomeStatus.OK, None, False),
+        (OutcomeStatus.TRUNCATED, 1.0, False),  # rewarded but cut off
+        (OutcomeStatus.ERROR, None, False),
+    ],
+)
+def test_success_needs_an_ok_end_and_a_full_reward(
+    status: OutcomeStatus | str, reward: float | None, expected: bool
+) -> None:
+    assert is_success(status, reward) is expected
+
+
+def test_unscored_episodes_fail_and_stay_out_of_the_mean() -> None:
+    summary = summarize_rewards(
+        [("ok", 1.0), ("ok", 0.5), ("truncated", None), ("error", None), ("timeout", None)]
+    )
+    assert (summary.episodes, summary.scored, summary.successes) == (5, 2, 1)
+    assert summary.success == pytest.approx(0.2)
+    assert summary.reward_mean == pytest.approx(0.75)
+    assert summary.reward_ci == (mean_ci95([1.0, 0.5]).low, mean_ci95([1.0, 0.5]).high)
+    assert summary.line() == "success 20.0% · mean reward 0.750 · scored 2/5"
+    assert summary.reward_text(ci=True).startswith("0.750 [")
+
+
+def test_nothing_scored_has_no_mean_reward() -> None:
+    summary = summarize_rewards([("error", None), ("truncated", None)])
+    assert summary.as_dict() == {
+        "scored": 0,
+        "success": 0.0,
+        "reward_mean": None,
+        "reward_ci_low": None,
+        "reward_ci_high": None,
+    }
+    assert summary.line() == "success 0.0% · mean reward - · scored 0/2"
+    assert summarize_rewards([]).line() == "success - · mean reward - · scored 0/0"
+
+
+def test_groups_are_summarised_alike() -> None:
+    rows = [("b", "ok", 1.0), ("a", "error", None), ("b", "ok", 0.0), ("a", "ok", 1.0)]
+    groups = summarize_rewards_by(rows)
+    assert list(groups) == ["a", "b"]
+    assert groups["a"] == summarize_rewards([("error", None), ("ok", 1.0)])
+    assert (groups["b"].success, groups["b"].reward_mean, groups["b"].scored) == (0.5, 0.5, 2)

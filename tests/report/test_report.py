@@ -9,6 +9,7 @@ import pytest
 from trajforge.errors import DataError
 from trajforge.judge.evaluate import summarize
 from trajforge.report.html import build_report
+from trajforge.schema import Outcome, OutcomeStatus, Trajectory
 from trajforge.schema.synthetic import synthetic_trajectory
 from trajforge.store import TrajectoryStore
 
@@ -58,6 +59,49 @@ def test_report_has_table_plots_and_samples(tmp_path: Path) -> None:
     assert all(len(b64) > 1000 for b64 in images)
     assert "Sample trajectories: before and after training" in html
     assert "calculator(" in html  # tool calls are rendered
+
+
+def _with_outcome(t: Trajectory, status: OutcomeStatus, reward: float | None) -> Trajectory:
+    return t.model_copy(update={"outcome": Outcome(status=status, reward=reward)})
+
+
+def test_report_states_how_many_episodes_were_scored(tmp_path: Path) -> None:
+    """Base: 3 episodes cut off unscored; after: 3 solved. An old summary without ``scored``
+    still renders its episode count."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    stages: list[dict[str, object]] = []
+    with TrajectoryStore(run_dir / "store.db") as db:
+        for name, status, reward in (
+            ("base", OutcomeStatus.TRUNCATED, None),
+            ("after", OutcomeStatus.OK, 1.0),
+        ):
+            run_id = f"demo.{name}"
+            trajs = [
+                _with_outcome(synthetic_trajectory(i, run_id=run_id), status, reward)
+                for i in range(3)
+            ]
+            db.add_many(trajs)
+            summary = summarize(trajs).as_dict()
+            stages.append({"name": name, "kind": "eval", "run_id": run_id, "summary": summary})
+    old = dict(stages[1]["summary"])  # type: ignore[call-overload]
+    del old["scored"]
+    stages.insert(1, {"name": "old", "kind": "eval", "summary": old})
+    results = {"name": "demo", "env": "calculator", "model": "tiny", "stages": stages}
+    (run_dir / "results.json").write_text(json.dumps(results))
+    html = build_report(run_dir).read_text()
+    rows = re.findall(
+        r"<tr><td>(\w+)</td><td>(.*?)</td>\s*<td>(.*?)</td>.*?<td>([^<]*)</td><td>[^<]*</td></tr>",
+        html,
+        re.S,
+    )
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("base", "0.0%", "-", "scored 0/3"),
+        ("old", "100.0%", "1.000 [1.000, 1.000]", "3"),
+        ("after", "100.0%", "1.000 [1.000, 1.000]", "scored 3/3"),
+    ]
+    assert html.count('reward unscored <span class="bad">not solved</span>') == 3
+    assert html.count('reward 1.00 <span class="ok">solved</span>') == 3
 
 
 def test_report_refuses_a_folder_without_results(tmp_path: Path) -> None:

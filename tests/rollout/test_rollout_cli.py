@@ -1,18 +1,52 @@
-"""``trajforge rollout``: a run, its JSON summary, refusing to reuse a run name, and --resume."""
+"""``trajforge rollout``: a run, its JSON summary, refusing to reuse a run name, --resume, option
+errors that name the option, unscored episodes, --precision, and Ctrl-C."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+import torch
+from typer.testing import CliRunner, Result
 
 from trajforge.cli.main import app
+from trajforge.cli.rollout_options import make_settings, policy_options
 from trajforge.errors import ConfigError
+from trajforge.rollout.progress import RolloutStats
 from trajforge.store.sqlite import TrajectoryStore
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+DOUBLES = Path(__file__).parent
+ENV_FILE = """
+import sys
+sys.path.insert(0, {doubles!r})
+from rollout_doubles import TurnsEnv, make_tasks
+from trajforge.formats.tool_calls import format_tool_call
+
+class Turns:
+    name = "turns"
+    def make(self):
+        return TurnsEnv(2, faults={faults!r}, delay=lambda task, turn: {delay!r})
+    def tasks(self, n, seed=0, split="train"):
+        return make_tasks(n)
+    def expert(self, task, messages):
+        return format_tool_call("echo", {{"x": 1}})
+
+def factory():
+    return Turns()
+"""
+
+
+def env_file(tmp_path: Path, faults: dict[str, str] | None = None, delay: float = 0.0) -> str:
+    """A user env of two-step episodes (reward 1.0) whose tasks in ``faults`` crash."""
+    path = tmp_path / "turns_env.py"
+    path.write_text(ENV_FILE.format(doubles=str(DOUBLES), faults=faults or {}, delay=delay))
+    return f"{path}:factory"
 
 
 def invoke(*args: str) -> dict[str, object]:
@@ -24,42 +58,190 @@ def invoke(*args: str) -> dict[str, object]:
 def test_rollout_command_runs_stores_and_resumes(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     common = ["--store", str(db), "--json"]
-    summary = invoke(
-        "--env",
-        "calculator",
-        "--model",
-        "expert",
-        "--tasks",
-        "3",
-        "--n",
-        "2",
-        "--run",
-        "c",
-        *common,
-    )
-    assert summary["run_id"] == "c" and summary["episodes"] == 6 and summary["stored"] == 6
+    args = ["--env", "calculator", "--model", "expert", "--tasks", "3", "--n", "2"]
+    summary = invoke(*args, "--run", "calc-run", *common)
+    assert summary["run_id"] == "calc-run" and summary["episodes"] == 6 and summary["stored"] == 6
     assert summary["statuses"] == {"ok": 6, "truncated": 0, "error": 0, "timeout": 0}
-    assert summary["mean_reward"] == 1.0
+    assert (summary["reward_mean"], summary["success"], summary["scored"]) == (1.0, 1.0, 6)
 
     with pytest.raises(ConfigError, match="already exists"):
-        CliRunner().invoke(app, ["rollout", "--run", "c", *common], catch_exceptions=False)
+        CliRunner().invoke(app, ["rollout", "--run", "calc-run", *common], catch_exceptions=False)
 
-    # Widen the stored run to 5 tasks: a resume runs exactly the 4 missing episodes.
+    # Widen the stored run to 5 tasks: a resume (by a prefix of the id) runs the 4 missing.
     with TrajectoryStore(db) as store:
-        meta = store.get_run("c")
+        meta = store.get_run("calc-run")
         assert meta is not None
         meta["cli"]["tasks"] = 5
-        store.set_run("c", meta)
-    resumed = invoke("--resume", "c", *common)
+        store.set_run("calc-run", meta)
+    resumed = invoke("--resume", "calc", *common)
+    assert resumed["run_id"] == "calc-run"
     assert resumed["resumed_from"] == 6 and resumed["episodes"] == 4 and resumed["stored"] == 10
+    assert resumed["scored"] == 10  # the reward figures cover the whole stored run
     with TrajectoryStore(db) as store:
-        keys = [(t.task.id, t.sample_index) for t in store.query(run="c")]
+        keys = [(t.task.id, t.sample_index) for t in store.query(run="calc-run")]
     assert len(keys) == len(set(keys)) == 10
 
-    again = invoke("--resume", "c", *common)
+    again = invoke("--resume", "calc-run", *common)
     assert again["episodes"] == 0 and again["stored"] == 10
 
 
+def test_a_resumed_run_refuses_options_that_would_change_it(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    invoke("--model", "expert", "--tasks", "1", "--run", "r", "--store", db, "--json")
+    with pytest.raises(ConfigError, match=r"^--tasks: a resumed run keeps the settings"):
+        CliRunner().invoke(
+            app, ["rollout", "--resume", "r", "--tasks", "3", "--store", db], catch_exceptions=False
+        )
+    with pytest.raises(ConfigError, match=r"^--resume: no run starting with 'x'"):
+        CliRunner().invoke(app, ["rollout", "--resume", "x", "--store", db], catch_exceptions=False)
+    missing = str(tmp_path / "missing.db")
+    with pytest.raises(ConfigError, match=r"^--resume: no store at"):
+        CliRunner().invoke(
+            app, ["rollout", "--resume", "r", "--store", missing], catch_exceptions=False
+        )
+    assert not Path(missing).exists()
+
+
+def test_a_run_without_a_name_says_its_id_at_the_start(tmp_path: Path) -> None:
+    args = ["rollout", "--model", "expert", "--tasks", "1", "--store", str(tmp_path / "s.db")]
+    result = CliRunner().invoke(app, [*args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(result.stdout)["run_id"]
+    assert result.stderr.startswith(f"run id: {run_id}\n")
+
+
+OUT_OF_RANGE = [
+    ("--tasks", "0", "--tasks: must be at least 1, got 0"),
+    ("--n", "-2", "--n: must be at least 1, got -2"),
+    ("--max-new-tokens", "0", "--max-new-tokens: must be at least 1, got 0"),
+    ("--max-turns", "0", "--max-turns: must be at least 1, got 0"),
+    ("--concurrency", "0", "--concurrency: must be at least 1, got 0"),
+    ("--temperature", "-0.5", "--temperature: must be at least 0, got -0.5"),
+    ("--split", "dev", "--split: must be 'train' or 'test', got 'dev'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value", "message"),
+    [
+        *((command, *case) for command in ("rollout", "eval") for case in OUT_OF_RANGE),
+        ("rollout", "--tool-timeout", "0", "--tool-timeout: must be greater than 0, got 0"),
+    ],
+)
+def test_an_out_of_range_option_is_named(
+    tmp_path: Path, command: str, option: str, value: str, message: str
+) -> None:
+    db = tmp_path / "s.db"
+    args = [command, "--model", "expert", option, value, "--store", str(db)]
+    with pytest.raises(ConfigError) as err:
+        CliRunner().invoke(app, args, catch_exceptions=False)
+    assert str(err.value) == message
+    assert not db.exists()  # refused before the store was even opened
+
+
+def test_unscored_episodes_count_as_failures_and_are_reported(tmp_path: Path) -> None:
+    spec = env_file(tmp_path, faults={"t1": "step"})
+    args = ["--env", spec, "--model", "expert", "--tasks", "4", "--store", str(tmp_path / "s.db")]
+    summary = invoke(*args, "--json")
+    assert summary["statuses"] == {"ok": 3, "truncated": 0, "error": 1, "timeout": 0}
+    assert (summary["scored"], summary["success"], summary["reward_mean"]) == (3, 0.75, 1.0)
+    result = CliRunner().invoke(app, ["rollout", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert any("success" in ln and "75.0%" in ln for ln in lines)
+    assert any("scored" in ln and "3/4" in ln for ln in lines)
+
+
+def test_precision_gives_local_models_the_resolved_dtype() -> None:
+    def options(model: str, precision: str) -> dict[str, object]:
+        common = {"env": "calculator", "tasks": 1, "n": 1, "split": "train", "seed": 0}
+        more = {"max_new_tokens": 8, "temperature": 0.0, "batch_size": 4}
+        return policy_options(make_settings(model=model, precision=precision, **common, **more))
+
+    # The suite runs as on a machine without native bf16, so auto is fp32.
+    assert options("tiny", "auto") == {"max_batch_size": 4, "dtype": torch.float32}
+    assert options("expert", "bf16") == {}  # the scripted expert has no weights
+    with pytest.raises(ConfigError, match=r"^--precision: bf16 was asked for"):
+        options("tiny", "bf16")
+
+
+def test_precision_bf16_without_native_bf16_is_refused_by_the_command(tmp_path: Path) -> None:
+    args = ["rollout", "--model", "tiny", "--precision", "bf16", "--store", str(tmp_path / "s.db")]
+    with pytest.raises(ConfigError, match=r"^--precision: bf16 was asked for"):
+        CliRunner().invoke(app, args, catch_exceptions=False)
+
+
+def interrupt_after(monkeypatch: pytest.MonkeyPatch, episodes: int) -> None:
+    """Ctrl-C as the run takes in episode number ``episodes`` (already stored by then)."""
+    add = RolloutStats.add
+
+    def add_then_interrupt(self: RolloutStats, traj: object) -> None:
+        add(self, traj)  # type: ignore[arg-type]
+        if self.done == episodes:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(RolloutStats, "add", add_then_interrupt)
+
+
+def resume_args(result: Result) -> list[str]:
+    """The arguments of the ``trajforge ...`` command that an interrupted run printed."""
+    line = next(ln for ln in result.stderr.splitlines() if ln.startswith("trajforge "))
+    return line.split()[1:]
+
+
+@pytest.mark.parametrize("command", ["rollout", "eval"])
+def test_ctrl_c_says_what_is_stored_and_how_to_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    db = tmp_path / "s.db"
+    args = [command, "--model", "expert", "--tasks", "4", "--concurrency", "1", "--run", "r"]
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 2)
+        result = CliRunner().invoke(app, [*args, "--store", str(db)])
+    assert result.exit_code == 130, result.output
+    assert "2 of 4 episodes of run r are stored" in result.stderr
+    resume = resume_args(result)
+    assert resume == [command, "--resume", "r", "--store", str(db)]
+    finished = CliRunner().invoke(app, [*resume, "--json"], catch_exceptions=False)
+    assert finished.exit_code == 0, finished.output
+    assert json.loads(finished.stdout)["scored"] == 4
+    with TrajectoryStore(db) as store:
+        assert store.count(run="r") == 4
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_sigint_stops_a_rollout_process_resumably(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    spec = env_file(tmp_path, delay=0.3)
+    args = ["--env", spec, "--model", "expert", "--tasks", "8", "--concurrency", "1"]
+    trajforge = Path(sys.executable).with_name("trajforge")
+    proc = subprocess.Popen(
+        [str(trajforge), "rollout", *args, "--run", "slow", "--store", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if db.exists():
+            with TrajectoryStore(db) as store:
+                if store.count(run="slow"):
+                    break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    with TrajectoryStore(db) as store:
+        stored = store.count(run="slow")
+    assert 1 <= stored < 8
+    assert f"{stored} of 8 episodes of run slow are stored" in stderr
+    assert f"trajforge rollout --resume slow --store {db}" in stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_rollout_command_shows_a_summary_table(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,

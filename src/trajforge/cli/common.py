@@ -1,14 +1,18 @@
-"""Shared CLI pieces: the console, store-path resolution, JSON output."""
+"""Shared CLI pieces: the console, store-path resolution, JSON output, and the reward figures of
+store summary rows (``ls``, ``stats``, ``rollout``)."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+
+from trajforge.judge.stats import RewardSummary, summarize_rewards, summarize_rewards_by
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -36,3 +40,28 @@ def resolve_store_path(store: Path | None) -> Path:
 def print_json(data: Any) -> None:
     """JSON on stdout, bypassing Rich so that it stays machine-readable."""
     typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+SummaryRow = Mapping[str, Any]
+
+
+def rewards_of(rows: Iterable[SummaryRow]) -> RewardSummary:
+    """The ``RewardSummary`` of store summary rows (``TrajectoryStore.summaries``)."""
+    return summarize_rewards((r["status"], r["reward"]) for r in rows)
+
+
+def listing_reward_line(rows: Sequence[SummaryRow], total: int) -> str:
+    """The caption under a listing: success and mean reward of the rows shown."""
+    line = rewards_of(rows).line()
+    return line if len(rows) >= total else f"{line} (of the {len(rows)} shown)"
+
+
+def add_reward_figures(result: dict[str, Any], rows: Sequence[SummaryRow]) -> dict[str, Any]:
+    """``TrajectoryStore.stats`` output with ``success``, ``scored`` and the mean reward stated
+    by ``RewardSummary``, overall and in its ``by_run`` and ``by_env`` groups."""
+    result.update(rewards_of(rows).as_dict())
+    for group, column in (("by_run", "run_id"), ("by_env", "env")):
+        keyed = ((r[column] or "", r["status"], r["reward"]) for r in rows)
+        for key, summary in summarize_rewards_by(keyed).items():
+            result[group].setdefault(key, {}).update(summary.as_dict())
+    return result

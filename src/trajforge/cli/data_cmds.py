@@ -9,8 +9,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
+from trajforge.cli.common import (
+    JsonOption,
+    StoreOption,
+    add_reward_figures,
+    console,
+    listing_reward_line,
+    print_json,
+    resolve_store_path,
+)
 from trajforge.errors import ConfigError, StoreError
+from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.schema import OutcomeStatus
 
 if TYPE_CHECKING:
@@ -184,6 +193,8 @@ def ls(
     title = f"{len(rows)} of {total} trajectories"
     table, hidden = fitted_table(console, title, _LS_COLUMNS, cells, _LS_DROP_ORDER)
     console.print(table)
+    if rows:
+        console.print(listing_reward_line(rows, total))
     if hidden and rows:
         console.print(
             f"[dim]left out at {console.width} columns: {', '.join(hidden)} (--json has all)[/dim]"
@@ -217,25 +228,39 @@ def stats(
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
-    """Counts, reward mean/std and status breakdown, overall and per run and environment."""
+    """Counts, success, reward mean/std and status breakdown, overall and per run and env."""
     with open_store(store) as st:
-        result = st.stats(**_filters(st, run, env, status, min_reward, max_reward))
+        filters = _filters(st, run, env, status, min_reward, max_reward)
+        result = st.stats(**filters)
+        rows = [] if as_json else st.summaries(**filters)
     if as_json:
         print_json(result)
         return
+    result = add_reward_figures(result, rows)
     from rich.table import Table
 
     statuses = sorted(result["status"])
     for title, groups in (("run", result["by_run"]), ("env", result["by_env"])):
         table = Table(title=f"by {title}", title_justify="left")
         table.add_column(title)
-        for name in ("count", "reward mean", "reward std", "turns", "tokens", *statuses):
+        for name in (
+            "count",
+            "success",
+            "reward mean",
+            "scored",
+            "reward std",
+            "turns",
+            "tokens",
+            *statuses,
+        ):
             table.add_column(name, justify="right")
         for key, agg in [*groups.items(), ("all", result)]:
             table.add_row(
                 key or "-",
                 str(agg["count"]),
-                _num(agg["reward_mean"]),
+                format_rate(agg["success"]),
+                format_reward(agg["reward_mean"]),
+                format_scored(agg["scored"], agg["count"]),
                 _num(agg["reward_std"]),
                 _num(agg["turns_mean"], 1),
                 _num(agg["tokens_mean"], 0),

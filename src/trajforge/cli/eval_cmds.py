@@ -3,135 +3,309 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
+from trajforge.cli.rollout_options import (
+    BatchSizeOption,
+    ConcurrencyOption,
+    EnvOption,
+    MaxNewTokensOption,
+    MaxTurnsOption,
+    ModelOption,
+    NOption,
+    PrecisionOption,
+    ResumeOption,
+    RolloutSettings,
+    RunOption,
+    SeedOption,
+    SplitOption,
+    TasksOption,
+    TemperatureOption,
+    exit_resumably,
+    make_settings,
+    new_run,
+    open_run_store,
+    resume_run,
+    run_episodes,
+)
 from trajforge.errors import ConfigError, StoreError
+from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
+from trajforge.judge.stats import format_rate, format_reward, format_scored
+from trajforge.precision import Precision
 
 if TYPE_CHECKING:
+    from trajforge.judge.evaluate import EvalSummary, ScoreSink
+    from trajforge.judge.rubric import Rubric
+    from trajforge.schema import Trajectory
     from trajforge.store import TrajectoryStore
+
+COMMAND = "eval"
+DEFAULT_SCORERS = ("env_verifier", "process")
+DEFAULT_RUBRIC = "agentrewardbench"
+LLM_JUDGE_NAME = "llm_judge"
 
 ScorerOption = Annotated[
     list[str] | None,
-    typer.Option("--scorer", "-s", help="Scorer name (repeatable), e.g. numeric_match, process."),
+    typer.Option(
+        "--scorer", "-s", help=f"Scorer (repeatable), one of: {', '.join(scorer_names())}."
+    ),
+]
+JudgeModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--judge-model",
+        metavar="SPEC",
+        help=f"Score with an LLM judge too (its score is named {LLM_JUDGE_NAME}), run by this "
+        "policy: embedded, tiny, a model folder or openai:<url>#<model>.",
+    ),
+]
+RubricOption = Annotated[
+    str | None,
+    typer.Option(
+        "--rubric",
+        metavar="FILE.yaml",
+        help=f"The LLM judge's rubric: a YAML or JSON file, or a built-in name "
+        f"(default: {DEFAULT_RUBRIC}).",
+    ),
 ]
 
 
-def _open_store(store: Path | None, *, must_exist: bool = True) -> TrajectoryStore:
+class Judging(BaseModel):
+    """Which scorers judge a run; an eval run stores it, so that --resume judges alike."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scorers: list[str] = list(DEFAULT_SCORERS)
+    judge_model: str | None = None
+    rubric: str | None = None
+
+    def rubric_to_use(self) -> Rubric | None:
+        """The LLM judge's rubric, or None without a judge model."""
+        from trajforge.judge.rubric import load_rubric
+
+        if self.judge_model is None:
+            if self.rubric is not None:
+                raise ConfigError("--rubric: give --judge-model too (it is the LLM judge's rubric)")
+            return None
+        try:
+            return load_rubric(self.rubric or DEFAULT_RUBRIC)
+        except ConfigError as exc:
+            raise ConfigError(f"--rubric: {exc}") from None
+
+    def check(self) -> None:
+        """Refuse unknown scorers and bad rubrics before anything runs."""
+        for name in self.scorers:
+            get_scorer(name)
+        self.rubric_to_use()
+
+    def build(self) -> list[Scorer]:
+        """The scorers, with the judge model loaded: call it in the event loop that scores."""
+        from trajforge.judge.llm_judge import LLMJudge
+        from trajforge.policy.naming import load_policy
+
+        scorers = [get_scorer(name) for name in self.scorers]
+        rubric = self.rubric_to_use()
+        if rubric is None or self.judge_model is None:
+            return scorers
+        try:
+            policy = load_policy(self.judge_model)
+        except ConfigError as exc:
+            raise ConfigError(f"--judge-model: {exc}") from None
+        return [*scorers, LLMJudge(rubric, policy, name=LLM_JUDGE_NAME)]
+
+
+async def _scored(
+    trajectories: Sequence[Trajectory],
+    judging: Judging,
+    sink: ScoreSink | None = None,
+    *,
+    missing_only: bool = False,
+) -> list[Trajectory]:
+    """The trajectories with new scores appended (and stored in ``sink`` when given);
+    ``missing_only`` skips the scorers a trajectory already has a score from."""
+    from trajforge.judge.evaluate import score_all, score_into, score_missing_into
+    from trajforge.judge.llm_judge import LLMJudge
+
+    scorers = judging.build()
+    try:
+        if sink is None:
+            return await score_all(trajectories, scorers)
+        if missing_only:
+            return await score_missing_into(sink, trajectories, scorers)
+        return await score_into(sink, trajectories, scorers)
+    finally:
+        for s in scorers:
+            if isinstance(s, LLMJudge):
+                await s.policy.close()
+
+
+def _open_store(store: Path | None) -> TrajectoryStore:
     from trajforge.store import TrajectoryStore
 
     path = resolve_store_path(store)
-    if must_exist and not path.exists():
+    if not path.exists():
         raise StoreError(f"no store at {path} (pass --store or set TRAJFORGE_STORE)")
     return TrajectoryStore(path)
 
 
-def _summary_table(title: str, summary_dict: dict[str, object]) -> Table:
+def _table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
     table = Table(title=title)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key, value in summary_dict.items():
-        if isinstance(value, dict):
-            value = ", ".join(
-                f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in value.items()
-            )
-        elif isinstance(value, float):
-            value = f"{value:.3f}"
-        table.add_row(key, str(value))
+    for name, value in rows:
+        table.add_row(name, value)
     return table
 
 
+def _score_rows(summary: EvalSummary) -> list[tuple[str, str]]:
+    return [
+        (
+            f"score {name}",
+            f"{format_reward(summary.scores.get(name))} "
+            f"(scored {format_scored(scored, summary.episodes)})",
+        )
+        for name, scored in summary.scores_scored.items()
+    ]
+
+
+def _eval_rows(summary: EvalSummary) -> list[tuple[str, str]]:
+    reward = format_reward(summary.reward_mean, summary.reward_ci_low, summary.reward_ci_high)
+    return [
+        ("episodes", str(summary.episodes)),
+        ("tasks", str(summary.tasks)),
+        ("success", format_rate(summary.success)),
+        ("mean reward (95% CI)", reward),
+        ("scored", format_scored(summary.scored, summary.episodes)),
+        *((f"pass@{k}", format_rate(v)) for k, v in summary.pass_at.items()),
+        ("turns", f"{summary.turns_mean:.2f}"),
+        ("tokens", f"{summary.tokens_mean:.1f}"),
+        ("tool-error rate", f"{summary.tool_error_rate:.3f}"),
+        ("invalid tool-call rate", f"{summary.invalid_tool_call_rate:.3f}"),
+        ("status", ", ".join(f"{k}: {v}" for k, v in sorted(summary.status.items()))),
+        *_score_rows(summary),
+    ]
+
+
 def eval_command(
-    env: Annotated[str, typer.Option("--env", help="Environment name or module:factory.")],
-    model: Annotated[
-        str, typer.Option("--model", help="embedded | tiny | expert | HF folder | openai:URL#MODEL")
-    ] = "embedded",
-    tasks: Annotated[int, typer.Option("--tasks", help="Number of tasks.")] = 16,
-    n: Annotated[int, typer.Option("--n", help="Samples per task (for pass@k).")] = 1,
-    split: Annotated[str, typer.Option("--split", help="Task split.")] = "test",
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    temperature: Annotated[float, typer.Option("--temperature")] = 0.0,
-    max_turns: Annotated[int, typer.Option("--max-turns")] = 6,
+    ctx: typer.Context,
+    env: EnvOption = "calculator",
+    model: ModelOption = "embedded",
+    tasks: TasksOption = 16,
+    n: NOption = 1,
+    split: SplitOption = "test",
+    seed: SeedOption = 0,
+    temperature: TemperatureOption = 0.0,
+    max_turns: MaxTurnsOption = 6,
+    max_new_tokens: MaxNewTokensOption = 256,
+    batch_size: BatchSizeOption = 16,
+    concurrency: ConcurrencyOption = None,
+    precision: PrecisionOption = Precision.AUTO,
     scorer: ScorerOption = None,
-    run: Annotated[str | None, typer.Option("--run", help="Run id (default: generated).")] = None,
+    judge_model: JudgeModelOption = None,
+    rubric: RubricOption = None,
+    run: RunOption = None,
+    resume: ResumeOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Roll out a model on an environment's tasks, score, and report reward, pass@k and metrics."""
-    from trajforge.envs.registry import get_env
-    from trajforge.judge.evaluate import score_into, summarize
-    from trajforge.judge.scorer import get_scorer
-    from trajforge.policy.base import SamplingParams
-    from trajforge.policy.naming import load_policy
-    from trajforge.rollout import Limits, rollout
-    from trajforge.schema import new_id
+    """Roll out a model on an environment's tasks, score them, and report success, mean reward,
+    pass@k and process metrics.
 
-    entry = get_env(env)
-    scorers = [get_scorer(name) for name in (scorer or ["env_verifier", "process"])]
-    policy = load_policy(model, expert=entry.expert)
-    task_list = entry.tasks(tasks, seed=seed, split=split)
-    run_id = run or f"eval-{new_id()[:8]}"
-    with _open_store(store, must_exist=False) as db:
-        trajectories = rollout(
-            entry.make,
-            policy,
-            task_list,
-            n_per_task=n,
-            limits=Limits(max_turns=max_turns),
-            sampling=SamplingParams(temperature=temperature, max_new_tokens=256),
-            store=db,
-            run_id=run_id,
+    Defaults that differ from rollout's: greedy (--temperature 0), test split, at most 6 turns.
+    Ctrl-C stops the run; --resume finishes it.
+    """
+    from trajforge.judge.evaluate import summarize
+    from trajforge.rollout.progress import RolloutStats
+
+    # A rubric file is stored by its absolute path, so --resume finds it from anywhere.
+    rubric_ref = str(Path(rubric).absolute()) if rubric and Path(rubric).suffix else rubric
+    judging = Judging(
+        scorers=list(scorer or DEFAULT_SCORERS), judge_model=judge_model, rubric=rubric_ref
+    )
+    settings: RolloutSettings | None = None
+    if resume is None:  # a fresh run's options are checked before the store is opened
+        settings = make_settings(
+            env=env,
+            model=model,
+            tasks=tasks,
+            n=n,
+            split=split,
             seed=seed,
-            progress=not as_json,
+            max_turns=max_turns,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            precision=precision,
         )
-        # Episodes were stored as they finished (a crashed eval resumes); add the verdicts.
-        scored = asyncio.run(score_into(db, trajectories, scorers))
-        ks = sorted({1, n})
-        summary = summarize(scored, ks=ks)
-        db.set_run(
-            run_id, {"kind": "eval", "env": env, "model": model, "summary": summary.as_dict()}
-        )
+        judging.check()
+    path = resolve_store_path(store)
+    with open_run_store(path, resume) as db:
+        if settings is None:
+            run_id, settings, meta = resume_run(ctx, db, COMMAND, resume or "", run)
+            judging = Judging.model_validate(meta.get("judging", {}))
+        else:
+            extra = {"kind": "eval", "judging": judging.model_dump(mode="json")}
+            run_id = new_run(db, COMMAND, run, settings, extra)
+            meta = db.get_run(run_id) or {}
+        with exit_resumably(COMMAND, db, run_id, settings.episodes):
+            stats = RolloutStats(total=settings.episodes)
+            asyncio.run(run_episodes(settings, db, run_id, stats, show=not as_json))
+            # Every episode is stored; an interrupted scoring resumes where it stopped.
+            trajectories = db.query(run=run_id, order_by="task_id")
+            scored = asyncio.run(_scored(trajectories, judging, db, missing_only=True))
+        summary = summarize(scored, ks=sorted({1, settings.n}))
+        db.set_run(run_id, {**meta, "summary": summary.as_dict()})
     if as_json:
         print_json({"run_id": run_id, **summary.as_dict()})
         return
-    data = summary.as_dict()
-    data["reward_mean"] = (
-        f"{summary.reward_mean:.3f} [{summary.reward_ci_low:.3f}, {summary.reward_ci_high:.3f}] (95% CI)"
-    )
-    data.pop("reward_ci_low")
-    data.pop("reward_ci_high")
-    console.print(_summary_table(f"eval {env} / {model} (run {run_id})", data))
+    title = f"eval {settings.env} / {settings.model} (run {run_id})"
+    console.print(_table(title, _eval_rows(summary)))
 
 
 def judge_command(
-    run: Annotated[str, typer.Argument(help="Run id whose trajectories to re-score.")],
+    run: Annotated[
+        str, typer.Argument(help="Run id (or a unique prefix) whose trajectories to re-score.")
+    ],
     scorer: ScorerOption = None,
+    judge_model: JudgeModelOption = None,
+    rubric: RubricOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Re-score a stored run's trajectories and store the new scores."""
-    from trajforge.judge.evaluate import score_into, summarize
-    from trajforge.judge.scorer import get_scorer
+    from trajforge.judge.evaluate import summarize
 
-    if not scorer:
-        raise ConfigError("judge: name at least one --scorer")
-    scorers = [get_scorer(name) for name in scorer]
+    judging = Judging(scorers=scorer or [], judge_model=judge_model, rubric=rubric)
+    judging.check()
+    if not scorer and judge_model is None:
+        raise ConfigError("judge: name at least one --scorer, or a --judge-model")
     with _open_store(store) as db:
-        trajectories = db.query(run=run)
+        run_id = db.resolve_run_id(run)
+        trajectories = db.query(run=run_id)
         if not trajectories:
-            raise StoreError(f"run {run!r} has no trajectories in {resolve_store_path(store)}")
-        scored = asyncio.run(score_into(db, trajectories, scorers))
+            raise StoreError(f"run {run_id!r} has no trajectories in {db.path}")
+        scored = asyncio.run(_scored(trajectories, judging, db))
     summary = summarize(scored)
     if as_json:
-        print_json({"run_id": run, "scores": summary.scores, "episodes": summary.episodes})
-    else:
-        console.print(
-            _summary_table(f"judge {run}", {"episodes": summary.episodes, **summary.scores})
+        print_json(
+            {
+                "run_id": run_id,
+                "episodes": summary.episodes,
+                "scores": summary.scores,
+                "scored": summary.scores_scored,
+            }
         )
+        return
+    rows = [("episodes", str(summary.episodes)), *_score_rows(summary)]
+    console.print(_table(f"judge {run_id}", rows))
 
 
 def judge_eval_command(
@@ -139,8 +313,15 @@ def judge_eval_command(
         Path, typer.Option("--labels", help="JSONL of {trajectory_id, label, env?}.")
     ],
     scorer: Annotated[
-        str, typer.Option("--scorer", "-s", help="Scorer to evaluate.")
-    ] = "env_verifier",
+        str | None,
+        typer.Option(
+            "--scorer",
+            "-s",
+            help=f"Scorer to evaluate (default: env_verifier), one of: {', '.join(scorer_names())}.",
+        ),
+    ] = None,
+    judge_model: JudgeModelOption = None,
+    rubric: RubricOption = None,
     threshold: Annotated[
         float, typer.Option("--threshold", help="Score >= this counts as success.")
     ] = 0.5,
@@ -150,35 +331,38 @@ def judge_eval_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Compare a scorer with labels: precision, recall, F1, accuracy, Cohen's kappa (overall, per env)."""
+    """Compare a scorer (or an LLM judge) with labels: precision, recall, F1, accuracy, Cohen's
+    kappa (overall, per env)."""
     from trajforge.judge.meta_eval import meta_evaluate, read_labels
-    from trajforge.judge.scorer import get_scorer
 
+    if scorer is not None and judge_model is not None:
+        raise ConfigError("--scorer and --judge-model: give one (judge-eval evaluates one scorer)")
+    judging = Judging(
+        scorers=[] if judge_model else [scorer or "env_verifier"],
+        judge_model=judge_model,
+        rubric=rubric,
+    )
+    judging.check()
+    name = LLM_JUDGE_NAME if judge_model else judging.scorers[0]
     label_list = read_labels(labels)
-    predictions: dict[str, tuple[float | None, str | None]] = {}
-    judge = None if stored else get_scorer(scorer)
     with _open_store(store) as db:
-        for lab in label_list:
-            try:
-                traj = db.get(lab.trajectory_id)
-            except StoreError:
-                continue
-            if judge is None:
-                found = traj.score(scorer)
-                value = found.value if found else None
-            else:
-                value = asyncio.run(judge(traj)).value
-            predictions[traj.id] = (value, traj.env)
-    report = meta_evaluate(scorer, predictions, label_list, threshold=threshold)
+        found = [db.get(lab.trajectory_id) for lab in label_list if lab.trajectory_id in db]
+    if found and not stored:
+        found = asyncio.run(_scored(found, judging))
+    predictions: dict[str, tuple[float | None, str | None]] = {}
+    for traj in found:
+        verdict = traj.score(name)
+        predictions[traj.id] = (verdict.value if verdict else None, traj.env)
+    report = meta_evaluate(name, predictions, label_list, threshold=threshold)
     if as_json:
         print_json(report.as_dict())
         return
-    table = Table(title=f"judge-eval: {scorer} vs {labels.name} (threshold {threshold})")
+    table = Table(title=f"judge-eval: {name} vs {labels.name} (threshold {threshold})")
     for col in ("slice", "n", "precision", "recall", "F1", "accuracy", "kappa"):
         table.add_column(col, justify="right" if col != "slice" else "left")
-    for name, r in [("overall", report.overall), *report.per_env.items()]:
+    for slice_name, r in [("overall", report.overall), *report.per_env.items()]:
         table.add_row(
-            name,
+            slice_name,
             str(r.n),
             *(f"{v:.3f}" for v in (r.precision, r.recall, r.f1, r.accuracy, r.kappa)),
         )
@@ -191,6 +375,6 @@ def judge_eval_command(
 
 def register(app: typer.Typer) -> None:
     """Add the evaluation commands to ``app``."""
-    app.command("eval")(eval_command)
+    app.command(COMMAND)(eval_command)
     app.command("judge")(judge_command)
     app.command("judge-eval")(judge_eval_command)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from typing import Annotated
 
 import typer
@@ -30,6 +31,9 @@ for _var, _value in (
     ("TOKENIZERS_PARALLELISM", "false"),
 ):
     os.environ.setdefault(_var, _value)
+# PEFT still calls a transformers method that transformers has renamed; the notice is theirs to
+# fix and says nothing to a trajforge user in the middle of a progress display.
+warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 app = typer.Typer(
     name="trajforge",

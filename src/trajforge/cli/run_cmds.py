@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from trajforge.cli.common import console, print_json
+from trajforge.judge.stats import format_rate, format_reward, format_scored
 
 
 def run_command(
@@ -40,7 +41,7 @@ def run_command(
         print_json(results)
         return
     table = Table(title=f"{exp.name}: held-out results ({exp.eval.tasks} {exp.env} tasks)")
-    for col in ("stage", "success", "mean reward (95% CI)", "turns", "tool-error rate"):
+    for col in ("stage", "success", "mean reward (95% CI)", "scored", "turns", "tool-error rate"):
         table.add_column(col, justify="left" if col == "stage" else "right")
     for rec in results["stages"]:
         summary = rec.get("summary")
@@ -48,8 +49,11 @@ def run_command(
             continue
         table.add_row(
             rec["name"],
-            f"{100 * summary['success']:.1f}%",
-            f"{summary['reward_mean']:.3f} [{summary['reward_ci_low']:.3f}, {summary['reward_ci_high']:.3f}]",
+            format_rate(summary["success"]),
+            format_reward(
+                summary["reward_mean"], summary["reward_ci_low"], summary["reward_ci_high"]
+            ),
+            format_scored(summary["scored"], summary["episodes"]),
             f"{summary['turns_mean']:.2f}",
             f"{summary['tool_error_rate']:.3f}",
         )

@@ -9,25 +9,37 @@ from typing import Protocol
 
 from trajforge.judge.process import process_metrics
 from trajforge.judge.scorer import Scorer, score_trajectory
-from trajforge.judge.stats import mean_ci95, mean_pass_at_k
-from trajforge.schema import OutcomeStatus, Score, Trajectory
+from trajforge.judge.stats import (
+    SUCCESS_THRESHOLD,
+    RewardSummary,
+    mean_pass_at_k,
+    summarize_rewards,
+)
+from trajforge.judge.stats import is_success as outcome_is_success
+from trajforge.schema import Score, Trajectory
 
 
 @dataclass
 class EvalSummary:
+    """An evaluation's figures. ``success``, ``reward_mean`` and its interval follow
+    ``RewardSummary``: the mean is over the ``scored`` episodes (``None`` when none was)."""
+
     episodes: int
     tasks: int
+    scored: int
     success: float
-    reward_mean: float
-    reward_ci_low: float
-    reward_ci_high: float
+    reward_mean: float | None
+    reward_ci_low: float | None
+    reward_ci_high: float | None
     pass_at: dict[int, float]
     turns_mean: float
     tokens_mean: float
     tool_error_rate: float
     invalid_tool_call_rate: float
     status: dict[str, int]
+    # Per scorer: the mean of each trajectory's latest value, and how many have one.
     scores: dict[str, float] = field(default_factory=dict)
+    scores_scored: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -35,49 +47,61 @@ class EvalSummary:
         return data
 
 
-def is_success(trajectory: Trajectory, threshold: float = 1.0) -> bool:
-    reward = trajectory.outcome.reward
-    return (
-        trajectory.outcome.status is OutcomeStatus.OK and reward is not None and reward >= threshold
+def is_success(trajectory: Trajectory, threshold: float = SUCCESS_THRESHOLD) -> bool:
+    """``stats.is_success`` of a trajectory's outcome."""
+    return outcome_is_success(trajectory.outcome.status, trajectory.outcome.reward, threshold)
+
+
+def reward_summary(
+    trajectories: Iterable[Trajectory], threshold: float = SUCCESS_THRESHOLD
+) -> RewardSummary:
+    """The ``RewardSummary`` of trajectories."""
+    return summarize_rewards(
+        ((t.outcome.status, t.outcome.reward) for t in trajectories), threshold
     )
 
 
 def summarize(
-    trajectories: Sequence[Trajectory], *, ks: Sequence[int] = (1,), success_threshold: float = 1.0
+    trajectories: Sequence[Trajectory],
+    *,
+    ks: Sequence[int] = (1,),
+    success_threshold: float = SUCCESS_THRESHOLD,
 ) -> EvalSummary:
-    """Summarise finished trajectories. A trajectory with no reward counts as reward 0, and an
-    episode that did not end ``ok`` is never a success."""
-    rewards = [t.outcome.reward or 0.0 for t in trajectories]
-    ci = mean_ci95(rewards)
+    """Summarise finished trajectories: success and mean reward as ``RewardSummary`` defines
+    them, pass@k, process metrics, and per scorer the mean of each trajectory's latest score."""
+    rewards = reward_summary(trajectories, success_threshold)
     successes = [(t.task.id, is_success(t, success_threshold)) for t in trajectories]
     per_task: dict[str, int] = defaultdict(int)
-    for t in trajectories:
-        per_task[t.task.id] += 1
-    min_n = min(per_task.values(), default=0)
-    metrics = [process_metrics(t) for t in trajectories]
     status: dict[str, int] = defaultdict(int)
-    for t in trajectories:
-        status[t.outcome.status.value] += 1
     score_values: dict[str, list[float]] = defaultdict(list)
     for t in trajectories:
-        for s in t.scores:
-            if s.value is not None:
-                score_values[s.name].append(s.value)
+        per_task[t.task.id] += 1
+        status[t.outcome.status.value] += 1
+        for name in dict.fromkeys(s.name for s in t.scores):
+            latest = t.score(name)
+            values = score_values[name]  # a scorer that always failed is listed, unscored
+            if latest is not None and latest.value is not None:
+                values.append(latest.value)
+    min_n = min(per_task.values(), default=0)
+    metrics = [process_metrics(t) for t in trajectories]
     n = len(trajectories)
+    ci_low, ci_high = rewards.reward_ci
     return EvalSummary(
         episodes=n,
         tasks=len(per_task),
-        success=sum(ok for _, ok in successes) / n if n else 0.0,
-        reward_mean=ci.mean if n else 0.0,
-        reward_ci_low=ci.low if n else 0.0,
-        reward_ci_high=ci.high if n else 0.0,
+        scored=rewards.scored,
+        success=rewards.success,
+        reward_mean=rewards.reward_mean,
+        reward_ci_low=ci_low,
+        reward_ci_high=ci_high,
         pass_at={k: mean_pass_at_k(successes, k) for k in ks if 0 < k <= min_n},
         turns_mean=sum(m.turns for m in metrics) / n if n else 0.0,
         tokens_mean=sum(m.tokens for m in metrics) / n if n else 0.0,
         tool_error_rate=sum(m.tool_error_rate for m in metrics) / n if n else 0.0,
         invalid_tool_call_rate=sum(m.invalid_tool_call_rate for m in metrics) / n if n else 0.0,
         status=dict(status),
-        scores={k: sum(v) / len(v) for k, v in sorted(score_values.items())},
+        scores={k: sum(v) / len(v) for k, v in sorted(score_values.items()) if v},
+        scores_scored={k: len(v) for k, v in sorted(score_values.items())},
     )
 
 
@@ -103,4 +127,16 @@ async def score_into(
     scored = await score_all(trajectories, scorers)
     for old, new in zip(trajectories, scored, strict=True):
         sink.add_scores(old.id, new.scores[len(old.scores) :])
+    return scored
+
+
+async def score_missing_into(
+    sink: ScoreSink, trajectories: Sequence[Trajectory], scorers: list[Scorer]
+) -> list[Trajectory]:
+    """``score_into`` with, for each trajectory, only the scorers it has no score from yet, so
+    that finishing an interrupted evaluation does not score anything twice."""
+    scored = []
+    for t in trajectories:
+        todo = [s for s in scorers if t.score(s.name) is None]
+        scored.extend(await score_into(sink, [t], todo) if todo else [t])
     return scored

@@ -1,4 +1,5 @@
-"""Summary statistics for evaluations: mean with a confidence interval, and pass@k."""
+"""Summary statistics for evaluations: mean with a confidence interval, pass@k, and the one
+definition of success and mean reward that every command and report uses."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from trajforge.schema import OutcomeStatus
 
 # Two-sided 95% quantiles of Student's t for small samples; the normal 1.96 beyond 30.
 _T95 = {
@@ -70,3 +73,114 @@ def mean_pass_at_k(results: Iterable[tuple[str, bool]], k: int) -> float:
     if not per_task:
         return math.nan
     return sum(pass_at_k(len(v), sum(v), k) for v in per_task.values()) / len(per_task)
+
+
+# An episode succeeds when it ended ``ok`` with at least this reward.
+SUCCESS_THRESHOLD = 1.0
+
+
+def is_success(
+    status: OutcomeStatus | str, reward: float | None, threshold: float = SUCCESS_THRESHOLD
+) -> bool:
+    """Whether an episode succeeded: it ended ``ok`` with a reward of at least ``threshold``.
+    An unscored episode (no reward: cut off, crashed, timed out) never succeeded."""
+    return status == OutcomeStatus.OK and reward is not None and reward >= threshold
+
+
+def format_rate(rate: float | None) -> str:
+    return "-" if rate is None else f"{100 * rate:.1f}%"
+
+
+def format_reward(mean: float | None, low: float | None = None, high: float | None = None) -> str:
+    """``0.812``, or ``0.812 [0.700, 0.925]`` with an interval; ``-`` when nothing was scored."""
+    if mean is None:
+        return "-"
+    if low is None or high is None:
+        return f"{mean:.3f}"
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def format_scored(scored: int, episodes: int) -> str:
+    return f"{scored}/{episodes}"
+
+
+@dataclass(frozen=True)
+class RewardSummary:
+    """Success and mean reward of a set of episodes, as every trajforge report states them.
+
+    Success is over all episodes, an unscored one counting as a failure; the mean reward (and
+    its 95% interval) is over the scored episodes only, and ``scored`` says how many those are,
+    so a run whose episodes mostly crashed cannot pass for a good one.
+    """
+
+    episodes: int
+    scored: int
+    successes: int
+    reward: MeanCI
+
+    @property
+    def success(self) -> float:
+        return self.successes / self.episodes if self.episodes else 0.0
+
+    @property
+    def reward_mean(self) -> float | None:
+        return self.reward.mean if self.scored else None
+
+    @property
+    def reward_ci(self) -> tuple[float | None, float | None]:
+        """The 95% interval of the mean reward; ``(None, None)`` when nothing was scored."""
+        return (self.reward.low, self.reward.high) if self.scored else (None, None)
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        """The figures for JSON (the episode count is the caller's: it names it differently)."""
+        low, high = self.reward_ci
+        return {
+            "scored": self.scored,
+            "success": self.success,
+            "reward_mean": self.reward_mean,
+            "reward_ci_low": low,
+            "reward_ci_high": high,
+        }
+
+    def success_text(self) -> str:
+        return format_rate(self.success if self.episodes else None)
+
+    def reward_text(self, *, ci: bool = False) -> str:
+        low, high = self.reward_ci if ci else (None, None)
+        return format_reward(self.reward_mean, low, high)
+
+    def scored_text(self) -> str:
+        return format_scored(self.scored, self.episodes)
+
+    def line(self) -> str:
+        """One line for a caption: success, mean reward and how many were scored."""
+        return (
+            f"success {self.success_text()} · mean reward {self.reward_text()} · "
+            f"scored {self.scored_text()}"
+        )
+
+
+def summarize_rewards(
+    outcomes: Iterable[tuple[OutcomeStatus | str, float | None]],
+    threshold: float = SUCCESS_THRESHOLD,
+) -> RewardSummary:
+    """The ``RewardSummary`` of episodes given as ``(status, reward)`` pairs."""
+    episodes = successes = 0
+    rewards: list[float] = []
+    for status, reward in outcomes:
+        episodes += 1
+        successes += is_success(status, reward, threshold)
+        if reward is not None:
+            rewards.append(reward)
+    return RewardSummary(episodes, len(rewards), successes, mean_ci95(rewards))
+
+
+def summarize_rewards_by(
+    rows: Iterable[tuple[str, OutcomeStatus | str, float | None]],
+    threshold: float = SUCCESS_THRESHOLD,
+) -> dict[str, RewardSummary]:
+    """A ``RewardSummary`` per group, from ``(group, status, reward)`` rows; sorted by group."""
+    groups: dict[str, list[tuple[OutcomeStatus | str, float | None]]] = defaultdict(list)
+    for group, status, reward in rows:
+        groups[group].append((status, reward))
+    return {g: summarize_rewards(groups[g], threshold) for g in sorted(groups)}

@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from trajforge.errors import ConfigError, TrajforgeError
+from trajforge.judge.stats import format_rate, format_reward, format_scored, is_success
 from trajforge.pipeline.config import (
     STORE_FILE,
     DemonstrationStage,
@@ -203,7 +204,10 @@ class ExperimentRunner:
 
         trajectories = asyncio.run(go())
         summary = summarize(trajectories, ks=sorted({1, ev.n}))
-        text = f"success {100 * summary.success:.1f}%, mean reward {summary.reward_mean:.3f}"
+        text = (
+            f"success {format_rate(summary.success)}, mean reward "
+            f"{format_reward(summary.reward_mean)} (scored {format_scored(summary.scored, summary.episodes)})"
+        )
         return {"run_id": run_id, "model": model, "summary": summary.as_dict(), "text": text}
 
     def _policy_options(self, model: str) -> dict[str, Any]:
@@ -243,7 +247,7 @@ class ExperimentRunner:
                 await policy.close()
 
         trajectories = asyncio.run(go())
-        solved = sum(1 for t in trajectories if (t.outcome.reward or 0.0) >= 1.0)
+        solved = sum(1 for t in trajectories if is_success(t.outcome.status, t.outcome.reward))
         text = f"{len(trajectories)} episodes by {stage.policy}, {solved} solved"
         return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}
 

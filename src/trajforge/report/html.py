@@ -11,6 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from trajforge import __version__
 from trajforge.errors import DataError
+from trajforge.judge.stats import format_rate, format_reward, format_scored, is_success
 from trajforge.report import plots
 from trajforge.schema import Role, Trajectory
 
@@ -35,12 +36,35 @@ def _render_message(m: Any) -> dict[str, Any]:
     return {"role": m.role.value, "name": m.name, "content": content, "calls": calls}
 
 
+def _solved(t: Trajectory) -> bool:
+    return is_success(t.outcome.status, t.outcome.reward)
+
+
 def _side(stage: str, t: Trajectory) -> dict[str, Any]:
+    reward = t.outcome.reward
     return {
         "stage": stage,
-        "reward": t.outcome.reward or 0.0,
+        "reward_text": "unscored" if reward is None else f"{reward:.2f}",
+        "solved": _solved(t),
         "status": t.outcome.status.value,
         "messages": [_render_message(m) for m in t.messages if m.role is not Role.SYSTEM],
+    }
+
+
+def _figures_of(summary: dict[str, Any]) -> dict[str, Any]:
+    """An eval stage's summary with its success, mean reward and episode count as text; a
+    summary written before ``scored`` was recorded shows its episodes alone."""
+    episodes = summary["episodes"]
+    scored = summary.get("scored")
+    return {
+        **summary,
+        "success_text": format_rate(summary["success"]),
+        "reward_text": format_reward(
+            summary["reward_mean"], summary["reward_ci_low"], summary["reward_ci_high"]
+        ),
+        "episodes_text": (
+            str(episodes) if scored is None else f"scored {format_scored(scored, episodes)}"
+        ),
     }
 
 
@@ -51,7 +75,13 @@ def _samples(
     since that is what a reader wants to see."""
     after_by_task = {t.task.id: t for t in after}
     matched = [(b, after_by_task[b.task.id]) for b in before if b.task.id in after_by_task]
-    matched.sort(key=lambda p: -((p[1].outcome.reward or 0.0) - (p[0].outcome.reward or 0.0)))
+    # Fixed first, then by reward gained (an unscored episode ranks as reward 0).
+    matched.sort(
+        key=lambda p: (
+            _solved(p[0]) - _solved(p[1]),
+            (p[0].outcome.reward or 0.0) - (p[1].outcome.reward or 0.0),
+        )
+    )
     return [
         {
             "task_id": b.task.id,
@@ -121,7 +151,7 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
     evals = [s for s in stages if s.get("kind") == "eval" and "summary" in s]
     pass_ks = sorted({int(k) for s in evals for k in s["summary"].get("pass_at", {})})
     rows = [
-        {"name": s["name"], "time": _fmt_duration(s.get("duration_s")), **s["summary"]}
+        {"name": s["name"], "time": _fmt_duration(s.get("duration_s")), **_figures_of(s["summary"])}
         for s in evals
     ]
     other = [
