@@ -2,7 +2,7 @@
 
 The comparison is honest by construction: both modes run the same tasks with the same seeds,
 the same model behind the same ``HFPolicy`` (``max_batch_size=B``) and the same concurrency
-budget ``max_concurrency=B`` (the rollout API's parameter), in one process, lockstep first.
+budget ``concurrency=B`` (the ``RolloutSpec`` field), in one process, lockstep first.
 
 - Lockstep is the synchronous rollout of verl/TRL-style frameworks: the episodes are processed
   in batches of B; within a batch each turn's generation waits for every episode of the batch,
@@ -57,8 +57,8 @@ from typing import Any
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.envs.tool import tool
-from trajforge.policy.base import Policy, SamplingParams
-from trajforge.rollout import Limits, arollout
+from trajforge.policy.base import Policy
+from trajforge.rollout import Limits, RolloutSpec, Sampling, arun_rollout
 from trajforge.schema import Message, Role, Task, Trajectory
 
 MEAN_LATENCY_S = 0.3
@@ -178,16 +178,16 @@ async def timed(
 ) -> tuple[float, list[Trajectory]]:
     before = engine_counts(policy)
     start = time.perf_counter()
-    trajs = await arollout(
-        lambda: SlowToolEnv(turns, args.sigma, args.seed),
-        policy,
-        tasks,
+    spec = RolloutSpec(
+        tasks=tasks,
         limits=Limits(stop_on_turn_limit=False),
-        sampling=SamplingParams(temperature=1.0, max_new_tokens=args.max_new_tokens),
+        sampling=Sampling(temperature=1.0, max_new_tokens=args.max_new_tokens),
         seed=args.seed,
         lockstep=lockstep,
-        progress=False,
-        max_concurrency=args.batch_size,
+        concurrency=args.batch_size,
+    )
+    trajs = await arun_rollout(
+        spec, env=lambda: SlowToolEnv(turns, args.sigma, args.seed), policy=policy
     )
     elapsed = time.perf_counter() - start
     after = engine_counts(policy)
@@ -308,7 +308,10 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=64)
     parser.add_argument("--turns", type=lambda s: [int(x) for x in s.split(",")], default=[1, 3])
     parser.add_argument(
-        "--batch-size", type=int, default=16, help="B: max_concurrency and HFPolicy batch size"
+        "--batch-size",
+        type=int,
+        default=16,
+        help="B: the spec's concurrency and HFPolicy batch size",
     )
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--sigma", type=float, default=1.1, help="lognormal shape (tail weight)")

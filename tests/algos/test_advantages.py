@@ -245,7 +245,7 @@ def test_float_rewards_that_do_not_average_exactly_still_give_zero() -> None:
 
 
 def test_unknown_estimator_and_option_are_config_errors(batch: AdvantageInput) -> None:
-    with pytest.raises(ConfigError, match="estimator: unknown 'ppo'"):
+    with pytest.raises(ConfigError, match="unknown estimator 'ppo'"):
         compute_advantages("ppo", batch)
     with pytest.raises(ConfigError, match="unknown option 'gamma'"):
         compute_advantages("grpo", batch, gamma=0.9)

@@ -204,7 +204,7 @@ def test_entropy_from_logits() -> None:
 
 def test_unknown_loss_and_option_are_config_errors() -> None:
     lp, old, adv, mask = case()
-    with pytest.raises(ConfigError, match="loss: unknown 'ppo'"):
+    with pytest.raises(ConfigError, match="unknown loss 'ppo'"):
         policy_loss("ppo", lp, old, adv, mask)
     with pytest.raises(ConfigError, match="unknown option 'eps_high'"):
         policy_loss("reinforce", lp, old, adv, mask, eps_high=0.3)

@@ -34,7 +34,8 @@ def test_eval_rolls_out_scores_and_summarises(tmp_path: Path) -> None:
         assert all(t.score("process") is not None for t in stored)
         meta = db.get_run("ev")
         assert meta is not None and meta["summary"]["success"] == 1.0
-        assert meta["cli"]["temperature"] == 0.0 and meta["cli"]["split"] == "test"
+        spec = meta["spec"]
+        assert spec["sampling"]["temperature"] == 0.0 and spec["tasks"]["split"] == "test"
 
 
 def test_eval_table_states_success_reward_and_how_many_were_scored(tmp_path: Path) -> None:
@@ -115,3 +116,69 @@ def test_every_command_states_one_reward_figure(tmp_path: Path) -> None:
     assert table.exit_code == 0, table.output
     all_row = next(ln for ln in table.stdout.splitlines() if ln.strip("│ ").startswith("all"))
     assert "20.0%" in all_row and "0.667" in all_row and "3/5" in all_row
+
+
+MY_SCORERS = '''
+async def exact_total(trajectory):
+    """1.0 when the final reply names the gold number."""
+    return float(str(trajectory.task.answer) in trajectory.messages[-1].content)
+'''
+
+
+def _scorer_file(folder: Path) -> Path:
+    path = folder / "my_scorers.py"
+    path.write_text(MY_SCORERS)
+    return path
+
+
+def test_eval_and_judge_take_a_user_scorer_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _scorer_file(tmp_path)
+    monkeypatch.chdir(tmp_path)  # named relative to the current folder, as a user types it
+    store = str(tmp_path / "u.db")
+    args = [*EVAL, "--tasks", "2", "--run", "u", "--store", store, "--json"]
+    result = CliRunner().invoke(app, [*args, "--scorer", "my_scorers.py:exact_total"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["scores"] == {"exact_total": 1.0}
+    with TrajectoryStore(store) as db:
+        meta = db.get_run("u")
+        assert meta is not None
+        # Stored by absolute path, so that --resume finds the file from any folder.
+        assert meta["judging"]["scorers"] == [f"{tmp_path / 'my_scorers.py'}:exact_total"]
+        verdicts = [t.score("exact_total") for t in db.query(run="u")]
+        assert [v.value if v else None for v in verdicts] == [1.0, 1.0]
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    judged = CliRunner().invoke(
+        app, ["judge", "u", "--scorer", "my_scorers:exact_total", "--store", store, "--json"]
+    )
+    assert judged.exit_code == 0, judged.output
+    assert json.loads(judged.stdout)["scores"] == {"exact_total": 1.0}
+
+
+def test_judge_eval_reads_a_user_scorers_own_name(tmp_path: Path) -> None:
+    path = _scorer_file(tmp_path)
+    store = tmp_path / "j.db"
+    made = CliRunner().invoke(app, [*EVAL, "--tasks", "2", "--run", "j", "--store", str(store)])
+    assert made.exit_code == 0, made.output
+    with TrajectoryStore(store) as db:
+        ids = [t.id for t in db.query(run="j")]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"trajectory_id": i, "label": 1}) + "\n" for i in ids))
+    args = ["judge-eval", "--labels", str(labels), "--scorer", f"{path}:exact_total"]
+    result = CliRunner().invoke(app, [*args, "--store", str(store), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["overall"]["n"] == 2 and report["overall"]["recall"] == 1.0
+
+
+def test_a_user_scorer_that_does_not_load_is_refused_before_the_run(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    args = [*EVAL, "--scorer", f"{tmp_path}/absent.py:f", "--store", str(db)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code != 0
+    assert "absent.py:f': file" in str(result.exception) and "does not exist" in str(
+        result.exception
+    )
+    assert not db.exists()

@@ -155,9 +155,12 @@ def test_experiment_precision_reaches_policies_and_training_stages(tmp_path: Pat
 
     exp = load_experiment(write_experiment(tmp_path, {**TINY_EXPERIMENT, "precision": "fp32"}))
     runner = ExperimentRunner(exp, console=Console(quiet=True))
-    assert runner._policy_options("tiny") == {"max_batch_size": 25, "dtype": torch.float32}
-    assert runner._policy_options("expert") == {}
-    assert runner._policy_options("openai:http://127.0.0.1:1/v1#m") == {}
+    assert runner._policy_ref("tiny").load_options() == {
+        "max_batch_size": 25,
+        "dtype": torch.float32,
+    }
+    assert runner._policy_ref("expert").load_options() == {}
+    assert runner._policy_ref("openai:http://127.0.0.1:1/v1#m").load_options() == {}
 
 
 def test_experiment_bf16_without_native_bf16_is_one_clear_error(tmp_path: Path) -> None:
@@ -173,4 +176,4 @@ def test_auto_precision_resolves_by_the_machine(tmp_path: Path, machine_precisio
     exp = load_experiment(write_experiment(tmp_path, TINY_EXPERIMENT))
     runner = ExperimentRunner(exp, console=Console(quiet=True))
     dtype = torch.bfloat16 if machine_precision == "bf16" else torch.float32
-    assert runner._policy_options("tiny")["dtype"] is dtype
+    assert runner._policy_ref("tiny").load_options()["dtype"] is dtype

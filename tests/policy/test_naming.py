@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from trajforge.errors import ConfigError
-from trajforge.policy.naming import load_policy, parse_openai_spec, tokenizer_for
+from trajforge.policy.naming import POLICIES, load_policy, parse_openai_spec, tokenizer_for
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.policy.tiny import tiny_model_and_tokenizer
 
@@ -41,6 +41,19 @@ def test_unknown_names_and_folders(tmp_path: Path) -> None:
         load_policy("nope")
     with pytest.raises(ConfigError, match=r"no config\.json"):
         load_policy(str(tmp_path))
+
+
+def test_policies_are_a_registry_of_names_and_prefixes(tmp_path: Path) -> None:
+    assert POLICIES.names() == ["embedded", "expert", "openai:", "tiny"]
+    with pytest.raises(
+        ConfigError,
+        match=r"^unknown policy 'tinny' \(did you mean 'tiny'\?\): expected embedded, expert, tiny, "
+        r"a local model folder, or openai:<base_url>#<model>$",
+    ):
+        load_policy("tinny")
+    # A name with a colon that no prefix claims is still looked for as a folder.
+    with pytest.raises(ConfigError, match="unknown policy 'hf:tiny'"):
+        load_policy("hf:tiny")
 
 
 def test_tiny_and_a_local_folder(tmp_path: Path, smol_tokenizer: Any) -> None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from rollout_doubles import FakePolicy, TurnsEnv, make_tasks
+from rollout_doubles import FakePolicy, TurnsEnv, make_tasks, run_live
 
-from trajforge.rollout import rollout
 from trajforge.store.sqlite import TrajectoryStore
 
 TASKS = 40
@@ -16,16 +15,15 @@ N = 2
 def main() -> None:
     store_path, run_id = sys.argv[1], sys.argv[2]
     with TrajectoryStore(store_path) as store:
-        rollout(
+        run_live(
             lambda: TurnsEnv(3, delay=lambda task, turn: 0.03),
             FakePolicy(),
             make_tasks(TASKS),
-            n_per_task=N,
+            n=N,
             store=store,
             run_id=run_id,
             seed=3,
-            max_concurrency=4,
-            progress=False,
+            concurrency=4,
         )
 
 

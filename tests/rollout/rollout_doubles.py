@@ -8,11 +8,14 @@ import hashlib
 import os
 import signal
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.formats.tool_calls import format_tool_call, parse_tool_calls
 from trajforge.policy.base import ChatSession, Completion, FinishReason, Policy, SamplingParams
-from trajforge.schema import FunctionSpec, Message, Role, Task, ToolSpec
+from trajforge.rollout import RolloutSpec, run_rollout
+from trajforge.schema import FunctionSpec, Message, Role, Task, ToolSpec, Trajectory
+from trajforge.store.sqlite import TrajectoryStore
 
 GEN_PROMPT_ID = 7
 
@@ -306,3 +309,19 @@ class FaultyEnv(Env):
 
 def make_tasks(n: int, prefix: str = "t") -> list[Task]:
     return [Task(id=f"{prefix}{i}", prompt=f"task number {i}") for i in range(n)]
+
+
+def run_live(
+    make_env: Callable[[], Env],
+    policy: Policy,
+    tasks: list[Task],
+    *,
+    store: TrajectoryStore | None = None,
+    **fields: Any,
+) -> list[Trajectory]:
+    """``run_rollout`` of the spec over ``tasks`` (its other fields as keywords), with a live
+    environment factory, policy and (when given) store."""
+    spec = RolloutSpec(tasks=tasks, **fields)
+    if store is None:
+        return run_rollout(spec, env=make_env, policy=policy)
+    return run_rollout(spec, env=make_env, policy=policy, store=store)

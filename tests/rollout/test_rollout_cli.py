@@ -12,13 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 from typer.testing import CliRunner, Result
 
 from trajforge.cli.main import app
-from trajforge.cli.rollout_options import make_settings, policy_options
 from trajforge.errors import ConfigError
-from trajforge.rollout.progress import RolloutStats
+from trajforge.rollout import RolloutSpec
+from trajforge.schema import Trajectory
 from trajforge.store.sqlite import TrajectoryStore
 
 DOUBLES = Path(__file__).parent
@@ -70,8 +69,21 @@ def test_rollout_command_runs_stores_and_resumes(tmp_path: Path) -> None:
     # Widen the stored run to 5 tasks: a resume (by a prefix of the id) runs the 4 missing.
     with TrajectoryStore(db) as store:
         meta = store.get_run("calc-run")
-        assert meta is not None
-        meta["cli"]["tasks"] = 5
+        assert meta is not None and meta["command"] == "rollout"
+        # The run's metadata is the spec it ran, options and run id included.
+        spec = RolloutSpec.model_validate(meta["spec"])
+        assert (spec.env, spec.policy and spec.policy.name, spec.run_id) == (
+            "calculator",
+            "expert",
+            "calc-run",
+        )
+        assert (spec.episodes, spec.n, spec.sampling.temperature, spec.sampling.max_new_tokens) == (
+            6,
+            2,
+            1.0,
+            256,
+        )
+        meta["spec"]["tasks"]["count"] = 5
         store.set_run("calc-run", meta)
     resumed = invoke("--resume", "calc", *common)
     assert resumed["run_id"] == "calc-run"
@@ -152,19 +164,6 @@ def test_unscored_episodes_count_as_failures_and_are_reported(tmp_path: Path) ->
     assert any("scored" in ln and "3/4" in ln for ln in lines)
 
 
-def test_precision_gives_local_models_the_resolved_dtype() -> None:
-    def options(model: str, precision: str) -> dict[str, object]:
-        common = {"env": "calculator", "tasks": 1, "n": 1, "split": "train", "seed": 0}
-        more = {"max_new_tokens": 8, "temperature": 0.0, "batch_size": 4}
-        return policy_options(make_settings(model=model, precision=precision, **common, **more))
-
-    # The suite runs as on a machine without native bf16, so auto is fp32.
-    assert options("tiny", "auto") == {"max_batch_size": 4, "dtype": torch.float32}
-    assert options("expert", "bf16") == {}  # the scripted expert has no weights
-    with pytest.raises(ConfigError, match=r"^--precision: bf16 was asked for"):
-        options("tiny", "bf16")
-
-
 def test_precision_bf16_without_native_bf16_is_refused_by_the_command(tmp_path: Path) -> None:
     args = ["rollout", "--model", "tiny", "--precision", "bf16", "--store", str(tmp_path / "s.db")]
     with pytest.raises(ConfigError, match=r"^--precision: bf16 was asked for"):
@@ -172,15 +171,17 @@ def test_precision_bf16_without_native_bf16_is_refused_by_the_command(tmp_path: 
 
 
 def interrupt_after(monkeypatch: pytest.MonkeyPatch, episodes: int) -> None:
-    """Ctrl-C as the run takes in episode number ``episodes`` (already stored by then)."""
-    add = RolloutStats.add
+    """Ctrl-C as the store takes in episode number ``episodes`` (stored by then)."""
+    add = TrajectoryStore.add
+    stored: list[str] = []
 
-    def add_then_interrupt(self: RolloutStats, traj: object) -> None:
-        add(self, traj)  # type: ignore[arg-type]
-        if self.done == episodes:
+    def add_then_interrupt(self: TrajectoryStore, traj: Trajectory) -> None:
+        add(self, traj)
+        stored.append(traj.id)
+        if len(stored) == episodes:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(RolloutStats, "add", add_then_interrupt)
+    monkeypatch.setattr(TrajectoryStore, "add", add_then_interrupt)
 
 
 def resume_args(result: Result) -> list[str]:

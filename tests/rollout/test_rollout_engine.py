@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 
 import pytest
-from rollout_doubles import FakePolicy, TurnsEnv, make_tasks
+from pydantic import ValidationError
+from rich.console import Console
+from rollout_doubles import FakePolicy, TurnsEnv, make_tasks, run_live
 
-from trajforge.rollout import EndReason, Limits, RolloutError, arollout, rollout, rollout_stream
+from trajforge.rollout import (
+    EndReason,
+    Limits,
+    RolloutError,
+    RolloutHook,
+    RolloutProgress,
+    RolloutRun,
+    RolloutSpec,
+    arun_rollout,
+    open_rollout,
+    run_rollout,
+)
 from trajforge.schema import OutcomeStatus, Role, Trajectory
 
 pytestmark = pytest.mark.timeout(60)
@@ -31,9 +45,7 @@ def content_of(traj: Trajectory) -> list[tuple[object, ...]]:
 
 def test_rollout_returns_every_task_and_sample_in_order_with_groups_usage_and_turn_data() -> None:
     tasks = make_tasks(3)
-    trajs = rollout(
-        lambda: TurnsEnv(3), FakePolicy(), tasks, n_per_task=2, run_id="r", progress=False
-    )
+    trajs = run_live(lambda: TurnsEnv(3), FakePolicy(), tasks, n=2, run_id="r")
     assert [(t.task.id, t.sample_index) for t in trajs] == [
         (f"t{i}", s) for i in range(3) for s in range(2)
     ]
@@ -63,14 +75,13 @@ def test_same_seed_same_trajectories_in_both_modes_other_seed_differs() -> None:
     tasks = make_tasks(4)
 
     def run(seed: int, lockstep: bool) -> list[list[tuple[object, ...]]]:
-        trajs = rollout(
+        trajs = run_live(
             lambda: TurnsEnv(2),
             FakePolicy(),
             tasks,
-            n_per_task=2,
+            n=2,
             seed=seed,
             lockstep=lockstep,
-            progress=False,
         )
         return [content_of(t) for t in trajs]
 
@@ -95,9 +106,7 @@ def test_same_seed_same_trajectories_in_both_modes_other_seed_differs() -> None:
 def test_token_and_turn_limits_truncate_and_keep_what_was_produced(
     limits: Limits, status: OutcomeStatus, reason: EndReason | None, turns: int
 ) -> None:
-    [traj] = rollout(
-        lambda: TurnsEnv(5), FakePolicy(), make_tasks(1), limits=limits, progress=False
-    )
+    [traj] = run_live(lambda: TurnsEnv(5), FakePolicy(), make_tasks(1), limits=limits)
     assert traj.outcome.status is status
     assert traj.outcome.reason == reason
     assert traj.usage.turns == turns == traj.num_turns
@@ -116,9 +125,7 @@ def test_tool_timeout_and_episode_timeout_end_the_episode_keeping_the_last_assis
     faults = {"t1": "hang"}
     limits = Limits(tool_timeout_s=0.3, episode_timeout_s=5)
     start = time.monotonic()
-    trajs = rollout(
-        lambda: TurnsEnv(3, faults=faults), FakePolicy(), tasks, limits=limits, progress=False
-    )
+    trajs = run_live(lambda: TurnsEnv(3, faults=faults), FakePolicy(), tasks, limits=limits)
     assert time.monotonic() - start < 4
     hung = trajs[1]
     assert (
@@ -131,12 +138,11 @@ def test_tool_timeout_and_episode_timeout_end_the_episode_keeping_the_last_assis
     assert hung.usage.turns == 2
     assert [t.outcome.status for t in (trajs[0], trajs[2])] == [OutcomeStatus.OK, OutcomeStatus.OK]
 
-    [slow] = rollout(
+    [slow] = run_live(
         lambda: TurnsEnv(5, delay=lambda task, turn: 0.15),
         FakePolicy(),
         make_tasks(1),
         limits=Limits(episode_timeout_s=0.4),
-        progress=False,
     )
     assert (
         slow.outcome.status is OutcomeStatus.TIMEOUT
@@ -149,9 +155,7 @@ def test_env_and_policy_failures_end_only_their_episode_with_the_error_recorded(
     tasks = make_tasks(5)
     faults = {"t1": "reset", "t2": "step"}
     closed: list[str] = []
-    trajs = rollout(
-        lambda: TurnsEnv(3, faults=faults, close_log=closed), FakePolicy(), tasks, progress=False
-    )
+    trajs = run_live(lambda: TurnsEnv(3, faults=faults, close_log=closed), FakePolicy(), tasks)
     statuses = [t.outcome.status for t in trajs]
     assert statuses == [
         OutcomeStatus.OK,
@@ -168,9 +172,7 @@ def test_env_and_policy_failures_end_only_their_episode_with_the_error_recorded(
     assert trajs[2].messages[-1].role is Role.ASSISTANT and trajs[2].usage.turns == 2
     assert sorted(closed) == ["t0", "t2", "t3", "t4"]  # every env that started is closed
 
-    [broken] = rollout(
-        lambda: TurnsEnv(3), FakePolicy(fail_on_turn=1), make_tasks(1), progress=False
-    )
+    [broken] = run_live(lambda: TurnsEnv(3), FakePolicy(fail_on_turn=1), make_tasks(1))
     assert (
         broken.outcome.status is OutcomeStatus.ERROR
         and broken.outcome.reason == EndReason.POLICY_ERROR
@@ -178,12 +180,11 @@ def test_env_and_policy_failures_end_only_their_episode_with_the_error_recorded(
     assert broken.outcome.error == "RuntimeError: policy exploded on turn 1"
     assert broken.messages[-1].role is Role.TOOL  # the first turn's result is kept
 
-    [hung] = rollout(
+    [hung] = run_live(
         lambda: TurnsEnv(3),
         FakePolicy(hang_on_turn=0),
         make_tasks(1),
         limits=Limits(episode_timeout_s=0.3),
-        progress=False,
     )
     assert (
         hung.outcome.status is OutcomeStatus.TIMEOUT
@@ -199,12 +200,13 @@ def test_async_mode_a_slow_tool_stalls_only_its_own_episode() -> None:
     async def main() -> tuple[list[str], list[Trajectory]]:
         order: list[str] = []
         trajs: list[Trajectory] = []
-        stream = rollout_stream(
-            lambda: TurnsEnv(3, delay=delay_slow_t0), FakePolicy(), make_tasks(6), progress=False
-        )
-        async for traj in stream:
-            order.append(traj.task.id)
-            trajs.append(traj)
+        spec = RolloutSpec(tasks=make_tasks(6))
+        make = lambda: TurnsEnv(3, delay=delay_slow_t0)  # noqa: E731
+        async with open_rollout(spec, env=make, policy=FakePolicy()) as stream:
+            async for traj in stream:
+                order.append(traj.task.id)
+                trajs.append(traj)
+        assert stream.run.stats.done == 6 and stream.run.resumed == 0
         return order, trajs
 
     order, trajs = asyncio.run(main())
@@ -217,12 +219,11 @@ def test_async_mode_a_slow_tool_stalls_only_its_own_episode() -> None:
 
 def test_lockstep_mode_requests_generation_together_and_waits_for_every_tool() -> None:
     policy = FakePolicy(delay_s=0.01)
-    trajs = rollout(
+    trajs = run_live(
         lambda: TurnsEnv(3, delay=delay_slow_t0),
         policy,
         make_tasks(6),
         lockstep=True,
-        progress=False,
     )
     assert policy.max_in_flight == 6 and policy.calls == 18
     fast = [t for t in trajs if t.task.id != "t0"]
@@ -231,33 +232,91 @@ def test_lockstep_mode_requests_generation_together_and_waits_for_every_tool() -
     assert all(t.outcome.status is OutcomeStatus.OK for t in trajs)
 
 
-def test_max_concurrency_bounds_episodes_in_flight_in_both_modes() -> None:
+def test_concurrency_bounds_episodes_in_flight_in_both_modes() -> None:
     for lockstep in (False, True):
         policy = FakePolicy(delay_s=0.01)
-        trajs = rollout(
+        trajs = run_live(
             lambda: TurnsEnv(2),
             policy,
             make_tasks(10),
-            max_concurrency=3,
+            concurrency=3,
             lockstep=lockstep,
-            progress=False,
         )
         assert len(trajs) == 10 and policy.max_in_flight == 3
 
 
 def test_bad_arguments_are_config_errors() -> None:
     with pytest.raises(RolloutError, match=r"tasks\[1\]\.id"):
-        rollout(lambda: TurnsEnv(1), FakePolicy(), make_tasks(1) * 2, progress=False)
-    with pytest.raises(RolloutError, match="n_per_task"):
-        rollout(lambda: TurnsEnv(1), FakePolicy(), make_tasks(1), n_per_task=0, progress=False)
+        run_live(lambda: TurnsEnv(1), FakePolicy(), make_tasks(1) * 2)
+    with pytest.raises(ValidationError, match=r"n\n  Input should be greater than or equal to 1"):
+        run_live(lambda: TurnsEnv(1), FakePolicy(), make_tasks(1), n=0)
+    spec = RolloutSpec(tasks=make_tasks(1))
+    with pytest.raises(RolloutError, match=r"^spec\.env: name the environment"):
+        run_rollout(spec, policy=FakePolicy())
+    with pytest.raises(RolloutError, match=r"^spec\.policy: name the policy"):
+        run_rollout(spec, env=lambda: TurnsEnv(1))
+    named = RolloutSpec(env="calculator", policy={"name": "expert"}, tasks=make_tasks(1))
+    with pytest.raises(RolloutError, match=r"^spec\.env: the environment is passed live too"):
+        run_rollout(named, env=lambda: TurnsEnv(1))
+    with pytest.raises(RolloutError, match=r"^spec\.policy: the policy is passed live too"):
+        run_rollout(named, policy=FakePolicy())
+    sample = RolloutSpec(tasks={"count": 2}, policy={"name": "expert"})
+    with pytest.raises(RolloutError, match=r"^spec\.tasks: a task sample is drawn from spec\.env"):
+        run_rollout(sample, env=lambda: TurnsEnv(1))
 
     async def inside_loop() -> None:
-        rollout(lambda: TurnsEnv(1), FakePolicy(), make_tasks(1), progress=False)
+        run_live(lambda: TurnsEnv(1), FakePolicy(), make_tasks(1))
 
-    with pytest.raises(RolloutError, match="await arollout"):
+    with pytest.raises(RolloutError, match="await arun_rollout"):
         asyncio.run(inside_loop())
 
 
-def test_arollout_with_progress_bar_runs() -> None:
-    trajs = asyncio.run(arollout(lambda: TurnsEnv(1), FakePolicy(), make_tasks(2), progress=True))
+class Recorder(RolloutHook):
+    """Writes down every hook call, with the figures the run had at that moment."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def on_rollout_start(self, run: RolloutRun) -> None:
+        self.calls.append(f"start {run.run_id} todo={len(run.todo)} total={run.stats.total}")
+
+    def on_episode_end(self, run: RolloutRun, trajectory: Trajectory) -> None:
+        self.calls.append(f"end {trajectory.task.id} done={run.stats.done}")
+
+    def on_rollout_end(self, run: RolloutRun) -> None:
+        self.calls.append(f"finish done={run.stats.done}")
+
+
+def test_hooks_see_the_run_start_each_episode_end_and_the_run_end_even_when_it_fails() -> None:
+    calls: list[str] = []
+    spec = RolloutSpec(tasks=make_tasks(3), run_id="h", concurrency=1)
+    make = lambda: TurnsEnv(1)  # noqa: E731
+    trajs = run_rollout(spec, env=make, policy=FakePolicy(), hooks=[Recorder(calls)])
+    assert [t.task.id for t in trajs] == ["t0", "t1", "t2"]
+    assert calls == [
+        "start h todo=3 total=3",
+        "end t0 done=1",
+        "end t1 done=2",
+        "end t2 done=3",
+        "finish done=3",
+    ]
+
+    class Boom(RolloutHook):
+        def on_episode_end(self, run: RolloutRun, trajectory: Trajectory) -> None:
+            raise KeyboardInterrupt
+
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        run_rollout(spec, env=make, policy=FakePolicy(), hooks=[Boom(), Recorder(calls)])
+    assert calls == ["start h todo=3 total=3", "finish done=1"]
+
+
+def test_a_progress_bar_hook_shows_the_episodes_done() -> None:
+    out = io.StringIO()
+    bar = RolloutProgress(console=Console(file=out, width=120))
+    spec = RolloutSpec(tasks=make_tasks(2))
+    trajs = asyncio.run(
+        arun_rollout(spec, env=lambda: TurnsEnv(1), policy=FakePolicy(), hooks=[bar])
+    )
     assert len(trajs) == 2
+    assert "rollout" in out.getvalue() and "2/2" in out.getvalue()

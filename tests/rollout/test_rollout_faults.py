@@ -6,10 +6,10 @@ import time
 from collections import Counter
 
 import pytest
-from rollout_doubles import FakePolicy, FaultyEnv, SandboxCrashed, ToolFailure, make_tasks
+from rollout_doubles import FakePolicy, FaultyEnv, SandboxCrashed, ToolFailure, make_tasks, run_live
 from test_rollout_engine import content_of
 
-from trajforge.rollout import EndReason, Limits, rollout
+from trajforge.rollout import EndReason, Limits
 from trajforge.schema import OutcomeStatus, Role, Trajectory
 
 TURNS = 3
@@ -18,17 +18,16 @@ RATES = {"p_raise": 0.20, "p_hang": 0.10, "p_kill": 0.05}
 
 def run(faulty: bool, lockstep: bool = False) -> list[Trajectory]:
     rates = RATES if faulty else {}
-    return rollout(
+    return run_live(
         lambda: FaultyEnv(TURNS, fault_seed=11, **rates),
         FakePolicy(),
         make_tasks(50),
-        n_per_task=4,
+        n=4,
         # Generous enough for 200 sandboxes on a loaded machine; a hang sleeps 60 s.
         limits=Limits(tool_timeout_s=3.0, episode_timeout_s=60),
         seed=5,
         run_id="faults",
         lockstep=lockstep,
-        progress=False,
     )
 
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from rollout_doubles import TurnsEnv, make_tasks
+from rollout_doubles import TurnsEnv, make_tasks, run_live
 
 from trajforge.envs.registry import get_env
 from trajforge.envs.tool import tool
 from trajforge.envs.tool_env import ToolEnv
-from trajforge.policy.base import SamplingParams
 from trajforge.policy.check import check_trajectory
 from trajforge.policy.embedded import load_tokenizer
 from trajforge.policy.naming import load_policy
-from trajforge.rollout import EndReason, Limits, rollout
+from trajforge.rollout import EndReason, Limits, Sampling
 from trajforge.schema import Message, OutcomeStatus, Role, Task
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -28,7 +27,7 @@ def test_expert_on_the_calculator_env_solves_every_task_with_exact_tokens() -> N
 
     policy = load_policy("expert", expert=expert)
     tasks = entry.tasks(4, seed=1)
-    trajs = rollout(entry.make, policy, tasks, n_per_task=2, progress=False)
+    trajs = run_live(entry.make, policy, tasks, n=2)
     tokenizer = load_tokenizer()
     for traj in trajs:
         assert traj.outcome.status is OutcomeStatus.OK and traj.outcome.reward == 1.0
@@ -44,12 +43,11 @@ def test_expert_on_the_calculator_env_solves_every_task_with_exact_tokens() -> N
 def test_tool_env_gets_the_tool_timeout_and_turn_limit() -> None:
     entry = get_env("calculator")
     policy = load_policy("expert", expert=lambda task, messages: "<tool_call>not json</tool_call>")
-    [traj] = rollout(
+    [traj] = run_live(
         entry.make,
         policy,
         entry.tasks(1),
         limits=Limits(max_turns=2, tool_timeout_s=1.5),
-        progress=False,
     )
     # The ToolEnv itself cut the episode at max_turns and still scored it.
     assert traj.outcome.status is OutcomeStatus.TRUNCATED
@@ -59,17 +57,16 @@ def test_tool_env_gets_the_tool_timeout_and_turn_limit() -> None:
 
 def test_tiny_hf_policy_batches_across_episodes_and_both_modes_agree_token_for_token() -> None:
     policy = load_policy("tiny", max_batch_size=8)
-    sampling = SamplingParams(max_new_tokens=6)
+    sampling = Sampling(max_new_tokens=6)
     limits = Limits(stop_on_turn_limit=False)
     runs = [
-        rollout(
+        run_live(
             lambda: TurnsEnv(2),
             policy,
             make_tasks(6),
             limits=limits,
             sampling=sampling,
             lockstep=lockstep,
-            progress=False,
         )
         for lockstep in (False, True)
     ]
@@ -82,7 +79,7 @@ def test_tiny_hf_policy_batches_across_episodes_and_both_modes_agree_token_for_t
     assert policy.stats.max_rows > 1  # generations of different episodes shared a batch
 
     # With stop_on_turn_limit (the default) a turn cut at max_new_tokens ends the episode.
-    [cut] = rollout(lambda: TurnsEnv(2), policy, make_tasks(1), sampling=sampling, progress=False)
+    [cut] = run_live(lambda: TurnsEnv(2), policy, make_tasks(1), sampling=sampling)
     assert (
         cut.outcome.status is OutcomeStatus.TRUNCATED
         and cut.outcome.reason == EndReason.MAX_NEW_TOKENS
@@ -108,7 +105,7 @@ def test_a_tool_env_times_its_own_slow_tool_out_and_the_episode_goes_on() -> Non
         "expert",
         expert=lambda task, messages: replies[sum(m.role is Role.ASSISTANT for m in messages)],
     )
-    [traj] = rollout(make, policy, make_tasks(1), limits=Limits(tool_timeout_s=0.3), progress=False)
+    [traj] = run_live(make, policy, make_tasks(1), limits=Limits(tool_timeout_s=0.3))
     tool_msg = next(m for m in traj.messages if m.role is Role.TOOL)
     assert tool_msg.content == "Error: tool 'slow' timed out after 0.3 s"
     assert traj.outcome.status is OutcomeStatus.OK and traj.usage.turns == 2

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 from rollout_child import TASKS, N
-from rollout_doubles import FakePolicy, TurnsEnv, make_tasks
+from rollout_doubles import FakePolicy, TurnsEnv, make_tasks, run_live
 from test_rollout_engine import content_of
 
-from trajforge.rollout import rollout
 from trajforge.store.sqlite import TrajectoryStore
 
 HERE = Path(__file__).parent
@@ -24,25 +23,23 @@ HERE = Path(__file__).parent
 def test_resume_runs_only_the_missing_pairs_and_returns_everything_in_order(tmp_path: Path) -> None:
     tasks = make_tasks(4)
     with TrajectoryStore(tmp_path / "s.db") as store:
-        first = rollout(
+        first = run_live(
             lambda: TurnsEnv(2),
             FakePolicy(),
             tasks[:2],
-            n_per_task=3,
+            n=3,
             store=store,
             run_id="r",
-            progress=False,
         )
         assert store.count(run="r") == 6 and store.get_run("r") is not None
         policy = FakePolicy()
-        trajs = rollout(
+        trajs = run_live(
             lambda: TurnsEnv(2),
             policy,
             tasks,
-            n_per_task=3,
+            n=3,
             store=store,
             run_id="r",
-            progress=False,
         )
         assert policy.calls == 6 * 2  # only the 6 new episodes, 2 turns each
         assert [(t.task.id, t.sample_index) for t in trajs] == [
@@ -55,21 +52,18 @@ def test_resume_runs_only_the_missing_pairs_and_returns_everything_in_order(tmp_
         again = FakePolicy()
         assert [
             t.id
-            for t in rollout(
+            for t in run_live(
                 lambda: TurnsEnv(2),
                 again,
                 tasks,
-                n_per_task=3,
+                n=3,
                 store=store,
                 run_id="r",
-                progress=False,
             )
         ] == [t.id for t in trajs]
         assert again.calls == 0 and store.count(run="r") == 12
     # The same run in one go gives the same trajectories.
-    fresh = rollout(
-        lambda: TurnsEnv(2), FakePolicy(), tasks, n_per_task=3, run_id="r", progress=False
-    )
+    fresh = run_live(lambda: TurnsEnv(2), FakePolicy(), tasks, n=3, run_id="r")
     assert [content_of(t) for t in fresh] == [content_of(t) for t in trajs]
     assert [t.group_id for t in fresh] == [t.group_id for t in trajs]
 
@@ -109,15 +103,14 @@ def test_run_killed_with_sigkill_halfway_then_resumed_has_every_trajectory_once(
         before = store.count(run="k")
         assert total // 4 <= before < total
         policy = FakePolicy()
-        trajs = rollout(
+        trajs = run_live(
             lambda: TurnsEnv(3, delay=lambda task, turn: 0.0),
             policy,
             make_tasks(TASKS),
-            n_per_task=N,
+            n=N,
             store=store,
             run_id="k",
             seed=3,
-            progress=False,
         )
         assert policy.calls == (total - before) * 3
         assert len(trajs) == total and store.count(run="k") == total

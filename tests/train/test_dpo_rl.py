@@ -9,14 +9,27 @@ from typing import Any
 
 import pytest
 import torch
+import yaml
+from rich.console import Console
 from train_helpers import qa_trajectory
 
 from trajforge.curate import preference_pairs
 from trajforge.errors import ConfigError
-from trajforge.judge.scorer import FunctionScorer
+from trajforge.judge.rules import EnvVerifier
+from trajforge.judge.scorer import FunctionScorer, Rubric
+from trajforge.pipeline.config import load_experiment
+from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.policy.tiny import tiny_model_and_tokenizer
 from trajforge.schema import EvaluatorKind, Role, Trajectory
-from trajforge.train.config import DPOConfig, LoraSettings, ModelSettings, OptimSettings, RLConfig
+from trajforge.store import TrajectoryStore
+from trajforge.train.config import (
+    DPOConfig,
+    LoraSettings,
+    ModelSettings,
+    OptimSettings,
+    RLConfig,
+    parse_config,
+)
 from trajforge.train.dpo import DPOTrainer, dpo_loss
 from trajforge.train.rl import RLTrainer
 
@@ -72,6 +85,12 @@ def _even_token_reward(traj: Trajectory) -> float:
     return sum(i % 2 == 0 for i in ids) / max(1, len(ids))
 
 
+def _even_rubric() -> Rubric:
+    """The env's verdict plus the even-token reward, weight 1 each."""
+    even = FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE)
+    return Rubric([(EnvVerifier(), 1.0), (even, 1.0)])
+
+
 def small_rl_config(tmp_path: Path, **overrides: Any) -> RLConfig:
     """One short RL step on two calculator tasks; ``overrides`` replace any key."""
     settings: dict[str, Any] = {
@@ -106,9 +125,7 @@ def test_rl_runs_on_calculator_with_tiny_model(tmp_path: Path) -> None:
         tensorboard=False,
         progress=False,
     )
-    trainer = RLTrainer(
-        cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
-    )
+    trainer = RLTrainer(cfg, rubric=_even_rubric())
     before = {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
     result = trainer.train()
     assert [h["step"] for h in result.history] == [1, 2]
@@ -152,9 +169,7 @@ def test_rl_filters_zero_advantage_groups(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("native_bf16")
 def test_rl_bf16_rollouts_sample_from_a_copy_synced_after_each_update(tmp_path: Path) -> None:
     cfg = small_rl_config(tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16"})
-    trainer = RLTrainer(
-        cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
-    )
+    trainer = RLTrainer(cfg, rubric=_even_rubric())
     assert trainer.policy.model is not trainer.parts.model
     assert next(trainer.policy.model.parameters()).dtype is torch.bfloat16
     result = trainer.train()
@@ -181,9 +196,7 @@ def test_rl_sign_weights_reach_the_trained_advantages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = small_rl_config(tmp_path, samples_per_group=3, negative_advantage_weight=0.0)
-    trainer = RLTrainer(
-        cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
-    )
+    trainer = RLTrainer(cfg, rubric=_even_rubric())
     seen: list[list[float]] = []
 
     def capture(seqs: list[Any]) -> dict[str, float]:
@@ -202,9 +215,7 @@ def test_rl_lora_bf16_rollouts_sample_from_the_merged_weights(tmp_path: Path) ->
     cfg = small_rl_config(
         tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}}
     )
-    trainer = RLTrainer(
-        cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
-    )
+    trainer = RLTrainer(cfg, rubric=_even_rubric())
     assert type(trainer.policy.model).__name__ == "LlamaForCausalLM"
     trainer.train()
     merged = copy.deepcopy(trainer.parts.unwrapped_model()).merge_and_unload()
@@ -224,9 +235,7 @@ def test_rl_rollout_logprob_gap_exposes_a_stale_rollout_copy(tmp_path: Path) -> 
             optim={"lr": 1e-2},
             model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}},
         )
-        trainer = RLTrainer(
-            cfg, scorers=[(FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE), 1.0)]
-        )
+        trainer = RLTrainer(cfg, rubric=_even_rubric())
         if stale:
             trainer._refresh_policy = lambda: None  # type: ignore[method-assign]
         return [h["rollout_logprob_gap"] for h in trainer.train().history]
@@ -236,3 +245,93 @@ def test_rl_rollout_logprob_gap_exposes_a_stale_rollout_copy(tmp_path: Path) -> 
     assert max(synced) < 5e-3
     # ...while rollouts from weights left behind by the updates drift away from step 2 on.
     assert stale[0] < 5e-3 and min(stale[1:]) > 5 * max(synced)
+
+
+USER_SCORERS = """
+import asyncio
+
+from trajforge.schema import Evaluator, EvaluatorKind, Score, Trajectory
+
+
+def half(trajectory: Trajectory) -> float:
+    return 0.5 if trajectory.task.id else 0.0
+
+
+async def graded(trajectory: Trajectory) -> Score:
+    await asyncio.sleep(0)
+    evaluator = Evaluator(kind=EvaluatorKind.RULE, name="graded")
+    return Score(name="graded", value=0.25, evaluator=evaluator)
+"""
+
+
+def _user_scorers(tmp_path: Path) -> Path:
+    path = tmp_path / "my_scorers.py"
+    path.write_text(USER_SCORERS)
+    return path
+
+
+def test_rl_reward_is_the_config_rubric_of_user_scorers(tmp_path: Path) -> None:
+    scorers = _user_scorers(tmp_path)
+    cfg = small_rl_config(
+        tmp_path, scorers=[{"name": f"{scorers}:half", "weight": 2.0}, f"{scorers}:graded"]
+    )
+    trainer = RLTrainer(cfg)
+    assert [s.name for s in trainer.rubric.scorers] == ["half", "graded"]
+    h = trainer.train().history[0]
+    # 2 x 0.5 + 1 x 0.25 on every sample, sync and async alike; the env's verdict is not in it.
+    assert h["reward_mean"] == pytest.approx(1.25)
+    assert h["reward_std"] == 0.0 and h["failed_scores"] == 0.0
+
+
+def test_rl_default_reward_is_the_env_verdict(tmp_path: Path) -> None:
+    trainer = RLTrainer(small_rl_config(tmp_path))
+    assert [s.name for s in trainer.rubric.scorers] == ["env_verifier"]
+
+
+def test_rl_scorers_that_do_not_load_fail_at_config_time(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"scorers: scorer '.*missing\.py:f': file .* not exist"):
+        parse_config({"scorers": [f"{tmp_path}/missing.py:f"]}, RLConfig)
+    with pytest.raises(ConfigError, match=r"unknown scorer 'numeric_mach' \(did you mean"):
+        parse_config({"scorers": ["numeric_mach"]}, RLConfig)
+
+
+def test_experiment_rl_stage_and_eval_use_user_scorers(tmp_path: Path) -> None:
+    scorers = _user_scorers(tmp_path)
+    experiment = {
+        "name": "scored",
+        "env": "calculator",
+        "model": "tiny",
+        "out_dir": str(tmp_path / "runs"),
+        "eval": {
+            "tasks": 2,
+            "max_turns": 1,
+            "max_new_tokens": 4,
+            "scorers": ["process", f"{scorers}:graded"],
+        },
+        "stages": [
+            {"kind": "eval", "name": "base"},
+            {
+                "kind": "rl",
+                "train": {
+                    "steps": 1,
+                    "num_tasks": 2,
+                    "groups_per_step": 1,
+                    "samples_per_group": 2,
+                    "max_new_tokens": 4,
+                    "max_turns": 1,
+                    "tensorboard": False,
+                    "progress": False,
+                    "scorers": [{"name": f"{scorers}:half", "weight": 1.0}],
+                },
+            },
+        ],
+    }
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    runner = ExperimentRunner(load_experiment(path), console=Console(quiet=True))
+    results = {s["name"]: s for s in runner.run()["stages"]}
+    assert results["rl"]["history"][0]["reward_mean"] == pytest.approx(0.5)
+    assert results["base"]["summary"]["scores"]["graded"] == pytest.approx(0.25)
+    with TrajectoryStore(runner.store_path) as db:
+        base = db.query(run="scored.base")
+    assert base and all({"process", "graded"} <= {s.name for s in t.scores} for t in base)

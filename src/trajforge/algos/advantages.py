@@ -25,6 +25,7 @@ from trajforge.algos._groups import (
 from trajforge.algos.gigpo import gigpo
 from trajforge.algos.types import AdvantageInput, AdvantageOutput
 from trajforge.errors import ConfigError
+from trajforge.registry import Registry
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -155,14 +156,16 @@ def turn_returns(
 
 EstimatorFn = Callable[..., AdvantageOutput]
 
-ESTIMATORS: dict[str, EstimatorFn] = {
-    Estimator.GRPO: grpo,
-    Estimator.DR_GRPO: dr_grpo,
-    Estimator.RLOO: rloo,
-    Estimator.REINFORCE_PP: reinforce_pp,
-    Estimator.TURN_RETURNS: turn_returns,
-    Estimator.GIGPO: gigpo,
-}
+ESTIMATORS: Registry[EstimatorFn] = Registry("estimator")
+for _name, _fn in (
+    (Estimator.GRPO, grpo),
+    (Estimator.DR_GRPO, dr_grpo),
+    (Estimator.RLOO, rloo),
+    (Estimator.REINFORCE_PP, reinforce_pp),
+    (Estimator.TURN_RETURNS, turn_returns),
+    (Estimator.GIGPO, gigpo),
+):
+    ESTIMATORS.add(_name, _fn)
 
 
 def weight_by_sign(advantages: Tensor, *, positive: float = 1.0, negative: float = 1.0) -> Tensor:
@@ -181,25 +184,17 @@ def weight_by_sign(advantages: Tensor, *, positive: float = 1.0, negative: float
 
 def estimator_options(estimator: str) -> list[str]:
     """The keyword options an estimator accepts (besides the input)."""
-    fn = _lookup(estimator)
+    fn = ESTIMATORS.get(estimator)
     return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
 
 
-def _lookup(estimator: str) -> EstimatorFn:
-    try:
-        return ESTIMATORS[estimator]
-    except KeyError:
-        known = ", ".join(ESTIMATORS)
-        raise ConfigError(f"estimator: unknown {estimator!r}; choose one of {known}") from None
-
-
 def compute_advantages(estimator: str, inp: AdvantageInput, **kwargs: object) -> AdvantageOutput:
-    """Run the estimator called ``estimator`` (a key of ``ESTIMATORS``) on ``inp``.
+    """Run the estimator called ``estimator`` (a name in ``ESTIMATORS``) on ``inp``.
 
     Raises:
         ConfigError: the estimator is unknown, or an option is not one it takes.
     """
-    fn = _lookup(estimator)
+    fn = ESTIMATORS.get(estimator)
     allowed = estimator_options(estimator)
     for key in kwargs:
         if key not in allowed:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from trajforge.algos.kl import kl_estimate
 from trajforge.algos.metrics import entropy_from_logits, masked_mean, masked_std
 from trajforge.errors import ConfigError
+from trajforge.registry import Registry
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -153,12 +154,14 @@ def reinforce(
 
 LossFn = Callable[..., TokenLoss]
 
-LOSSES: dict[str, LossFn] = {
-    LossName.PPO_CLIP: ppo_clip,
-    LossName.GSPO: gspo,
-    LossName.CISPO: cispo,
-    LossName.REINFORCE: reinforce,
-}
+LOSSES: Registry[LossFn] = Registry("loss", plural="losses")
+for _name, _fn in (
+    (LossName.PPO_CLIP, ppo_clip),
+    (LossName.GSPO, gspo),
+    (LossName.CISPO, cispo),
+    (LossName.REINFORCE, reinforce),
+):
+    LOSSES.add(_name, _fn)
 
 
 def aggregate(
@@ -207,16 +210,8 @@ def aggregate(
 
 def loss_options(name: str) -> list[str]:
     """The keyword options the loss called ``name`` accepts."""
-    fn = _lookup(name)
+    fn = LOSSES.get(name)
     return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
-
-
-def _lookup(name: str) -> LossFn:
-    try:
-        return LOSSES[name]
-    except KeyError:
-        known = ", ".join(LOSSES)
-        raise ConfigError(f"loss: unknown {name!r}; choose one of {known}") from None
 
 
 def policy_loss(
@@ -236,7 +231,7 @@ def policy_loss(
     kl_kind: str = "k3",
     **kwargs: float | None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """The loss ``name`` (a key of ``LOSSES``), aggregated, with its metrics.
+    """The loss ``name`` (a name in ``LOSSES``), aggregated, with its metrics.
 
     Args:
         name: ``ppo_clip``, ``gspo``, ``cispo`` or ``reinforce``.
@@ -256,7 +251,7 @@ def policy_loss(
     """
     import torch
 
-    fn = _lookup(name)
+    fn = LOSSES.get(name)
     allowed = loss_options(name)
     for key in kwargs:
         if key not in allowed:

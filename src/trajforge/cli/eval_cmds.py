@@ -8,41 +8,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 from rich.table import Table
 
+from trajforge.cli import rollout_options as opts
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
-from trajforge.cli.rollout_options import (
-    BatchSizeOption,
-    ConcurrencyOption,
-    EnvOption,
-    MaxNewTokensOption,
-    MaxTurnsOption,
-    ModelOption,
-    NOption,
-    PrecisionOption,
-    ResumeOption,
-    RolloutSettings,
-    RunOption,
-    SeedOption,
-    SplitOption,
-    TasksOption,
-    TemperatureOption,
-    exit_resumably,
-    make_settings,
-    new_run,
-    open_run_store,
-    resume_run,
-    run_episodes,
-)
 from trajforge.errors import ConfigError, StoreError
 from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
 from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.precision import Precision
+from trajforge.registry import absolute_ref
 
 if TYPE_CHECKING:
     from trajforge.judge.evaluate import EvalSummary, ScoreSink
-    from trajforge.judge.rubric import Rubric
+    from trajforge.judge.rubric import JudgeRubric
     from trajforge.schema import Trajectory
     from trajforge.store import TrajectoryStore
 
@@ -51,10 +30,13 @@ DEFAULT_SCORERS = ("env_verifier", "process")
 DEFAULT_RUBRIC = "agentrewardbench"
 LLM_JUDGE_NAME = "llm_judge"
 
+USER_SCORERS_HELP = "or your own as module:function or file.py:function"
 ScorerOption = Annotated[
     list[str] | None,
     typer.Option(
-        "--scorer", "-s", help=f"Scorer (repeatable), one of: {', '.join(scorer_names())}."
+        "--scorer",
+        "-s",
+        help=f"Scorer (repeatable), one of: {', '.join(scorer_names())}; {USER_SCORERS_HELP}.",
     ),
 ]
 JudgeModelOption = Annotated[
@@ -86,7 +68,13 @@ class Judging(BaseModel):
     judge_model: str | None = None
     rubric: str | None = None
 
-    def rubric_to_use(self) -> Rubric | None:
+    @field_validator("scorers")
+    @classmethod
+    def _absolute_files(cls, scorers: list[str]) -> list[str]:
+        # A user scorer file is kept by its absolute path, so --resume finds it from anywhere.
+        return [absolute_ref(name) for name in scorers]
+
+    def rubric_to_use(self) -> JudgeRubric | None:
         """The LLM judge's rubric, or None without a judge model."""
         from trajforge.judge.rubric import load_rubric
 
@@ -195,23 +183,23 @@ def _eval_rows(summary: EvalSummary) -> list[tuple[str, str]]:
 
 def eval_command(
     ctx: typer.Context,
-    env: EnvOption = "calculator",
-    model: ModelOption = "embedded",
-    tasks: TasksOption = 16,
-    n: NOption = 1,
-    split: SplitOption = "test",
-    seed: SeedOption = 0,
-    temperature: TemperatureOption = 0.0,
-    max_turns: MaxTurnsOption = 6,
-    max_new_tokens: MaxNewTokensOption = 256,
-    batch_size: BatchSizeOption = 16,
-    concurrency: ConcurrencyOption = None,
-    precision: PrecisionOption = Precision.AUTO,
+    env: opts.EnvOption = "calculator",
+    model: opts.ModelOption = "embedded",
+    tasks: opts.TasksOption = 16,
+    n: opts.NOption = 1,
+    split: opts.SplitOption = "test",
+    seed: opts.SeedOption = 0,
+    temperature: opts.TemperatureOption = 0.0,
+    max_turns: opts.MaxTurnsOption = 6,
+    max_new_tokens: opts.MaxNewTokensOption = 256,
+    batch_size: opts.BatchSizeOption = 16,
+    concurrency: opts.ConcurrencyOption = None,
+    precision: opts.PrecisionOption = Precision.AUTO,
     scorer: ScorerOption = None,
     judge_model: JudgeModelOption = None,
     rubric: RubricOption = None,
-    run: RunOption = None,
-    resume: ResumeOption = None,
+    run: opts.RunOption = None,
+    resume: opts.ResumeOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -222,51 +210,29 @@ def eval_command(
     Ctrl-C stops the run; --resume finishes it.
     """
     from trajforge.judge.evaluate import summarize
-    from trajforge.rollout.progress import RolloutStats
 
     # A rubric file is stored by its absolute path, so --resume finds it from anywhere.
     rubric_ref = str(Path(rubric).absolute()) if rubric and Path(rubric).suffix else rubric
     judging = Judging(
         scorers=list(scorer or DEFAULT_SCORERS), judge_model=judge_model, rubric=rubric_ref
     )
-    settings: RolloutSettings | None = None
-    if resume is None:  # a fresh run's options are checked before the store is opened
-        settings = make_settings(
-            env=env,
-            model=model,
-            tasks=tasks,
-            n=n,
-            split=split,
-            seed=seed,
-            max_turns=max_turns,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            precision=precision,
-        )
+    if resume is None:  # a fresh run's scorers are checked before the store is opened
         judging.check()
-    path = resolve_store_path(store)
-    with open_run_store(path, resume) as db:
-        if settings is None:
-            run_id, settings, meta = resume_run(ctx, db, COMMAND, resume or "", run)
-            judging = Judging.model_validate(meta.get("judging", {}))
-        else:
-            extra = {"kind": "eval", "judging": judging.model_dump(mode="json")}
-            run_id = new_run(db, COMMAND, run, settings, extra)
-            meta = db.get_run(run_id) or {}
-        with exit_resumably(COMMAND, db, run_id, settings.episodes):
-            stats = RolloutStats(total=settings.episodes)
-            asyncio.run(run_episodes(settings, db, run_id, stats, show=not as_json))
-            # Every episode is stored; an interrupted scoring resumes where it stopped.
-            trajectories = db.query(run=run_id, order_by="task_id")
-            scored = asyncio.run(_scored(trajectories, judging, db, missing_only=True))
-        summary = summarize(scored, ks=sorted({1, settings.n}))
-        db.set_run(run_id, {**meta, "summary": summary.as_dict()})
+    extra = {"kind": "eval", "judging": judging.model_dump(mode="json")}
+    # The rollout options reach the run's spec through ctx.params.
+    with opts.command_run(ctx, COMMAND, extra) as current:
+        if current.resumed:
+            judging = Judging.model_validate(current.meta.get("judging", {}))
+        current.roll_out(show=not as_json)
+        # Every episode is stored; an interrupted scoring resumes where it stopped.
+        trajectories = current.db.query(run=current.run_id, order_by="task_id")
+        scored = asyncio.run(_scored(trajectories, judging, current.db, missing_only=True))
+        summary = summarize(scored, ks=sorted({1, current.spec.n}))
+        current.db.set_run(current.run_id, {**current.meta, "summary": summary.as_dict()})
     if as_json:
-        print_json({"run_id": run_id, **summary.as_dict()})
+        print_json({"run_id": current.run_id, **summary.as_dict()})
         return
-    title = f"eval {settings.env} / {settings.model} (run {run_id})"
+    title = f"eval {current.env} / {current.model} (run {current.run_id})"
     console.print(_table(title, _eval_rows(summary)))
 
 
@@ -317,7 +283,8 @@ def judge_eval_command(
         typer.Option(
             "--scorer",
             "-s",
-            help=f"Scorer to evaluate (default: env_verifier), one of: {', '.join(scorer_names())}.",
+            help=f"Scorer to evaluate (default: env_verifier), one of: "
+            f"{', '.join(scorer_names())}; {USER_SCORERS_HELP}.",
         ),
     ] = None,
     judge_model: JudgeModelOption = None,
@@ -343,7 +310,8 @@ def judge_eval_command(
         rubric=rubric,
     )
     judging.check()
-    name = LLM_JUDGE_NAME if judge_model else judging.scorers[0]
+    # A user scorer's verdicts carry its own name (my_scorers.py:exact_total -> exact_total).
+    name = LLM_JUDGE_NAME if judge_model else get_scorer(judging.scorers[0]).name
     label_list = read_labels(labels)
     with _open_store(store) as db:
         found = [db.get(lab.trajectory_id) for lab in label_list if lab.trajectory_id in db]

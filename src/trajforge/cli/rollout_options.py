@@ -1,27 +1,27 @@
 """What ``trajforge rollout`` and ``trajforge eval`` share: their options (defined once; each
-command sets its own defaults), the settings stored with a run so that ``--resume`` continues
-it, starting or resuming a run, running its episodes, and the exit on Ctrl-C."""
+command sets its own defaults), the ``RolloutSpec`` built from them and stored as the run's
+metadata so that ``--resume`` continues it, starting or resuming a run, running its episodes,
+and the exit on Ctrl-C."""
 
 from __future__ import annotations
 
+import asyncio
 import shlex
-import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from trajforge.cli.common import err_console
+from trajforge.cli.common import err_console, resolve_store_path
 from trajforge.errors import ConfigError, StoreError
 from trajforge.precision import Precision
-
-if TYPE_CHECKING:
-    from trajforge.rollout.progress import RolloutStats
-    from trajforge.store.sqlite import TrajectoryStore
+from trajforge.rollout import RolloutProgress, RolloutRun, RolloutSpec, new_run_id, open_rollout
+from trajforge.store.sqlite import TrajectoryStore
 
 # Where eval's defaults differ from rollout's, the option's help says so.
 EnvOption = Annotated[
@@ -89,37 +89,15 @@ ResumeOption = Annotated[
     ),
 ]
 
-# With --resume a run keeps its settings; these options may still be given.
+# With --resume a run keeps its spec; these options may still be given.
 _RESUME_OPTIONS = frozenset({"resume", "store", "as_json"})
-# Settings fields whose option is not simply ``--field-name``.
-_OPTION_OF_FIELD = {"tool_timeout_s": "--tool-timeout", "episode_timeout_s": "--episode-timeout"}
-
-
-class RolloutSettings(BaseModel):
-    """What a ``trajforge rollout`` or ``trajforge eval`` run was started with; stored with the
-    run so that ``--resume RUN`` continues it with exactly the same settings."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    env: str
-    model: str
-    tasks: int = Field(ge=1)
-    n: int = Field(ge=1)
-    split: Literal["train", "test"]
-    seed: int
-    lockstep: bool = False
-    max_turns: int | None = Field(default=None, ge=1)
-    max_new_tokens: int = Field(ge=1)
-    temperature: float = Field(ge=0)
-    tool_timeout_s: float | None = Field(default=None, gt=0)
-    episode_timeout_s: float | None = Field(default=None, gt=0)
-    batch_size: int = Field(ge=1)
-    concurrency: int | None = Field(default=None, ge=1)
-    precision: Precision = Precision.AUTO
-
-    @property
-    def episodes(self) -> int:
-        return self.tasks * self.n
+# Spec fields whose option is not simply ``--field-name``.
+_OPTION_OF_FIELD = {
+    "count": "--tasks",
+    "name": "--model",
+    "tool_timeout_s": "--tool-timeout",
+    "episode_timeout_s": "--episode-timeout",
+}
 
 
 def _explain(err: ErrorDetails) -> str:
@@ -134,29 +112,88 @@ def _explain(err: ErrorDetails) -> str:
     return str(err["msg"])
 
 
-def make_settings(**values: Any) -> RolloutSettings:
-    """``RolloutSettings`` from option values; a bad value is a ``ConfigError`` naming its option
+def spec_from_options(options: Mapping[str, Any]) -> RolloutSpec:
+    """The spec that a fresh run's option values (a command's ``ctx.params``, every option by
+    its parameter name) ask for; a bad value is a ``ConfigError`` naming its option
     (``--tasks: must be at least 1, got 0``)."""
+    seed = options["seed"]
+    data = {
+        "env": options["env"],
+        "policy": {
+            "name": options["model"],
+            "batch_size": options["batch_size"],
+            "precision": options["precision"],
+        },
+        "tasks": {"count": options["tasks"], "split": options["split"], "seed": seed},
+        "n": options["n"],
+        "limits": {
+            "max_turns": options["max_turns"],
+            "tool_timeout_s": options.get("tool_timeout"),
+            "episode_timeout_s": options.get("episode_timeout"),
+        },
+        "sampling": {
+            "temperature": options["temperature"],
+            "max_new_tokens": options["max_new_tokens"],
+        },
+        "seed": seed,
+        "concurrency": options["concurrency"],
+        "lockstep": options.get("lockstep", False),
+    }
     try:
-        return RolloutSettings(**values)
+        spec = RolloutSpec.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = str(err["loc"][0]) if err["loc"] else ""
+        # The last named part of the location: pydantic puts union tags before it.
+        field = next((str(p) for p in reversed(err["loc"]) if isinstance(p, str)), "")
         option = _OPTION_OF_FIELD.get(field, "--" + field.replace("_", "-"))
         raise ConfigError(f"{option}: {_explain(err)}") from None
+    if spec.policy is not None:
+        # bf16 on a machine without it is refused before the store is opened (or created).
+        spec.policy.load_options(field="--precision")
+    return spec
+
+
+@dataclass
+class CommandRun:
+    """A run of ``trajforge rollout`` or ``trajforge eval``: its store, spec and metadata."""
+
+    db: TrajectoryStore
+    run_id: str
+    spec: RolloutSpec
+    meta: dict[str, Any]
+    resumed: bool
+
+    @property
+    def env(self) -> str:
+        return self.spec.env or "-"
+
+    @property
+    def model(self) -> str:
+        return self.spec.policy.name if self.spec.policy is not None else "-"
+
+    def roll_out(self, show: bool) -> RolloutRun:
+        """Run the episodes the store does not hold yet, storing each as it ends (with a
+        progress bar when ``show``); returns the run, with this invocation's figures."""
+        return asyncio.run(_roll_out(self.spec, self.db, show))
+
+
+async def _roll_out(spec: RolloutSpec, db: TrajectoryStore, show: bool) -> RolloutRun:
+    hooks = [RolloutProgress(console=err_console)] if show else []
+    async with open_rollout(spec, store=db, hooks=hooks) as stream:
+        async for _ in stream:
+            pass
+    return stream.run
 
 
 def new_run(
     db: TrajectoryStore,
     command: str,
     run: str | None,
-    settings: RolloutSettings,
-    extra: dict[str, Any] | None = None,
-) -> str:
-    """Register a new run of ``command`` with its settings; its id is ``run`` or a fresh one,
+    spec: RolloutSpec,
+    extra: Mapping[str, Any] | None = None,
+) -> CommandRun:
+    """Register a new run of ``command`` with its spec; its id is ``run`` or a fresh one,
     which is printed at once so that an interrupted run can be found and resumed."""
-    from trajforge.rollout.seeding import new_run_id
-
     run_id = run or new_run_id()
     if db.get_run(run_id) is not None or db.count(run=run_id):
         raise ConfigError(
@@ -165,21 +202,14 @@ def new_run(
         )
     if run is None:
         err_console.print(f"run id: [bold]{run_id}[/bold]", soft_wrap=True)
-    meta = {
-        "command": command,
-        "cli": settings.model_dump(mode="json"),
-        "env": settings.env,
-        "model": settings.model,
-        **(extra or {}),
-    }
+    spec = spec.model_copy(update={"run_id": run_id})
+    meta = {"command": command, "spec": spec.model_dump(mode="json"), **(extra or {})}
     db.set_run(run_id, meta)
-    return run_id
+    return CommandRun(db, run_id, spec, meta, resumed=False)
 
 
 def open_run_store(path: Path, resume: str | None) -> TrajectoryStore:
     """The store a run goes to; created for a new run, required for ``--resume``."""
-    from trajforge.store.sqlite import TrajectoryStore
-
     if resume is not None and not path.exists():
         raise ConfigError(f"--resume: no store at {path} (pass the run's --store)")
     return TrajectoryStore(path)
@@ -187,8 +217,8 @@ def open_run_store(path: Path, resume: str | None) -> TrajectoryStore:
 
 def resume_run(
     ctx: typer.Context, db: TrajectoryStore, command: str, resume: str, run: str | None
-) -> tuple[str, RolloutSettings, dict[str, Any]]:
-    """The run ``--resume`` names (a unique prefix will do), its settings and its metadata.
+) -> CommandRun:
+    """The run ``--resume`` names (a unique prefix will do), with its stored spec.
 
     Options that would change the run are refused rather than silently ignored.
     """
@@ -212,91 +242,36 @@ def resume_run(
     except StoreError as exc:
         raise ConfigError(f"--resume: {exc}") from None
     meta = db.get_run(run_id) or {}
-    started_by = meta.get("command", "rollout") if isinstance(meta.get("cli"), dict) else None
+    started_by = meta.get("command")
     if started_by != command:
         how = f"; resume it with `trajforge {started_by} --resume`" if started_by else ""
         raise ConfigError(
             f"--resume: run {run_id!r} in {db.path} was not started by `trajforge {command}`{how}"
         )
     try:
-        settings = RolloutSettings.model_validate(meta["cli"])
-    except ValidationError as exc:
-        raise ConfigError(f"--resume: run {run_id!r} has unreadable settings: {exc}") from None
-    return run_id, settings, meta
+        spec = RolloutSpec.model_validate(meta["spec"])
+    except (KeyError, ValidationError) as exc:
+        raise ConfigError(f"--resume: run {run_id!r} has no readable spec: {exc}") from None
+    return CommandRun(db, run_id, spec, meta, resumed=True)
 
 
-def policy_options(settings: RolloutSettings) -> dict[str, Any]:
-    """Constructor options of the run's policy: a local model's batch size and the weight dtype
-    ``--precision`` resolves to here; nothing for the scripted expert or an endpoint."""
-    from trajforge.policy.naming import OPENAI_PREFIX
-    from trajforge.precision import resolve_precision, torch_dtype
-
-    if settings.model == "expert" or settings.model.startswith(OPENAI_PREFIX):
-        return {}
-    resolved = resolve_precision(settings.precision, field="--precision")
-    return {"max_batch_size": settings.batch_size, "dtype": torch_dtype(resolved)}
-
-
-async def run_episodes(
-    settings: RolloutSettings, store: TrajectoryStore, run_id: str, stats: RolloutStats, show: bool
-) -> int:
-    """Run the episodes of ``run_id`` that ``store`` does not hold yet, storing each as it
-    ends; returns how many were stored before."""
-    from trajforge.envs.registry import get_env
-    from trajforge.policy.base import SamplingParams
-    from trajforge.policy.naming import load_policy
-    from trajforge.rollout import Limits, rollout_stream
-    from trajforge.rollout.progress import RolloutProgress
-
-    entry = get_env(settings.env)
-    tasks = entry.tasks(settings.tasks, seed=settings.seed, split=settings.split)
-    policy = load_policy(settings.model, expert=entry.expert, **policy_options(settings))
-    limits = Limits(
-        max_turns=settings.max_turns,
-        tool_timeout_s=settings.tool_timeout_s,
-        episode_timeout_s=settings.episode_timeout_s,
-    )
-    sampling = SamplingParams(
-        temperature=settings.temperature, max_new_tokens=settings.max_new_tokens
-    )
-    before = len(store.completed_keys(run_id))
-    stats.total = len(tasks) * settings.n - before
-    stats.started = time.monotonic()  # model loading is not rollout time
-    try:
-        with RolloutProgress(stats, console=err_console) if show else _Quiet() as display:
-            stream = rollout_stream(
-                entry.make,
-                policy,
-                tasks,
-                settings.n,
-                limits,
-                sampling,
-                store,
-                run_id,
-                settings.seed,
-                settings.lockstep,
-                progress=False,
-                max_concurrency=settings.concurrency,
-            )
-            async for traj in stream:
-                stats.add(traj)
-                display.update()
-    finally:
-        await policy.close()
-    return before
-
-
-class _Quiet:
-    """The progress display when there is none (``--json``)."""
-
-    def __enter__(self) -> _Quiet:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def update(self) -> None:
-        return None
+@contextmanager
+def command_run(
+    ctx: typer.Context, command: str, extra: Mapping[str, Any] | None = None
+) -> Iterator[CommandRun]:
+    """The run that ``command``'s options start, with ``extra`` in its metadata (the options
+    are checked before the store is opened, or created), or the one ``--resume`` names. On
+    Ctrl-C inside, says what is stored and how to resume, and exits with 130."""
+    options = ctx.params
+    resume: str | None = options["resume"]
+    spec = spec_from_options(options) if resume is None else None
+    with open_run_store(resolve_store_path(options["store"]), resume) as db:
+        if spec is None:
+            started = resume_run(ctx, db, command, resume or "", options["run"])
+        else:
+            started = new_run(db, command, options["run"], spec, extra)
+        with exit_resumably(command, db, started.run_id, started.spec.episodes):
+            yield started
 
 
 def resume_command(command: str, run_id: str, store_path: Path) -> str:

@@ -20,18 +20,16 @@ A user factory is called with the keyword arguments given to ``EnvEntry.make`` a
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from trajforge.envs.base import Env
 from trajforge.envs.taskset import TEST, TRAIN, TaskSet
 from trajforge.errors import ConfigError
+from trajforge.registry import load_module
 from trajforge.schema import ExpertFn, Message, Task
 
 BUILTIN_MODULES: dict[str, str] = {
@@ -152,42 +150,6 @@ def _entry_from_object(name: str, factory: Callable[..., Any], module: ModuleTyp
     )
 
 
-def _load_module(spec: str, target: str) -> ModuleType:
-    if target.endswith(".py") or "/" in target or "\\" in target:
-        path = Path(target).expanduser().resolve()
-        if not path.is_file():
-            raise ConfigError(f"env {spec!r}: file {path} does not exist")
-        module_name = f"trajforge_user_env_{abs(hash(str(path)))}"
-        if module_name in sys.modules:
-            return sys.modules[module_name]
-        file_spec = importlib.util.spec_from_file_location(module_name, path)
-        if file_spec is None or file_spec.loader is None:
-            raise ConfigError(f"env {spec!r}: cannot load {path} as a Python module")
-        module = importlib.util.module_from_spec(file_spec)
-        sys.modules[module_name] = module
-        try:
-            file_spec.loader.exec_module(module)
-        except Exception:
-            del sys.modules[module_name]
-            raise
-        return module
-    # The ``trajforge`` script's sys.path starts at its own folder, not the current directory
-    # as ``python -m`` would; appended last, a user's file never shadows an installed module.
-    cwd = str(Path.cwd())
-    if cwd not in sys.path:
-        sys.path.append(cwd)
-    importlib.invalidate_caches()
-    try:
-        return importlib.import_module(target)
-    except ModuleNotFoundError as exc:
-        if exc.name == target.partition(".")[0]:
-            raise ConfigError(
-                f"env {spec!r}: cannot import module {target!r}: "
-                f"it is neither on the Python path nor in {cwd}"
-            ) from None
-        raise ConfigError(f"env {spec!r}: cannot import module {target!r}: {exc}") from None
-
-
 @cache
 def get_env(name: str) -> EnvEntry:
     """The registry entry for a built-in name, ``module:factory`` or ``path/file.py:factory``."""
@@ -203,7 +165,7 @@ def get_env(name: str) -> EnvEntry:
             f"unknown env {name!r}; built-ins are {known}, or give module:factory or file.py:factory"
         )
     target, _, attr = name.rpartition(":")
-    module = _load_module(name, target)
+    module = load_module(name, target, "env")
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigError(f"env {name!r}: {target} has no callable {attr!r}")

@@ -43,7 +43,10 @@ class ToolDefinitionError(TrajforgeError):
 
 @dataclass
 class ToolContext:
-    """What a tool may know about its episode: the task and a per-episode scratch ``state``."""
+    """What a tool may know about its episode: the task and a per-episode scratch ``state``.
+
+    The episode's verifier receives the same ``state`` (``Evidence.state``), so what the tools
+    record there (a cart, a board) is what gets judged."""
 
     task: Task
     state: dict[str, Any] = field(default_factory=dict)

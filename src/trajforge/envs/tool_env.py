@@ -5,7 +5,8 @@ could not be parsed, names no tool, has bad arguments, raises, or runs past its 
 a tool message starting with ``Error:`` that says precisely what went wrong, and the episode
 goes on. The episode ends when the assistant answers without a tool call (reward = the
 verifier's verdict), or after ``max_turns`` assistant turns (``info["truncated"] = True``, reward
-still the verifier's verdict on the conversation so far).
+still the verifier's verdict on the conversation so far). The verifier receives the episode's
+``Evidence`` (task, messages, and the tools' per-episode state); see ``trajforge.schema.evidence``.
 """
 
 from __future__ import annotations
@@ -14,17 +15,17 @@ import asyncio
 import hashlib
 import inspect
 import json
-import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.envs.tool import Tool, ToolArgumentError, ToolContext, ToolError, tool
-from trajforge.errors import TrajforgeError
-from trajforge.schema import ExpertFn, Message, Role, Task, Timing, ToolCall
+from trajforge.errors import ConfigError, TrajforgeError
+from trajforge.schema import ExpertFn, Message, Role, Score, Task, Timing, ToolCall
+from trajforge.schema.answers import contains_answer
+from trajforge.schema.evidence import Evidence, Verifier, run_verifier, takes_evidence
 
-Verifier = Callable[[Task, list[Message]], float | Awaitable[float]]
 Hook = Callable[[ToolContext], Awaitable[None] | None]
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -38,30 +39,10 @@ class EnvError(TrajforgeError):
     """An environment was used out of order or misbehaved (not a tool failure)."""
 
 
-def final_text(messages: Sequence[Message]) -> str:
-    """The content of the last assistant message ("" when there is none)."""
-    for msg in reversed(messages):
-        if msg.role is Role.ASSISTANT:
-            return msg.content
-    return ""
-
-
-# Punctuation goes, except a minus sign before a digit and a decimal point between digits.
-_PUNCTUATION = re.compile(r"-(?!\d)|(?<!\d)\.|\.(?!\d)|[^\w\s.\-]|_")
-
-
-def normalize_answer(text: str) -> str:
-    """Lower case, punctuation dropped (numbers kept whole), whitespace collapsed."""
-    return " ".join(_PUNCTUATION.sub(" ", text.lower()).split())
-
-
-def exact_match_verifier(task: Task, messages: list[Message]) -> float:
-    """1.0 when the final reply, normalised, equals or contains the normalised ``task.answer``."""
-    gold = normalize_answer(str(task.answer)) if task.answer is not None else ""
-    reply = normalize_answer(final_text(messages))
-    if not gold:
-        return 0.0
-    return 1.0 if reply == gold or f" {gold} " in f" {reply} " else 0.0
+def exact_match_verifier(evidence: Evidence) -> float:
+    """1.0 when the final answer contains ``task.answer`` as whole words, both normalised."""
+    gold = evidence.task.answer
+    return float(gold is not None and contains_answer(evidence.answer or "", str(gold)))
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -74,7 +55,8 @@ class ToolEnv(Env):
     Args:
         tools: ``Tool`` objects (plain typed functions are wrapped with ``@tool``).
         tasks: The tasks this environment poses (kept as ``self.tasks``; optional).
-        verifier: ``(task, messages) -> float`` in [0, 1], sync or async. Default: the final reply
+        verifier: ``(evidence) -> float | Score`` in [0, 1], sync or async, called once when the
+            episode ends (``(task, messages) -> float`` also works). Default: the final answer
             matches ``task.answer`` after normalisation.
         max_turns: Assistant turns before the episode is cut off.
         tool_timeout: Seconds a tool may run unless the tool sets its own ``timeout``.
@@ -121,6 +103,10 @@ class ToolEnv(Env):
         self.tools = [t.spec for t in self.tool_map.values()]
         self.tasks: list[Task] = list(tasks) if tasks is not None else []
         self.verifier: Verifier = verifier or exact_match_verifier
+        try:
+            takes_evidence(self.verifier)
+        except ConfigError as exc:
+            raise EnvError(f"env {name!r}: {exc}") from None
         self.max_turns = max_turns
         self.tool_timeout = tool_timeout
         self.system_prompt = system_prompt if system_prompt is not None else DEFAULT_SYSTEM_PROMPT
@@ -221,7 +207,14 @@ class ToolEnv(Env):
         self, key: str, observations: list[Message], *, truncated: bool, info: dict[str, Any]
     ) -> StepResult:
         self.done = True
-        reward = float(await _maybe_await(self.verifier(self.task, list(self.messages))))
+        assert self.context is not None  # step() checked it
+        evidence = Evidence(self.task, list(self.messages), self.context.state)
+        verdict = await run_verifier(self.verifier, evidence)
+        if isinstance(verdict, Score):
+            if verdict.value is None:
+                raise EnvError(f"env {self.name!r}: the verifier failed: {verdict.error}")
+            verdict = verdict.value
+        reward = verdict
         if not 0.0 <= reward <= 1.0:
             raise EnvError(f"env {self.name!r}: the verifier returned {reward}, outside [0, 1]")
         info = {**info, "truncated": truncated, "turns": self.turn}

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trajforge.registry import Registry
 from trajforge.schema import ToolCall
 
 TOOL_CALL_OPEN = "<tool_call>"
@@ -37,29 +38,14 @@ class ParsedCompletion:
 
 ToolCallParser = Callable[[str, str], ParsedCompletion]
 
-_PARSERS: dict[str, ToolCallParser] = {}
-
-
-def register_parser(name: str) -> Callable[[ToolCallParser], ToolCallParser]:
-    """Register a text parser under ``name``; it is called as ``parser(text, id_prefix)``."""
-
-    def deco(fn: ToolCallParser) -> ToolCallParser:
-        _PARSERS[name] = fn
-        return fn
-
-    return deco
+PARSERS: Registry[ToolCallParser] = Registry("tool-call parser")
+"""Text parsers by name, each called as ``parser(text, id_prefix)``; register more with
+``@PARSERS.register("name")``."""
 
 
 def get_parser(name: str) -> ToolCallParser:
-    try:
-        return _PARSERS[name]
-    except KeyError:
-        known = ", ".join(sorted(_PARSERS))
-        raise KeyError(f"unknown tool-call parser {name!r}; known parsers: {known}") from None
-
-
-def parser_names() -> list[str]:
-    return sorted(_PARSERS)
+    """The parser registered as ``name`` (``ConfigError`` naming the known ones if none)."""
+    return PARSERS.get(name)
 
 
 def parse_tool_calls(text: str, parser: str = "text", id_prefix: str = "call") -> ParsedCompletion:
@@ -116,7 +102,7 @@ _BLOCK = re.compile(
 )
 
 
-@register_parser("text")
+@PARSERS.register("text")
 def parse_text_protocol(text: str, id_prefix: str = "call") -> ParsedCompletion:
     """The ``<tool_call>{json}</tool_call>`` protocol. An unclosed final block is still parsed
     (generation often stops at the closing tag), and reported if its JSON is incomplete."""

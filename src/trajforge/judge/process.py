@@ -7,8 +7,9 @@ import json
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from trajforge.judge.answers import final_answer
+from trajforge.judge.scorer import scorer_class
 from trajforge.schema import Evaluator, EvaluatorKind, Role, Score, Trajectory
+from trajforge.schema.answers import final_answer
 
 TOOL_ERROR_PREFIX = "Error"
 
@@ -53,7 +54,7 @@ def process_metrics(
         expert_turns = int(meta) if isinstance(meta, int | float) else None
     overhead = turns / expert_turns - 1.0 if expert_turns else None
     successful_results = len(results) - errors
-    answered = final_answer(trajectory) is not None
+    answered = final_answer(trajectory.messages) is not None
     tokens = trajectory.num_tokens or (
         trajectory.usage.prompt_tokens + trajectory.usage.completion_tokens
     )
@@ -70,6 +71,7 @@ def process_metrics(
     )
 
 
+@scorer_class
 class ProcessScorer:
     """All process metrics as one ``Score``: value 1.0 for a clean process (no invalid calls,
     no tool errors, no loop, evidence before the answer), the metrics as dimensions."""

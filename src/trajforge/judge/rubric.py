@@ -1,4 +1,7 @@
-"""Rubrics are data: a versioned YAML/JSON file naming the dimensions a judge scores."""
+"""Judge rubrics are data: a versioned YAML/JSON file naming the dimensions an LLM judge scores.
+
+(The weighted-scorers ``Rubric`` is in ``trajforge.judge.scorer``.)
+"""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ class RubricDimension(BaseModel):
     values: list[int] = Field(min_length=2)
 
 
-class Rubric(BaseModel):
+class JudgeRubric(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
@@ -31,7 +34,7 @@ class Rubric(BaseModel):
     success_dimension: str = "success"
 
     @model_validator(mode="after")
-    def _success_is_a_dimension(self) -> Rubric:
+    def _success_is_a_dimension(self) -> JudgeRubric:
         names = [d.name for d in self.dimensions]
         if len(set(names)) != len(names):
             raise ValueError("dimensions: names must be unique")
@@ -43,7 +46,7 @@ class Rubric(BaseModel):
         return next(d for d in self.dimensions if d.name == name)
 
 
-def load_rubric(name_or_path: str | Path = "agentrewardbench") -> Rubric:
+def load_rubric(name_or_path: str | Path = "agentrewardbench") -> JudgeRubric:
     """Load a built-in rubric by name, or a rubric file (.yaml, .yml, .json)."""
     path = Path(name_or_path)
     if not path.suffix:
@@ -57,7 +60,7 @@ def load_rubric(name_or_path: str | Path = "agentrewardbench") -> Rubric:
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
     try:
-        return Rubric.model_validate(data)
+        return JudgeRubric.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from trajforge.judge.answers import (
+from trajforge.judge.scorer import scorer_class
+from trajforge.schema import Evaluator, EvaluatorKind, Score, Trajectory
+from trajforge.schema.answers import (
     answer_span,
+    contains_answer,
     final_answer,
-    normalize_text,
+    normalize_answer,
     numbers_close,
     parse_number,
     parse_table,
     tables_equal,
 )
-from trajforge.schema import Evaluator, EvaluatorKind, Message, Score, Task, Trajectory
+from trajforge.schema.evidence import Evidence, Verifier, run_verifier
 
 
 class RuleScorer(ABC):
@@ -30,7 +32,7 @@ class RuleScorer(ABC):
         return Score(name=self.name, value=value, explanation=explanation, evaluator=evaluator)
 
     async def __call__(self, trajectory: Trajectory) -> Score:
-        answer = final_answer(trajectory)
+        answer = final_answer(trajectory.messages)
         if answer is None:
             return self._score(0.0, "no final answer: the episode ended on a tool call or no reply")
         return self.judge(answer, trajectory.task.answer)
@@ -40,6 +42,7 @@ class RuleScorer(ABC):
         """Compare one final answer with the gold answer."""
 
 
+@scorer_class
 class ExactMatch(RuleScorer):
     """The answer span equals the gold answer exactly (after trimming)."""
 
@@ -51,19 +54,21 @@ class ExactMatch(RuleScorer):
         return self._score(float(ok), f"answer {span!r} {'==' if ok else '!='} gold {gold!r}")
 
 
+@scorer_class
 class NormalizedMatch(RuleScorer):
     """The answer span equals the gold answer after SQuAD normalisation."""
 
     name = "normalized_match"
 
     def judge(self, answer: str, gold: Any) -> Score:
-        span = normalize_text(answer_span(answer))
-        ok = span == normalize_text(str(gold))
+        span = normalize_answer(answer_span(answer))
+        ok = span == normalize_answer(str(gold))
         return self._score(
-            float(ok), f"normalised answer {span!r} vs gold {normalize_text(str(gold))!r}"
+            float(ok), f"normalised answer {span!r} vs gold {normalize_answer(str(gold))!r}"
         )
 
 
+@scorer_class
 class NumericMatch(RuleScorer):
     """The last number in the answer span is within tolerance of the gold number (units ignored)."""
 
@@ -84,6 +89,7 @@ class NumericMatch(RuleScorer):
         return self._score(float(ok), f"answer {got} vs gold {want} (rel_tol {self.rel_tol})")
 
 
+@scorer_class
 class RegexMatch(RuleScorer):
     """The final answer matches a regular expression (default: the task's gold answer, escaped)."""
 
@@ -99,16 +105,18 @@ class RegexMatch(RuleScorer):
         return self._score(float(ok), f"pattern {pattern!r} {'found' if ok else 'not found'}")
 
 
+@scorer_class
 class Contains(RuleScorer):
-    """The normalised gold answer occurs in the normalised final answer."""
+    """The normalised gold answer occurs in the normalised final answer, as whole words."""
 
     name = "contains"
 
     def judge(self, answer: str, gold: Any) -> Score:
-        ok = normalize_text(str(gold)) in normalize_text(answer)
+        ok = contains_answer(answer, str(gold))
         return self._score(float(ok), f"gold {gold!r} {'in' if ok else 'not in'} the answer")
 
 
+@scorer_class
 class TableMatch(RuleScorer):
     """The answer's result table equals the gold rows as a multiset (SQL result sets)."""
 
@@ -127,11 +135,12 @@ class TableMatch(RuleScorer):
         return self._score(float(ok), f"{len(table)} answer rows vs {len(gold_rows)} gold rows")
 
 
-Verifier = Callable[[Task, list[Message]], float | Awaitable[float]]
-
-
+@scorer_class
 class EnvVerifier:
-    """The environment's own verdict: the recorded outcome reward, or a re-run of its verifier."""
+    """The environment's own verdict as a scorer: the recorded outcome reward, or a re-run of
+    a verifier (``(evidence)`` or ``(task, messages)``) on the stored conversation. A re-run
+    sees no tool state (it is not stored), so verifiers that read ``evidence.state`` are
+    judged by their recorded reward."""
 
     name = "env_verifier"
     kind = EvaluatorKind.ENV
@@ -148,6 +157,7 @@ class EnvVerifier:
                     name=self.name, evaluator=evaluator, error="no outcome reward recorded"
                 )
             return Score(name=self.name, value=reward, evaluator=evaluator, explanation="recorded")
-        result = self.verifier(trajectory.task, list(trajectory.messages))
-        value = float(await result) if isinstance(result, Awaitable) else float(result)
-        return Score(name=self.name, value=value, evaluator=evaluator, explanation="re-verified")
+        verdict = await run_verifier(self.verifier, Evidence.of(trajectory))
+        if isinstance(verdict, Score):
+            return verdict.model_copy(update={"name": self.name, "evaluator": evaluator})
+        return Score(name=self.name, value=verdict, evaluator=evaluator, explanation="re-verified")

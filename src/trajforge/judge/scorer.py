@@ -1,17 +1,26 @@
-"""The scorer contract: ``async (trajectory) -> Score``, and a registry of named scorers.
+"""The scorer contract, the scorer registry, and ``Rubric``: weighted scorers.
 
 A scorer is any async callable taking a ``Trajectory`` and returning a ``Score``. ``@scorer``
 turns a plain (sync or async) function into one and registers it under a name, so configs and
-the CLI can name scorers (``scorers: [numeric_match, process]``).
+the CLI can name scorers (``scorers: [numeric_match, process]``). User scorers load by
+reference: ``module:function`` or ``file.py:function``, a function ``(trajectory) -> float |
+Score`` (sync or async), or a scorer class built with the given options.
+
+A ``Rubric`` is weighted scorers; it is what an evaluation and the RL reward use. The built-in
+scorers register where they are defined (``rules``, ``process``); importing ``trajforge.judge``
+registers them all.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Annotated, Any, Protocol, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from trajforge.errors import ConfigError
+from trajforge.registry import Registry, is_ref
 from trajforge.schema import Evaluator, EvaluatorKind, Score, Trajectory
 
 
@@ -43,12 +52,8 @@ class FunctionScorer:
         return Score(name=self.name, value=float(result), evaluator=evaluator)
 
 
-_REGISTRY: dict[str, Callable[..., Scorer]] = {}
-
-
-def register_scorer(name: str, factory: Callable[..., Scorer]) -> None:
-    """Register ``factory(**options) -> Scorer`` under ``name``."""
-    _REGISTRY[name] = factory
+SCORERS: Registry[Callable[..., Scorer]] = Registry("scorer")
+"""Scorer factories by name: ``factory(**options) -> Scorer``."""
 
 
 def scorer(
@@ -64,32 +69,66 @@ def scorer(
     def deco(fn: ScoreFn) -> FunctionScorer:
         scorer_name = name or fn.__name__
         wrapped = FunctionScorer(fn, scorer_name, kind)
-        register_scorer(scorer_name, lambda: wrapped)
+        SCORERS.add(scorer_name, lambda: wrapped)
         return wrapped
 
     return deco
 
 
-def get_scorer(name: str, **options: Any) -> Scorer:
-    """Build the registered scorer ``name`` with ``options``."""
-    from trajforge.judge import builtin  # noqa: F401 - registers the built-in scorers
+ScorerClass = TypeVar("ScorerClass", bound=type[Scorer])
 
-    if name not in _REGISTRY:
-        known = ", ".join(sorted(_REGISTRY))
-        raise ConfigError(f"unknown scorer {name!r}; known scorers: {known}")
+
+def scorer_class(cls: ScorerClass) -> ScorerClass:
+    """Class decorator: register a scorer class under its ``name``; the registry builds it
+    with a config's options (``get_scorer("numeric_match", rel_tol=0.01)``)."""
+    SCORERS.add(cls.name, cls)
+    return cls
+
+
+def get_scorer(name: str, **options: Any) -> Scorer:
+    """The scorer ``name`` built with ``options``: a registered name, or user code
+    ``module:attr`` / ``file.py:attr``.
+
+    Raises:
+        ConfigError: the name is unknown, the code cannot be loaded, or the options do not fit.
+    """
+    if is_ref(name):
+        return _load_user_scorer(name, options)
+    factory = SCORERS.get(name)
     try:
-        return _REGISTRY[name](**options)
+        return factory(**options)
     except TypeError as exc:
         raise ConfigError(f"scorer {name!r}: bad options {options}: {exc}") from None
 
 
+def _load_user_scorer(ref: str, options: dict[str, Any]) -> Scorer:
+    found = SCORERS.load(ref)
+    attr = ref.rpartition(":")[2]
+    if isinstance(found, type):
+        try:
+            made = found(**options)
+        except TypeError as exc:
+            raise ConfigError(f"scorer {ref!r}: bad options {options}: {exc}") from None
+        if not (isinstance(getattr(made, "name", None), str) and callable(made)):
+            raise ConfigError(
+                f"scorer {ref!r}: {attr}() made no scorer (it needs name and __call__)"
+            )
+        return made
+    if options:
+        raise ConfigError(f"scorer {ref!r}: {attr} takes no options (only a scorer class does)")
+    if isinstance(getattr(found, "name", None), str) and callable(found):
+        return found  # already a scorer (e.g. made by @scorer)
+    if callable(found):
+        return FunctionScorer(found, attr, EvaluatorKind.RULE)
+    raise ConfigError(f"scorer {ref!r}: {attr} is a {type(found).__name__}, not a function")
+
+
 def scorer_names() -> list[str]:
-    from trajforge.judge import builtin  # noqa: F401
+    """The registered scorers' names."""
+    return SCORERS.names()
 
-    return sorted(_REGISTRY)
 
-
-async def score_trajectory(trajectory: Trajectory, scorers: list[Scorer]) -> list[Score]:
+async def score_trajectory(trajectory: Trajectory, scorers: Sequence[Scorer]) -> list[Score]:
     """Run every scorer; a scorer that raises yields a failed score, not a crash."""
     scores: list[Score] = []
     for s in scorers:
@@ -101,3 +140,92 @@ async def score_trajectory(trajectory: Trajectory, scorers: list[Scorer]) -> lis
                 Score(name=s.name, evaluator=evaluator, error=f"{type(exc).__name__}: {exc}")
             )
     return scores
+
+
+class ScorerRef(BaseModel):
+    """One scorer of a rubric, as a config names it (a bare string is ``{name: ...}``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str = Field(min_length=1)
+    """A registered scorer (``env_verifier``, ``numeric_match``, ``process``, ...),
+    ``module:function`` or ``file.py:function``."""
+    weight: float = 1.0
+    """Its weight in the rubric's total."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword options of the scorer (e.g. ``{rel_tol: 0.01}`` for ``numeric_match``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, data: Any) -> Any:
+        return {"name": data} if isinstance(data, str) else data
+
+    def build(self) -> Scorer:
+        """The scorer this names (``get_scorer``)."""
+        return get_scorer(self.name, **self.options)
+
+
+class Rubric:
+    """Weighted scorers. Each scorer's verdict is kept; the rubric's value is the weighted sum
+    of their values, a failed score counting 0.
+
+    Args:
+        items: ``(scorer, weight)`` pairs.
+        name: The name of the rubric's own ``Score``.
+    """
+
+    kind = EvaluatorKind.METRIC
+
+    def __init__(self, items: Iterable[tuple[Scorer, float]], name: str = "rubric") -> None:
+        self.items = list(items)
+        self.name = name
+
+    @classmethod
+    def from_refs(cls, refs: Iterable[ScorerRef | str], name: str = "rubric") -> Rubric:
+        """Build every scorer ``refs`` names (strings are names with weight 1)."""
+        parsed = [ScorerRef.model_validate(ref) for ref in refs]
+        return cls(((ref.build(), ref.weight) for ref in parsed), name=name)
+
+    @property
+    def scorers(self) -> list[Scorer]:
+        return [s for s, _ in self.items]
+
+    async def evaluate(self, trajectory: Trajectory) -> tuple[float, list[Score]]:
+        """The weighted total and every scorer's ``Score`` (failures as failed scores)."""
+        scores = await score_trajectory(trajectory, self.scorers)
+        total = sum(w * (s.value or 0.0) for (_, w), s in zip(self.items, scores, strict=True))
+        return float(total), scores
+
+    async def __call__(self, trajectory: Trajectory) -> Score:
+        total, scores = await self.evaluate(trajectory)
+        failed = [s.name for s in scores if s.value is None]
+        weights = ", ".join(f"{w:g} x {s.name}" for s, w in self.items)
+        return Score(
+            name=self.name,
+            value=total,
+            explanation=f"{weights}" + (f"; failed: {', '.join(failed)}" if failed else ""),
+            evaluator=Evaluator(kind=self.kind, name=self.name),
+            dimensions={s.name: s.value for s in scores if s.value is not None},
+        )
+
+
+def _refs_build(refs: list[ScorerRef | str]) -> list[ScorerRef | str]:
+    try:
+        Rubric.from_refs(refs)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return refs
+
+
+ScorerRefs = Annotated[list[ScorerRef | str], AfterValidator(_refs_build)]
+"""A config's scorers: names or ``{name, weight, options}``, each built once when the config
+loads, so a bad name or user file is an error naming the key rather than a failure mid-run."""
+
+
+def default_refs(*names: str) -> Callable[[], list[ScorerRef | str]]:
+    """The ``default_factory`` of a ``ScorerRefs`` field: these registered names, weight 1."""
+
+    def make() -> list[ScorerRef | str]:
+        return list(names)
+
+    return make

@@ -23,6 +23,7 @@ from trajforge.configfile import (
     validate,
 )
 from trajforge.errors import ConfigError
+from trajforge.judge.scorer import ScorerRefs, default_refs
 from trajforge.precision import Precision
 from trajforge.train.config import (
     ConfigT,
@@ -58,6 +59,11 @@ class EvalSettings(_Strict):
     """Tokens per assistant turn."""
     max_batch_size: int = Field(default=25, ge=1)
     """Sequences a local model decodes together (eval and demonstration stages)."""
+    scorers: ScorerRefs = Field(default_factory=default_refs("process"))
+    """Scorers run on every eval trajectory, each score stored with it and averaged in the
+    summary: names, or ``{name, options}``; a registered scorer, ``module:function`` or
+    ``file.py:function``. Success and reward stay the env's verdict (weights only matter
+    in an RL reward)."""
 
 
 class EvalStage(_Strict):

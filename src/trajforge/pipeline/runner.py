@@ -18,6 +18,8 @@ from typing import Any
 from rich.console import Console
 
 from trajforge.errors import ConfigError, TrajforgeError
+from trajforge.judge.evaluate import score_into, summarize
+from trajforge.judge.scorer import Rubric
 from trajforge.judge.stats import format_rate, format_reward, format_scored, is_success
 from trajforge.pipeline.config import (
     STORE_FILE,
@@ -31,8 +33,19 @@ from trajforge.pipeline.config import (
     rl_config,
     sft_config,
 )
-from trajforge.precision import describe_machine, resolve_precision, torch_dtype
+from trajforge.precision import describe_machine, resolve_precision
 from trajforge.report.html import RESULTS_FILE
+from trajforge.rollout import (
+    Limits,
+    PolicyRef,
+    RolloutProgress,
+    RolloutSpec,
+    Sampling,
+    TaskSample,
+    arun_rollout,
+    run_rollout,
+)
+from trajforge.store import TrajectoryStore
 
 
 class ExperimentRunner:
@@ -176,31 +189,23 @@ class ExperimentRunner:
         return self._rl(index, model, attempt)
 
     def _eval(self, model: str, run_id: str) -> dict[str, Any]:
-        from trajforge.envs.registry import get_env
-        from trajforge.judge.evaluate import score_into, summarize
-        from trajforge.judge.process import ProcessScorer
-        from trajforge.policy.base import SamplingParams
-        from trajforge.policy.naming import load_policy
-        from trajforge.rollout import Limits, arollout
-        from trajforge.store import TrajectoryStore
-
         ev = self.exp.eval
-        entry = get_env(self.exp.env)
-        tasks = entry.tasks(ev.tasks, seed=ev.seed, split=ev.split)
-        policy = load_policy(model, expert=entry.expert, **self._policy_options(model))
-        limits = Limits(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens)
-        sampling = SamplingParams(temperature=ev.temperature, max_new_tokens=ev.max_new_tokens)
+        rubric = Rubric.from_refs(ev.scorers)
+        spec = RolloutSpec(
+            env=self.exp.env,
+            policy=self._policy_ref(model),
+            tasks=TaskSample(count=ev.tasks, split=ev.split, seed=ev.seed),
+            n=ev.n,
+            limits=Limits(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens),
+            sampling=Sampling(temperature=ev.temperature, max_new_tokens=ev.max_new_tokens),
+            seed=ev.seed,
+            run_id=run_id,
+        )
 
         async def go() -> list[Any]:
-            try:
-                with TrajectoryStore(self.store_path) as db:
-                    trajs = await arollout(
-                        entry.make, policy, tasks, n_per_task=ev.n, limits=limits,
-                        sampling=sampling, store=db, run_id=run_id, seed=ev.seed,
-                    )  # fmt: skip
-                    return await score_into(db, trajs, [ProcessScorer()])
-            finally:
-                await policy.close()
+            with TrajectoryStore(self.store_path) as db:
+                trajs = await arun_rollout(spec, store=db, hooks=[RolloutProgress(transient=True)])
+                return await score_into(db, trajs, rubric.scorers)
 
         trajectories = asyncio.run(go())
         summary = summarize(trajectories, ks=sorted({1, ev.n}))
@@ -210,43 +215,25 @@ class ExperimentRunner:
         )
         return {"run_id": run_id, "model": model, "summary": summary.as_dict(), "text": text}
 
-    def _policy_options(self, model: str) -> dict[str, Any]:
-        """Constructor options of the policy named ``model``: batching and the experiment's
-        precision for local models, nothing for the scripted expert or an endpoint."""
-        from trajforge.policy.naming import OPENAI_PREFIX
-
-        if model == "expert" or model.startswith(OPENAI_PREFIX):
-            return {}
-        return {
-            "max_batch_size": self.exp.eval.max_batch_size,
-            "dtype": torch_dtype(self.precision),
-        }
-
-    def _demonstrations(self, stage: DemonstrationStage, run_id: str) -> dict[str, Any]:
-        from trajforge.envs.registry import get_env
-        from trajforge.policy.base import SamplingParams
-        from trajforge.policy.naming import load_policy
-        from trajforge.rollout import Limits, arollout
-        from trajforge.store import TrajectoryStore
-
-        entry = get_env(self.exp.env)
-        tasks = entry.tasks(stage.tasks, seed=stage.seed, split=stage.split)
-        policy = load_policy(
-            stage.policy, expert=entry.expert, **self._policy_options(stage.policy)
+    def _policy_ref(self, model: str) -> PolicyRef:
+        """The policy named ``model`` with the experiment's precision and the eval's batch size
+        (both matter only to local models)."""
+        return PolicyRef(
+            name=model, batch_size=self.exp.eval.max_batch_size, precision=self.exp.precision
         )
 
-        async def go() -> list[Any]:
-            try:
-                with TrajectoryStore(self.store_path) as db:
-                    return await arollout(
-                        entry.make, policy, tasks, limits=Limits(max_turns=stage.max_turns),
-                        sampling=SamplingParams(temperature=0.0), store=db, run_id=run_id,
-                        seed=stage.seed,
-                    )  # fmt: skip
-            finally:
-                await policy.close()
-
-        trajectories = asyncio.run(go())
+    def _demonstrations(self, stage: DemonstrationStage, run_id: str) -> dict[str, Any]:
+        spec = RolloutSpec(
+            env=self.exp.env,
+            policy=self._policy_ref(stage.policy),
+            tasks=TaskSample(count=stage.tasks, split=stage.split, seed=stage.seed),
+            limits=Limits(max_turns=stage.max_turns),
+            sampling=Sampling(temperature=0.0),
+            seed=stage.seed,
+            run_id=run_id,
+            store=self.store_path,
+        )
+        trajectories = run_rollout(spec, hooks=[RolloutProgress(transient=True)])
         solved = sum(1 for t in trajectories if is_success(t.outcome.status, t.outcome.reward))
         text = f"{len(trajectories)} episodes by {stage.policy}, {solved} solved"
         return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}

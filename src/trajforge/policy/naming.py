@@ -9,11 +9,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
+from trajforge.registry import Registry, did_you_mean
 from trajforge.schema import ExpertFn, Message, Task
 
 if TYPE_CHECKING:
@@ -51,49 +53,81 @@ def bind_expert(expert: ExpertFn) -> ReplyFn:
     return reply
 
 
+PolicyLoader = Callable[[str, ExpertFn | None, dict[str, Any]], Policy]
+"""``loader(spec, expert, options) -> Policy``; it pops the options it consumes itself."""
+
+POLICIES: Registry[PolicyLoader] = Registry("policy", plural="policies")
+"""Policy loaders by name; a name ending in ``:`` is a prefix (``openai:<base_url>#<model>``)."""
+
+
+@POLICIES.register("expert")
+def _load_expert(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
+    if expert is None:
+        raise ConfigError(
+            "policy 'expert' needs the environment's scripted expert (expert=...); "
+            "this environment may have none"
+        )
+    from trajforge.policy.embedded import load_tokenizer
+    from trajforge.policy.scripted import ScriptedPolicy
+
+    tokenizer = kw.pop("tokenizer", None) or load_tokenizer()
+    name = kw.pop("name", "expert")
+    return ScriptedPolicy(bind_expert(expert), tokenizer, name=name, **kw)
+
+
+@POLICIES.register(OPENAI_PREFIX)
+def _load_openai(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
+    base_url, model_name = parse_openai_spec(spec)
+    from trajforge.policy.openai_compat import OpenAIPolicy
+
+    return OpenAIPolicy(base_url, model_name, **kw)
+
+
+@POLICIES.register("embedded")
+def _load_embedded(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
+    import torch
+
+    from trajforge.policy.embedded import load_embedded
+    from trajforge.policy.hf import HFPolicy
+
+    model, tokenizer = load_embedded(kw.pop("dtype", None) or torch.float32)
+    return HFPolicy(model, tokenizer, name=kw.pop("name", spec), **kw)
+
+
+@POLICIES.register("tiny")
+def _load_tiny(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
+    from trajforge.policy.hf import HFPolicy
+    from trajforge.policy.tiny import tiny_model_and_tokenizer
+
+    model, tokenizer = tiny_model_and_tokenizer(seed=kw.pop("seed", 0))
+    dtype = kw.pop("dtype", None)
+    if dtype is not None:
+        model = model.to(dtype)
+    return HFPolicy(model, tokenizer, name=kw.pop("name", spec), **kw)
+
+
+def _loader_for(spec: str) -> PolicyLoader | None:
+    if spec in POLICIES:
+        return POLICIES.get(spec)
+    scheme, sep, _ = spec.partition(":")
+    prefix = scheme + sep
+    return POLICIES.get(prefix) if sep and prefix in POLICIES else None
+
+
 def load_policy(spec: str, *, expert: ExpertFn | None = None, **kw: Any) -> Policy:
-    """The policy named by ``spec``; ``kw`` goes to the policy's constructor (``seed`` picks
-    the tiny model's weights, ``dtype`` a model's dtype, ``tokenizer`` the expert's)."""
-    if spec == "expert":
-        if expert is None:
-            raise ConfigError(
-                "policy 'expert' needs the environment's scripted expert (expert=...); "
-                "this environment may have none"
-            )
-        from trajforge.policy.embedded import load_tokenizer
-        from trajforge.policy.scripted import ScriptedPolicy
-
-        tokenizer = kw.pop("tokenizer", None) or load_tokenizer()
-        name = kw.pop("name", "expert")
-        return ScriptedPolicy(bind_expert(expert), tokenizer, name=name, **kw)
-    if spec.startswith(OPENAI_PREFIX):
-        base_url, model_name = parse_openai_spec(spec)
-        from trajforge.policy.openai_compat import OpenAIPolicy
-
-        return OpenAIPolicy(base_url, model_name, **kw)
-    if spec in ("embedded", "tiny"):
-        from trajforge.policy.hf import HFPolicy
-
-        if spec == "embedded":
-            import torch
-
-            from trajforge.policy.embedded import load_embedded
-
-            model, tokenizer = load_embedded(kw.pop("dtype", None) or torch.float32)
-        else:
-            from trajforge.policy.tiny import tiny_model_and_tokenizer
-
-            model, tokenizer = tiny_model_and_tokenizer(seed=kw.pop("seed", 0))
-            dtype = kw.pop("dtype", None)
-            if dtype is not None:
-                model = model.to(dtype)
-        return HFPolicy(model, tokenizer, name=kw.pop("name", spec), **kw)
+    """The policy named by ``spec``: a name in ``POLICIES`` (or one of its prefixes), else a
+    local model folder. ``kw`` goes to the policy's constructor (``seed`` picks the tiny
+    model's weights, ``dtype`` a model's dtype, ``tokenizer`` the expert's)."""
+    loader = _loader_for(spec)
+    if loader is not None:
+        return loader(spec, expert, kw)
     folder = Path(spec).expanduser()
     if folder.is_dir():
         return _load_folder(folder, **kw)
+    names = [n for n in POLICIES.names() if not n.endswith(":")]
     raise ConfigError(
-        f"unknown policy {spec!r}: expected embedded, tiny, expert, a local model folder, "
-        "or openai:<base_url>#<model>"
+        f"unknown policy {spec!r}{did_you_mean(spec, names)}: expected {', '.join(names)}, "
+        "a local model folder, or openai:<base_url>#<model>"
     )
 
 

@@ -1,35 +1,44 @@
-"""Layer 4: the rollout engine — asynchronous multi-turn episodes, a lockstep baseline, limits,
-fault isolation and resumable runs."""
+"""Layer 4: the rollout engine — a ``RolloutSpec`` run by one entry point (``run_rollout``,
+``arun_rollout``, or ``open_rollout`` to stream), asynchronous multi-turn episodes, a lockstep
+baseline, limits, fault isolation, and hooks for store bookkeeping, resume and progress."""
 
 from __future__ import annotations
 
 from trajforge.rollout.engine import (
-    RolloutError,
-    RolloutPlan,
-    arollout,
-    plan_rollout,
-    rollout,
-    rollout_stream,
+    LiveParts,
+    RolloutStream,
+    arun_rollout,
+    open_rollout,
+    run_rollout,
 )
-from trajforge.rollout.episode import Episode, EpisodeKey
+from trajforge.rollout.episode import EpisodeKey
+from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.limits import EndReason, Limits
-from trajforge.rollout.progress import RolloutProgress, RolloutStats
+from trajforge.rollout.progress import RolloutProgress
 from trajforge.rollout.seeding import derive_seed, group_id_for, new_run_id
+from trajforge.rollout.spec import PolicyRef, RolloutError, RolloutSpec, Sampling, TaskSample
+from trajforge.rollout.stats import RolloutStats
 
 __all__ = [
     "EndReason",
-    "Episode",
     "EpisodeKey",
     "Limits",
+    "LiveParts",
+    "PolicyRef",
     "RolloutError",
-    "RolloutPlan",
+    "RolloutHook",
     "RolloutProgress",
+    "RolloutRun",
+    "RolloutSpec",
     "RolloutStats",
-    "arollout",
+    "RolloutStream",
+    "Sampling",
+    "StoreHook",
+    "TaskSample",
+    "arun_rollout",
     "derive_seed",
     "group_id_for",
     "new_run_id",
-    "plan_rollout",
-    "rollout",
-    "rollout_stream",
+    "open_rollout",
+    "run_rollout",
 ]

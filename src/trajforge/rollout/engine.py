@@ -1,63 +1,78 @@
-"""The rollout engine: every episode is its own coroutine.
+"""The rollout engine and its one entry point: a ``RolloutSpec`` in, trajectories out.
 
-Generation requests from all live episodes reach the policy at once, so a policy with dynamic
-batching (``HFPolicy``) fills its batches with whatever is ready; tool calls run concurrently, so
-a slow tool stalls only its own episode. ``lockstep=True`` runs the synchronous baseline instead
-(``trajforge.rollout.lockstep``). Either way every task x sample asked for comes back, finished
-trajectories are written to the store as they end, and a run named by ``run_id`` resumes by
-running only the (task, sample) pairs the store does not hold yet.
+Every episode is its own coroutine. Generation requests from all live episodes reach the policy
+at once, so a policy with dynamic batching (``HFPolicy``) fills its batches with whatever is
+ready; tool calls run concurrently, so a slow tool stalls only its own episode.
+``spec.lockstep`` runs the synchronous baseline instead (``trajforge.rollout.lockstep``). Either
+way every task x sample asked for comes back.
+
+``open_rollout`` is the one implementation: it resolves the spec's references (or takes the
+live objects an in-process caller passes), plans the run and calls the hooks around it; the
+store's hook writes finished trajectories as they end and makes a named run resume. Its
+stream yields the trajectories as they finish; ``arun_rollout`` and ``run_rollout`` collect
+them in task x sample order.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import aclosing, nullcontext
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from typing import TypedDict, Unpack
 
-from trajforge.errors import ConfigError
-from trajforge.policy.base import Policy, SamplingParams
-from trajforge.rollout.episode import EnvFactory, Episode, EpisodeKey
-from trajforge.rollout.limits import Limits
+from trajforge.envs.registry import EnvEntry, get_env
+from trajforge.policy.base import Policy
+from trajforge.rollout.episode import EnvFactory, Episode
+from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.lockstep import run_lockstep
-from trajforge.rollout.progress import RolloutProgress, RolloutStats
-from trajforge.rollout.seeding import group_id_for, new_run_id
+from trajforge.rollout.seeding import group_id_for
+from trajforge.rollout.spec import RolloutError, RolloutSpec, TaskSample
 from trajforge.schema import Task, Trajectory
-
-if TYPE_CHECKING:
-    from trajforge.store.sqlite import TrajectoryStore
+from trajforge.store.sqlite import TrajectoryStore
 
 
-class RolloutError(ConfigError):
-    """A rollout was asked for with arguments it cannot run."""
+class LiveParts(TypedDict, total=False):
+    """What an in-process caller may hand the entry point beside the spec."""
+
+    env: EnvFactory
+    """Makes a fresh environment per episode, in place of ``spec.env``."""
+    policy: Policy
+    """An already-built policy, in place of ``spec.policy`` (RL samples from the model it
+    trains); the caller keeps it open."""
+    store: TrajectoryStore
+    """An open store, in place of opening ``spec.store``."""
+    hooks: Sequence[RolloutHook]
+    """Called around the run, after the store's own hook."""
 
 
-@dataclass
-class RolloutPlan:
-    """The episodes a run asks for (in order) and those it still has to run."""
+class RolloutStream:
+    """The trajectories of an open rollout as they finish (stored before they are yielded);
+    the episodes a resumed run had already are not yielded again."""
 
-    run_id: str
-    keys: list[EpisodeKey]
-    todo: list[EpisodeKey]
+    def __init__(
+        self, run: RolloutRun, source: AsyncGenerator[Trajectory, None], store: StoreHook | None
+    ) -> None:
+        self.run = run
+        self._source = source
+        self._store = store
 
+    def __aiter__(self) -> AsyncIterator[Trajectory]:
+        return self._source
 
-def plan_rollout(
-    tasks: Sequence[Task], n_per_task: int, run_id: str | None, store: TrajectoryStore | None
-) -> RolloutPlan:
-    """Every task x sample in order, minus the pairs ``store`` already holds for ``run_id``."""
-    if n_per_task < 1:
-        raise RolloutError(f"n_per_task: must be at least 1, got {n_per_task}")
-    seen: dict[str, int] = {}
-    for i, task in enumerate(tasks):
-        if task.id in seen:
-            raise RolloutError(f"tasks[{i}].id: {task.id!r} repeats tasks[{seen[task.id]}].id")
-        seen[task.id] = i
-    run = run_id or new_run_id()
-    keys = [EpisodeKey(i, task, s) for i, task in enumerate(tasks) for s in range(n_per_task)]
-    completed = store.completed_keys(run) if store is not None and run_id is not None else set()
-    todo = [k for k in keys if k.store_key not in completed]
-    return RolloutPlan(run_id=run, keys=keys, todo=todo)
+    async def collect(self) -> list[Trajectory]:
+        """Run the episodes left; return one trajectory per task x sample in order, those a
+        resumed run found in the store included."""
+        by_key = {(t.task.id, t.sample_index or 0): t async for t in self}
+        wanted = [k.store_key for k in self.run.keys]
+        missing = set(wanted) - by_key.keys()
+        if missing and self._store is not None:
+            by_key.update(self._store.stored(self.run, missing))
+        if len(by_key) < len(wanted):
+            raise RolloutError(
+                f"run {self.run.run_id!r}: {len(wanted) - len(by_key)} skipped episodes are in "
+                "no store to read them back from"
+            )
+        return [by_key[key] for key in wanted]
 
 
 async def _run_async(
@@ -94,212 +109,114 @@ async def _run_async(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _run_metadata(
-    policy: Policy,
-    tasks: Sequence[Task],
-    n_per_task: int,
-    limits: Limits,
-    sampling: SamplingParams,
-    seed: int,
-    lockstep: bool,
-) -> dict[str, object]:
-    return {
-        "model": policy.name,
-        "tasks": len(tasks),
-        "n_per_task": n_per_task,
-        "limits": limits.model_dump(mode="json"),
-        "sampling": asdict(sampling),
-        "seed": seed,
-        "lockstep": lockstep,
-    }
-
-
-async def _stream(
-    plan: RolloutPlan,
-    env_factory: EnvFactory,
-    policy: Policy,
-    tasks: Sequence[Task],
-    n_per_task: int,
-    limits: Limits,
-    sampling: SamplingParams,
-    store: TrajectoryStore | None,
-    seed: int,
-    lockstep: bool,
-    progress: bool,
-    max_concurrency: int | None,
+async def _episodes(
+    run: RolloutRun, make_env: EnvFactory, policy: Policy, hooks: Sequence[RolloutHook]
 ) -> AsyncGenerator[Trajectory, None]:
-    if max_concurrency is not None and max_concurrency < 1:
-        raise RolloutError(f"max_concurrency: must be at least 1, got {max_concurrency}")
-    if store is not None and store.get_run(plan.run_id) is None:
-        meta = _run_metadata(policy, tasks, n_per_task, limits, sampling, seed, lockstep)
-        store.set_run(plan.run_id, meta)
+    spec = run.spec
+    sampling = spec.sampling.params()
     episodes = [
         Episode(
             key,
-            env_factory=env_factory,
+            env_factory=make_env,
             policy=policy,
-            limits=limits,
+            limits=spec.limits,
             sampling=sampling,
-            run_id=plan.run_id,
-            group_id=group_id_for(plan.run_id, key.task.id),
-            seed=seed,
+            run_id=run.run_id,
+            group_id=group_id_for(run.run_id, key.task.id),
+            seed=spec.seed,
         )
-        for key in plan.todo
+        for key in run.todo
     ]
-    stats = RolloutStats(total=len(episodes))
     source = (
-        run_lockstep(episodes, max_concurrency)
-        if lockstep
-        else _run_async(episodes, max_concurrency)
+        run_lockstep(episodes, spec.concurrency)
+        if spec.lockstep
+        else _run_async(episodes, spec.concurrency)
     )
-    display = RolloutProgress(stats, transient=True) if progress else nullcontext()
     async with aclosing(source) as finished:
-        with display:
-            async for traj in finished:
-                if store is not None:
-                    store.add(traj)
-                stats.add(traj)
-                if isinstance(display, RolloutProgress):
-                    display.update()
-                yield traj
-
-
-async def rollout_stream(
-    env_factory: EnvFactory,
-    policy: Policy,
-    tasks: Sequence[Task],
-    n_per_task: int = 1,
-    limits: Limits | None = None,
-    sampling: SamplingParams | None = None,
-    store: TrajectoryStore | None = None,
-    run_id: str | None = None,
-    seed: int = 0,
-    lockstep: bool = False,
-    progress: bool = True,
-    max_concurrency: int | None = None,
-) -> AsyncIterator[Trajectory]:
-    """Run the episodes and yield each trajectory as it finishes (store first, then yield).
-
-    With ``store`` and a ``run_id`` that already has trajectories, only the missing
-    (task, sample) pairs run; the stored ones are not yielded again. Arguments as ``arollout``.
-    """
-    plan = plan_rollout(tasks, n_per_task, run_id, store)
-    stream = _stream(
-        plan,
-        env_factory,
-        policy,
-        tasks,
-        n_per_task,
-        limits or Limits(),
-        sampling or SamplingParams(),
-        store,
-        seed,
-        lockstep,
-        progress,
-        max_concurrency,
-    )
-    async with aclosing(stream) as finished:
         async for traj in finished:
+            run.stats.add(traj)
+            for hook in hooks:
+                hook.on_episode_end(run, traj)
             yield traj
 
 
-async def arollout(
-    env_factory: EnvFactory,
-    policy: Policy,
-    tasks: Sequence[Task],
-    n_per_task: int = 1,
-    limits: Limits | None = None,
-    sampling: SamplingParams | None = None,
-    store: TrajectoryStore | None = None,
-    run_id: str | None = None,
-    seed: int = 0,
-    lockstep: bool = False,
-    progress: bool = True,
-    max_concurrency: int | None = None,
-) -> list[Trajectory]:
-    """Run ``n_per_task`` episodes of every task; return them in task x sample order.
+def _env_factory(entry: EnvEntry | None, live: EnvFactory | None) -> EnvFactory:
+    if live is not None and entry is not None:
+        raise RolloutError("spec.env: the environment is passed live too; give it once")
+    if live is not None:
+        return live
+    if entry is None:
+        raise RolloutError("spec.env: name the environment, or pass a live env factory")
+    return entry.make
 
-    Args:
-        env_factory: Makes a fresh environment per episode.
-        policy: Answers the conversations (shared by all episodes; it batches their requests).
-        tasks: The tasks; their ids must be distinct.
-        n_per_task: Samples per task; they share a ``group_id``.
-        limits: Budgets per episode (default ``Limits()``).
-        sampling: Base sampling parameters; seeds derive from ``seed``, task, sample and turn.
-        store: Where finished trajectories are written as they end.
-        run_id: The run's name (default: a fresh id). An existing run in ``store`` resumes.
-        seed: The run's seed.
-        lockstep: Run the synchronous baseline (turn by turn across a batch) instead.
-        progress: Show a progress bar on stderr.
-        max_concurrency: Episodes running at once (the lockstep batch size); None: all.
 
-    Returns:
-        One trajectory per task x sample, including those a resumed run found in the store.
+def _tasks(spec: RolloutSpec, entry: EnvEntry | None) -> list[Task]:
+    if not isinstance(spec.tasks, TaskSample):
+        return spec.tasks
+    if entry is None:
+        raise RolloutError(
+            "spec.tasks: a task sample is drawn from spec.env; name it, or list the tasks"
+        )
+    sample = spec.tasks
+    return entry.tasks(sample.count, seed=sample.seed, split=sample.split)
+
+
+@asynccontextmanager
+async def open_rollout(
+    spec: RolloutSpec, **live: Unpack[LiveParts]
+) -> AsyncIterator[RolloutStream]:
+    """Open the rollout ``spec`` asks for; iterate the stream to run its episodes.
+
+    References are resolved here (the environment from the registry, the policy loaded, the
+    store opened) unless ``live`` passes the object itself; what is opened here is closed on
+    the way out. Hooks see the run start before the first episode and end on the way out
+    (also after an error or Ctrl-C); leaving early cancels the episodes still running.
     """
-    plan = plan_rollout(tasks, n_per_task, run_id, store)
-    by_key: dict[tuple[str, int], Trajectory] = {}
-    if store is not None and len(plan.todo) < len(plan.keys):
-        wanted = {k.store_key for k in plan.keys}
-        for traj in store.query(run=plan.run_id):
-            key = (traj.task.id, traj.sample_index or 0)
-            if key in wanted:
-                by_key[key] = traj
-    stream = _stream(
-        plan,
-        env_factory,
-        policy,
-        tasks,
-        n_per_task,
-        limits or Limits(),
-        sampling or SamplingParams(),
-        store,
-        seed,
-        lockstep,
-        progress,
-        max_concurrency,
-    )
-    async with aclosing(stream) as finished:
-        async for traj in finished:
-            by_key[(traj.task.id, traj.sample_index or 0)] = traj
-    return [by_key[k.store_key] for k in plan.keys]
+    entry = get_env(spec.env) if spec.env is not None else None
+    make_env = _env_factory(entry, live.get("env"))
+    tasks = _tasks(spec, entry)
+    async with AsyncExitStack() as stack:
+        policy = live.get("policy")
+        if policy is not None and spec.policy is not None:
+            raise RolloutError("spec.policy: the policy is passed live too; give it once")
+        if policy is None:
+            if spec.policy is None:
+                raise RolloutError("spec.policy: name the policy, or pass a live one")
+            policy = spec.policy.load(expert=entry.expert if entry is not None else None)
+            stack.push_async_callback(policy.close)
+        store = live.get("store")
+        if store is None and spec.store is not None:
+            store = stack.enter_context(TrajectoryStore(spec.store))
+        store_hook = StoreHook(store) if store is not None else None
+        hooks: list[RolloutHook] = [store_hook] if store_hook is not None else []
+        hooks.extend(live.get("hooks", ()))
+        run = RolloutRun.plan(spec, tasks, policy.name)
+        started: list[RolloutHook] = []
+        try:
+            for hook in hooks:
+                started.append(hook)
+                hook.on_rollout_start(run)
+            source = _episodes(run, make_env, policy, hooks)
+            async with aclosing(source):
+                yield RolloutStream(run, source, store_hook)
+        finally:
+            for hook in started:
+                hook.on_rollout_end(run)
 
 
-def rollout(
-    env_factory: EnvFactory,
-    policy: Policy,
-    tasks: Sequence[Task],
-    n_per_task: int = 1,
-    limits: Limits | None = None,
-    sampling: SamplingParams | None = None,
-    store: TrajectoryStore | None = None,
-    run_id: str | None = None,
-    seed: int = 0,
-    lockstep: bool = False,
-    progress: bool = True,
-    max_concurrency: int | None = None,
-) -> list[Trajectory]:
-    """Synchronous ``arollout`` (runs its own event loop; call ``arollout`` from async code)."""
+async def arun_rollout(spec: RolloutSpec, **live: Unpack[LiveParts]) -> list[Trajectory]:
+    """Run ``spec``; return one trajectory per task x sample in order, including those a
+    resumed run found in the store. ``live`` as ``open_rollout``."""
+    async with open_rollout(spec, **live) as stream:
+        return await stream.collect()
+
+
+def run_rollout(spec: RolloutSpec, **live: Unpack[LiveParts]) -> list[Trajectory]:
+    """``arun_rollout`` in its own event loop (from async code, await ``arun_rollout``)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        pass
-    else:
-        raise RolloutError(
-            "rollout() cannot run inside a running event loop; await arollout() instead"
-        )
-    return asyncio.run(
-        arollout(
-            env_factory,
-            policy,
-            tasks,
-            n_per_task,
-            limits,
-            sampling,
-            store,
-            run_id,
-            seed,
-            lockstep,
-            progress,
-            max_concurrency,
-        )
+        return asyncio.run(arun_rollout(spec, **live))
+    raise RolloutError(
+        "run_rollout() cannot run inside a running event loop; await arun_rollout() instead"
     )

@@ -21,6 +21,7 @@ from trajforge.algos.losses import Aggregation, LossName, loss_options
 from trajforge.configfile import KeyPath, Origin, load_file, raise_problems, validate
 from trajforge.envs.registry import builtin_names, get_env
 from trajforge.errors import ConfigError
+from trajforge.judge.scorer import ScorerRefs, default_refs
 from trajforge.policy.embedded import gguf_path
 from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
 from trajforge.precision import Precision
@@ -276,6 +277,11 @@ class RLConfig(CommonSettings):
     (the trained weights) or ``bf16``."""
     store: Path | None = None
     """Also write every rollout to this trajectory store (null: keep none)."""
+    scorers: ScorerRefs = Field(default_factory=default_refs("env_verifier"), min_length=1)
+    """The reward: a rubric of weighted scorers, summed. Each item is a scorer's name, or
+    ``{name, weight, options}``; a name is a registered scorer (``env_verifier``, the env's
+    verdict; ``trajforge judge --help`` lists them), ``module:function`` or
+    ``file.py:function`` (a function ``(trajectory) -> float | Score``)."""
 
     @field_validator("estimator_kwargs")
     @classmethod

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from trajforge.curate import keep
+from trajforge.envs.registry import get_env
 from trajforge.errors import DataError
-from trajforge.schema import Message, Task, Trajectory
+from trajforge.policy.naming import bind_expert
+from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.rollout import Limits, RolloutProgress, RolloutSpec, TaskSample, run_rollout
+from trajforge.schema import Trajectory
 from trajforge.train.config import DataSource
 
 
@@ -51,30 +55,18 @@ def expert_trajectories(
     tokenizer: Any,
     *,
     seed: int = 0,
-    split: str = "train",
+    split: Literal["train", "test"] = "train",
     max_turns: int = 8,
     progress: bool = False,
 ) -> list[Trajectory]:
     """Roll out the env's scripted expert on ``n`` tasks with token ids from ``tokenizer``."""
-    from trajforge.envs.registry import get_env
-    from trajforge.policy.scripted import ScriptedPolicy
-    from trajforge.rollout import Limits, rollout
-
-    entry = get_env(env_name)
-    tasks = entry.tasks(n, seed=seed, split=split)
-
-    def reply(task: Task | None, messages: list[Message]) -> str | None:
-        if task is None:
-            raise DataError(f"the {env_name} expert needs the task it is solving")
-        return entry.expert(task, messages)
-
-    policy = ScriptedPolicy(reply, tokenizer)
-    return rollout(
-        entry.make,
-        policy,
-        tasks,
-        n_per_task=1,
+    spec = RolloutSpec(
+        env=env_name,
+        tasks=TaskSample(count=n, split=split, seed=seed),
         limits=Limits(max_turns=max_turns),
         seed=seed,
-        progress=progress,
     )
+    # The expert is passed live: it renders with the caller's tokenizer, not a named one.
+    policy = ScriptedPolicy(bind_expert(get_env(env_name).expert), tokenizer)
+    hooks = [RolloutProgress(transient=True)] if progress else []
+    return run_rollout(spec, policy=policy, hooks=hooks)

@@ -2,8 +2,9 @@
 update for K epochs with the chosen policy loss, refresh the rollout policy, repeat.
 
 Estimators and losses come from ``trajforge.algos`` by name (``estimator: grpo``, ``loss:
-ppo_clip``). The rollout policy is an ``HFPolicy`` over the very model being trained, so the
-next rollout always samples from the updated weights. With ``rollout_precision: bf16`` (or
+ppo_clip``); the reward is the ``Rubric`` of weighted ``scorers`` (default: the env's verdict).
+The rollout policy is an ``HFPolicy`` over the very model being trained, so the next rollout
+always samples from the updated weights. With ``rollout_precision: bf16`` (or
 ``auto`` while training in bf16) it samples from a bf16 copy instead, re-synced after every
 update (under LoRA, a copy with the adapter merged in): decoding is then about twice as fast on
 hardware with native bf16, and the trainer's own logprobs keep the importance ratios exact to the
@@ -16,22 +17,21 @@ import asyncio
 import copy
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from trajforge.curate import group_key
+from trajforge.judge.scorer import Rubric
 from trajforge.precision import Precision, resolve_precision, torch_dtype
-from trajforge.schema import OutcomeStatus, Role, Trajectory
+from trajforge.rollout import Limits, RolloutSpec, Sampling, run_rollout
+from trajforge.schema import OutcomeStatus, Role, Task, Trajectory
 from trajforge.train.base import StepCallback, Trainer
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import RLConfig
 from trajforge.train.model import TrainParts
 from trajforge.train.reference import ReferenceModel
 from trajforge.train.task_revisit import TaskRevisits
-
-if TYPE_CHECKING:
-    from trajforge.judge.scorer import Scorer
 
 
 def advantage_input(trajs: Sequence[Trajectory], batch: TokenBatch, rewards: torch.Tensor) -> Any:
@@ -85,7 +85,7 @@ class RLTrainer(Trainer):
         *,
         parts: TrainParts | None = None,
         callbacks: Sequence[StepCallback] = (),
-        scorers: Sequence[tuple[Scorer, float]] = (),
+        rubric: Rubric | None = None,
     ) -> None:
         from trajforge.envs.registry import get_env
 
@@ -95,7 +95,8 @@ class RLTrainer(Trainer):
         self.task_cursor = 0
         self.task_index = {task.id: i for i, task in enumerate(self.tasks)}
         self.revisits = TaskRevisits(cfg.revisit)
-        self.scorers = list(scorers)
+        # The reward: ``rubric`` when given (tests, code), else the config's weighted scorers.
+        self.rubric = rubric if rubric is not None else Rubric.from_refs(cfg.scorers, name="reward")
         self.replay = ReplayBuffer(cfg.replay.max_size)
         super().__init__(cfg, parts=parts, callbacks=callbacks)
         self.reference = ReferenceModel(self.parts) if cfg.kl_coef > 0 else None
@@ -166,54 +167,38 @@ class RLTrainer(Trainer):
                 out.append(self.tasks[index])
         return out, len(picked)
 
-    async def _rollout(self, step: int, tasks: list[Any]) -> list[Trajectory]:
-        from trajforge.policy.base import SamplingParams
-        from trajforge.rollout import Limits, arollout
-
+    def _rollout(self, step: int, tasks: list[Task]) -> list[Trajectory]:
         cfg = self.rl_cfg
-        limits = Limits(
-            max_turns=cfg.max_turns,
-            max_new_tokens=cfg.max_new_tokens,
-            max_context_tokens=cfg.max_seq_len,
-        )
-        sampling = SamplingParams(
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            max_new_tokens=cfg.max_new_tokens,
+        spec = RolloutSpec(
+            env=cfg.env,
+            tasks=tasks,
+            n=cfg.samples_per_group,
+            limits=Limits(
+                max_turns=cfg.max_turns,
+                max_new_tokens=cfg.max_new_tokens,
+                max_context_tokens=cfg.max_seq_len,
+            ),
+            sampling=Sampling(
+                temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
+            ),
             seed=cfg.seed * 1_000_003 + step,
+            run_id=f"rl-{cfg.output_dir.name}-step{step}",
+            store=cfg.store,
         )
-        store = None
-        if cfg.store is not None:
-            from trajforge.store.sqlite import TrajectoryStore
+        # The policy is passed live: it samples from the very weights being trained.
+        return run_rollout(spec, policy=self.policy)
 
-            store = TrajectoryStore(cfg.store)
-        try:
-            return await arollout(
-                self.entry.make,
-                self.policy,
-                tasks,
-                n_per_task=cfg.samples_per_group,
-                limits=limits,
-                sampling=sampling,
-                store=store,
-                run_id=f"rl-{cfg.output_dir.name}-step{step}",
-                seed=cfg.seed * 1_000_003 + step,
-                progress=False,
-            )
-        finally:
-            if store is not None:
-                store.close()
-
-    async def _rewards(self, trajs: Sequence[Trajectory]) -> list[float]:
+    async def _rewards(self, trajs: Sequence[Trajectory]) -> tuple[list[float], int]:
+        """Each trajectory's rubric total (its scores appended to it), and how many scores
+        failed (a failed score counts 0: a scorer that always fails leaves no signal)."""
         rewards = []
+        failed = 0
         for t in trajs:
-            r = t.outcome.reward if t.outcome.reward is not None else 0.0
-            for scorer, weight in self.scorers:
-                s = await scorer(t)
-                t.scores.append(s)
-                r += weight * (s.value or 0.0)
-            rewards.append(float(r))
-        return rewards
+            total, scores = await self.rubric.evaluate(t)
+            t.scores.extend(scores)
+            failed += sum(s.value is None for s in scores)
+            rewards.append(total)
+        return rewards, failed
 
     def _with_replay(self, trajs: list[Trajectory], rewards: list[float]) -> int:
         """Add a past success to each group where every sample failed; return how many."""
@@ -239,9 +224,9 @@ class RLTrainer(Trainer):
     def run_step(self, step: int) -> dict[str, float]:
         t0 = time.perf_counter()
         tasks, revisited = self._next_tasks()
-        trajs = asyncio.run(self._rollout(step, tasks))
+        trajs = self._rollout(step, tasks)
         rollout_s = time.perf_counter() - t0
-        rewards = asyncio.run(self._rewards(trajs))
+        rewards, failed_scores = asyncio.run(self._rewards(trajs))
         outcomes: dict[int, list[float]] = {}
         for t, r in zip(trajs, rewards, strict=True):
             outcomes.setdefault(self.task_index[t.task.id], []).append(r)
@@ -254,6 +239,7 @@ class RLTrainer(Trainer):
             "error_rate": sum(t.outcome.status is OutcomeStatus.ERROR for t in trajs) / len(trajs),
             "turns_mean": sum(t.num_turns for t in trajs) / len(trajs),
             "rollout_time_s": rollout_s,
+            "failed_scores": float(failed_scores),
         }
         metrics["replayed"] = float(self._with_replay(trajs, rewards))
         metrics.update(self.revisits.metrics(revisited))

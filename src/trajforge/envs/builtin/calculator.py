@@ -13,9 +13,10 @@ from typing import Any
 from trajforge.envs.builtin.arith import format_number, safe_eval
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import tool
-from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv, final_text
+from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
+from trajforge.schema.answers import final_answer
 
 NAME = "calculator"
 DESCRIPTION = "Multi-step arithmetic word problems; one safe calculator tool."
@@ -135,7 +136,7 @@ def parse_final_number(text: str) -> float | None:
 
 def verify(task: Task, messages: list[Message]) -> float:
     """1.0 when the final reply's number equals the gold answer (relative tolerance 1e-6)."""
-    value = parse_final_number(final_text(messages))
+    value = parse_final_number(final_answer(messages) or "")
     if value is None or task.answer is None:
         return 0.0
     gold = float(task.answer)

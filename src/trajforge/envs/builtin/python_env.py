@@ -16,9 +16,10 @@ from typing import Any
 from trajforge.envs.sandbox import SandboxConfig, SandboxResult, run_python
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import Tool, ToolError
-from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv, final_text
+from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
+from trajforge.schema.answers import final_answer
 
 NAME = "python"
 DESCRIPTION = "Computational problems solved by running Python in a sandbox (run_python tool)."
@@ -174,7 +175,7 @@ def parse_answer(text: str) -> str | None:
 
 def verify(task: Task, messages: list[Message]) -> float:
     """1.0 when the final reply's answer equals the gold answer (integers compared as numbers)."""
-    found = parse_answer(final_text(messages))
+    found = parse_answer(final_answer(messages) or "")
     if found is None or task.answer is None:
         return 0.0
     if isinstance(task.answer, int):

@@ -7,16 +7,16 @@ document holds the answer. The expert searches, opens, searches, opens, then ans
 from __future__ import annotations
 
 import random
-import re
 from functools import cache
 from typing import Any
 
 from trajforge.envs.builtin.search_corpus import Corpus, build_corpus
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolError, tool
-from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv, final_text, normalize_answer
+from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
+from trajforge.schema.answers import answer_span, final_answer, normalize_answer
 
 NAME = "search"
 DESCRIPTION = "Two-hop questions over a generated corpus; BM25 search and open tools."
@@ -124,15 +124,9 @@ def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
     return generate_unique(NAME, _make_one, n, seed, split)
 
 
-_ANSWER = re.compile(r"answer is\s*:?\s*(.+)", re.I | re.S)
-
-
 def verify(task: Task, messages: list[Message]) -> float:
     """1.0 when the final answer (after "answer is", if present) matches the gold, normalised."""
-    text = final_text(messages)
-    match = _ANSWER.search(text)
-    reply = normalize_answer(match.group(1) if match else text)
-    reply = reply.removeprefix("the ")
+    reply = normalize_answer(answer_span(final_answer(messages) or ""))
     return 1.0 if task.answer is not None and reply == normalize_answer(str(task.answer)) else 0.0
 
 

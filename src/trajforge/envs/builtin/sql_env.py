@@ -29,9 +29,10 @@ from trajforge.envs.builtin.sql_db import (
 )
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolContext, ToolError, tool
-from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv, final_text
+from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
+from trajforge.schema.answers import final_answer
 
 NAME = "sql"
 DESCRIPTION = "Questions over generated SQLite databases; list_tables, describe, read-only query."
@@ -265,7 +266,7 @@ def same_result(got: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]], ord
 
 def verify(task: Task, messages: list[Message]) -> float:
     """1.0 when the final ```sql block returns the gold result set on the task's database."""
-    sql = answer_query(final_text(messages))
+    sql = answer_query(final_answer(messages) or "")
     if sql is None:
         return 0.0
     try:

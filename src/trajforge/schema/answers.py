@@ -1,23 +1,32 @@
-"""Reading answers out of trajectories and normalising them for comparison."""
+"""Reading answers out of conversations and normalising them for comparison.
+
+One vocabulary for both sides: environments' verifiers and the judge's rule scorers read the
+final answer with ``final_answer`` and compare text with ``normalize_answer``.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-import string
+from collections.abc import Sequence
 from typing import Any
 
-from trajforge.schema import Role, Trajectory
+from trajforge.schema.trajectory import Message, Role
 
 _ANSWER_IS = re.compile(r"(?:final answer|answer)\s*(?:is|:)\s*(.+)", re.I | re.S)
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+]?\.\d+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+# Punctuation goes, except a minus sign before a digit and a decimal point between digits, so
+# numbers survive whole ("-3.5" stays, "U.S." becomes "u s").
+_PUNCTUATION = re.compile(r"-(?!\d)|(?<!\d)\.|\.(?!\d)|[^\w\s.\-]|_")
 
 
-def final_answer(trajectory: Trajectory) -> str | None:
-    """The content of the last assistant message that makes no tool call, if any."""
-    for msg in reversed(trajectory.messages):
+def final_answer(messages: Sequence[Message]) -> str | None:
+    """The content of the last assistant message if it calls no tool; ``None`` when the
+    conversation has no assistant message or ends on a tool call (it never answered)."""
+    for msg in reversed(messages):
         if msg.role is Role.ASSISTANT:
             return msg.content if not msg.tool_calls else None
     return None
@@ -30,12 +39,19 @@ def answer_span(text: str) -> str:
     return span.strip().rstrip(".!").strip()
 
 
-def normalize_text(text: str) -> str:
-    """SQuAD-style normalisation: lowercase, no punctuation, no articles, single spaces."""
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in string.punctuation)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+def normalize_answer(text: str) -> str:
+    """Lower case, thousands separators and punctuation dropped (numbers kept whole), articles
+    dropped, whitespace collapsed: ``"The answer: 1,234.5 Km!"`` -> ``"answer 1234.5 km"``."""
+    text = _THOUSANDS.sub("", text.lower())
+    text = _PUNCTUATION.sub(" ", text)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def contains_answer(text: str, gold: str) -> bool:
+    """Whether the normalised ``gold`` occurs in the normalised ``text`` as whole words
+    (``"42"`` is in ``"it is 42"``, not in ``"1425"``); an empty gold is in nothing."""
+    want = normalize_answer(gold)
+    return bool(want) and f" {want} " in f" {normalize_answer(text)} "
 
 
 def parse_number(text: str) -> float | None:
@@ -83,10 +99,10 @@ def _cell_key(cell: Any, digits: int) -> Any:
         try:
             return ("n", round(float(number), digits))
         except ValueError:
-            return ("s", normalize_text(cell))
+            return ("s", normalize_answer(cell))
     if cell is None:
         return ("s", "null")
-    return ("s", normalize_text(str(cell)))
+    return ("s", normalize_answer(str(cell)))
 
 
 def tables_equal(

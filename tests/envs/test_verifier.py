@@ -1,0 +1,117 @@
+"""The verifier contract: ``(evidence) -> float | Score`` sees the task, the messages and the
+tools' per-episode state; the older ``(task, messages)`` still works."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from trajforge.envs.play import ReplyFn, play
+from trajforge.envs.tool import ToolContext, tool
+from trajforge.envs.tool_env import EnvError, ToolEnv, exact_match_verifier
+from trajforge.errors import ConfigError
+from trajforge.formats.tool_calls import format_tool_call
+from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Task, ToolCall
+from trajforge.schema.evidence import Evidence, run_verifier, takes_evidence
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@tool
+def add_to_cart(item: str, quantity: int, ctx: ToolContext) -> str:
+    """Put items in the cart.
+
+    Args:
+        item: What to buy.
+        quantity: How many.
+    """
+    cart: dict[str, int] = ctx.state.setdefault("cart", {})
+    cart[item] = cart.get(item, 0) + quantity
+    return "ok"  # says nothing about the cart: the verifier must read the state
+
+
+def cart_verifier(evidence: Evidence) -> Score:
+    """1.0 when the cart holds exactly the task's order."""
+    cart = evidence.state.get("cart", {})
+    ok = cart == evidence.task.answer
+    evaluator = Evaluator(kind=EvaluatorKind.ENV, name="cart")
+    return Score(name="cart", value=float(ok), evaluator=evaluator, explanation=f"cart {cart}")
+
+
+ORDER = Task(id="shop1", prompt="Buy 3 apples and a pear.", answer={"apple": 3, "pear": 1})
+
+
+def shopper(*buys: tuple[str, int]) -> ReplyFn:
+    """A reply function that makes ``buys`` one per turn, then says it is done."""
+
+    def reply(task: Task, messages: list[Message]) -> str:
+        done = sum(m.role is Role.TOOL for m in messages)
+        if done < len(buys):
+            item, quantity = buys[done]
+            return format_tool_call("add_to_cart", {"item": item, "quantity": quantity})
+        return "Done."
+
+    return reply
+
+
+def shop_reward(*buys: tuple[str, int]) -> float:
+    env = ToolEnv([add_to_cart], verifier=cart_verifier)
+    return asyncio.run(play(env, ORDER, shopper(*buys))).reward
+
+
+def test_verifier_reads_the_state_the_tools_wrote() -> None:
+    assert shop_reward(("apple", 2), ("pear", 1), ("apple", 1)) == 1.0
+    assert shop_reward(("apple", 3)) == 0.0
+    assert shop_reward(("apple", 3), ("pear", 2)) == 0.0
+
+
+def test_async_evidence_verifier_sees_the_whole_conversation() -> None:
+    seen: list[Evidence] = []
+
+    async def verifier(evidence: Evidence) -> float:
+        seen.append(evidence)
+        return 1.0 if evidence.answer == "Done." else 0.0
+
+    env = ToolEnv([add_to_cart], verifier=verifier)
+    episode = asyncio.run(play(env, ORDER, shopper(("pear", 1))))
+    assert episode.reward == 1.0
+    (evidence,) = seen
+    assert evidence.task is ORDER and evidence.state == {"cart": {"pear": 1}}
+    assert [m.role for m in evidence.messages] == [
+        Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT,
+    ]  # fmt: skip
+
+
+def test_both_contracts_are_told_apart_by_signature() -> None:
+    def old(task: Task, messages: list[Message]) -> float:
+        return 0.5
+
+    assert not takes_evidence(old)
+    assert takes_evidence(cart_verifier)
+    assert takes_evidence(lambda evidence, strict=True: 1.0)
+    evidence = Evidence(ORDER, [Message(role=Role.USER, content="hi")])
+    assert asyncio.run(run_verifier(old, evidence)) == 0.5
+    with pytest.raises(ConfigError, match="it must take \\(evidence\\) or \\(task, messages\\)"):
+        takes_evidence(lambda a, b, c: 1.0)
+    with pytest.raises(EnvError, match="env 'tool_env': verifier '<lambda>' takes 3 arguments"):
+        ToolEnv([add_to_cart], verifier=lambda a, b, c: 1.0)  # type: ignore[arg-type]
+
+
+def test_a_failed_score_from_the_verifier_is_an_env_error() -> None:
+    def broken(evidence: Evidence) -> Score:
+        return Score(name="x", error="database gone", evaluator=Evaluator(kind=EvaluatorKind.ENV))
+
+    env = ToolEnv([add_to_cart], verifier=broken)
+    with pytest.raises(EnvError, match="the verifier failed: database gone"):
+        asyncio.run(play(env, ORDER, shopper()))
+
+
+def test_default_verifier_needs_an_answer_not_a_tool_call() -> None:
+    task = Task(id="t", prompt="2+3?", answer="5")
+    answered = [Message(role=Role.ASSISTANT, content="The answer is 5.")]
+    assert exact_match_verifier(Evidence(task, answered)) == 1.0
+    # A conversation cut off while calling a tool never answered, whatever the call's prose says.
+    call = ToolCall(id="call_0_0", name="add_to_cart", arguments={})
+    cut = [Message(role=Role.ASSISTANT, content="The answer is 5.", tool_calls=[call])]
+    assert exact_match_verifier(Evidence(task, cut)) == 0.0
