@@ -214,7 +214,9 @@ def test_ctrl_c_says_what_is_stored_and_how_to_resume(
 @pytest.mark.timeout(120)
 def test_sigint_stops_a_rollout_process_resumably(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
-    spec = env_file(tmp_path, delay=0.3)
+    # Slow enough that the first stored episode is seen well before the eighth ends, on a
+    # loaded machine too.
+    spec = env_file(tmp_path, delay=1.0)
     args = ["--env", spec, "--model", "expert", "--tasks", "8", "--concurrency", "1"]
     trajforge = Path(sys.executable).with_name("trajforge")
     proc = subprocess.Popen(
