@@ -42,8 +42,8 @@ from typing import Any
 import torch
 
 from trajforge.policy.base import SamplingParams
-from trajforge.policy.embedded import load_embedded
 from trajforge.policy.hf import HFPolicy
+from trajforge.policy.models.embedded import load_embedded
 from trajforge.precision import native_bf16
 
 SYSTEM = (

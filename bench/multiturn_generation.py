@@ -30,8 +30,8 @@ import torch
 from generation import render_prompts
 
 from trajforge.policy.base import SamplingParams
-from trajforge.policy.embedded import load_embedded
 from trajforge.policy.hf import HFPolicy
+from trajforge.policy.models.embedded import load_embedded
 
 OBSERVATION = "<|im_end|>\n<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
 

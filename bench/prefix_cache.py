@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from trajforge.policy.prefix_cache import PrefixCache, PrefixEntry
+from trajforge.policy.engine.prefix_cache import PrefixCache, PrefixEntry
 
 
 class ScanPrefixCache:

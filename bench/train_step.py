@@ -74,7 +74,7 @@ def run_trl(trajs: list[Any], args: argparse.Namespace, out: Path) -> dict[str, 
     from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    from trajforge.policy.embedded import load_embedded
+    from trajforge.policy.models.embedded import load_embedded
     from trajforge.train.batch import encode_trajectory
     from trajforge.train.sft import epoch_order
 
@@ -155,7 +155,7 @@ def main() -> None:
     parser.add_argument("--lora", action="store_true")
     args = parser.parse_args()
 
-    from trajforge.policy.embedded import load_tokenizer
+    from trajforge.policy.models.embedded import load_tokenizer
     from trajforge.train.data import expert_trajectories
 
     trajs = expert_trajectories("calculator", args.steps * args.batch, load_tokenizer(), seed=0)

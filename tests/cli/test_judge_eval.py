@@ -19,7 +19,7 @@ from trajforge.formats.tool_calls import format_tool_call
 from trajforge.judge.scorer import scorer_names
 from trajforge.policy import naming
 from trajforge.policy.base import Policy
-from trajforge.policy.embedded import load_tokenizer
+from trajforge.policy.models.embedded import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import EvaluatorKind, Message, Outcome, Task, Trajectory
 from trajforge.store import TrajectoryStore

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trajforge.policy.decode_mask import GROWTH, DecodeMask
+from trajforge.policy.engine.decode_mask import GROWTH, DecodeMask
 
 
 def expected_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

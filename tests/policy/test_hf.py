@@ -13,7 +13,7 @@ import torch
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 from trajforge.policy.hf import GenerationError, HFPolicy
-from trajforge.policy.tiny import tiny_model_and_tokenizer
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=12)
 
@@ -339,7 +339,7 @@ def test_respond_keeps_the_sampled_ids(tiny: tuple[Any, Any]) -> None:
 
 @pytest.mark.slow
 def test_smollm2_batched_greedy_equals_one_by_one() -> None:
-    from trajforge.policy.embedded import load_embedded
+    from trajforge.policy.models.embedded import load_embedded
 
     model, tok = load_embedded()
     questions = ["What is 17 * 23?", "Name three colours.", "Say hello in French, briefly."]

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from trajforge.policy.base import SamplingParams
-from trajforge.policy.generation_request import GenerationRequest
-from trajforge.policy.hf_engine import DecodeEngine
-from trajforge.policy.prefix_cache import PrefixCache
-from trajforge.policy.sampling import UniformStream
-from trajforge.policy.tiny import tiny_model_and_tokenizer
+from trajforge.policy.engine.generation_request import GenerationRequest
+from trajforge.policy.engine.hf_engine import DecodeEngine
+from trajforge.policy.engine.prefix_cache import PrefixCache
+from trajforge.policy.engine.sampling import UniformStream
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 
 
 def _request(prompt: list[int], seed: int, temperature: float) -> GenerationRequest:

@@ -7,15 +7,15 @@ import copy
 import pytest
 import torch
 
-from trajforge.policy.kv_cache import RowCache
-from trajforge.policy.llama_decode import (
+from trajforge.policy.engine.kv_cache import RowCache
+from trajforge.policy.engine.llama_decode import (
     ForwardGroup,
     causal_mask,
     lean_forward,
     rotary_table,
     supports_lean_decode,
 )
-from trajforge.policy.tiny import tiny_model_and_tokenizer
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from trajforge.errors import ConfigError
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.policy.naming import POLICIES, load_policy, parse_openai_spec, tokenizer_for
 from trajforge.policy.scripted import ScriptedPolicy
-from trajforge.policy.tiny import tiny_model_and_tokenizer
 
 
 def test_expert_needs_the_env_expert(smol_tokenizer: Any) -> None:

@@ -12,9 +12,9 @@ import torch
 
 from trajforge.policy import prefix_cache
 from trajforge.policy.base import Completion, SamplingParams
+from trajforge.policy.engine.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.hf import HFPolicy
-from trajforge.policy.prefix_cache import PrefixCache, PrefixEntry
-from trajforge.policy.tiny import tiny_model_and_tokenizer
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 
 
 def entry(tokens: list[int], nbytes_per_token: int = 4) -> PrefixEntry:

@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from trajforge.policy import sampling
-from trajforge.policy.sampling import UniformStream, make_generator, sample_tokens, step_uniforms
+from trajforge.policy.engine.sampling import (
+    UniformStream,
+    make_generator,
+    sample_tokens,
+    step_uniforms,
+)
 
 
 def _draw(

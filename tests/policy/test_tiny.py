@@ -10,7 +10,7 @@ from policy_doubles import LocalGeneratePolicy
 
 from trajforge.policy.base import SamplingParams
 from trajforge.policy.check import check_trajectory
-from trajforge.policy.tiny import tiny_model_and_tokenizer
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.schema import Message, Role, Task, ToolSpec, Trajectory
 
 

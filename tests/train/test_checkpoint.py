@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from train_helpers import qa_trajectory
 
 from trajforge.formats.jsonl import write_trajectories
-from trajforge.policy.tiny import tiny_model_and_tokenizer
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.train.checkpoint import latest_checkpoint
 from trajforge.train.config import LoraSettings, ModelSettings, OptimSettings, SFTConfig
 from trajforge.train.sft import SFTTrainer

@@ -19,7 +19,7 @@ from trajforge.judge.rules import EnvVerifier
 from trajforge.judge.scorer import FunctionScorer, Rubric
 from trajforge.pipeline.config import load_experiment
 from trajforge.pipeline.runner import ExperimentRunner
-from trajforge.policy.tiny import tiny_model_and_tokenizer
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.schema import EvaluatorKind, Role, Trajectory
 from trajforge.store import TrajectoryStore
 from trajforge.train.config import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from trajforge.policy.tiny import tiny_model_and_tokenizer
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.train.logprobs import TokenLogprobModel, logprobs_from_logits
 
 

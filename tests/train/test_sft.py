@@ -8,7 +8,7 @@ import pytest
 import torch
 from train_helpers import qa_trajectory
 
-from trajforge.policy.tiny import tiny_model_and_tokenizer
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.train.batch import TokenBatch
 from trajforge.train.config import LoraSettings, ModelSettings, OptimSettings, SFTConfig
 from trajforge.train.logprobs import TokenLogprobModel, logprobs_from_logits

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
-from trajforge.policy.generation_request import EngineStats, GenerationRequest, completion_of
-from trajforge.policy.hf_engine import DecodeEngine
-from trajforge.policy.prefix_cache import PrefixCache
+from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest, completion_of
+from trajforge.policy.engine.hf_engine import DecodeEngine
+from trajforge.policy.engine.prefix_cache import PrefixCache
+from trajforge.policy.engine.sampling import UniformStream
 from trajforge.policy.renderer import ToolProtocol
-from trajforge.policy.sampling import UniformStream
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.schema import Message
 

@@ -67,7 +67,7 @@ def _load_expert(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Poli
             "policy 'expert' needs the environment's scripted expert (expert=...); "
             "this environment may have none"
         )
-    from trajforge.policy.embedded import load_tokenizer
+    from trajforge.policy.models.embedded import load_tokenizer
     from trajforge.policy.scripted import ScriptedPolicy
 
     tokenizer = kw.pop("tokenizer", None) or load_tokenizer()
@@ -87,8 +87,8 @@ def _load_openai(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Poli
 def _load_embedded(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
     import torch
 
-    from trajforge.policy.embedded import load_embedded
     from trajforge.policy.hf import HFPolicy
+    from trajforge.policy.models.embedded import load_embedded
 
     model, tokenizer = load_embedded(kw.pop("dtype", None) or torch.float32)
     return HFPolicy(model, tokenizer, name=kw.pop("name", spec), **kw)
@@ -97,7 +97,7 @@ def _load_embedded(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Po
 @POLICIES.register("tiny")
 def _load_tiny(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
     from trajforge.policy.hf import HFPolicy
-    from trajforge.policy.tiny import tiny_model_and_tokenizer
+    from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 
     model, tokenizer = tiny_model_and_tokenizer(seed=kw.pop("seed", 0))
     dtype = kw.pop("dtype", None)
@@ -157,6 +157,6 @@ def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:
             from transformers import AutoTokenizer
 
             return AutoTokenizer.from_pretrained(str(folder))
-    from trajforge.policy.embedded import load_tokenizer
+    from trajforge.policy.models.embedded import load_tokenizer
 
     return load_tokenizer()

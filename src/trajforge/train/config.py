@@ -22,7 +22,7 @@ from trajforge.configfile import KeyPath, Origin, load_file, raise_problems, val
 from trajforge.envs.registry import builtin_names, get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
-from trajforge.policy.embedded import gguf_path
+from trajforge.policy.models.embedded import gguf_path
 from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
 from trajforge.precision import Precision
 from trajforge.schema import OutcomeStatus

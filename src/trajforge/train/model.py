@@ -33,11 +33,11 @@ def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
     """``(model, tokenizer)`` for ``tiny``, ``embedded`` or a local Hugging Face folder, in fp32."""
     spec = settings.spec
     if spec == "tiny":
-        from trajforge.policy.tiny import tiny_model_and_tokenizer
+        from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 
         return tiny_model_and_tokenizer(seed=settings.tiny_seed)
     if spec == "embedded":
-        from trajforge.policy.embedded import load_embedded
+        from trajforge.policy.models.embedded import load_embedded
 
         return load_embedded(dtype=torch.float32)
     path = Path(spec)

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 
 if TYPE_CHECKING:
-    from trajforge.policy.prefix_cache import PrefixEntry
-    from trajforge.policy.sampling import UniformStream
+    from trajforge.policy.engine.prefix_cache import PrefixEntry
+    from trajforge.policy.engine.sampling import UniformStream
 
 
 @dataclass(eq=False)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from trajforge.policy.kv_cache import RowCache
+    from trajforge.policy.engine.kv_cache import RowCache
 
 
 def supports_lean_decode(model: Any) -> bool:

@@ -16,17 +16,17 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from trajforge.policy.base import FinishReason
-from trajforge.policy.decode_mask import DecodeMask
-from trajforge.policy.generation_request import EngineStats, GenerationRequest
-from trajforge.policy.llama_decode import ForwardGroup, lean_forward, supports_lean_decode
-from trajforge.policy.prefill import Prefill, build_prefill, length_groups
-from trajforge.policy.prefix_cache import PrefixCache, PrefixEntry
-from trajforge.policy.sampling import sample_tokens, step_uniforms
+from trajforge.policy.engine.decode_mask import DecodeMask
+from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest
+from trajforge.policy.engine.llama_decode import ForwardGroup, lean_forward, supports_lean_decode
+from trajforge.policy.engine.prefill import Prefill, build_prefill, length_groups
+from trajforge.policy.engine.prefix_cache import PrefixCache, PrefixEntry
+from trajforge.policy.engine.sampling import sample_tokens, step_uniforms
 
 if TYPE_CHECKING:
     import torch
 
-    from trajforge.policy.kv_cache import RowCache
+    from trajforge.policy.engine.kv_cache import RowCache
 
 STOP_WINDOW_SLACK = 8
 """Tokens decoded beyond the longest stop string's length when looking for it."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-from trajforge.policy.embedded import load_tokenizer
+from trajforge.policy.models.embedded import load_tokenizer
 
 if TYPE_CHECKING:
     from transformers import LlamaForCausalLM, PreTrainedTokenizerBase

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trajforge.policy.generation_request import GenerationRequest
-from trajforge.policy.llama_decode import ForwardGroup, causal_mask
+from trajforge.policy.engine.generation_request import GenerationRequest
+from trajforge.policy.engine.llama_decode import ForwardGroup, causal_mask
 
 if TYPE_CHECKING:
     import torch
 
-    from trajforge.policy.kv_cache import RowCache
+    from trajforge.policy.engine.kv_cache import RowCache
 
 PREFILL_FILL = 0.8
 """Prompts are prefilled in groups of similar length: a prompt shorter than this fraction of
@@ -73,7 +73,7 @@ def _reused_history(
     over those columns followed by ``mask``'s, and the number of reused tokens."""
     import torch
 
-    from trajforge.policy.kv_cache import RowCache
+    from trajforge.policy.engine.kv_cache import RowCache
 
     prefixes = [r.prefix for r in requests]
     past = max((len(p.tokens) for p in prefixes if p is not None), default=0)
