@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -46,6 +46,9 @@ from trajforge.rollout import (
     run_rollout,
 )
 from trajforge.store import TrajectoryStore
+
+if TYPE_CHECKING:
+    from trajforge.train.base import TrainResult
 
 
 class ExperimentRunner:
@@ -253,38 +256,29 @@ class ExperimentRunner:
         )  # fmt: skip
         assert cfg.data is not None  # sft_config always sets it
         result = SFTTrainer(cfg, load_source(cfg.data)).train(resume=True)
-        history = result.history  # already JSON-clean: MetricsLogger stores plain numbers
-        final = result.final_dir or cfg.output_dir
-        last_loss = history[-1].get("loss") if history else None
-        text = f"{result.steps} steps" + (
-            f", final loss {last_loss:.3f}" if last_loss is not None else ""
-        )
-        return {
-            "model": str(final),
-            "history": history,
-            "steps": result.steps,
-            "precision": result.precision,
-            "text": text,
-        }
+        last_loss = result.history[-1].get("loss") if result.history else None
+        detail = f", final loss {last_loss:.3f}" if last_loss is not None else ""
+        return _training_record(result, cfg.output_dir, detail)
 
     def _rl(self, index: int, model: str, attempt: int) -> dict[str, Any]:
         from trajforge.train.rl import RLTrainer
 
         cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt)
         result = RLTrainer(cfg).train(resume=True)
-        history = result.history  # already JSON-clean: MetricsLogger stores plain numbers
-        final = result.final_dir or cfg.output_dir
-        rewards = [h["reward_mean"] for h in history if "reward_mean" in h]
-        text = f"{result.steps} steps" + (
-            f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
-        )
-        return {
-            "model": str(final),
-            "history": history,
-            "steps": result.steps,
-            "precision": result.precision,
-            "text": text,
-        }
+        rewards = [h["reward_mean"] for h in result.history if "reward_mean" in h]
+        detail = f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
+        return _training_record(result, cfg.output_dir, detail)
+
+
+def _training_record(result: TrainResult, output_dir: Path, detail: str) -> dict[str, Any]:
+    """A training stage's entry in ``results.json``: its weights, metrics and one line."""
+    return {
+        "model": str(result.final_dir or output_dir),
+        "history": result.history,  # already JSON-clean: MetricsLogger stores plain numbers
+        "steps": result.steps,
+        "precision": result.precision,
+        "text": f"{result.steps} steps{detail}",
+    }
 
 
 def _error_text(exc: BaseException) -> str:
