@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from trajforge.policy import prefix_cache
 from trajforge.policy.base import Completion, SamplingParams
+from trajforge.policy.engine import prefix_cache
 from trajforge.policy.engine.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer

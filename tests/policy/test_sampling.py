@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trajforge.policy import sampling
+from trajforge.policy.engine import sampling
 from trajforge.policy.engine.sampling import (
     UniformStream,
     make_generator,
