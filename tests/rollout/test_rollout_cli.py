@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -210,6 +211,20 @@ def test_ctrl_c_says_what_is_stored_and_how_to_resume(
         assert store.count(run="r") == 4
 
 
+def stored_rows(db: Path, run: str) -> int:
+    """Trajectories of ``run`` committed so far, read without ever waiting on the writer (a
+    store opened while the rollout writes may queue behind its lock for seconds)."""
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05)
+        try:
+            row = conn.execute("SELECT count(*) FROM trajectories WHERE run_id = ?", (run,))
+            return int(row.fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sigint_stops_a_rollout_process_resumably(tmp_path: Path) -> None:
@@ -228,10 +243,8 @@ def test_sigint_stops_a_rollout_process_resumably(tmp_path: Path) -> None:
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
-        if db.exists():
-            with TrajectoryStore(db) as store:
-                if store.count(run="slow"):
-                    break
+        if stored_rows(db, "slow"):
+            break
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
