@@ -240,6 +240,9 @@ def test_sigint_stops_a_rollout_process_resumably(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "COLUMNS": "200"},
+        # A disposition of "ignore" survives exec: where something in this test process left
+        # SIGINT ignored, the child would ignore Ctrl-C too (seen in the full suite).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # Episodes end every ~2 s (two 1 s steps each), so 8 s after the start some are stored and
     # most are not, even where this process's own polling is slowed by a loaded suite.
