@@ -11,16 +11,13 @@ import pytest
 import torch
 import yaml
 from rich.console import Console
-from train_helpers import qa_trajectory
+from train_helpers import even_rubric, qa_trajectory, small_rl_config
 
 from trajforge.curate import preference_pairs
 from trajforge.errors import ConfigError
-from trajforge.judge.rules import EnvVerifier
-from trajforge.judge.scorer import FunctionScorer, Rubric
 from trajforge.pipeline.config import load_experiment
 from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
-from trajforge.schema import EvaluatorKind, Role, Trajectory
 from trajforge.store import TrajectoryStore
 from trajforge.train.config import (
     DPOConfig,
@@ -79,35 +76,6 @@ def test_dpo_runs_and_prefers_chosen(tmp_path: Path, lora: bool) -> None:
     assert any((tmp_path / "tensorboard").iterdir())
 
 
-def _even_token_reward(traj: Trajectory) -> float:
-    # A reward that differs between samples of a group, so advantages (and updates) are nonzero.
-    ids = [i for m in traj.messages if m.role is Role.ASSISTANT for i in m.token_ids or ()]
-    return sum(i % 2 == 0 for i in ids) / max(1, len(ids))
-
-
-def _even_rubric() -> Rubric:
-    """The env's verdict plus the even-token reward, weight 1 each."""
-    even = FunctionScorer(_even_token_reward, "even", EvaluatorKind.RULE)
-    return Rubric([(EnvVerifier(), 1.0), (even, 1.0)])
-
-
-def small_rl_config(tmp_path: Path, **overrides: Any) -> RLConfig:
-    """One short RL step on two calculator tasks; ``overrides`` replace any key."""
-    settings: dict[str, Any] = {
-        "output_dir": tmp_path,
-        "env": "calculator",
-        "num_tasks": 2,
-        "groups_per_step": 2,
-        "samples_per_group": 2,
-        "steps": 1,
-        "max_new_tokens": 8,
-        "max_turns": 1,
-        "tensorboard": False,
-        "progress": False,
-    }
-    return RLConfig.model_validate({**settings, **overrides})
-
-
 def test_rl_runs_on_calculator_with_tiny_model(tmp_path: Path) -> None:
     cfg = RLConfig(
         output_dir=tmp_path,
@@ -125,7 +93,7 @@ def test_rl_runs_on_calculator_with_tiny_model(tmp_path: Path) -> None:
         tensorboard=False,
         progress=False,
     )
-    trainer = RLTrainer(cfg, rubric=_even_rubric())
+    trainer = RLTrainer(cfg, rubric=even_rubric())
     before = {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
     result = trainer.train()
     assert [h["step"] for h in result.history] == [1, 2]
@@ -169,7 +137,7 @@ def test_rl_filters_zero_advantage_groups(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("native_bf16")
 def test_rl_bf16_rollouts_sample_from_a_copy_synced_after_each_update(tmp_path: Path) -> None:
     cfg = small_rl_config(tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16"})
-    trainer = RLTrainer(cfg, rubric=_even_rubric())
+    trainer = RLTrainer(cfg, rubric=even_rubric())
     assert trainer.policy.model is not trainer.parts.model
     assert next(trainer.policy.model.parameters()).dtype is torch.bfloat16
     result = trainer.train()
@@ -196,7 +164,7 @@ def test_rl_sign_weights_reach_the_trained_advantages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = small_rl_config(tmp_path, samples_per_group=3, negative_advantage_weight=0.0)
-    trainer = RLTrainer(cfg, rubric=_even_rubric())
+    trainer = RLTrainer(cfg, rubric=even_rubric())
     seen: list[list[float]] = []
 
     def capture(seqs: list[Any]) -> dict[str, float]:
@@ -215,7 +183,7 @@ def test_rl_lora_bf16_rollouts_sample_from_the_merged_weights(tmp_path: Path) ->
     cfg = small_rl_config(
         tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}}
     )
-    trainer = RLTrainer(cfg, rubric=_even_rubric())
+    trainer = RLTrainer(cfg, rubric=even_rubric())
     assert type(trainer.policy.model).__name__ == "LlamaForCausalLM"
     trainer.train()
     merged = copy.deepcopy(trainer.parts.unwrapped_model()).merge_and_unload()
@@ -235,7 +203,7 @@ def test_rl_rollout_logprob_gap_exposes_a_stale_rollout_copy(tmp_path: Path) -> 
             optim={"lr": 1e-2},
             model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}},
         )
-        trainer = RLTrainer(cfg, rubric=_even_rubric())
+        trainer = RLTrainer(cfg, rubric=even_rubric())
         if stale:
             trainer._refresh_policy = lambda: None  # type: ignore[method-assign]
         return [h["rollout_logprob_gap"] for h in trainer.train().history]

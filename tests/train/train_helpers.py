@@ -1,10 +1,14 @@
-"""Hand-built trajectories with token ids, for train tests."""
+"""Hand-built trajectories with token ids, and small RL settings, for train tests."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from trajforge.schema import Message, Outcome, Role, Task, ToolCall, Trajectory
+from trajforge.judge.rules import EnvVerifier
+from trajforge.judge.scorer import FunctionScorer, Rubric
+from trajforge.schema import EvaluatorKind, Message, Outcome, Role, Task, ToolCall, Trajectory
+from trajforge.train.config import RLConfig
 
 
 def chat_ids(tok: Any, role: str, text: str, *, prompt_next: bool) -> list[int]:
@@ -86,3 +90,32 @@ def raw_trajectory(segments: list[tuple[str, list[int]]], **kw: Any) -> Trajecto
         else:
             msgs.append(Message(role=Role(role), token_ids=ids))
     return Trajectory(task=Task(id=kw.pop("task_id", "t"), prompt="p"), messages=msgs, **kw)
+
+
+def even_token_reward(traj: Trajectory) -> float:
+    # A reward that differs between samples of a group, so advantages (and updates) are nonzero.
+    ids = [i for m in traj.messages if m.role is Role.ASSISTANT for i in m.token_ids or ()]
+    return sum(i % 2 == 0 for i in ids) / max(1, len(ids))
+
+
+def even_rubric() -> Rubric:
+    """The env's verdict plus the even-token reward, weight 1 each."""
+    even = FunctionScorer(even_token_reward, "even", EvaluatorKind.RULE)
+    return Rubric([(EnvVerifier(), 1.0), (even, 1.0)])
+
+
+def small_rl_config(tmp_path: Path, **overrides: Any) -> RLConfig:
+    """One short RL step on two calculator tasks; ``overrides`` replace any key."""
+    settings: dict[str, Any] = {
+        "output_dir": tmp_path,
+        "env": "calculator",
+        "num_tasks": 2,
+        "groups_per_step": 2,
+        "samples_per_group": 2,
+        "steps": 1,
+        "max_new_tokens": 8,
+        "max_turns": 1,
+        "tensorboard": False,
+        "progress": False,
+    }
+    return RLConfig.model_validate({**settings, **overrides})

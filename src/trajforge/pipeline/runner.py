@@ -267,6 +267,11 @@ class ExperimentRunner:
         result = RLTrainer(cfg).train(resume=True)
         rewards = [h["reward_mean"] for h in result.history if "reward_mean" in h]
         detail = f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
+        if result.validation:
+            shown = " -> ".join(f"{p['success']:.0%}" for p in result.validation)
+            detail += f", validation success {shown}"
+        if result.kept_step is not None:
+            detail += f", kept the weights of step {result.kept_step}"
         return _training_record(result, cfg.output_dir, detail)
 
 
@@ -277,6 +282,8 @@ def _training_record(result: TrainResult, output_dir: Path, detail: str) -> dict
         "history": result.history,  # already JSON-clean: MetricsLogger stores plain numbers
         "steps": result.steps,
         "precision": result.precision,
+        "validation": result.validation,
+        "kept_step": result.kept_step,
         "text": f"{result.steps} steps{detail}",
     }
 

@@ -30,6 +30,10 @@ class TrainResult:
     resumed_from: int = 0
     precision: str = "fp32"
     """``bf16`` when the steps ran under bf16 autocast, else ``fp32``."""
+    validation: list[dict[str, Any]] = field(default_factory=list)
+    """Validation points (RL with ``validation.tasks``): step, reward_mean, success, ..."""
+    kept_step: int | None = None
+    """The step whose weights were saved as final, when validation chose them."""
 
 
 class Trainer(ABC):
@@ -88,6 +92,7 @@ class Trainer(ABC):
             description=self.description,
         )
         with logger:
+            self.before_steps(start)
             for step in range(start + 1, total + 1):
                 metrics = self.run_step(step)
                 if step % self.cfg.log_every == 0 or step == total:
@@ -97,9 +102,18 @@ class Trainer(ABC):
                     save_checkpoint(self.parts, self.cfg.output_dir, step, self.cursor())
                 for cb in self.callbacks:
                     cb(step, metrics)
+            self.after_steps()
         final = save_final(self.parts, self.cfg.output_dir / "final")
         precision = "bf16" if self.parts.accelerator.mixed_precision == "bf16" else "fp32"
         return TrainResult(total, logger.history, final, start, precision)
+
+    def before_steps(self, start: int) -> None:
+        """Called once before the first step of this call (``start`` steps already made)."""
+        return None  # a hook: trainers without validation need nothing here
+
+    def after_steps(self) -> None:
+        """Called after the last step, before the final weights are saved."""
+        return None  # a hook, like ``before_steps``
 
     # Helpers for subclasses.
 

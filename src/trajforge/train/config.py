@@ -216,6 +216,22 @@ class TaskRevisitSettings(_Config):
     """A sample with at least this reward solved its task."""
 
 
+class ValidationSettings(_Config):
+    """Greedy episodes on training-split tasks the RL never samples, before the first step and
+    every ``every`` steps; with ``keep_best`` the run ends on the weights that validated best."""
+
+    tasks: int = Field(default=0, ge=0)
+    """Validation tasks (0: no validation). Drawn from the training split with ``seed``, apart
+    from the RL's own tasks, so the held-out test split stays untouched."""
+    every: int = Field(default=0, ge=0)
+    """Validate after every this many steps (0: only before the first step and after the last)."""
+    seed: int = 1
+    """Seed of the validation draw (the RL's tasks use ``seed`` of the run)."""
+    keep_best: bool = True
+    """End on the best-validated weights, the starting ones included (ties keep the earlier:
+    an RL step has to beat them). A resumed run compares from the weights it resumed with."""
+
+
 class RLConfig(CommonSettings):
     """On-policy RL: roll out groups with the current weights, compute advantages, update."""
 
@@ -277,6 +293,8 @@ class RLConfig(CommonSettings):
     (the trained weights) or ``bf16``."""
     store: Path | None = None
     """Also write every rollout to this trajectory store (null: keep none)."""
+    validation: ValidationSettings = Field(default_factory=ValidationSettings)
+    """Greedy validation on unsampled training tasks, and keeping the best weights."""
     scorers: ScorerRefs = Field(default_factory=default_refs("env_verifier"), min_length=1)
     """The reward: a rubric of weighted scorers, summed. Each item is a scorer's name, or
     ``{name, weight, options}``; a name is a registered scorer (``env_verifier``, the env's

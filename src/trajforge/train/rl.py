@@ -21,23 +21,34 @@ from typing import Any
 
 import torch
 
+from trajforge.algos import AdvantageInput, compute_advantages, kl_estimate, policy_loss
+from trajforge.algos.advantages import weight_by_sign
 from trajforge.curate import group_key
+from trajforge.envs.registry import get_env
 from trajforge.judge.scorer import Rubric
+from trajforge.policy.hf import HFPolicy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.rollout import Limits, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import OutcomeStatus, Role, Task, Trajectory
-from trajforge.train.base import StepCallback, Trainer
+from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import RLConfig
 from trajforge.train.model import TrainParts
 from trajforge.train.reference import ReferenceModel
+from trajforge.train.replay import ReplayBuffer
 from trajforge.train.task_revisit import TaskRevisits
+from trajforge.train.validation import (
+    BestWeights,
+    ValidationPoint,
+    validation_point,
+    validation_tasks,
+)
 
 
-def advantage_input(trajs: Sequence[Trajectory], batch: TokenBatch, rewards: torch.Tensor) -> Any:
+def advantage_input(
+    trajs: Sequence[Trajectory], batch: TokenBatch, rewards: torch.Tensor
+) -> AdvantageInput:
     """The ``AdvantageInput`` of ``trajs`` (laid out like ``batch``, one row per trajectory)."""
-    from trajforge.algos import AdvantageInput
-
     turns = [[m for m in t.messages if m.role is Role.ASSISTANT] for t in trajs]
     k = max(1, max(len(a) for a in turns))
     turn_rewards = torch.zeros((len(trajs), k))
@@ -56,24 +67,6 @@ def advantage_input(trajs: Sequence[Trajectory], batch: TokenBatch, rewards: tor
     )
 
 
-class ReplayBuffer:
-    """Past successes per task, to put back into groups where every sample failed."""
-
-    def __init__(self, max_size: int) -> None:
-        self.max_size = max_size
-        self.items: list[Trajectory] = []
-
-    def add(self, trajs: Sequence[Trajectory]) -> None:
-        self.items.extend(trajs)
-        self.items = self.items[-self.max_size :]
-
-    def for_task(self, task_id: str) -> Trajectory | None:
-        for t in reversed(self.items):
-            if t.task.id == task_id:
-                return t
-        return None
-
-
 class RLTrainer(Trainer):
     """The on-policy loop over an environment from the registry."""
 
@@ -87,20 +80,26 @@ class RLTrainer(Trainer):
         callbacks: Sequence[StepCallback] = (),
         rubric: Rubric | None = None,
     ) -> None:
-        from trajforge.envs.registry import get_env
-
         self.rl_cfg = cfg
         self.entry = get_env(cfg.env)
         self.tasks = self.entry.tasks(cfg.num_tasks, seed=cfg.seed, split=cfg.task_split)
         self.task_cursor = 0
         self.task_index = {task.id: i for i, task in enumerate(self.tasks)}
         self.revisits = TaskRevisits(cfg.revisit)
+        self.validation_tasks = (
+            validation_tasks(self.entry, cfg.validation, split=cfg.task_split, avoid=self.tasks)
+            if cfg.validation.tasks
+            else []
+        )
+        self.validated: list[ValidationPoint] = []
         # The reward: ``rubric`` when given (tests, code), else the config's weighted scorers.
         self.rubric = rubric if rubric is not None else Rubric.from_refs(cfg.scorers, name="reward")
         self.replay = ReplayBuffer(cfg.replay.max_size)
         super().__init__(cfg, parts=parts, callbacks=callbacks)
         self.reference = ReferenceModel(self.parts) if cfg.kl_coef > 0 else None
         self.policy = self._make_policy()
+        keep = self.validation_tasks and cfg.validation.keep_best
+        self.best = BestWeights(self.parts.unwrapped_model()) if keep else None
 
     def total_steps(self) -> int:
         return self.rl_cfg.steps
@@ -113,16 +112,48 @@ class RLTrainer(Trainer):
             "task_cursor": self.task_cursor,
             "replay": [t.model_dump(mode="json") for t in self.replay.items],
             "revisit": self.revisits.state(),
+            "validation": [p.as_dict() for p in self.validated],
         }
 
     def set_cursor(self, cursor: dict[str, Any]) -> None:
         self.task_cursor = int(cursor["task_cursor"])
         self.replay.items = [Trajectory.model_validate(t) for t in cursor.get("replay", [])]
         self.revisits.load_state(cursor.get("revisit", []))
+        self.validated = [ValidationPoint(**p) for p in cursor.get("validation", [])]
 
-    def _make_policy(self) -> Any:
-        from trajforge.policy.hf import HFPolicy
+    def train(self, *, resume: bool = False) -> TrainResult:
+        result = super().train(resume=resume)
+        result.validation = [p.as_dict() for p in self.validated]
+        if self.best is not None and self.best.best is not None:
+            result.kept_step = self.best.best.step
+        return result
 
+    def before_steps(self, start: int) -> None:
+        if self.validation_tasks:
+            self._validate(start)
+
+    def after_steps(self) -> None:
+        if self.best is not None and self.best.best is not self.validated[-1]:
+            self.best.restore()
+
+    def _validate(self, step: int) -> ValidationPoint:
+        """Greedy episodes on the validation tasks with the current weights; the best kept."""
+        trajs = run_rollout(
+            self._spec(self.validation_tasks, 1, 0.0, step, f"val-step{step}"), policy=self.policy
+        )
+        rewards, _ = asyncio.run(self._rewards(trajs))
+        point = validation_point(step, trajs, rewards)
+        self.validated.append(point)
+        if self.best is not None:
+            self.best.offer(point)
+        return point
+
+    def _validation_due(self, step: int) -> bool:
+        every = self.rl_cfg.validation.every
+        last = step == self.rl_cfg.steps
+        return bool(self.validation_tasks) and (last or (every > 0 and step % every == 0))
+
+    def _make_policy(self) -> HFPolicy:
         self.rollout_dtype = self._rollout_dtype()
         model = self._rollout_source()
         if self.rollout_dtype is torch.bfloat16:
@@ -167,24 +198,30 @@ class RLTrainer(Trainer):
                 out.append(self.tasks[index])
         return out, len(picked)
 
-    def _rollout(self, step: int, tasks: list[Task]) -> list[Trajectory]:
+    def _spec(
+        self, tasks: list[Task], n: int, temperature: float, step: int, name: str
+    ) -> RolloutSpec:
         cfg = self.rl_cfg
-        spec = RolloutSpec(
+        return RolloutSpec(
             env=cfg.env,
             tasks=tasks,
-            n=cfg.samples_per_group,
+            n=n,
             limits=Limits(
                 max_turns=cfg.max_turns,
                 max_new_tokens=cfg.max_new_tokens,
                 max_context_tokens=cfg.max_seq_len,
             ),
             sampling=Sampling(
-                temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
+                temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
             ),
             seed=cfg.seed * 1_000_003 + step,
-            run_id=f"rl-{cfg.output_dir.name}-step{step}",
+            run_id=f"rl-{cfg.output_dir.name}-{name}",
             store=cfg.store,
         )
+
+    def _rollout(self, step: int, tasks: list[Task]) -> list[Trajectory]:
+        cfg = self.rl_cfg
+        spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, f"step{step}")
         # The policy is passed live: it samples from the very weights being trained.
         return run_rollout(spec, policy=self.policy)
 
@@ -250,12 +287,13 @@ class RLTrainer(Trainer):
         metrics.update(update)
         self._refresh_policy()
         metrics["step_time_s"] = time.perf_counter() - t0
+        if self._validation_due(step):
+            point = self._validate(step)
+            metrics["val_reward"] = point.reward_mean
+            metrics["val_success"] = point.success
         return metrics
 
     def _update(self, trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str, float]:
-        from trajforge.algos import compute_advantages
-        from trajforge.algos.advantages import weight_by_sign
-
         cfg = self.rl_cfg
         seqs = [encode_trajectory(t, max_length=cfg.max_seq_len) for t in trajs]
         full = TokenBatch.collate(seqs, pad_token_id=self.parts.pad_token_id)
@@ -296,8 +334,6 @@ class RLTrainer(Trainer):
         return zero, len(zero) / max(1, len(nonzero))
 
     def _optimize(self, seqs: list[TokenSequence]) -> dict[str, float]:
-        from trajforge.algos import kl_estimate, policy_loss
-
         cfg = self.rl_cfg
         device = self.parts.device
         batches = [b.to(device) for b in self.micro_batches(seqs)]

@@ -1,0 +1,96 @@
+"""Validation inside an RL run: greedy episodes on training-split tasks the run never samples,
+and the weights of the best-validated step (HF Trainer's ``load_best_model_at_end`` for an
+on-policy loop).
+
+A few RL steps on a policy that already solves most tasks can trade one kind of task for
+another; greedy success on tasks apart from both the RL's prompts and the test split tells
+whether the trade paid, without looking at the held-out tasks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from trajforge.envs.registry import EnvEntry
+from trajforge.errors import ConfigError
+from trajforge.judge.stats import is_success
+from trajforge.schema import Task, Trajectory
+from trajforge.train.config import ValidationSettings
+
+
+@dataclass(frozen=True)
+class ValidationPoint:
+    """One validation: after ``step`` optimizer steps (0: the starting weights)."""
+
+    step: int
+    reward_mean: float
+    success: float
+    scored: int
+    episodes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def validation_tasks(
+    entry: EnvEntry, settings: ValidationSettings, *, split: str, avoid: Sequence[Task]
+) -> list[Task]:
+    """``settings.tasks`` tasks of ``split`` drawn with ``settings.seed``, none of them in
+    ``avoid`` (the RL's own tasks)."""
+    taken = {t.id for t in avoid}
+    drawn = entry.tasks(settings.tasks + len(taken), seed=settings.seed, split=split)
+    chosen = [t for t in drawn if t.id not in taken][: settings.tasks]
+    if len(chosen) < settings.tasks:
+        raise ConfigError(
+            f"validation.tasks: env {entry.name!r} has only {len(chosen)} {split} tasks apart "
+            f"from the {len(taken)} the RL samples, {settings.tasks} asked for"
+        )
+    return chosen
+
+
+def validation_point(
+    step: int, trajs: Sequence[Trajectory], rewards: Sequence[float]
+) -> ValidationPoint:
+    """Mean reward and success of greedy episodes ``trajs`` with their rubric ``rewards``."""
+    n = len(trajs)
+    solved = sum(is_success(t.outcome.status, r) for t, r in zip(trajs, rewards, strict=True))
+    return ValidationPoint(
+        step=step,
+        reward_mean=sum(rewards) / n if n else math.nan,
+        success=solved / n if n else math.nan,
+        scored=sum(t.outcome.reward is not None for t in trajs),
+        episodes=n,
+    )
+
+
+class BestWeights:
+    """A copy of a module's trainable parameters at its best validation so far."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.best: ValidationPoint | None = None
+        self._saved: dict[str, torch.Tensor] = {}
+
+    def offer(self, point: ValidationPoint) -> bool:
+        """Keep the current weights if ``point`` beats the best so far (ties keep the earlier:
+        a step must improve on them); return whether it did."""
+        if self.best is not None and point.reward_mean <= self.best.reward_mean:
+            return False
+        self.best = point
+        self._saved = {
+            name: p.detach().clone() for name, p in self.model.named_parameters() if p.requires_grad
+        }
+        return True
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        """Put the kept parameters back into the module."""
+        for name, p in self.model.named_parameters():
+            if name in self._saved:
+                p.copy_(self._saved[name])
