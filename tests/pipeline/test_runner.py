@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -10,6 +12,7 @@ from rich.console import Console
 from trajforge.errors import ConfigError
 from trajforge.pipeline.config import load_experiment
 from trajforge.pipeline.runner import ExperimentRunner
+from trajforge.store import TrajectoryStore
 
 TINY_EXPERIMENT = {
     "name": "tiny",
@@ -177,3 +180,28 @@ def test_auto_precision_resolves_by_the_machine(tmp_path: Path, machine_precisio
     runner = ExperimentRunner(exp, console=Console(quiet=True))
     dtype = torch.bfloat16 if machine_precision == "bf16" else torch.float32
     assert runner._policy_ref("tiny").load_options()["dtype"] is dtype
+
+
+@pytest.mark.slow
+def test_the_whole_experiment_runs_at_the_machines_precision(
+    tmp_path: Path, machine_precision: str
+) -> None:
+    data: Any = copy.deepcopy(TINY_EXPERIMENT)
+    data["stages"][4]["train"]["validation"] = {"tasks": 2}
+    exp = load_experiment(write_experiment(tmp_path, data))
+    runner = ExperimentRunner(exp, console=Console(quiet=True))
+    runner.run()
+    results = json.loads((runner.run_dir / "results.json").read_text())
+    assert results["precision"]["resolved"] == machine_precision
+    by_name = {s["name"]: s for s in results["stages"]}
+    assert all(s["status"] == "done" for s in results["stages"])
+    assert by_name["sft"]["precision"] == by_name["rl"]["precision"] == machine_precision
+    assert [p["step"] for p in by_name["rl"]["validation"]] == [0, 1]
+    assert by_name["rl"]["kept_step"] in (0, 1)
+    assert "validation success" in by_name["rl"]["text"]
+    with TrajectoryStore(runner.store_path) as store:
+        for name in ("base", "after_sft", "after_rl"):
+            trajs = store.query(run=by_name[name]["run_id"])
+            assert len(trajs) == 3
+            assert {t.metadata["precision"] for t in trajs} == {machine_precision}
+        assert len(store.query(run="rl-rl-val-step0")) == 2
