@@ -25,6 +25,11 @@ reports, for fp32 and (where the CPU has native bf16) bf16 weights: the copy ban
 resulting limit in decode steps and in tokens per second at 16 rows, and the batched rate
 (measured again in that dtype) as a fraction of it.
 
+Compute limit: a decode step of 16 rows also multiplies every matmul weight by 16 vectors, 2
+FLOPs per weight and row. The best rate of a large square matmul in that dtype (best of three)
+over those FLOPs gives a second ceiling; the lower of the two (the roofline) is what this
+machine allows, and ``fraction_of_roofline`` is the batched rate against it.
+
 Run: ``.venv/bin/python bench/generation.py [--max-new-tokens 64] [--rounds 4] [--threads 1]``
 """
 
@@ -154,10 +159,34 @@ def weight_bytes(model: Any) -> int:
     return sum(seen.values())
 
 
+def matmul_flops_per_s(dtype: torch.dtype, size: int = 2048, repeats: int = 3) -> float:
+    """FLOPs per second of the best of ``repeats`` square ``size`` matmuls in ``dtype``."""
+    a = torch.randn(size, size).to(dtype)
+    b = torch.randn(size, size).to(dtype)
+    torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def matmul_weights(model: Any) -> int:
+    """Weights a decode step multiplies (every linear layer's, the LM head's included)."""
+    linears = {
+        m.weight.data_ptr(): m.weight.numel()
+        for m in model.modules()
+        if isinstance(m, torch.nn.Linear)
+    }
+    return sum(linears.values())
+
+
 def bandwidth_figures(
     model: Any, tokenizer: Any, prompts: list[list[int]], n: int, bandwidth: float
 ) -> dict[str, float]:
-    """The batched rate of ``model`` (in its own dtype) against its memory-bandwidth limit."""
+    """The batched rate of ``model`` (in its own dtype) against its memory-bandwidth limit and
+    its compute limit."""
     policy = HFPolicy(model, tokenizer, max_batch_size=len(prompts), eos_token_ids=[])
     asyncio.run(policy_tokens(policy, prompts[:2], 4, True))
     start = time.perf_counter()
@@ -166,12 +195,18 @@ def bandwidth_figures(
     size = weight_bytes(model)
     limit_steps = bandwidth / size
     limit_tokens = limit_steps * len(prompts)
+    flops = matmul_flops_per_s(next(model.parameters()).dtype)
+    compute_steps = flops / (2 * matmul_weights(model) * len(prompts))
+    roofline_tokens = min(limit_steps, compute_steps) * len(prompts)
     return {
         "weight_mb": round(size / 2**20, 1),
         "limit_steps_per_s": round(limit_steps, 1),
         "limit_tokens_per_s": round(limit_tokens, 1),
         "batched_tokens_per_s": round(rate, 2),
         "fraction_of_limit": round(rate / limit_tokens, 3),
+        "matmul_gflops": round(flops / 1e9, 1),
+        "compute_limit_steps_per_s": round(compute_steps, 1),
+        "fraction_of_roofline": round(rate / roofline_tokens, 3),
     }
 
 
