@@ -132,3 +132,20 @@ def test_sigkill_mid_batch_keeps_committed_rows_and_a_sound_file(tmp_path: Path)
         ]
         assert store.add_many(rest) == batch
         assert store.count() == (full + 1) * batch
+
+
+def test_a_reader_opens_and_reads_while_a_writer_holds_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    with TrajectoryStore(path) as store:
+        store.add(synthetic_trajectory(0))
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # what a store's write holds while it commits a batch
+    try:
+        start = time.perf_counter()
+        with TrajectoryStore(path, busy_timeout=0.5) as reader:
+            assert reader.count() == 1
+        # Opening a complete store only reads: it does not wait out the writer's lock.
+        assert time.perf_counter() - start < 0.4
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

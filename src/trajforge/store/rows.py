@@ -6,6 +6,7 @@ Kept apart from ``sqlite.py`` (connections, transactions, the public API) so eac
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 import zlib
 from pathlib import Path
@@ -91,6 +92,10 @@ _ASSISTANT = Role.ASSISTANT
 _COMPRESS_LEVEL = 1
 # Bodies are several KB; 16 KiB pages keep most of a body on one page (ingest ~1.4x faster than 4 KiB).
 PAGE_SIZE = 16384
+
+
+SCHEMA_OBJECTS = frozenset(re.findall(r"IF NOT EXISTS (\w+)", SCHEMA_SQL))
+"""The tables and indexes ``SCHEMA_SQL`` creates: a store that has them all needs no write."""
 
 
 def check_is_store(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:

@@ -27,6 +27,7 @@ from trajforge.store import rows as store_rows
 from trajforge.store.rows import (
     ORDER_COLUMNS,
     PAGE_SIZE,
+    SCHEMA_OBJECTS,
     SCHEMA_SQL,
     SUMMARY_COLUMNS,
     StatsTotals,
@@ -101,6 +102,9 @@ class TrajectoryStore:
         # Checkpoint every 128 MiB of WAL instead of 16 MiB: bulk ingest measured ~20% faster.
         self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         self._conn.execute(f"PRAGMA journal_size_limit = {WAL_CHECKPOINT_PAGES * PAGE_SIZE // 2}")
+        present = {name for (name,) in self._conn.execute("SELECT name FROM sqlite_master")}
+        if present >= SCHEMA_OBJECTS:
+            return  # opening a complete store only reads: it never waits on a busy writer
         with self._write() as cur:
             for statement in SCHEMA_SQL.split(";"):
                 if statement.strip():
