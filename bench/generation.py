@@ -22,13 +22,16 @@ Memory-bandwidth limit: a decode step reads every weight once (the tied embeddin
 the LM head), so it cannot run faster than the machine moves those bytes. ``bandwidth``
 reports, for fp32 and (where the CPU has native bf16) bf16 weights: the copy bandwidth of a
 256 MiB tensor (bytes read plus written per second, best of five), the weight bytes, the
-resulting limit in decode steps and in tokens per second at 16 rows, and the batched rate
-(measured again in that dtype) as a fraction of it.
+resulting limit in decode steps and in tokens per second at 16 rows, and the batched decode
+rate in that dtype as a fraction of it. The decode rate leaves the prefill out: the 16
+prompts are generated to ``max_new_tokens`` and to 8 tokens, and the difference in tokens
+over the difference in seconds is decode steps of 16 rows alone (``batched_tokens_per_s``
+keeps the prefill in).
 
 Compute limit: a decode step of 16 rows also multiplies every matmul weight by 16 vectors, 2
 FLOPs per weight and row. The best rate of a large square matmul in that dtype (best of three)
 over those FLOPs gives a second ceiling; the lower of the two (the roofline) is what this
-machine allows, and ``fraction_of_roofline`` is the batched rate against it.
+machine allows, and ``fraction_of_roofline`` is the decode rate against it.
 
 Run: ``.venv/bin/python bench/generation.py [--max-new-tokens 64] [--rounds 4] [--threads 1]``
 """
@@ -140,6 +143,10 @@ class Clock:
         }
 
 
+SHORT_RUN_TOKENS = 8
+"""New tokens of the run whose time, taken from the full run's, leaves decode steps alone."""
+
+
 def copy_bandwidth(size_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
     """Bytes read plus bytes written per second by the best of ``repeats`` large copies."""
     src = torch.ones(size_bytes // 4)
@@ -189,9 +196,17 @@ def bandwidth_figures(
     its compute limit."""
     policy = HFPolicy(model, tokenizer, max_batch_size=len(prompts), eos_token_ids=[])
     asyncio.run(policy_tokens(policy, prompts[:2], 4, True))
-    start = time.perf_counter()
-    tokens = asyncio.run(policy_tokens(policy, prompts, n, True))
-    rate = tokens / (time.perf_counter() - start)
+
+    def timed(new_tokens: int) -> tuple[int, float]:
+        start = time.perf_counter()
+        tokens = asyncio.run(policy_tokens(policy, prompts, new_tokens, True))
+        return tokens, time.perf_counter() - start
+
+    tokens, seconds = timed(n)
+    short_tokens, short_seconds = timed(SHORT_RUN_TOKENS)
+    rate = tokens / seconds
+    # The two runs prefill the same prompts, so their difference is decode steps alone.
+    decode_rate = (tokens - short_tokens) / (seconds - short_seconds)
     size = weight_bytes(model)
     limit_steps = bandwidth / size
     limit_tokens = limit_steps * len(prompts)
@@ -203,10 +218,11 @@ def bandwidth_figures(
         "limit_steps_per_s": round(limit_steps, 1),
         "limit_tokens_per_s": round(limit_tokens, 1),
         "batched_tokens_per_s": round(rate, 2),
-        "fraction_of_limit": round(rate / limit_tokens, 3),
+        "decode_tokens_per_s": round(decode_rate, 2),
+        "fraction_of_limit": round(decode_rate / limit_tokens, 3),
         "matmul_gflops": round(flops / 1e9, 1),
         "compute_limit_steps_per_s": round(compute_steps, 1),
-        "fraction_of_roofline": round(rate / roofline_tokens, 3),
+        "fraction_of_roofline": round(decode_rate / roofline_tokens, 3),
     }
 
 
