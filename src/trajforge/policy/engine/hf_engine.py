@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 from trajforge.policy.base import FinishReason
 from trajforge.policy.engine.decode_mask import DecodeMask
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest
-from trajforge.policy.engine.llama_decode import ForwardGroup, lean_forward, supports_lean_decode
+from trajforge.policy.engine.llama_decode import (
+    ForwardGroup,
+    attention_dtype,
+    lean_forward,
+    supports_lean_decode,
+)
 from trajforge.policy.engine.prefill import Prefill, build_prefill, length_groups
 from trajforge.policy.engine.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.engine.sampling import sample_tokens, step_uniforms
@@ -72,8 +77,9 @@ class DecodeEngine:
         return next(self.model.parameters()).device
 
     def _attention_dtype(self) -> torch.dtype:
-        dtype: torch.dtype = self.model.get_input_embeddings().weight.dtype
-        return dtype
+        weight = self.model.get_input_embeddings().weight
+        dtype: torch.dtype = weight.dtype
+        return attention_dtype(dtype, weight.device) if self._lean else dtype
 
     def __len__(self) -> int:
         return len(self.rows)
