@@ -10,10 +10,7 @@ one column of each.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import torch
+import torch
 
 GROWTH = 128
 """Spare columns allocated whenever the buffers run out of room."""
@@ -24,8 +21,6 @@ class DecodeMask:
     ``-inf`` where it does not) in ``dtype``, the attention's dtype."""
 
     def __init__(self, mask: torch.Tensor, dtype: torch.dtype) -> None:
-        import torch
-
         rows, width = mask.shape
         self.width = width
         self._attends = torch.zeros((rows, width + GROWTH), dtype=torch.bool, device=mask.device)
@@ -57,8 +52,6 @@ class DecodeMask:
         self.width += 1
 
     def _grow(self) -> None:
-        import torch
-
         rows, capacity = self._attends.shape
         attends = self._attends.new_zeros((rows, capacity + GROWTH))
         bias = torch.full_like(attends, float("-inf"), dtype=self._bias.dtype)

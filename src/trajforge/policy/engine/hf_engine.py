@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from trajforge.policy.base import FinishReason
 from trajforge.policy.engine.decode_mask import DecodeMask
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest
@@ -29,8 +31,6 @@ from trajforge.policy.engine.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.engine.sampling import sample_tokens, step_uniforms
 
 if TYPE_CHECKING:
-    import torch
-
     from trajforge.policy.engine.kv_cache import RowCache
 
 STOP_WINDOW_SLACK = 8
@@ -112,8 +112,6 @@ class DecodeEngine:
 
     def _step_and_prefill(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
         """One lean forward: a decode step for the live rows and the prefill of ``requests``."""
-        import torch
-
         groups = self._prefill_groups(requests)
         logits = lean_forward(self.model, [self._decode_group(), *(g.forward for g in groups)])
         live = len(self.rows)
@@ -256,8 +254,6 @@ class DecodeEngine:
         temperatures: torch.Tensor,
         top_ps: torch.Tensor,
     ) -> None:
-        import torch
-
         self.rows.extend(requests)
         self.stats.max_rows = max(self.stats.max_rows, len(self.rows))
         if self._cache is None:
@@ -306,8 +302,6 @@ class DecodeEngine:
 
     def _compact(self) -> None:
         """Drop finished and cancelled rows, and padding columns no live row needs."""
-        import torch
-
         keep = [
             i for i, r in enumerate(self.rows) if r.finish_reason is None and not r.is_cancelled()
         ]
@@ -348,8 +342,6 @@ class DecodeEngine:
 
 
 def _pad_mask(mask: torch.Tensor, width: int) -> torch.Tensor:
-    import torch
-
     missing = width - mask.shape[-1]
     if missing == 0:
         return mask

@@ -9,12 +9,10 @@ the engine keeps alongside. Positions are per row, so left padding never shifts 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
-
-if TYPE_CHECKING:
-    import torch
 
 GROWTH = 128
 """Spare columns allocated whenever a buffer runs out of room."""
@@ -134,8 +132,6 @@ class RowCache:
 
     def append_rows(self, other: RowCache) -> None:
         """Stack ``other``'s rows under this cache's, left-padding whichever history is shorter."""
-        import torch
-
         width = max(self.length, other.length)
         for mine, theirs in zip(self.layers, other.layers, strict=True):
             keys = torch.cat([_pad_left(mine.keys, width), _pad_left(theirs.keys, width)])
@@ -144,8 +140,6 @@ class RowCache:
 
 
 def _pad_left(states: torch.Tensor | None, width: int) -> torch.Tensor:
-    import torch
-
     assert states is not None
     missing = width - states.shape[-2]
     if missing == 0:

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    import torch
+import torch
+import torch.nn.functional as F
 
+if TYPE_CHECKING:
     from trajforge.policy.engine.kv_cache import RowCache
 
 
@@ -43,8 +44,6 @@ def supports_lean_decode(model: Any) -> bool:
 
 
 def _rms_norm(hidden: torch.Tensor, norm: Any) -> torch.Tensor:
-    import torch
-
     x = hidden.float()
     x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
     return norm.weight * x.to(hidden.dtype)
@@ -55,8 +54,6 @@ def causal_mask(mask: torch.Tensor, width: int) -> torch.Tensor:
     mask whose last ``width`` columns are the new tokens: each query sees the unpadded columns
     up to its own. A padding query also sees itself, so its (unused) row stays finite instead
     of a softmax over nothing, whose NaN keys and values would reach later layers."""
-    import torch
-
     length = mask.shape[-1]
     queries = torch.arange(width, device=mask.device)
     own = length - width + queries
@@ -88,8 +85,6 @@ def rotary_table(rotary: Any, length: int, dtype: torch.dtype) -> RotaryTable:
 
     A decode step would otherwise call the embedding, a module with a dozen small ops, once per
     step for a handful of rows."""
-    import torch
-
     tables = _ROTARY_TABLES.setdefault(rotary, {})
     table = tables.get(dtype)
     inv_freq = rotary.inv_freq
@@ -113,8 +108,6 @@ def _rotate(
     """Rotary position embedding of queries ``[B, H, Q, D]`` and keys ``[B, KV, Q, D]`` with
     ``cos``/``sin`` ``[B, Q, D]``: transformers' ``apply_rotary_pos_emb``, elementwise the same,
     run once over both."""
-    import torch
-
     both = torch.cat([q, k], dim=1)
     half = both.shape[-1] // 2
     rotated = torch.cat([-both[..., half:], both[..., :half]], dim=-1)
@@ -146,8 +139,6 @@ def attention_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
     measured 5-7x slower than its fp32 one (16 rows x 300 keys: 3.4 ms against 0.53 ms a layer),
     which cost bf16 decode more than its projections save; the cache then keeps fp32 keys and
     values."""
-    import torch
-
     return torch.float32 if device.type == "cpu" else dtype
 
 
@@ -163,8 +154,6 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
         model: a model for which ``supports_lean_decode`` holds.
         groups: the row groups; their ``Q``s may differ.
     """
-    import torch.nn.functional as F
-
     inner = model.model
     sizes = [g.ids.numel() for g in groups]
     hidden = F.embedding(_cat([g.ids.reshape(-1) for g in groups]), inner.embed_tokens.weight)
@@ -214,8 +203,6 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
 def onednn_fp32_linear() -> bool:
     """Whether this torch build has oneDNN's linear kernel (``TRAJFORGE_ONEDNN_LINEAR=0`` turns
     it off, to compare with the BLAS path)."""
-    import torch
-
     if os.environ.get("TRAJFORGE_ONEDNN_LINEAR", "1") == "0":
         return False
     return bool(torch.backends.mkldnn.is_available()) and hasattr(
@@ -227,9 +214,6 @@ def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``x @ weight.T``. fp32 on a CPU goes through oneDNN: for the few rows of a decode step
     its kernels are 1.5-2.7x faster than the BLAS call behind ``F.linear`` (on AMD CPUs, where
     MKL takes a generic path, the gap is widest), and the weights are read as they are."""
-    import torch
-    import torch.nn.functional as F
-
     if weight.dtype is torch.float32 and weight.device.type == "cpu" and onednn_fp32_linear():
         return torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
     return F.linear(x, weight)
@@ -237,6 +221,4 @@ def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def _cat(tensors: list[torch.Tensor]) -> torch.Tensor:
     """``torch.cat`` that does not copy a lone tensor (a decode step is a single group)."""
-    import torch
-
     return tensors[0] if len(tensors) == 1 else torch.cat(tensors)

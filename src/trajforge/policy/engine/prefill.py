@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import torch
+
 from trajforge.policy.engine.generation_request import GenerationRequest
 from trajforge.policy.engine.llama_decode import ForwardGroup, causal_mask
 
 if TYPE_CHECKING:
-    import torch
-
     from trajforge.policy.engine.kv_cache import RowCache
 
 PREFILL_FILL = 0.8
@@ -47,8 +47,6 @@ def build_prefill(
 ) -> Prefill:
     """Left-padded suffixes of ``requests`` (whose ``prefix`` is already looked up), their
     causal mask and positions, over a cache holding the reused prefixes."""
-    import torch
-
     width = max(len(r.suffix) for r in requests)
     ids = torch.zeros((len(requests), width), dtype=torch.long, device=device)
     mask = torch.zeros((len(requests), width), dtype=torch.long, device=device)
@@ -71,8 +69,6 @@ def _reused_history(
 ) -> tuple[RowCache, torch.Tensor, int]:
     """The cache the prefill starts from (reused prefixes, right-aligned), the attention mask
     over those columns followed by ``mask``'s, and the number of reused tokens."""
-    import torch
-
     from trajforge.policy.engine.kv_cache import RowCache
 
     prefixes = [r.prefix for r in requests]

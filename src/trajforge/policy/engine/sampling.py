@@ -13,16 +13,12 @@ logprobs compare like with like in importance ratios.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import torch
+import torch
+import torch.nn.functional as F
 
 
 def make_generator(seed: int | None, device: torch.device) -> torch.Generator:
     """A generator seeded with ``seed``, or from fresh OS entropy when ``seed`` is None."""
-    import torch
-
     generator = torch.Generator(device=device)
     if seed is None:
         generator.seed()
@@ -55,8 +51,6 @@ class UniformStream:
 
     def next(self) -> float:
         """The next uniform in [0, 1)."""
-        import torch
-
         if self._next == len(self._buffer):
             chunk = torch.rand(
                 UNIFORM_CHUNK,
@@ -74,8 +68,6 @@ def step_uniforms(
 ) -> torch.Tensor:
     """``[B]`` float64: the next uniform of each sampled row's stream; greedy rows (temperature
     0) take none and get 0."""
-    import torch
-
     values = [s.next() if t > 0 else 0.0 for s, t in zip(streams, temperatures, strict=True)]
     return torch.tensor(values, dtype=torch.float64, device=device)
 
@@ -98,8 +90,6 @@ def sample_tokens(
     Returns:
         ``(tokens [B] long, logprobs [B] float32)``, logprobs as described in the module doc.
     """
-    import torch
-
     # Decoding runs this once per step for a handful of rows, so every tensor op counts: the
     # per-row settings are read once as Python numbers and the common cases take no extra op.
     temps = temperatures.tolist()
@@ -124,7 +114,6 @@ def sample_tokens(
 
 def _inverse_cdf(probs: torch.Tensor, top_ps: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """Inverse-CDF sampling with optional nucleus truncation; rows are independent."""
-
     if min(top_ps.tolist()) < 1:
         # Keep every token at least as likely as the least likely one inside the nucleus, then
         # sample in vocabulary order: a tiny change in the logits (another batch shape) moves
@@ -149,8 +138,6 @@ def _search(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     Instead: block masses (one vectorised sum), a cumulative sum over the ~50 blocks to
     find the block, then one within that block only.
     """
-    import torch.nn.functional as F
-
     rows, vocab = weights.shape
     blocks = -(-vocab // SEARCH_BLOCK)
     padded = F.pad(weights, (0, blocks * SEARCH_BLOCK - vocab)) if vocab % SEARCH_BLOCK else weights
@@ -169,7 +156,5 @@ def _first_above(cdf: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     ``[rows, 1]``: never a zero-weight entry, whose value equals the one before it. Rounding
     can put a target at or past the row's total; then the entry where the total is first
     reached, which has weight, is taken."""
-    import torch
-
     found = torch.searchsorted(cdf, targets, right=True)
     return torch.minimum(found, torch.searchsorted(cdf, cdf.amax(dim=-1, keepdim=True)))
