@@ -31,7 +31,10 @@ keeps the prefill in).
 Compute limit: a decode step of 16 rows also multiplies every matmul weight by 16 vectors, 2
 FLOPs per weight and row. The best rate of a large square matmul in that dtype (best of three)
 over those FLOPs gives a second ceiling; the lower of the two (the roofline) is what this
-machine allows, and ``fraction_of_roofline`` is the decode rate against it.
+machine allows, and ``fraction_of_roofline`` is the decode rate against it. What bounds the
+step is measured part by part too: every linear layer once at 16 rows through the decoder's own
+kernel (``linear_ms``, and the rate that alone would allow), and attention of one query row
+against 300 cached keys in the weights' dtype and in fp32.
 
 Run: ``.venv/bin/python bench/generation.py [--max-new-tokens 64] [--rounds 4] [--threads 1]``
 """
@@ -48,8 +51,10 @@ from functools import partial
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from trajforge.policy.base import SamplingParams
+from trajforge.policy.engine.llama_decode import _linear
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.precision import native_bf16
@@ -189,6 +194,49 @@ def matmul_weights(model: Any) -> int:
     return sum(linears.values())
 
 
+def best_ms(fn: Callable[[], object], repeats: int = 20) -> float:
+    """Milliseconds of the fastest of ``repeats`` calls of ``fn`` (after one warm-up call)."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return 1000 * best
+
+
+def step_costs(model: Any, rows: int, keys: int = 300) -> dict[str, float]:
+    """What a decode step of ``rows`` rows costs at least, part by part, in the model's dtype.
+
+    ``linear_ms``: every linear layer once (the LM head included), through the decoder's own
+    ``_linear``. ``attention_ms_per_layer``: SDPA for one query row against ``keys`` cached
+    keys, in the weights' dtype and in fp32 (what the lean forward uses on a CPU)."""
+    dtype = next(model.parameters()).dtype
+    linears = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    linear_ms = 0.0
+    for weight in linears:
+        x = torch.randn(rows, weight.shape[1]).to(dtype)
+        linear_ms += best_ms(partial(_linear, x, weight))
+    config = model.config
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    head_dim = config.hidden_size // heads
+
+    def attention(dt: torch.dtype) -> float:
+        q = torch.randn(rows, heads, 1, head_dim).to(dt)
+        k = torch.randn(rows, kv_heads, keys, head_dim).to(dt)
+        mask = torch.zeros(rows, 1, 1, keys).to(dt)
+        return best_ms(
+            lambda: F.scaled_dot_product_attention(q, k, k, attn_mask=mask, enable_gqa=True)
+        )
+
+    return {
+        "linear_ms": round(linear_ms, 2),
+        "linear_limit_tokens_per_s": round(rows * 1000 / linear_ms, 1),
+        "attention_ms_per_layer": round(attention(dtype), 3),
+        "attention_ms_per_layer_fp32": round(attention(torch.float32), 3),
+    }
+
+
 def bandwidth_figures(
     model: Any, tokenizer: Any, prompts: list[list[int]], n: int, bandwidth: float
 ) -> dict[str, float]:
@@ -223,6 +271,7 @@ def bandwidth_figures(
         "matmul_gflops": round(flops / 1e9, 1),
         "compute_limit_steps_per_s": round(compute_steps, 1),
         "fraction_of_roofline": round(decode_rate / roofline_tokens, 3),
+        **step_costs(model, len(prompts)),
     }
 
 

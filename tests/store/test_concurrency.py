@@ -141,11 +141,10 @@ def test_a_reader_opens_and_reads_while_a_writer_holds_the_lock(tmp_path: Path) 
     writer = sqlite3.connect(path, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")  # what a store's write holds while it commits a batch
     try:
-        start = time.perf_counter()
-        with TrajectoryStore(path, busy_timeout=0.5) as reader:
+        # Opening a complete store only reads: it neither waits for the writer's lock nor
+        # fails when that lock outlasts the busy timeout.
+        with TrajectoryStore(path, busy_timeout=0.05) as reader:
             assert reader.count() == 1
-        # Opening a complete store only reads: it does not wait out the writer's lock.
-        assert time.perf_counter() - start < 0.4
     finally:
         writer.execute("ROLLBACK")
         writer.close()

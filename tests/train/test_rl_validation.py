@@ -150,3 +150,17 @@ def test_rl_without_keep_best_ends_on_the_last_weights(
     result = trainer.train()
     assert result.kept_step is None and len(result.validation) == 2
     assert any(not torch.equal(p, start[n]) for n, p in trainer.parts.model.named_parameters())
+
+
+def test_a_resumed_rl_run_reuses_the_validation_of_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = _scripted_rewards(monkeypatch, {0: 0.5, 1: 0.9})
+    settings: dict[str, Any] = {"optim": {"lr": 1e-2}, "checkpoint_every": 1}
+    cfg = small_rl_config(tmp_path, validation={"tasks": 2, "every": 1}, **settings)
+    RLTrainer(cfg, rubric=even_rubric()).train()
+    assert [p.step for p in real] == [0, 1]
+    resumed = RLTrainer(cfg, rubric=even_rubric()).train(resume=True)
+    assert [p.step for p in real] == [0, 1]  # the checkpoint's step-1 validation is not re-run
+    assert [p["step"] for p in resumed.validation] == [0, 1]
+    assert resumed.kept_step == 1

@@ -129,8 +129,14 @@ class RLTrainer(Trainer):
         return result
 
     def before_steps(self, start: int) -> None:
-        if self.validation_tasks:
-            self._validate(start)
+        if not self.validation_tasks:
+            return
+        if self.validated and self.validated[-1].step == start:
+            # Resumed from a checkpoint whose weights were validated before the interruption.
+            if self.best is not None:
+                self.best.offer(self.validated[-1])
+            return
+        self._validate(start)
 
     def after_steps(self) -> None:
         if self.best is not None and self.best.best is not self.validated[-1]:
