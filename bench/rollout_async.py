@@ -118,7 +118,7 @@ class SlowToolEnv(Env):
 
 def load(model: str, batch_size: int, dtype: str) -> Policy:
     if model == "scripted":
-        from trajforge.policy.models.embedded import load_tokenizer
+        from trajforge.policy.models.smollm2 import load_tokenizer
         from trajforge.policy.scripted import ScriptedPolicy
 
         return ScriptedPolicy(lambda task, messages: SCRIPTED_REPLY, load_tokenizer())

@@ -155,7 +155,7 @@ def main() -> None:
     parser.add_argument("--lora", action="store_true")
     args = parser.parse_args()
 
-    from trajforge.policy.models.embedded import load_tokenizer
+    from trajforge.policy.models.smollm2 import load_tokenizer
     from trajforge.train.data import expert_trajectories
 
     trajs = expert_trajectories("calculator", args.steps * args.batch, load_tokenizer(), seed=0)

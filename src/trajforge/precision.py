@@ -46,9 +46,7 @@ def bf16_disabled_by_env() -> bool:
 @cache
 def hardware_bf16() -> bool:
     """What the hardware itself has, whatever the environment variable says."""
-    # torch is imported here, not at the top: this module sits at layer 0 and is read by
-    # configs and the CLI, which must start without loading torch.
-    import torch
+    import torch  # lazy: configs and the CLI read this layer-0 module without torch
 
     if torch.cuda.is_available():
         return bool(torch.cuda.is_bf16_supported())
@@ -84,9 +82,16 @@ def resolve_precision(precision: Precision | str, field: str = "precision") -> R
 
 def torch_dtype(resolved: Resolved) -> torch.dtype:
     """The weight dtype of a policy that runs at ``resolved``."""
-    import torch
+    import torch  # lazy: configs and the CLI read this layer-0 module without torch
 
     return torch.bfloat16 if resolved is Resolved.BF16 else torch.float32
+
+
+def precision_of(dtype: torch.dtype) -> str:
+    """The name a precision has in configs and trajectory metadata: ``fp32`` and ``bf16`` for
+    the dtypes ``torch_dtype`` gives, the dtype's own name (``float16``) otherwise."""
+    name = str(dtype).removeprefix("torch.")
+    return {"float32": Resolved.FP32.value, "bfloat16": Resolved.BF16.value}.get(name, name)
 
 
 def describe_machine() -> str:

@@ -19,7 +19,7 @@ from trajforge.formats.tool_calls import format_tool_call
 from trajforge.judge.scorer import scorer_names
 from trajforge.policy import naming
 from trajforge.policy.base import Policy
-from trajforge.policy.models.embedded import load_tokenizer
+from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import EvaluatorKind, Message, Outcome, Task, Trajectory
 from trajforge.store import TrajectoryStore
@@ -157,15 +157,12 @@ def tool_use_verdict(task: Task | None, messages: list[Message]) -> str:
 
 @pytest.fixture
 def scripted_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--judge-model scripted-judge`` loads the tool-use judge; other names load as usual."""
-    load = naming.load_policy
+    """``--judge-model scripted-judge`` loads the tool-use judge, registered as a policy."""
 
-    def load_policy(spec: str, **kw: object) -> Policy:
-        if spec == "scripted-judge":
-            return ScriptedPolicy(tool_use_verdict, load_tokenizer(), name=spec)
-        return load(spec, **kw)  # type: ignore[arg-type]
+    def load_judge(spec: str, expert: object, kw: dict[str, object]) -> Policy:
+        return ScriptedPolicy(tool_use_verdict, load_tokenizer(), name=spec)
 
-    monkeypatch.setattr(naming, "load_policy", load_policy)
+    monkeypatch.setitem(naming.POLICIES._items, "scripted-judge", load_judge)
 
 
 @pytest.mark.parametrize("command", ["judge", "judge-eval", "eval"])

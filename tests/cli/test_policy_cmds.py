@@ -12,7 +12,7 @@ import pytest
 
 from trajforge.cli.main import main
 from trajforge.policy.base import SamplingParams
-from trajforge.policy.models.embedded import load_tokenizer
+from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import Message, Role, Task, Trajectory
 from trajforge.store import TrajectoryStore

@@ -8,7 +8,7 @@ import pytest
 
 from trajforge.judge.llm_judge import llm_judge
 from trajforge.policy.base import SamplingParams
-from trajforge.policy.models.embedded import load_tokenizer
+from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.naming import load_policy
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import EvaluatorKind, Trajectory

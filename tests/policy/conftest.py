@@ -43,7 +43,7 @@ NATIVE_TEMPLATE = (
 
 @pytest.fixture(scope="session")
 def smol_tokenizer():  # type: ignore[no-untyped-def]
-    from trajforge.policy.models.embedded import load_tokenizer
+    from trajforge.policy.models.smollm2 import load_tokenizer
 
     return load_tokenizer()
 

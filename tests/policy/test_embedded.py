@@ -15,7 +15,8 @@ from policy_doubles import LocalGeneratePolicy
 
 from trajforge.policy.base import SamplingParams
 from trajforge.policy.check import check_trajectory
-from trajforge.policy.models.embedded import embedded_model_dir, gguf_path, load_embedded
+from trajforge.policy.models.embedded import embedded_model_dir, load_embedded
+from trajforge.policy.models.smollm2 import gguf_path
 from trajforge.schema import Message, Role, Task, ToolSpec, Trajectory
 
 
@@ -28,7 +29,7 @@ def test_gguf_is_found_in_the_wheel() -> None:
 def test_concurrent_conversions_leave_one_complete_folder(tmp_path: Path) -> None:
     """Two processes converting (the tokenizer, the cheaper half) into one fresh cache."""
     script = (
-        "from trajforge.policy.models.embedded import load_tokenizer; print(len(load_tokenizer()))"
+        "from trajforge.policy.models.smollm2 import load_tokenizer; print(len(load_tokenizer()))"
     )
     env = {**os.environ, "TRAJFORGE_CACHE": str(tmp_path)}
     procs = [

@@ -11,7 +11,7 @@ from trajforge.envs.registry import get_env
 from trajforge.envs.tool import tool
 from trajforge.envs.tool_env import ToolEnv
 from trajforge.policy.check import check_trajectory
-from trajforge.policy.models.embedded import load_tokenizer
+from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.naming import load_policy
 from trajforge.rollout import EndReason, Limits, Sampling
 from trajforge.schema import Message, OutcomeStatus, Role, Task

@@ -8,7 +8,7 @@ import pytest
 from train_helpers import qa_trajectory
 
 from trajforge.curate import preference_pairs
-from trajforge.policy.models.embedded import load_tokenizer
+from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.train.config import (
     DPOConfig,
     LoraSettings,

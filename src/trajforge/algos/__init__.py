@@ -1,15 +1,40 @@
 """Layer 3: advantage estimators, policy losses and KL estimators — pure functions over tensors.
 
-Nothing here imports torch at module level; the functions import it when called.
+``names`` holds the algorithms' names (no torch), so configs are checked without loading torch.
+The functions below are this package's one lazy place: ``from trajforge.algos import
+policy_loss`` imports the module that defines it (and torch) on first access, so importing
+``trajforge.algos.names`` costs nothing at start-up.
 """
 
 from __future__ import annotations
 
-from trajforge.algos.advantages import ESTIMATORS, Estimator, compute_advantages
-from trajforge.algos.kl import KLKind, apply_kl_penalty, kl_estimate
-from trajforge.algos.losses import LOSSES, Aggregation, LossName, aggregate, policy_loss
-from trajforge.algos.metrics import entropy_from_logits
-from trajforge.algos.types import AdvantageInput, AdvantageOutput, AlgosInputError
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
+
+if TYPE_CHECKING:
+    from trajforge.algos.advantages import ESTIMATORS, compute_advantages, estimator_options
+    from trajforge.algos.kl import apply_kl_penalty, kl_estimate
+    from trajforge.algos.losses import LOSSES, aggregate, loss_options, policy_loss
+    from trajforge.algos.metrics import entropy_from_logits
+    from trajforge.algos.types import AdvantageInput, AdvantageOutput, AlgosInputError
+
+_HOMES = {
+    "ESTIMATORS": "advantages",
+    "compute_advantages": "advantages",
+    "estimator_options": "advantages",
+    "apply_kl_penalty": "kl",
+    "kl_estimate": "kl",
+    "LOSSES": "losses",
+    "aggregate": "losses",
+    "loss_options": "losses",
+    "policy_loss": "losses",
+    "entropy_from_logits": "metrics",
+    "AdvantageInput": "types",
+    "AdvantageOutput": "types",
+    "AlgosInputError": "types",
+}
 
 __all__ = [
     "ESTIMATORS",
@@ -25,6 +50,15 @@ __all__ = [
     "apply_kl_penalty",
     "compute_advantages",
     "entropy_from_logits",
+    "estimator_options",
     "kl_estimate",
+    "loss_options",
     "policy_loss",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'trajforge.algos' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"trajforge.algos.{home}"), name)

@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING
 
+import torch
+
+from trajforge.algos.types import AdvantageOutput
+
 if TYPE_CHECKING:
     from torch import Tensor
 
@@ -17,8 +21,6 @@ if TYPE_CHECKING:
 
 def index_sets(keys: Sequence[Hashable]) -> tuple[Tensor, int]:
     """Map each key to a dense set id, numbered in order of first appearance."""
-    import torch
-
     ids: dict[Hashable, int] = {}
     out = [ids.setdefault(key, len(ids)) for key in keys]
     return torch.tensor(out, dtype=torch.long), len(ids)
@@ -34,8 +36,6 @@ def normalise_in_sets(
     a division by zero. Returns the normalised values and a ``[n_sets]`` bool tensor marking
     the sets whose values were all equal.
     """
-    import torch
-
     x = values.to(torch.float64)
     count = torch.zeros(n_sets, dtype=torch.float64).index_add_(0, set_index, torch.ones_like(x))
     total = torch.zeros(n_sets, dtype=torch.float64).index_add_(0, set_index, x)
@@ -59,8 +59,6 @@ def normalise_in_sets(
 
 def outcome_with_turn_rewards(inp: AdvantageInput) -> Tensor:
     """``[B, K]`` float64 per-turn rewards with the outcome added to each last valid turn."""
-    import torch
-
     mask = inp.turn_mask
     r = torch.where(mask, inp.turn_rewards.to(torch.float64), 0.0)
     if not inp.num_turns:
@@ -74,8 +72,6 @@ def outcome_with_turn_rewards(inp: AdvantageInput) -> Tensor:
 
 def discounted_returns(step_rewards: Tensor, turn_mask: Tensor, gamma: float) -> Tensor:
     """``G_k = r_k + gamma * G_{k'}`` where ``k'`` is the next valid turn; 0 on absent turns."""
-    import torch
-
     returns = torch.zeros_like(step_rewards)
     running = torch.zeros(step_rewards.shape[0], dtype=step_rewards.dtype)
     for k in reversed(range(step_rewards.shape[1])):
@@ -89,10 +85,6 @@ def finish(
     inp: AdvantageInput, turn_adv: Tensor, extra: dict[str, float] | None = None
 ) -> AdvantageOutput:
     """Broadcast turn advantages to tokens and compute the common metrics."""
-    import torch
-
-    from trajforge.algos.types import AdvantageOutput
-
     out_dtype = inp.rewards.dtype if inp.rewards.dtype.is_floating_point else torch.float32
     turn_adv = torch.where(inp.turn_mask, turn_adv.to(torch.float64), 0.0)
     idx = inp.token_turn_index

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from enum import StrEnum
 from typing import TYPE_CHECKING
+
+import torch
 
 from trajforge.algos._groups import (
     discounted_returns,
@@ -23,21 +24,13 @@ from trajforge.algos._groups import (
     per_trajectory,
 )
 from trajforge.algos.gigpo import gigpo
+from trajforge.algos.names import Estimator
 from trajforge.algos.types import AdvantageInput, AdvantageOutput
 from trajforge.errors import ConfigError
 from trajforge.registry import Registry
 
 if TYPE_CHECKING:
     from torch import Tensor
-
-
-class Estimator(StrEnum):
-    GRPO = "grpo"
-    DR_GRPO = "dr_grpo"
-    RLOO = "rloo"
-    REINFORCE_PP = "reinforce_pp"
-    TURN_RETURNS = "turn_returns"
-    GIGPO = "gigpo"
 
 
 def _group_normalised(inp: AdvantageInput, *, scale_by_std: bool, eps: float) -> Tensor:
@@ -84,8 +77,6 @@ def rloo(inp: AdvantageInput) -> AdvantageOutput:
     from Human Feedback in LLMs", arXiv:2402.14740 (after Kool et al. 2019, "Buy 4 REINFORCE
     Samples, Get a Baseline for Free!").
     """
-    import torch
-
     group_index, n_groups = index_sets(inp.group_ids)
     centred, _ = normalise_in_sets(inp.rewards, group_index, n_groups, scale_by_std=False, eps=0.0)
     size = torch.zeros(n_groups, dtype=torch.float64).index_add_(
@@ -108,8 +99,6 @@ def reinforce_pp(inp: AdvantageInput, *, gamma: float = 1.0, eps: float = 1e-6) 
     Hu 2025, "REINFORCE++: A Simple and Efficient Approach for Aligning Large Language
     Models", arXiv:2501.03262.
     """
-    import torch
-
     returns = discounted_returns(outcome_with_turn_rewards(inp), inp.turn_mask, gamma)
     idx = inp.token_turn_index
     on_turn = idx >= 0
@@ -141,8 +130,6 @@ def turn_returns(
     the classic discounted return (Sutton & Barto, "Reinforcement Learning", ch. 3) and the
     normalisation GRPO's (arXiv:2402.03300), applied per turn instead of per trajectory.
     """
-    import torch
-
     returns = discounted_returns(outcome_with_turn_rewards(inp), inp.turn_mask, gamma)
     group_index, n_groups = index_sets(inp.group_ids)
     rows, cols = torch.nonzero(inp.turn_mask, as_tuple=True)
@@ -177,8 +164,6 @@ def weight_by_sign(advantages: Tensor, *, positive: float = 1.0, negative: float
     estimator unchanged; ``negative=0`` is PSR alone (rejection-sampling fine-tuning weighted by
     advantage); ``positive=0.1`` is their W-REINFORCE, which favours NSR to keep exploring.
     """
-    import torch
-
     return torch.where(advantages < 0, advantages * negative, advantages * positive)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
+import torch
+
 from trajforge.algos._groups import (
     discounted_returns,
     finish,
@@ -51,8 +53,6 @@ def gigpo(
     Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent Training",
     arXiv:2505.10978.
     """
-    import torch
-
     group_index, n_groups = index_sets(inp.group_ids)
     mask = inp.turn_mask
     turn_rewards = torch.where(mask, inp.turn_rewards.to(torch.float64), 0.0)

@@ -12,19 +12,15 @@ Divergence" (2020, http://joschu.net/blog/kl-approx.html) are:
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
+import torch
+
+from trajforge.algos.names import KLKind
 from trajforge.errors import ConfigError
 
 if TYPE_CHECKING:
     from torch import Tensor
-
-
-class KLKind(StrEnum):
-    K1 = "k1"
-    K2 = "k2"
-    K3 = "k3"
 
 
 def kl_estimate(kind: str, logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
@@ -38,8 +34,6 @@ def kl_estimate(kind: str, logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     Returns:
         ``[B, T]`` estimates; gradients flow through ``logprobs``.
     """
-    import torch
-
     if logprobs.shape != ref_logprobs.shape:
         raise ConfigError(
             f"kl: logprobs {list(logprobs.shape)} and ref_logprobs "
@@ -62,8 +56,6 @@ def apply_kl_penalty(values: Tensor, kl: Tensor, coef: float, mask: Tensor | Non
     ``values`` are per-token rewards (REINFORCE++/PPO style, before computing returns) or
     advantages; ``kl`` comes from ``kl_estimate``, usually detached for a penalty.
     """
-    import torch
-
     penalty = coef * kl
     if mask is not None:
         penalty = torch.where(mask.bool(), penalty, torch.zeros_like(penalty))

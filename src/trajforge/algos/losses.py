@@ -12,29 +12,18 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING
+
+import torch
 
 from trajforge.algos.kl import kl_estimate
 from trajforge.algos.metrics import entropy_from_logits, masked_mean, masked_std
+from trajforge.algos.names import Aggregation, LossName
 from trajforge.errors import ConfigError
 from trajforge.registry import Registry
 
 if TYPE_CHECKING:
     from torch import Tensor
-
-
-class LossName(StrEnum):
-    PPO_CLIP = "ppo_clip"
-    GSPO = "gspo"
-    CISPO = "cispo"
-    REINFORCE = "reinforce"
-
-
-class Aggregation(StrEnum):
-    TOKEN_MEAN = "token-mean"
-    SEQ_MEAN_TOKEN_MEAN = "seq-mean-token-mean"
-    SEQ_MEAN_TOKEN_SUM_NORM = "seq-mean-token-sum-norm"
 
 
 @dataclass(frozen=True)
@@ -49,8 +38,6 @@ class TokenLoss:
 def _clipped_surrogate(
     ratio: Tensor, advantages: Tensor, eps_low: float, eps_high: float
 ) -> TokenLoss:
-    import torch
-
     clipped = ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
     loss = -torch.min(ratio * advantages, clipped * advantages)
     # The clip is active (zero gradient) exactly where min() picks the clipped term.
@@ -77,8 +64,6 @@ def ppo_clip(
     Reinforcement Learning System at Scale", arXiv:2503.14476, which uses eps_low = 0.2,
     eps_high = 0.28).
     """
-    import torch
-
     return _clipped_surrogate(torch.exp(logprobs - old_logprobs), advantages, eps_low, eps_high)
 
 
@@ -102,8 +87,6 @@ def gspo(
 
     Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv:2507.18071.
     """
-    import torch
-
     m = mask.to(logprobs.dtype)
     log_s = ((logprobs - old_logprobs) * m).sum(dim=-1) / m.sum(dim=-1).clamp(min=1.0)
     log_s_token = log_s.detach().unsqueeze(-1) + logprobs - logprobs.detach()
@@ -128,8 +111,6 @@ def cispo(
     MiniMax et al. 2025, "MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning
     Attention", arXiv:2506.13585, eq. 4-5.
     """
-    import torch
-
     ratio = torch.exp(logprobs - old_logprobs).detach()
     low_bound = None if eps_low is None else 1.0 - eps_low
     weight = ratio.clamp(min=low_bound, max=1.0 + eps_high)
@@ -146,8 +127,6 @@ def reinforce(
     Williams 1992, "Simple Statistical Gradient-Following Algorithms for Connectionist
     Reinforcement Learning", Machine Learning 8:229-256.
     """
-    import torch
-
     none = torch.zeros_like(mask, dtype=torch.bool)
     return TokenLoss(loss=-advantages * logprobs, clipped_low=none, clipped_high=none)
 
@@ -185,8 +164,6 @@ def aggregate(
     two sequence modes), counted over the whole optimiser batch, so micro-batches add up to the
     loss of the full batch.
     """
-    import torch
-
     m = mask.bool()
     x = torch.where(m, per_token, torch.zeros_like(per_token))
     if aggregation == Aggregation.TOKEN_MEAN:
@@ -249,8 +226,6 @@ def policy_loss(
         ``clip_frac``, ``approx_kl`` (k3 estimate of ``KL(pi_old || pi)``), ``adv_mean``,
         ``adv_std``, ``loss_tokens``, and ``entropy`` / ``kl_ref`` when their inputs are given.
     """
-    import torch
-
     fn = LOSSES.get(name)
     allowed = loss_options(name)
     for key in kwargs:

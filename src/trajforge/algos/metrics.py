@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import torch
+
 if TYPE_CHECKING:
     from torch import Tensor
 
 
 def masked_sum(values: Tensor, mask: Tensor) -> Tensor:
     """Sum of ``values`` where ``mask`` is set; masked entries may hold inf or nan."""
-    import torch
-
     return torch.where(mask.bool(), values, torch.zeros_like(values)).sum()
 
 
@@ -29,8 +29,6 @@ def masked_std(values: Tensor, mask: Tensor) -> Tensor:
 
 def entropy_from_logits(logits: Tensor) -> Tensor:
     """Per-position entropy ``H = logsumexp(z) - sum_v softmax(z)_v z_v`` of ``[..., V]`` logits."""
-    import torch
-
     z = logits.float()
     log_z = torch.logsumexp(z, dim=-1)
     return log_z - (torch.softmax(z, dim=-1) * z).sum(dim=-1)

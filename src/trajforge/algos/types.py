@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import torch
+
 from trajforge.errors import TrajforgeError
 
 if TYPE_CHECKING:
@@ -47,8 +49,6 @@ class AdvantageInput:
     token_turn_index: Tensor
 
     def __post_init__(self) -> None:
-        import torch
-
         if self.rewards.dim() != 1:
             raise AlgosInputError(f"rewards: expected shape [B], got {list(self.rewards.shape)}")
         b = self.rewards.shape[0]

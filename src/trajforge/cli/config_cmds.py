@@ -22,6 +22,8 @@ from pydantic.fields import FieldInfo
 
 from trajforge.cli.common import err_console
 from trajforge.errors import ConfigError
+from trajforge.pipeline.config import STAGE_KINDS, Experiment
+from trajforge.train.config import DPOConfig, RLConfig, SFTConfig
 
 WIDTH = 96
 _BOUNDS = (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"))
@@ -36,9 +38,6 @@ class ConfigKind(StrEnum):
 
 def config_models() -> dict[ConfigKind, type[BaseModel]]:
     """The model behind each kind of config file."""
-    from trajforge.pipeline.config import Experiment
-    from trajforge.train.config import DPOConfig, RLConfig, SFTConfig
-
     return {
         ConfigKind.SFT: SFTConfig,
         ConfigKind.DPO: DPOConfig,
@@ -251,8 +250,6 @@ def _table(cls: type[BaseModel], prefix: str = "") -> list[str]:
 
 def reference_markdown() -> str:
     """``docs/configuration.md``: every key of every config file, with type, default, purpose."""
-    from trajforge.pipeline.config import STAGE_KINDS
-
     out = [
         "# Configuration reference",
         "",

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
 from trajforge.cli.common import (
     JsonOption,
@@ -18,9 +20,12 @@ from trajforge.cli.common import (
     print_json,
     resolve_store_path,
 )
+from trajforge.cli.render import fitted_table, render_trajectory
 from trajforge.errors import ConfigError, StoreError
+from trajforge.formats.jsonl import load_trajectories
 from trajforge.judge.stats import format_rate, format_reward, format_scored
-from trajforge.schema import OutcomeStatus
+from trajforge.schema import OutcomeStatus, json_schema_text
+from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -107,8 +112,6 @@ def _check_limit(limit: int | None) -> None:
 
 def open_store(store: Path | None, *, create: bool = False) -> Any:
     """The store at ``--store`` (or the default); a read-only command never creates one."""
-    from trajforge.store import TrajectoryStore
-
     path = resolve_store_path(store)
     if not create and not path.exists():
         raise StoreError(
@@ -119,8 +122,6 @@ def open_store(store: Path | None, *, create: bool = False) -> Any:
 
 def schema() -> None:
     """Print the JSON Schema of a trajectory (with its version)."""
-    from trajforge.schema import json_schema_text
-
     typer.echo(json_schema_text())
 
 
@@ -138,8 +139,6 @@ def import_(
     store: StoreOption = None,
 ) -> None:
     """Import a JSONL file into the store: all of it, or nothing if any record is bad."""
-    from trajforge.formats.jsonl import load_trajectories
-
     with console.status(f"reading {file}"):
         trajs = load_trajectories(file)
     if run is not None:
@@ -171,9 +170,6 @@ def ls(
     if as_json:
         print_json(rows)
         return
-    from rich.markup import escape
-
-    from trajforge.cli.render import fitted_table
 
     cells = [
         [
@@ -214,7 +210,6 @@ def show(
     if as_json:
         print_json(traj.model_dump(mode="json"))
         return
-    from trajforge.cli.render import render_trajectory
 
     render_trajectory(traj, console)
 
@@ -237,7 +232,6 @@ def stats(
         print_json(result)
         return
     result = add_reward_figures(result, rows)
-    from rich.table import Table
 
     statuses = sorted(result["status"])
     for title, groups in (("run", result["by_run"]), ("env", result["by_env"])):

@@ -7,9 +7,18 @@ import json
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group
+from rich.json import JSON
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
 
 from trajforge.cli.common import JsonOption, console, err_console, print_json
+from trajforge.envs.registry import builtin_names, get_env
+from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.errors import ConfigError
+from trajforge.schema import Task
 
 EnvSpec = Annotated[
     str | None,
@@ -23,10 +32,6 @@ EnvSpec = Annotated[
 
 def envs(env: EnvSpec = None, json_output: JsonOption = False) -> None:
     """List the built-in environments with their descriptions and tools, or show one in full."""
-    from rich.table import Table
-
-    from trajforge.envs.registry import builtin_names, get_env
-
     if env is not None:
         _show_env(env, json_output)
         return
@@ -53,14 +58,6 @@ def envs(env: EnvSpec = None, json_output: JsonOption = False) -> None:
 
 def _show_env(spec: str, json_output: bool) -> None:
     """One environment's description and, for each tool, its description and parameter schema."""
-    from rich.console import Group
-    from rich.json import JSON
-    from rich.markup import escape
-    from rich.panel import Panel
-    from rich.text import Text
-
-    from trajforge.envs.registry import get_env
-
     entry = get_env(spec)
     tools = [t.to_openai() for t in entry.make().tools]
     if json_output:
@@ -100,10 +97,6 @@ def call_tool(
     ] = False,
 ) -> None:
     """Call one tool of an environment directly and print its result (or its error)."""
-    from trajforge.envs.registry import get_env
-    from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
-    from trajforge.schema import Task
-
     try:
         arguments = json.loads(args)
     except json.JSONDecodeError as exc:

@@ -14,10 +14,16 @@ from rich.table import Table
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.errors import ConfigError, StoreError
+from trajforge.judge.evaluate import score_all, score_into, score_missing_into, summarize
+from trajforge.judge.llm_judge import LLMJudge
+from trajforge.judge.meta_eval import meta_evaluate, read_labels
+from trajforge.judge.rubric import load_rubric
 from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
 from trajforge.judge.stats import format_rate, format_reward, format_scored
+from trajforge.policy.naming import load_policy
 from trajforge.precision import Precision
 from trajforge.registry import absolute_ref
+from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
     from trajforge.judge.evaluate import EvalSummary, ScoreSink
@@ -76,8 +82,6 @@ class Judging(BaseModel):
 
     def rubric_to_use(self) -> JudgeRubric | None:
         """The LLM judge's rubric, or None without a judge model."""
-        from trajforge.judge.rubric import load_rubric
-
         if self.judge_model is None:
             if self.rubric is not None:
                 raise ConfigError("--rubric: give --judge-model too (it is the LLM judge's rubric)")
@@ -95,9 +99,6 @@ class Judging(BaseModel):
 
     def build(self) -> list[Scorer]:
         """The scorers, with the judge model loaded: call it in the event loop that scores."""
-        from trajforge.judge.llm_judge import LLMJudge
-        from trajforge.policy.naming import load_policy
-
         scorers = [get_scorer(name) for name in self.scorers]
         rubric = self.rubric_to_use()
         if rubric is None or self.judge_model is None:
@@ -118,9 +119,6 @@ async def _scored(
 ) -> list[Trajectory]:
     """The trajectories with new scores appended (and stored in ``sink`` when given);
     ``missing_only`` skips the scorers a trajectory already has a score from."""
-    from trajforge.judge.evaluate import score_all, score_into, score_missing_into
-    from trajforge.judge.llm_judge import LLMJudge
-
     scorers = judging.build()
     try:
         if sink is None:
@@ -135,8 +133,6 @@ async def _scored(
 
 
 def _open_store(store: Path | None) -> TrajectoryStore:
-    from trajforge.store import TrajectoryStore
-
     path = resolve_store_path(store)
     if not path.exists():
         raise StoreError(f"no store at {path} (pass --store or set TRAJFORGE_STORE)")
@@ -209,8 +205,6 @@ def eval_command(
     Defaults that differ from rollout's: greedy (--temperature 0), test split, at most 6 turns.
     Ctrl-C stops the run; --resume finishes it.
     """
-    from trajforge.judge.evaluate import summarize
-
     # A rubric file is stored by its absolute path, so --resume finds it from anywhere.
     rubric_ref = str(Path(rubric).absolute()) if rubric and Path(rubric).suffix else rubric
     judging = Judging(
@@ -247,8 +241,6 @@ def judge_command(
     as_json: JsonOption = False,
 ) -> None:
     """Re-score a stored run's trajectories and store the new scores."""
-    from trajforge.judge.evaluate import summarize
-
     judging = Judging(scorers=scorer or [], judge_model=judge_model, rubric=rubric)
     judging.check()
     if not scorer and judge_model is None:
@@ -300,8 +292,6 @@ def judge_eval_command(
 ) -> None:
     """Compare a scorer (or an LLM judge) with labels: precision, recall, F1, accuracy, Cohen's
     kappa (overall, per env)."""
-    from trajforge.judge.meta_eval import meta_evaluate, read_labels
-
     if scorer is not None and judge_model is not None:
         raise ConfigError("--scorer and --judge-model: give one (judge-eval evaluates one scorer)")
     judging = Judging(

@@ -8,6 +8,7 @@ import warnings
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from typer.exceptions import TyperException
 
 from trajforge.cli import (
@@ -21,6 +22,7 @@ from trajforge.cli import (
     train_cmds,
 )
 from trajforge.cli.common import err_console
+from trajforge.errors import TrajforgeError
 
 # trajforge shows its own Rich progress; the libraries' bars and notices would interleave with it,
 # and nothing is ever fetched from a hub at run time.
@@ -88,7 +90,6 @@ def main() -> None:
         if isinstance(exc, TyperException) and callable(getattr(exc, "show", None)):
             exc.show()  # type: ignore[attr-defined]
             raise SystemExit(exc.exit_code) from None
-        from rich.markup import escape
 
         name = type(exc).__name__
         text = escape(str(exc))  # messages quote data such as "[call_0_0]", not Rich markup
@@ -102,6 +103,4 @@ def main() -> None:
 
 
 def _is_ours(exc: Exception) -> bool:
-    from trajforge.errors import TrajforgeError
-
     return isinstance(exc, TrajforgeError)

@@ -6,9 +6,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.progress import Progress
+from rich.table import Table
 
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.errors import ConfigError, StoreError
+from trajforge.policy.check import check_trajectories
+from trajforge.policy.naming import tokenizer_for
+from trajforge.policy.renderer import ChatRenderer, ToolProtocol
+from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
     from trajforge.policy.check import CheckReport
@@ -35,13 +41,6 @@ def check(
 ) -> None:
     """Verify token exactness: stored ids replay to the rendered conversation, the loss mask
     covers exactly the sampled tokens. Exits 1 if any trajectory differs."""
-    from rich.progress import Progress
-
-    from trajforge.policy.check import check_trajectories
-    from trajforge.policy.naming import tokenizer_for
-    from trajforge.policy.renderer import ChatRenderer, ToolProtocol
-    from trajforge.store import TrajectoryStore
-
     path = resolve_store_path(store)
     if not path.exists():
         raise StoreError(f"no store at {path} (collect trajectories first, or pass --store)")
@@ -79,8 +78,6 @@ def check(
 
 
 def _print_report(report: CheckReport) -> None:
-    from rich.table import Table
-
     if report.mismatches:
         table = Table("trajectory", "msg", "role", "kind", "pos", "expected", "stored", "detail")
         for m in report.mismatches[:_SHOWN]:

@@ -10,6 +10,8 @@ from rich.table import Table
 
 from trajforge.cli.common import console, print_json
 from trajforge.judge.stats import format_rate, format_reward, format_scored
+from trajforge.pipeline.config import load_experiment
+from trajforge.report.html import REPORT_FILE, build_report
 
 
 def run_command(
@@ -30,9 +32,7 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json at the end.")] = False,
 ) -> None:
     """Run a staged experiment (eval, demonstrations, SFT, RL, ...) and write its report."""
-    from trajforge.pipeline.config import load_experiment
-    from trajforge.pipeline.runner import ExperimentRunner
-    from trajforge.report.html import REPORT_FILE
+    from trajforge.pipeline.runner import ExperimentRunner  # lazy: its training stages load torch
 
     exp = load_experiment(experiment, overrides or [])
     runner = ExperimentRunner(exp, out)
@@ -65,8 +65,6 @@ def report_command(
     run: Annotated[Path, typer.Argument(help="Run folder (holds results.json and store.db).")],
 ) -> None:
     """(Re)write a run folder's report.html."""
-    from trajforge.report.html import build_report
-
     console.print(f"report: [bold]{build_report(run)}[/bold]")
 
 

@@ -8,6 +8,10 @@ from typing import Annotated, Any
 import typer
 
 from trajforge.cli.common import JsonOption, console, print_json
+from trajforge.curate import preference_pairs
+from trajforge.errors import DataError
+from trajforge.train.config import DPOConfig, RLConfig, SFTConfig, load_train_config
+from trajforge.train.data import load_source
 
 ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help="YAML config file (validated; errors name the key).")
@@ -56,9 +60,7 @@ def sft(
     json_out: JsonOption = False,
 ) -> None:
     """Supervised fine-tuning on the assistant tokens of stored trajectories."""
-    from trajforge.train.config import SFTConfig, load_train_config
-    from trajforge.train.data import load_source
-    from trajforge.train.sft import SFTTrainer
+    from trajforge.train.sft import SFTTrainer  # lazy: torch loads only when a command trains
 
     cfg = load_train_config(config, SFTConfig, overrides or [])
     assert cfg.data is not None  # load_train_config refuses a config without data
@@ -73,11 +75,7 @@ def dpo(
     json_out: JsonOption = False,
 ) -> None:
     """DPO on preference pairs built from groups of stored trajectories."""
-    from trajforge.curate import preference_pairs
-    from trajforge.errors import DataError
-    from trajforge.train.config import DPOConfig, load_train_config
-    from trajforge.train.data import load_source
-    from trajforge.train.dpo import DPOTrainer
+    from trajforge.train.dpo import DPOTrainer  # lazy: torch loads only when a command trains
 
     cfg = load_train_config(config, DPOConfig, overrides or [])
     assert cfg.data is not None  # load_train_config refuses a config without data
@@ -98,8 +96,7 @@ def rl(
     json_out: JsonOption = False,
 ) -> None:
     """On-policy RL: roll out groups, compute advantages, update, repeat."""
-    from trajforge.train.config import RLConfig, load_train_config
-    from trajforge.train.rl import RLTrainer
+    from trajforge.train.rl import RLTrainer  # lazy: torch loads only when a command trains
 
     cfg = load_train_config(config, RLConfig, overrides or [])
     result = RLTrainer(cfg).train(resume=resume)

@@ -34,7 +34,7 @@ from trajforge.pipeline.config import (
     sft_config,
 )
 from trajforge.precision import describe_machine, resolve_precision
-from trajforge.report.html import RESULTS_FILE
+from trajforge.report.html import RESULTS_FILE, build_report
 from trajforge.rollout import (
     Limits,
     PolicyRef,
@@ -46,6 +46,9 @@ from trajforge.rollout import (
     run_rollout,
 )
 from trajforge.store import TrajectoryStore
+from trajforge.train.data import load_source
+from trajforge.train.rl import RLTrainer
+from trajforge.train.sft import SFTTrainer
 
 if TYPE_CHECKING:
     from trajforge.train.base import TrainResult
@@ -172,7 +175,6 @@ class ExperimentRunner:
             self.console.print(
                 f"[green]{stage.name} done[/green] in {record['duration_s']:.0f}s: {record.get('text', '')}"
             )
-        from trajforge.report.html import build_report
 
         build_report(self.run_dir)
         return self.results
@@ -242,9 +244,6 @@ class ExperimentRunner:
         return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}
 
     def _sft(self, index: int, stage: SFTStage, model: str, attempt: int) -> dict[str, Any]:
-        from trajforge.train.data import load_source
-        from trajforge.train.sft import SFTTrainer
-
         demo = self._record(stage.demonstrations)
         if not demo or demo.get("status") != "done":
             raise ConfigError(
@@ -261,8 +260,6 @@ class ExperimentRunner:
         return _training_record(result, cfg.output_dir, detail)
 
     def _rl(self, index: int, model: str, attempt: int) -> dict[str, Any]:
-        from trajforge.train.rl import RLTrainer
-
         cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt)
         result = RLTrainer(cfg).train(resume=True)
         rewards = [h["reward_mean"] for h in result.history if "reward_mean" in h]

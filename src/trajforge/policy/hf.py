@@ -25,6 +25,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+from peft import PeftModel
+
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest, completion_of
@@ -33,6 +36,7 @@ from trajforge.policy.engine.prefix_cache import PrefixCache
 from trajforge.policy.engine.sampling import UniformStream
 from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.token_policy import TokenPolicy
+from trajforge.precision import precision_of
 from trajforge.schema import Message
 
 if TYPE_CHECKING:
@@ -94,8 +98,7 @@ class HFPolicy(TokenPolicy):
             eos_token_ids if eos_token_ids is not None else _eos_ids(model, tokenizer)
         )
         config = model.config.get_text_config(decoder=True)
-        self.context_window = max_context_tokens or int(config.max_position_embeddings)
-        self.max_context_tokens = self.context_window
+        self.max_context_tokens: int = max_context_tokens or int(config.max_position_embeddings)
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
         self.prefix_cache = (
             PrefixCache(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
@@ -114,10 +117,7 @@ class HFPolicy(TokenPolicy):
 
     @property
     def precision(self) -> str:
-        dtype = next(self.model.parameters()).dtype
-        return (
-            str(dtype).removeprefix("torch.").replace("float32", "fp32").replace("bfloat16", "bf16")
-        )
+        return precision_of(next(self.model.parameters()).dtype)
 
     @property
     def stats(self) -> EngineStats:
@@ -140,11 +140,11 @@ class HFPolicy(TokenPolicy):
             raise GenerationError(
                 f"generate: token id {bad} is outside the model's vocabulary (0..{self.vocab_size - 1})"
             )
-        room = self.context_window - len(prompt_ids)
+        room = self.max_context_tokens - len(prompt_ids)
         if room <= 0:
             raise GenerationError(
                 f"generate: the prompt has {len(prompt_ids)} tokens, the model's context holds "
-                f"{self.context_window}"
+                f"{self.max_context_tokens}"
             )
         if sampling.max_new_tokens == 0:
             return Completion(token_ids=[], logprobs=[], text="", finish_reason=FinishReason.LENGTH)
@@ -176,8 +176,6 @@ class HFPolicy(TokenPolicy):
         and holds new ones back meanwhile, so no sequence mixes two sets of weights. Removes
         a loaded adapter first. Passing the policy's own model only synchronises
         (and forgets reused keys and values, which the old weights computed)."""
-        import torch
-
         with self._paused():
             if weights is self.model or weights is self._base_model():
                 self._forget_states()
@@ -198,8 +196,6 @@ class HFPolicy(TokenPolicy):
     def load_adapter(self, path: str | Path) -> None:
         """Apply the PEFT LoRA adapter saved in ``path`` (replacing any adapter loaded before),
         between generations like ``set_weights``."""
-        from peft import PeftModel
-
         folder = Path(path)
         if not (folder / "adapter_config.json").is_file():
             raise ConfigError(f"load_adapter: {folder} has no adapter_config.json")
@@ -222,8 +218,6 @@ class HFPolicy(TokenPolicy):
         return get_base() if callable(get_base) else self.model
 
     def _drop_adapter(self) -> None:
-        from peft import PeftModel
-
         if isinstance(self.model, PeftModel):
             self.model = self.model.unload()
             self._engine.model = self.model
@@ -256,8 +250,6 @@ class HFPolicy(TokenPolicy):
             self._thread.start()
 
     def _work(self) -> None:
-        import torch
-
         while True:
             with self._cond:
                 while not self._stopping and not self._live and not self._admissible():

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
+from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.openai_compat import OpenAIPolicy
+from trajforge.policy.scripted import ReplyFn, ScriptedPolicy, ScriptError
 from trajforge.registry import Registry, did_you_mean
 from trajforge.schema import ExpertFn, Message, Task
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
-
-    from trajforge.policy.scripted import ReplyFn
-
 
 OPENAI_PREFIX = "openai:"
 SMOLLM2_NAMES = frozenset({"embedded", "tiny", "expert", "scripted"})
@@ -43,7 +43,6 @@ def parse_openai_spec(spec: str) -> tuple[str, str]:
 def bind_expert(expert: ExpertFn) -> ReplyFn:
     """An environment's expert ``(task, messages)`` as a scripted reply function; the expert
     plans from the task, so a session started without one is refused."""
-    from trajforge.policy.scripted import ScriptError
 
     def reply(task: Task | None, messages: list[Message]) -> str | None:
         if task is None:
@@ -67,9 +66,6 @@ def _load_expert(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Poli
             "policy 'expert' needs the environment's scripted expert (expert=...); "
             "this environment may have none"
         )
-    from trajforge.policy.models.embedded import load_tokenizer
-    from trajforge.policy.scripted import ScriptedPolicy
-
     tokenizer = kw.pop("tokenizer", None) or load_tokenizer()
     name = kw.pop("name", "expert")
     return ScriptedPolicy(bind_expert(expert), tokenizer, name=name, **kw)
@@ -78,32 +74,25 @@ def _load_expert(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Poli
 @POLICIES.register(OPENAI_PREFIX)
 def _load_openai(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
     base_url, model_name = parse_openai_spec(spec)
-    from trajforge.policy.openai_compat import OpenAIPolicy
-
     return OpenAIPolicy(base_url, model_name, **kw)
+
+
+# The loaders of policies with weights import them on call: torch and the model code cost
+# seconds at start-up, which a command using the expert or an endpoint never pays.
 
 
 @POLICIES.register("embedded")
 def _load_embedded(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
-    import torch
+    from trajforge.policy.models.loaders import embedded_policy  # lazy: loads torch
 
-    from trajforge.policy.hf import HFPolicy
-    from trajforge.policy.models.embedded import load_embedded
-
-    model, tokenizer = load_embedded(kw.pop("dtype", None) or torch.float32)
-    return HFPolicy(model, tokenizer, name=kw.pop("name", spec), **kw)
+    return embedded_policy(spec, kw)
 
 
 @POLICIES.register("tiny")
 def _load_tiny(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
-    from trajforge.policy.hf import HFPolicy
-    from trajforge.policy.models.tiny import tiny_model_and_tokenizer
+    from trajforge.policy.models.loaders import tiny_policy  # lazy: loads torch
 
-    model, tokenizer = tiny_model_and_tokenizer(seed=kw.pop("seed", 0))
-    dtype = kw.pop("dtype", None)
-    if dtype is not None:
-        model = model.to(dtype)
-    return HFPolicy(model, tokenizer, name=kw.pop("name", spec), **kw)
+    return tiny_policy(spec, kw)
 
 
 def _loader_for(spec: str) -> PolicyLoader | None:
@@ -134,15 +123,9 @@ def load_policy(spec: str, *, expert: ExpertFn | None = None, **kw: Any) -> Poli
 def _load_folder(folder: Path, **kw: Any) -> Policy:
     if not (folder / "config.json").is_file():
         raise ConfigError(f"policy folder {folder} holds no transformers model (no config.json)")
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trajforge.policy.models.loaders import folder_policy  # lazy: loads torch
 
-    from trajforge.policy.hf import HFPolicy
-
-    dtype = kw.pop("dtype", None) or torch.float32
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    return HFPolicy(model, tokenizer, name=kw.pop("name", str(folder)), **kw)
+    return folder_policy(folder, kw)
 
 
 def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:
@@ -154,9 +137,7 @@ def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:
     if model and model not in SMOLLM2_NAMES:
         folder = Path(model).expanduser()
         if (folder / "tokenizer_config.json").is_file():
-            from transformers import AutoTokenizer
+            from transformers import AutoTokenizer  # lazy: AutoTokenizer imports torch
 
             return AutoTokenizer.from_pretrained(str(folder))
-    from trajforge.policy.models.embedded import load_tokenizer
-
     return load_tokenizer()

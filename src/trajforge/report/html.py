@@ -12,8 +12,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from trajforge import __version__
 from trajforge.errors import DataError
 from trajforge.judge.stats import format_rate, format_reward, format_scored, is_success
-from trajforge.report import plots
 from trajforge.schema import Role, Trajectory
+from trajforge.store import TrajectoryStore
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
@@ -97,8 +97,6 @@ def _load_eval_trajectories(
 ) -> dict[str, list[Trajectory]]:
     if not store_path.is_file() or not evals:
         return {}
-    from trajforge.store import TrajectoryStore
-
     with TrajectoryStore(store_path) as db:
         return {
             s["name"]: db.query(run=s["run_id"], order_by="task_id") if s.get("run_id") else []
@@ -111,6 +109,8 @@ def _figures(
     evals: list[dict[str, Any]],
     trajectories: dict[str, list[Trajectory]],
 ) -> list[dict[str, str]]:
+    from trajforge.report import plots  # lazy: matplotlib costs 0.4 s; only a report draws
+
     figures: list[dict[str, str]] = []
     if evals:
         names = [s["name"] for s in evals]

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -52,8 +53,6 @@ def curve(
 
 def distributions(data: Mapping[str, Sequence[float]], title: str, xlabel: str) -> str:
     """Overlaid histograms on shared bin edges (unit bins for small integer ranges)."""
-    import numpy as np
-
     fig, ax = plt.subplots(figsize=(6, 3.2))
     nonempty = [list(v) for v in data.values() if v]
     if nonempty:

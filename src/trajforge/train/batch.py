@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import torch
+
 from trajforge.errors import DataError
 from trajforge.schema import Role, Trajectory
 
@@ -113,8 +115,6 @@ class TokenBatch:
     @classmethod
     def collate(cls, seqs: Sequence[TokenSequence], *, pad_token_id: int = 0) -> TokenBatch:
         """Pad ``seqs`` to the longest one. Advantages default to zero when a sequence has none."""
-        import torch
-
         if not seqs:
             raise DataError("cannot build a token batch from zero trajectories")
         width = max(len(s) for s in seqs)

@@ -15,14 +15,13 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from trajforge.algos.advantages import Estimator, estimator_options
-from trajforge.algos.kl import KLKind
-from trajforge.algos.losses import Aggregation, LossName, loss_options
+from trajforge import algos
+from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
 from trajforge.configfile import KeyPath, Origin, load_file, raise_problems, validate
 from trajforge.envs.registry import builtin_names, get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
-from trajforge.policy.models.embedded import gguf_path
+from trajforge.policy.models.smollm2 import gguf_path
 from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
 from trajforge.precision import Precision
 from trajforge.schema import OutcomeStatus
@@ -305,14 +304,14 @@ class RLConfig(CommonSettings):
     @classmethod
     def _estimator_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         if "estimator" in info.data:
-            _check_options(value, estimator_options(info.data["estimator"]), "estimator")
+            _check_options(value, algos.estimator_options(info.data["estimator"]), "estimator")
         return value
 
     @field_validator("loss_kwargs")
     @classmethod
     def _loss_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         if "loss" in info.data:
-            _check_options(value, loss_options(info.data["loss"]), "loss")
+            _check_options(value, algos.loss_options(info.data["loss"]), "loss")
         return value
 
 

@@ -7,18 +7,18 @@ from typing import Any, Literal
 from trajforge.curate import keep
 from trajforge.envs.registry import get_env
 from trajforge.errors import DataError
+from trajforge.formats.jsonl import load_trajectories
 from trajforge.policy.naming import bind_expert
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.rollout import Limits, RolloutProgress, RolloutSpec, TaskSample, run_rollout
 from trajforge.schema import Trajectory
+from trajforge.store.sqlite import TrajectoryStore
 from trajforge.train.config import DataSource
 
 
 def load_source(src: DataSource) -> list[Trajectory]:
     """Read the configured trajectories and apply the source's filters."""
     if src.jsonl is not None:
-        from trajforge.formats.jsonl import load_trajectories
-
         if not src.jsonl.exists():
             raise DataError(f"data.jsonl: {src.jsonl} does not exist")
         trajs = list(load_trajectories(src.jsonl))
@@ -28,8 +28,6 @@ def load_source(src: DataSource) -> list[Trajectory]:
             if (src.run is None or t.run_id == src.run) and (src.env is None or t.env == src.env)
         ]
     else:
-        from trajforge.store.sqlite import TrajectoryStore
-
         assert src.store is not None
         if not src.store.exists():
             raise DataError(f"data.store: {src.store} does not exist")

@@ -48,6 +48,7 @@ class MetricsLogger:
         output_dir.mkdir(parents=True, exist_ok=True)
         self._truncate_after(start_step)
         if tensorboard:
+            # lazy: tensorboard costs 1.4 s to import and most runs log without it
             from torch.utils.tensorboard import SummaryWriter
 
             self._writer = SummaryWriter(log_dir=str(output_dir / "tensorboard"))

@@ -7,6 +7,7 @@ hardware computes bf16 natively (``precision: auto``, see ``trajforge.precision`
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 from dataclasses import dataclass
@@ -15,9 +16,15 @@ from typing import Any
 
 import numpy as np
 import torch
+from accelerate import Accelerator
+from accelerate.state import AcceleratorState
+from peft import LoraConfig, get_peft_model
 from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trajforge.errors import ConfigError
+from trajforge.policy.models.embedded import load_embedded
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.precision import Precision, Resolved, resolve_precision
 from trajforge.train.config import CommonSettings, ModelSettings, OptimSettings, Schedule
 from trajforge.train.logprobs import TokenLogprobModel
@@ -33,19 +40,14 @@ def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
     """``(model, tokenizer)`` for ``tiny``, ``embedded`` or a local Hugging Face folder, in fp32."""
     spec = settings.spec
     if spec == "tiny":
-        from trajforge.policy.models.tiny import tiny_model_and_tokenizer
-
         return tiny_model_and_tokenizer(seed=settings.tiny_seed)
     if spec == "embedded":
-        from trajforge.policy.models.embedded import load_embedded
-
         return load_embedded(dtype=torch.float32)
     path = Path(spec)
     if not path.is_dir():
         raise ConfigError(
             f"model.spec: {spec!r} is not 'tiny', 'embedded' or an existing model folder"
         )
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     return model, AutoTokenizer.from_pretrained(path)
@@ -55,7 +57,6 @@ def apply_lora(model: nn.Module, settings: ModelSettings) -> nn.Module:
     """Wrap ``model`` with a PEFT LoRA adapter when configured; otherwise train every weight."""
     if settings.lora is None:
         return model
-    from peft import LoraConfig, get_peft_model
 
     lora = settings.lora
     cfg = LoraConfig(
@@ -154,9 +155,6 @@ class TrainParts:
 
 def make_accelerator(mode: str) -> Any:
     """An ``Accelerator`` in mixed-precision ``mode`` ("no" or "bf16")."""
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
-
     # accelerate keeps one process-wide state and refuses a second precision, but one process
     # may train in several (tests, a notebook); the precision part is reset, the distributed
     # part (PartialState) kept.
@@ -216,8 +214,6 @@ def save_final(parts: TrainParts, out: Path) -> Path:
     if parts.accelerator.is_main_process:
         model: Any = parts.unwrapped_model()
         if callable(getattr(model, "merge_and_unload", None)):
-            import copy
-
             model.save_pretrained(out / "adapter")
             copy.deepcopy(model).merge_and_unload().save_pretrained(out)
         else:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from trajforge.policy.engine.generation_request import GenerationRequest
+from trajforge.policy.engine.kv_cache import RowCache
 from trajforge.policy.engine.llama_decode import ForwardGroup, causal_mask
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ def _reused_history(
 ) -> tuple[RowCache, torch.Tensor, int]:
     """The cache the prefill starts from (reused prefixes, right-aligned), the attention mask
     over those columns followed by ``mask``'s, and the number of reused tokens."""
-    from trajforge.policy.engine.kv_cache import RowCache
-
     prefixes = [r.prefix for r in requests]
     past = max((len(p.tokens) for p in prefixes if p is not None), default=0)
     if not past:

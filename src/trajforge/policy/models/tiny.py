@@ -10,7 +10,10 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-from trajforge.policy.models.embedded import load_tokenizer
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from trajforge.policy.models.smollm2 import load_tokenizer
 
 if TYPE_CHECKING:
     from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
@@ -26,9 +29,6 @@ _MODELS: dict[int, LlamaForCausalLM] = {}
 
 
 def _build(seed: int, tokenizer: PreTrainedTokenizerBase) -> LlamaForCausalLM:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=TINY_HIDDEN,
