@@ -97,8 +97,13 @@ def test_import_then_ls_show_stats_export(cli: Cli, good_file: Path, tmp_path: P
 
     code, out, _ = cli("stats", "--json", "--store", db)
     with TrajectoryStore(db) as store:
-        assert json.loads(out) == json.loads(json.dumps(store.stats()))
-    assert json.loads(out)["by_run"]["imported"]["count"] == 12
+        counts = store.stats()
+    figures = json.loads(out)
+    assert (figures["count"], figures["status"]) == (counts["count"], counts["status"])
+    assert figures["reward_mean"] == pytest.approx(counts["reward_mean"])
+    imported = figures["by_run"]["imported"]
+    assert imported["count"] == 12 and imported["scored"] == 12 and 0 <= imported["success"] <= 1
+    assert {"success", "scored", "reward_mean"} <= figures["by_env"]["py"].keys()
     code, out, _ = cli("stats", "--store", db)
     assert code == 0 and "by run" in out and "imported" in out and "by env" in out
 
@@ -227,6 +232,24 @@ def test_ls_fits_80_columns_with_short_ids_that_show_accepts(
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = cli("ls", "--store", db)
     assert code == 0 and "left out" not in out and "tokens" in out.splitlines()[1]
+
+
+def test_stats_fits_80_columns(
+    cli: Cli, wide_db: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, ids = wide_db
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = cli("stats", "--store", db)
+    assert code == 0
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    assert "…" not in out
+    all_row = next(ln for ln in out.splitlines() if ln.startswith("all "))
+    assert all_row.split()[1] == str(len(ids)) and "%" in all_row, out
+    assert "success" in out and "scored" in out
+
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = cli("stats", "--store", db)
+    assert code == 0 and "left out" not in out and "std" in out and "status" in out
 
 
 def test_run_prefix_in_every_data_command(cli: Cli, good_file: Path, tmp_path: Path) -> None:

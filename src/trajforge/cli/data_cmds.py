@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from trajforge.cli.common import (
     JsonOption,
@@ -192,9 +191,13 @@ def ls(
     if rows:
         console.print(listing_reward_line(rows, total))
     if hidden and rows:
-        console.print(
-            f"[dim]left out at {console.width} columns: {', '.join(hidden)} (--json has all)[/dim]"
-        )
+        _print_left_out(hidden)
+
+
+def _print_left_out(hidden: list[str]) -> None:
+    console.print(
+        f"[dim]left out at {console.width} columns: {', '.join(hidden)} (--json has all)[/dim]"
+    )
 
 
 def show(
@@ -226,30 +229,13 @@ def stats(
     """Counts, success, reward mean/std and status breakdown, overall and per run and env."""
     with open_store(store) as st:
         filters = _filters(st, run, env, status, min_reward, max_reward)
-        result = st.stats(**filters)
-        rows = [] if as_json else st.summaries(**filters)
+        result = add_reward_figures(st.stats(**filters), st.summaries(**filters))
     if as_json:
         print_json(result)
         return
-    result = add_reward_figures(result, rows)
-
-    statuses = sorted(result["status"])
     for title, groups in (("run", result["by_run"]), ("env", result["by_env"])):
-        table = Table(title=f"by {title}", title_justify="left")
-        table.add_column(title)
-        for name in (
-            "count",
-            "success",
-            "reward mean",
-            "scored",
-            "reward std",
-            "turns",
-            "tokens",
-            *statuses,
-        ):
-            table.add_column(name, justify="right")
-        for key, agg in [*groups.items(), ("all", result)]:
-            table.add_row(
+        rows = [
+            [
                 key or "-",
                 str(agg["count"]),
                 format_rate(agg["success"]),
@@ -258,10 +244,36 @@ def stats(
                 _num(agg["reward_std"]),
                 _num(agg["turns_mean"], 1),
                 _num(agg["tokens_mean"], 0),
-                *(str(agg["status"].get(s, 0)) for s in statuses),
-                style="bold" if key == "all" and groups else None,
-            )
+                _statuses(agg["status"]),
+            ]
+            for key, agg in [*groups.items(), ("all", result)]
+        ]
+        table, hidden = fitted_table(
+            console,
+            f"by {title}",
+            [
+                (title, "left"),
+                ("episodes", "right"),
+                ("success", "right"),
+                ("reward", "right"),
+                ("scored", "right"),
+                ("std", "right"),
+                ("turns", "right"),
+                ("tokens", "right"),
+                ("status", "left"),
+            ],
+            rows,
+            drop_order=["std", "tokens", "turns", "status"],
+        )
         console.print(table)
+        if hidden:
+            _print_left_out(hidden)
+
+
+def _statuses(counts: dict[str, int]) -> str:
+    """``ok 8 · truncated 2``: how many episodes ended in each status, most first."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return " · ".join(f"{name} {n}" for name, n in ranked if n)
 
 
 def export(
