@@ -194,3 +194,20 @@ def test_threads_sharing_one_store(tmp_path: Path) -> None:
     with TrajectoryStore(tmp_path / "s.db") as st, ThreadPoolExecutor(4) as pool:
         added = list(pool.map(st.add_many, [trajs[k : k + 10] for k in range(0, 80, 10)]))
         assert added == [10] * 8 and st.count() == 80
+
+
+def test_put_replaces_a_trajectory_with_its_summary_and_scores(store: TrajectoryStore) -> None:
+    traj = synthetic_trajectory(7, run_id="live")
+    store.put(traj)
+    judge = Evaluator(kind=EvaluatorKind.RULE, name="judge")
+    grown = traj.model_copy(
+        update={
+            "outcome": traj.outcome.model_copy(update={"reward": 0.25}),
+            "scores": [Score(name="judge", value=0.5, evaluator=judge)],
+        }
+    )
+    store.put(grown)
+    assert store.count(run="live") == 1
+    assert store.get(traj.id) == grown
+    assert store.query(run="live", min_reward=0.2)[0].id == traj.id
+    assert store.stats(run="live")["count"] == 1

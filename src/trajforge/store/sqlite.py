@@ -171,6 +171,33 @@ class TrajectoryStore:
             )
         return len(bodies)
 
+    def put(self, traj: Trajectory) -> None:
+        """Store ``traj``, replacing the stored trajectory with the same id in one transaction
+        (a conversation recorded as it grows: a crash leaves the last complete version)."""
+        body = encode_body(traj, compress=self.compress)
+
+        def replace() -> None:
+            with self._write() as cur:
+                row = cur.execute("SELECT rowid FROM trajectories WHERE id = ?", (traj.id,))
+                found = row.fetchone()
+                if found is not None:
+                    cur.execute("DELETE FROM trajectories WHERE rowid = ?", found)
+                    cur.execute("DELETE FROM bodies WHERE rowid = ?", found)
+                    cur.execute("DELETE FROM scores WHERE traj_rowid = ?", found)
+                marks = ",".join("?" * len(SUMMARY_COLUMNS))
+                cur.execute(
+                    f"INSERT INTO trajectories ({_SUMMARY_LIST}) VALUES ({marks})",
+                    store_rows.summary_row(traj),
+                )
+                rowid = cur.lastrowid
+                cur.execute("INSERT INTO bodies (rowid, body) VALUES (?, ?)", (rowid, body))
+                cur.executemany(
+                    "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)",
+                    [(rowid, s.name, s.value) for s in traj.scores],
+                )
+
+        self._retry(replace)
+
     def add_scores(self, traj_id: str, scores: Iterable[Score]) -> None:
         """Append scores to a stored trajectory (its body and the score index)."""
         new = list(scores)

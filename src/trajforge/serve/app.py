@@ -1,0 +1,227 @@
+"""The gateway's HTTP face: OpenAI's endpoints, per session, and the session endpoints.
+
+A session is a base URL, ``/sessions/{id}/v1``, or the ``X-Trajforge-Session`` header on
+``/v1``; without either, calls go to the session ``default``. Agents see only standard OpenAI
+objects. ``POST /sessions/{id}`` opens a session for a task, ``POST /sessions/{id}/reward``
+rewards it and ``GET /sessions/{id}`` lists what it recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trajforge.schema import Task
+from trajforge.serve.gateway import Choice, Gateway
+from trajforge.serve.responses import responses_route
+from trajforge.serve.wire import (
+    ChatRequest,
+    WireError,
+    chat_message,
+    chunk,
+    completion_object,
+    finish_reason_of,
+    messages_of,
+    new_id,
+    parse_chat_request,
+    token_logprobs,
+    tools_of,
+    usage,
+    wire_calls,
+    wire_content,
+    wire_error_of,
+)
+
+SESSION_HEADER = "x-trajforge-session"
+DEFAULT_SESSION = "default"
+
+
+class SessionOpen(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task: Task | None = None
+    group_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class RewardIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reward: float = Field(allow_inf_nan=False)
+    scores: dict[str, float] = Field(default_factory=dict)
+
+
+async def json_body(request: Request) -> Any:
+    try:
+        return await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise WireError(f"the request body is not valid JSON: {exc}") from None
+
+
+def sse(payload: dict[str, Any] | str) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    return f"data: {data}\n\n"
+
+
+def create_app(gateway: Gateway) -> FastAPI:
+    """The FastAPI app serving ``gateway``."""
+    app = FastAPI(title="trajforge gateway", docs_url=None, redoc_url=None)
+
+    @app.exception_handler(WireError)
+    async def _wire_error(request: Request, exc: WireError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    def models() -> dict[str, Any]:
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "trajforge"}
+                for n in gateway.model_names]  # fmt: skip
+        return {"object": "list", "data": data}
+
+    async def chat(session_id: str, request: Request) -> Any:
+        body = parse_chat_request(await json_body(request))
+        messages = messages_of(body)
+        tools = [] if body.tool_choice == "none" else tools_of(body.tools)
+        gateway.check_model(body.model)
+        if body.stream:
+            stream = _chat_stream(gateway, session_id, body, messages, tools)
+            return StreamingResponse(stream, media_type="text/event-stream")
+        choices = await gateway.chat(session_id, body, messages, tools)
+        return completion_object(
+            new_id("chatcmpl"),
+            body.model,
+            [_choice(gateway, k, c, body) for k, c in enumerate(choices)],
+            _usage(choices),
+        )
+
+    def session_of(request: Request) -> str:
+        return request.headers.get(SESSION_HEADER) or DEFAULT_SESSION
+
+    @app.get("/v1/models")
+    async def _models() -> dict[str, Any]:
+        return models()
+
+    @app.get("/sessions/{session_id}/v1/models")
+    async def _session_models(session_id: str) -> dict[str, Any]:
+        return models()
+
+    @app.post("/v1/chat/completions")
+    async def _chat(request: Request) -> Any:
+        return await chat(session_of(request), request)
+
+    @app.post("/sessions/{session_id}/v1/chat/completions")
+    async def _session_chat(session_id: str, request: Request) -> Any:
+        return await chat(session_id, request)
+
+    @app.post("/v1/responses")
+    async def _responses(request: Request) -> Any:
+        return await responses_route(gateway, session_of(request), await json_body(request))
+
+    @app.post("/sessions/{session_id}/v1/responses")
+    async def _session_responses(session_id: str, request: Request) -> Any:
+        return await responses_route(gateway, session_id, await json_body(request))
+
+    @app.post("/sessions/{session_id}")
+    async def _open(session_id: str, request: Request) -> dict[str, Any]:
+        try:
+            spec = SessionOpen.model_validate(await json_body(request))
+        except ValidationError as exc:
+            raise wire_error_of(exc) from None
+        metadata = {**spec.metadata, "group_id": spec.group_id}
+        gateway.recorder.open(session_id, spec.task, metadata)
+        return {"session": session_id, "base_url": f"/sessions/{session_id}/v1"}
+
+    @app.post("/sessions/{session_id}/reward")
+    async def _reward(session_id: str, request: Request) -> dict[str, Any]:
+        try:
+            reward = RewardIn.model_validate(await json_body(request))
+        except ValidationError as exc:
+            raise wire_error_of(exc) from None
+        session = gateway.recorder.sessions.get(session_id)
+        if session is None:
+            raise WireError(f"no session {session_id!r}", param="session", status=404)
+        count = gateway.recorder.set_reward(session, reward.reward, reward.scores)
+        return {"session": session_id, "trajectories": count}
+
+    @app.get("/sessions/{session_id}")
+    async def _session(session_id: str) -> dict[str, Any]:
+        session = gateway.recorder.sessions.get(session_id)
+        if session is None:
+            raise WireError(f"no session {session_id!r}", param="session", status=404)
+        trajectories = gateway.recorder.trajectories(session)
+        return {
+            "session": session_id,
+            "reward": session.reward,
+            "trajectories": [
+                {"id": t.id, "status": t.outcome.status.value, "turns": t.num_turns}
+                for t in trajectories
+            ],
+        }
+
+    @app.get("/health")
+    async def _health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
+def _choice(gateway: Gateway, index: int, choice: Choice, body: ChatRequest) -> dict[str, Any]:
+    message = choice.message
+    return {
+        "index": index,
+        "message": chat_message(message),
+        "finish_reason": finish_reason_of(message, choice.finish),
+        "logprobs": token_logprobs(
+            gateway.policy.tokenizer, message.token_ids or [], message.logprobs
+        )
+        if body.logprobs
+        else None,
+    }
+
+
+def _usage(choices: list[Choice]) -> dict[str, int]:
+    return usage(choices[0].prompt_tokens, sum(c.completion_tokens for c in choices))
+
+
+async def _chat_stream(
+    gateway: Gateway,
+    session_id: str,
+    body: ChatRequest,
+    messages: list[Any],
+    tools: list[Any],
+) -> AsyncIterator[str]:
+    """SSE chunks: the role, the text, each tool call, the finish reason, usage, ``[DONE]``.
+    The reply is sampled whole before the first chunk (the engine does not stream tokens); a
+    client that leaves meanwhile cancels the call, which is recorded as truncated."""
+    reply_id = new_id("chatcmpl")
+    try:
+        choices = await gateway.chat(session_id, body, messages, tools)
+    except WireError as exc:
+        yield sse(exc.body())
+        return
+    for k, choice in enumerate(choices):
+        message = choice.message
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+        text = wire_content(message)
+        if text:
+            deltas.append({"content": text})
+        for j, call in enumerate(wire_calls(message)):
+            deltas.append({"tool_calls": [{"index": j, **call}]})
+        for delta in deltas:
+            yield sse(
+                chunk(reply_id, body.model, [{"index": k, "delta": delta, "finish_reason": None}])
+            )
+        last: dict[str, Any] = {
+            "index": k,
+            "delta": {},
+            "finish_reason": finish_reason_of(message, choice.finish),
+        }
+        if body.logprobs:
+            last["logprobs"] = token_logprobs(
+                gateway.policy.tokenizer, message.token_ids or [], message.logprobs
+            )
+        yield sse(chunk(reply_id, body.model, [last]))
+    if body.stream_options is not None and body.stream_options.include_usage:
+        yield sse(chunk(reply_id, body.model, [], _usage(choices)))
+    yield sse("[DONE]")

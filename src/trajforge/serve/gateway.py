@@ -1,0 +1,145 @@
+"""The gateway: chat calls from any agent, answered by an in-process policy and recorded.
+
+Every call, from every session, goes to the same policy, so concurrent agents share the model's
+dynamic batching. ``Gateway.chat`` returns the assistant messages (the recorded ones, with their
+token ids and logprobs); the HTTP layer (``app``) turns them into OpenAI objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, replace
+
+from trajforge.policy.base import Completion, FinishReason, SamplingParams
+from trajforge.policy.token_policy import TokenPolicy
+from trajforge.schema import Message, OutcomeStatus, Timing, ToolSpec
+from trajforge.serve.recorder import GatewaySession, Recorder, Recording
+from trajforge.serve.wire import ChatRequest, WireError, sampling_of
+from trajforge.store import TrajectoryStore
+
+
+@dataclass
+class Choice:
+    """One sampled reply: the recorded assistant message and how it ended."""
+
+    message: Message
+    finish: FinishReason
+    prompt_tokens: int
+    trajectory_id: str
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.message.token_ids or ())
+
+
+class Gateway:
+    """Answer and record chat calls.
+
+    Args:
+        policy: an in-process token policy (embedded, tiny, a model folder, a script).
+        store: where trajectories are written (``None``: in memory only).
+        run_id: the run the trajectories belong to.
+        model_names: the model names clients may ask for (the policy's name always works).
+        env: the environment recorded on trajectories, when the agent solves its tasks.
+    """
+
+    def __init__(
+        self,
+        policy: TokenPolicy,
+        store: TrajectoryStore | None,
+        run_id: str,
+        *,
+        model_names: tuple[str, ...] = (),
+        env: str | None = None,
+    ) -> None:
+        self.policy = policy
+        self.recorder = Recorder(policy, store, run_id, env)
+        self.model_names = tuple(dict.fromkeys((policy.name, *model_names)))
+
+    def check_model(self, model: str) -> None:
+        if model not in self.model_names:
+            raise WireError(
+                f"model {model!r} is not served here; this gateway serves "
+                f"{', '.join(self.model_names)}",
+                param="model",
+                status=404,
+                code="model_not_found",
+            )
+
+    async def chat(
+        self,
+        session_id: str,
+        request: ChatRequest,
+        messages: list[Message],
+        tools: list[ToolSpec],
+    ) -> list[Choice]:
+        """Sample ``request.n`` replies to ``messages`` and record each in its trajectory."""
+        self.check_model(request.model)
+        session = self.recorder.session(session_id)
+        async with session.lock:
+            first = self.recorder.begin(session, messages, tools)
+            recordings = [first] + [
+                self.recorder.fork(session, first) for _ in range(request.n - 1)
+            ]
+        prompt_ids = first.session.prompt_ids()
+        room = (
+            None
+            if self.policy.max_context_tokens is None
+            else self.policy.max_context_tokens - len(prompt_ids)
+        )
+        try:
+            sampling = sampling_of(request, room)
+        except WireError:
+            self._abort(session, recordings, OutcomeStatus.TRUNCATED, "the context is full")
+            raise
+        samples = [
+            replace(sampling, seed=None if sampling.seed is None else sampling.seed + k)
+            for k in range(len(recordings))
+        ]
+        return await self._sample(session, recordings, prompt_ids, samples)
+
+    async def _sample(
+        self,
+        session: GatewaySession,
+        recordings: list[Recording],
+        prompt_ids: list[int],
+        samplings: list[SamplingParams],
+    ) -> list[Choice]:
+        started, clock = time.time(), time.perf_counter()
+        try:
+            completions: list[Completion] = await asyncio.gather(
+                *(
+                    self.policy.complete(r.session, prompt_ids, s)
+                    for r, s in zip(recordings, samplings, strict=True)
+                )
+            )
+        except asyncio.CancelledError:
+            self._abort(session, recordings, OutcomeStatus.TRUNCATED, "the client disconnected")
+            raise
+        except Exception as exc:
+            self._abort(session, recordings, OutcomeStatus.ERROR, f"{type(exc).__name__}: {exc}")
+            raise
+        timing = Timing(started_at=started, duration_s=time.perf_counter() - clock)
+        return [
+            Choice(
+                message=self.recorder.finish(session, r, c, timing),
+                finish=c.finish_reason,
+                prompt_tokens=len(prompt_ids),
+                trajectory_id=r.id,
+            )
+            for r, c in zip(recordings, completions, strict=True)
+        ]
+
+    def _abort(
+        self,
+        session: GatewaySession,
+        recordings: list[Recording],
+        status: OutcomeStatus,
+        why: str,
+    ) -> None:
+        for recording in recordings:
+            self.recorder.abort(session, recording, status, why)
+
+    async def close(self) -> None:
+        await self.policy.close()

@@ -1,0 +1,257 @@
+"""What the gateway records: sessions, and in each the trajectories its calls grow.
+
+A call whose conversation repeats a recorded trajectory message for message (the assistant
+turns as the gateway returned them) and only appends user or tool messages continues that
+trajectory: the new messages are rendered after the recorded context, whose ids (the sampled
+ones included) are never re-tokenized, so the prompt the model sees extends the previous one
+token for token. Any other call (history edited or summarised, a sub-agent, a retry) starts a
+new trajectory in the same session, linked to it by ``metadata["gateway"]``. Every trajectory is
+written to the store after each call that changes it, so a crash loses at most the call in
+flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from trajforge.policy.base import Completion
+from trajforge.policy.session import RenderedSession
+from trajforge.policy.token_policy import TokenPolicy
+from trajforge.schema import (
+    Evaluator,
+    EvaluatorKind,
+    Message,
+    Outcome,
+    OutcomeStatus,
+    Role,
+    Score,
+    Task,
+    Timing,
+    ToolSpec,
+    Trajectory,
+    Usage,
+)
+from trajforge.serve.wire import WireError, call_arguments, wire_calls, wire_content
+from trajforge.store import TrajectoryStore
+
+
+def _as_returned(message: Message) -> tuple[str, list[tuple[str, str, dict[str, Any]]]]:
+    """An assistant message as the client received it: its text and its calls."""
+    calls = [
+        (c["id"], c["function"]["name"], call_arguments(c["function"]["arguments"], "arguments"))
+        for c in wire_calls(message)
+    ]
+    return wire_content(message).strip(), calls
+
+
+def same_message(recorded: Message, sent: Message) -> bool:
+    """Whether a message a client sent back is the recorded one (frameworks rewrite
+    whitespace around text and re-serialise call arguments, so those are compared as values)."""
+    if recorded.role is not sent.role:
+        return False
+    if recorded.role is Role.ASSISTANT:
+        calls = [(c.id, c.name, c.arguments) for c in sent.tool_calls]
+        return _as_returned(recorded) == (sent.content.strip(), calls)
+    return recorded.content == sent.content and recorded.tool_call_id == sent.tool_call_id
+
+
+@dataclass
+class Recording:
+    """One trajectory the gateway is growing."""
+
+    id: str
+    session: RenderedSession
+    sequence: int
+    forked_from: str | None = None
+    started_at: float = field(default_factory=time.time)
+    generation_s: float = 0.0
+    calls: int = 0
+    busy: bool = False
+    status: OutcomeStatus = OutcomeStatus.OK
+    reason: str | None = None
+
+    @property
+    def turn(self) -> int:
+        return sum(1 for m in self.session.messages if m.role is Role.ASSISTANT)
+
+    def extends(self, messages: list[Message], tools: list[ToolSpec]) -> bool:
+        recorded = self.session.messages
+        return (
+            not self.busy
+            and self.status is OutcomeStatus.OK
+            and self.session.tools == tools
+            and len(recorded) < len(messages)
+            and recorded[-1].role is Role.ASSISTANT
+            and all(same_message(r, s) for r, s in zip(recorded, messages, strict=False))
+            and all(m.role is not Role.ASSISTANT for m in messages[len(recorded) :])
+        )
+
+
+@dataclass
+class GatewaySession:
+    """An agent run: its task, its trajectories, its reward."""
+
+    id: str
+    task: Task | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    recordings: list[Recording] = field(default_factory=list)
+    reward: float | None = None
+    scores: list[Score] = field(default_factory=list)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Recorder:
+    """Sessions of one gateway and the store their trajectories go to.
+
+    Args:
+        policy: the in-process token policy whose renderer keeps contexts exact.
+        store: where trajectories are written (``None``: kept in memory only).
+        run_id: the run every trajectory belongs to.
+        env: the environment name recorded on trajectories (``None`` for a free agent).
+    """
+
+    def __init__(
+        self,
+        policy: TokenPolicy,
+        store: TrajectoryStore | None,
+        run_id: str,
+        env: str | None = None,
+    ) -> None:
+        self.policy = policy
+        self.store = store
+        self.run_id = run_id
+        self.env = env
+        self.sessions: dict[str, GatewaySession] = {}
+
+    def session(self, session_id: str) -> GatewaySession:
+        """The session called ``session_id``, opened on first use."""
+        found = self.sessions.get(session_id)
+        if found is None:
+            found = self.sessions[session_id] = GatewaySession(session_id)
+        return found
+
+    def open(self, session_id: str, task: Task | None, metadata: dict[str, Any]) -> GatewaySession:
+        """Open a session for ``task`` (refused if the session has recorded calls already)."""
+        found = self.session(session_id)
+        if found.recordings:
+            raise WireError(
+                f"session {session_id!r} has recorded calls already", param="session", status=409
+            )
+        found.task, found.metadata = task, dict(metadata)
+        return found
+
+    def begin(
+        self, session: GatewaySession, messages: list[Message], tools: list[ToolSpec]
+    ) -> Recording:
+        """The recording this call continues (with ``messages``' new ones rendered after its
+        context), or a new one. Call under ``session.lock``."""
+        for recording in reversed(session.recordings):
+            if recording.extends(messages, tools):
+                recording.session.add_observations(messages[len(recording.session.messages) :])
+                recording.busy = True
+                return recording
+        recording = Recording(
+            id=uuid.uuid4().hex,
+            session=self.policy.start_session(messages, tools, task=session.task),
+            sequence=len(session.recordings),
+        )
+        recording.busy = True
+        session.recordings.append(recording)
+        return recording
+
+    def fork(self, session: GatewaySession, recording: Recording) -> Recording:
+        """A copy of a busy recording, for another sampled choice of the same call."""
+        copy = RenderedSession(self.policy.renderer, [], recording.session.tools, task=session.task)
+        copy.messages = list(recording.session.messages)
+        forked = Recording(
+            id=uuid.uuid4().hex,
+            session=copy,
+            sequence=len(session.recordings),
+            forked_from=recording.id,
+            busy=True,
+        )
+        session.recordings.append(forked)
+        return forked
+
+    def finish(
+        self, session: GatewaySession, recording: Recording, completion: Completion, timing: Timing
+    ) -> Message:
+        """Append the sampled turn, store the trajectory and return the assistant message."""
+        message = recording.session.add_completion(completion, turn=recording.turn, timing=timing)
+        recording.generation_s += timing.duration_s
+        recording.calls += 1
+        recording.busy = False
+        self.save(session, recording)
+        return message
+
+    def abort(
+        self, session: GatewaySession, recording: Recording, status: OutcomeStatus, why: str
+    ) -> None:
+        """Record that the call in flight never returned a turn (client gone, model error)."""
+        recording.busy = False
+        recording.status, recording.reason = status, why
+        self.save(session, recording)
+
+    def set_reward(self, session: GatewaySession, reward: float, scores: dict[str, float]) -> int:
+        """Give every trajectory of the session ``reward`` (and ``scores``); how many."""
+        evaluator = Evaluator(kind=EvaluatorKind.ENV, name="gateway")
+        session.reward = reward
+        session.scores = [Score(name=k, value=v, evaluator=evaluator) for k, v in scores.items()]
+        for recording in session.recordings:
+            self.save(session, recording)
+        return len(session.recordings)
+
+    def trajectories(self, session: GatewaySession) -> list[Trajectory]:
+        return [self.trajectory(session, r) for r in session.recordings]
+
+    def trajectory(self, session: GatewaySession, recording: Recording) -> Trajectory:
+        messages = list(recording.session.messages)
+        task = session.task or Task(
+            id=f"session-{session.id}",
+            prompt=next((m.content for m in messages if m.role is Role.USER), ""),
+        )
+        status, reason = recording.status, recording.reason
+        last = messages[-1]
+        if status is OutcomeStatus.OK and last.role is Role.ASSISTANT and last.tool_calls:
+            status, reason = OutcomeStatus.TRUNCATED, "the agent did not answer the last tool calls"
+        assistant = [m for m in messages if m.role is Role.ASSISTANT]
+        completion_tokens = sum(len(m.token_ids or ()) for m in assistant)
+        return Trajectory(
+            id=recording.id,
+            task=task,
+            env=self.env or task.env,
+            run_id=self.run_id,
+            group_id=session.metadata.get("group_id"),
+            model=self.policy.name,
+            tools=recording.session.tools,
+            messages=messages,
+            outcome=Outcome(status=status, reward=session.reward, reason=reason),
+            scores=list(session.scores),
+            usage=Usage(
+                prompt_tokens=recording.session.num_tokens - completion_tokens,
+                completion_tokens=completion_tokens,
+                turns=len(assistant),
+                tool_calls=sum(len(m.tool_calls) for m in assistant),
+                generation_time_s=recording.generation_s,
+                wall_time_s=time.time() - recording.started_at,
+            ),
+            created_at=recording.started_at,
+            metadata={
+                "precision": self.policy.precision,
+                "gateway": {
+                    "session": session.id,
+                    "sequence": recording.sequence,
+                    "forked_from": recording.forked_from,
+                    "calls": recording.calls,
+                    **session.metadata,
+                },
+            },
+        )
+
+    def save(self, session: GatewaySession, recording: Recording) -> None:
+        if self.store is not None and recording.session.messages:
+            self.store.put(self.trajectory(session, recording))

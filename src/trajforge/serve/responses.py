@@ -1,0 +1,288 @@
+"""OpenAI's Responses API (``/v1/responses``), the subset agents use: text and function tools,
+with and without streaming (what the OpenAI Agents SDK sends by default). A request is turned
+into the equivalent chat call, so it is recorded and merged exactly like one."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trajforge.policy.base import FinishReason
+from trajforge.schema import Message, Role, ToolCall
+from trajforge.serve.gateway import Choice, Gateway
+from trajforge.serve.wire import (
+    ChatRequest,
+    FunctionIn,
+    ToolIn,
+    WireError,
+    call_arguments,
+    check_messages,
+    new_id,
+    tools_of,
+    wire_calls,
+    wire_content,
+    wire_error_of,
+)
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ResponseTool(_Wire):
+    type: str
+    name: str | None = None
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class ResponsesRequest(_Wire):
+    model: str
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[ResponseTool] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    previous_response_id: str | None = None
+    stream: bool = False
+
+
+def _parse(body: Any) -> ResponsesRequest:
+    if not isinstance(body, dict):
+        raise WireError("the request body must be a JSON object")
+    try:
+        request = ResponsesRequest.model_validate(body)
+    except ValidationError as exc:
+        raise wire_error_of(exc) from None
+    if request.previous_response_id is not None:
+        raise WireError(
+            "previous_response_id: the gateway keeps no server-side state; send the whole input",
+            param="previous_response_id",
+        )
+    if request.tool_choice not in (None, "auto", "none"):
+        raise WireError("tool_choice: only 'auto' and 'none' can be honoured", param="tool_choice")
+    return request
+
+
+def _content_text(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise WireError(f"{where}.content: expected text or a list of parts", param=where)
+    texts = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in ("input_text", "output_text", "text"):
+            raise WireError(
+                f"{where}.content[{j}]: only text parts are supported, got {kind!r}",
+                param=f"{where}.content[{j}]",
+            )
+        texts.append(str(part.get("text", "")))
+    return "".join(texts)
+
+
+def messages_of(request: ResponsesRequest) -> list[Message]:
+    """The input items as a chat conversation: function calls join the assistant turn before
+    them and their outputs become tool messages."""
+    out: list[Message] = []
+    if request.instructions:
+        out.append(Message(role=Role.SYSTEM, content=request.instructions))
+    items = (
+        [{"role": "user", "content": request.input}]
+        if isinstance(request.input, str)
+        else request.input
+    )
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("system", "developer", "user", "assistant"):
+                raise WireError(f"{where}.role: unknown role {role!r}", param=f"{where}.role")
+            text = _content_text(item.get("content", ""), where)
+            if role in ("system", "developer") and out and out[0].role is Role.SYSTEM:
+                out[0] = out[0].model_copy(update={"content": f"{out[0].content}\n\n{text}"})
+                continue
+            chat_role = Role.SYSTEM if role == "developer" else Role(role)
+            out.append(Message(role=chat_role, content=text))
+        elif kind == "function_call":
+            call = ToolCall(
+                id=str(item.get("call_id", "")),
+                name=str(item.get("name", "")),
+                arguments=call_arguments(item.get("arguments", "{}"), f"{where}.arguments"),
+            )
+            if out and out[-1].role is Role.ASSISTANT:
+                calls = [*out[-1].tool_calls, call]
+                out[-1] = out[-1].model_copy(update={"tool_calls": calls})
+            else:
+                out.append(Message(role=Role.ASSISTANT, tool_calls=[call]))
+        elif kind == "function_call_output":
+            output = item.get("output", "")
+            text = output if isinstance(output, str) else _content_text(output, where)
+            out.append(Message(role=Role.TOOL, content=text, tool_call_id=item.get("call_id")))
+        else:
+            raise WireError(
+                f"{where}.type: {kind!r} items are not supported (message, function_call, "
+                "function_call_output are)",
+                param=f"{where}.type",
+            )
+    check_messages(out)
+    return out
+
+
+def _tools(request: ResponsesRequest) -> list[ToolIn]:
+    tools = []
+    for k, tool in enumerate(request.tools or []):
+        if tool.type != "function" or not tool.name:
+            raise WireError(
+                f"tools[{k}].type: only function tools are supported, got {tool.type!r}",
+                param=f"tools[{k}].type",
+            )
+        function = FunctionIn(
+            name=tool.name,
+            description=tool.description or "",
+            parameters=tool.parameters or {"type": "object"},
+        )
+        tools.append(ToolIn(function=function))
+    return tools
+
+
+def _output(choice: Choice) -> list[dict[str, Any]]:
+    message = choice.message
+    items: list[dict[str, Any]] = []
+    text = wire_content(message)
+    if text:
+        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+        items.append(
+            {
+                "type": "message",
+                "id": new_id("msg"),
+                "status": "completed",
+                "role": "assistant",
+                "content": [part],
+            }
+        )
+    for call in wire_calls(message):
+        items.append(
+            {
+                "type": "function_call",
+                "id": new_id("fc"),
+                "call_id": call["id"],
+                "name": call["function"]["name"],
+                "arguments": call["function"]["arguments"],
+                "status": "completed",
+            }
+        )
+    return items
+
+
+def _response(request: ResponsesRequest, choice: Choice | None, response_id: str) -> dict[str, Any]:
+    done = choice is not None
+    cut = choice is not None and choice.finish is FinishReason.LENGTH
+    output_tokens = choice.completion_tokens if choice else 0
+    input_tokens = choice.prompt_tokens if choice else 0
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": time.time(),
+        "status": ("incomplete" if cut else "completed") if done else "in_progress",
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "instructions": request.instructions,
+        "max_output_tokens": request.max_output_tokens,
+        "model": request.model,
+        "output": _output(choice) if choice else [],
+        "parallel_tool_calls": True,
+        "temperature": request.temperature,
+        "tool_choice": request.tool_choice or "auto",
+        "tools": [t.model_dump(exclude_none=True) for t in request.tools or []],
+        "top_p": request.top_p,
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+        "metadata": {},
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
+async def responses_route(gateway: Gateway, session_id: str, body: Any) -> Any:
+    """Answer a Responses API call (streaming or not) through ``gateway``."""
+    request = _parse(body)
+    messages = messages_of(request)
+    tools = [] if request.tool_choice == "none" else tools_of(_tools(request))
+    gateway.check_model(request.model)
+    chat = ChatRequest.model_validate(
+        {
+            "model": request.model,
+            "messages": [{"role": "user", "content": ""}],  # the conversation is ``messages``
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "max_completion_tokens": request.max_output_tokens,
+        }
+    )
+    if request.stream:
+        events = _stream(gateway, session_id, request, chat, messages, tools)
+        return StreamingResponse(events, media_type="text/event-stream")
+    (choice,) = await gateway.chat(session_id, chat, messages, tools)
+    return _response(request, choice, new_id("resp"))
+
+
+def _event(kind: str, sequence: int, **fields: Any) -> str:
+    payload = {"type": kind, "sequence_number": sequence, **fields}
+    return f"event: {kind}\ndata: {json.dumps(payload)}\n\n"
+
+
+async def _stream(
+    gateway: Gateway,
+    session_id: str,
+    request: ResponsesRequest,
+    chat: ChatRequest,
+    messages: list[Message],
+    tools: list[Any],
+) -> AsyncIterator[str]:
+    response_id = new_id("resp")
+    sequence = iter(range(1 << 30))
+    pending = _response(request, None, response_id)
+    yield _event("response.created", next(sequence), response=pending)
+    yield _event("response.in_progress", next(sequence), response=pending)
+    try:
+        (choice,) = await gateway.chat(session_id, chat, messages, tools)
+    except WireError as exc:
+        failed = {**pending, "status": "failed", "error": exc.body()["error"]}
+        yield _event("response.failed", next(sequence), response=failed)
+        return
+    final = _response(request, choice, response_id)
+    for index, item in enumerate(final["output"]):
+        for kind, fields in _item_events(index, item):
+            yield _event(kind, next(sequence), **fields)
+    kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+    yield _event(kind, next(sequence), response=final)
+
+
+def _item_events(index: int, item: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    where = {"output_index": index, "item_id": item["id"]}
+    if item["type"] == "message":
+        part = item["content"][0]
+        empty = {**part, "text": ""}
+        yield "response.output_item.added", {"output_index": index, "item": {**item, "status": "in_progress", "content": []}}  # fmt: skip
+        yield "response.content_part.added", {**where, "content_index": 0, "part": empty}
+        yield "response.output_text.delta", {**where, "content_index": 0, "delta": part["text"], "logprobs": []}  # fmt: skip
+        yield "response.output_text.done", {**where, "content_index": 0, "text": part["text"], "logprobs": []}  # fmt: skip
+        yield "response.content_part.done", {**where, "content_index": 0, "part": part}
+    else:
+        yield "response.output_item.added", {"output_index": index, "item": {**item, "status": "in_progress", "arguments": ""}}  # fmt: skip
+        yield "response.function_call_arguments.delta", {**where, "delta": item["arguments"]}
+        yield "response.function_call_arguments.done", {**where, "arguments": item["arguments"]}
+    yield "response.output_item.done", {"output_index": index, "item": item}

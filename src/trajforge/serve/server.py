@@ -1,0 +1,50 @@
+"""Run the gateway's app with uvicorn: in the foreground (``trajforge serve``) or on a thread
+for the length of a ``with`` block (``collect`` and tests), always on a local address."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+
+from trajforge.errors import TrajforgeError
+from trajforge.serve.app import create_app
+from trajforge.serve.gateway import Gateway
+
+START_TIMEOUT_S = 30.0
+
+
+def _server(gateway: Gateway, host: str, port: int) -> uvicorn.Server:
+    config = uvicorn.Config(
+        create_app(gateway), host=host, port=port, log_level="warning", access_log=False
+    )
+    return uvicorn.Server(config)
+
+
+def serve_forever(gateway: Gateway, host: str, port: int) -> None:
+    """Serve until interrupted (Ctrl-C or SIGTERM stop it cleanly)."""
+    _server(gateway, host, port).run()
+
+
+@contextmanager
+def serving(gateway: Gateway, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve ``gateway`` on a thread while the block runs (uvicorn leaves signals to the main
+    thread there); yields the base URL (``http://host:port``; port 0 picks a free one)."""
+    server = _server(gateway, host, port)
+    thread = threading.Thread(target=server.run, name="trajforge-gateway", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise TrajforgeError(f"the gateway did not start on {host}:{port}")
+        time.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()
+    try:
+        yield f"http://{bound[0]}:{bound[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

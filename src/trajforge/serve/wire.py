@@ -1,0 +1,344 @@
+"""The OpenAI wire format of chat completions: requests checked field by field, converted to
+trajforge messages and sampling parameters, and replies built as the OpenAI SDK parses them.
+
+A request field the gateway cannot honour (``top_logprobs``, a penalty, a forced tool choice)
+is refused with an OpenAI-style 400 that names it, never silently ignored; fields that do not
+change what is sampled (``user``, ``metadata``, ``store``) are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trajforge.policy.base import FinishReason, SamplingParams
+from trajforge.schema import FunctionSpec, Message, Role, ToolCall, ToolSpec, check_conversation
+
+DEFAULT_MAX_TOKENS = 512
+MAX_CHOICES = 16
+
+
+class WireError(Exception):
+    """An error the client sees as OpenAI's ``{"error": {...}}`` body."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        status: int = 400,
+        code: str | None = None,
+        kind: str = "invalid_request_error",
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.status = status
+        self.code = code
+        self.kind = kind
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+def wire_error_of(exc: ValidationError, prefix: str = "") -> WireError:
+    """The first problem of a pydantic validation error, as a 400 naming its field."""
+    first = exc.errors()[0]
+    param = prefix + ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in first["loc"])
+    param = param.replace(".[", "[")
+    return WireError(f"{param}: {first['msg']}", param=param)
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class FunctionIn(_Wire):
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+
+class ToolIn(_Wire):
+    type: Literal["function"] = "function"
+    function: FunctionIn
+
+
+class CallFunctionIn(_Wire):
+    name: str
+    arguments: str = "{}"
+
+
+class CallIn(_Wire):
+    id: str
+    type: Literal["function"] = "function"
+    function: CallFunctionIn
+
+
+class ContentPart(_Wire):
+    type: str
+    text: str | None = None
+
+
+class MessageIn(_Wire):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    tool_calls: list[CallIn] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class StreamOptions(_Wire):
+    include_usage: bool = False
+
+
+class ChatRequest(_Wire):
+    model: str
+    messages: list[MessageIn] = Field(min_length=1)
+    tools: list[ToolIn] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    n: int = Field(default=1, ge=1, le=MAX_CHOICES)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=0)
+    presence_penalty: float | None = Field(default=None, ge=0.0, le=0.0)
+    frequency_penalty: float | None = Field(default=None, ge=0.0, le=0.0)
+    logit_bias: dict[str, float] | None = Field(default=None, max_length=0)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+def parse_chat_request(body: Any) -> ChatRequest:
+    if not isinstance(body, dict):
+        raise WireError("the request body must be a JSON object")
+    try:
+        request = ChatRequest.model_validate(body)
+    except ValidationError as exc:
+        raise wire_error_of(exc) from None
+    if request.tool_choice not in (None, "auto", "none"):
+        raise WireError(
+            "tool_choice: only 'auto' and 'none' can be honoured (no constrained decoding)",
+            param="tool_choice",
+        )
+    return request
+
+
+def _text(content: str | list[ContentPart] | None, where: str) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    texts = []
+    for j, part in enumerate(content):
+        if part.type not in ("text", "input_text", "output_text") or part.text is None:
+            raise WireError(
+                f"{where}.content[{j}]: only text parts are supported, got {part.type!r}",
+                param=f"{where}.content[{j}]",
+            )
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def call_arguments(arguments: str, where: str) -> dict[str, Any]:
+    """A tool call's ``arguments`` JSON string as the object it must hold."""
+    try:
+        value = json.loads(arguments or "{}")
+    except json.JSONDecodeError as exc:
+        raise WireError(f"{where}: not valid JSON ({exc.msg})", param=where) from None
+    if not isinstance(value, dict):
+        raise WireError(f"{where}: must be a JSON object", param=where)
+    return value
+
+
+def messages_of(request: ChatRequest) -> list[Message]:
+    """The request's conversation as trajforge messages, checked as a conversation."""
+    out: list[Message] = []
+    for i, m in enumerate(request.messages):
+        where = f"messages[{i}]"
+        role = Role.SYSTEM if m.role == "developer" else Role(m.role)
+        calls = [
+            ToolCall(
+                id=c.id,
+                name=c.function.name,
+                arguments=call_arguments(
+                    c.function.arguments, f"{where}.tool_calls[{k}].function.arguments"
+                ),
+            )
+            for k, c in enumerate(m.tool_calls or [])
+        ]
+        out.append(
+            Message(
+                role=role,
+                content=_text(m.content, where),
+                tool_calls=calls,
+                tool_call_id=m.tool_call_id,
+                name=m.name if role is Role.TOOL else None,
+            )
+        )
+    check_messages(out)
+    return out
+
+
+def check_messages(messages: list[Message]) -> None:
+    """A conversation the model can answer: valid role order, ending with user or tool."""
+    try:
+        check_conversation(messages)
+    except ValueError as exc:
+        text = str(exc)
+        raise WireError(text, param=text.split(":", 1)[0].split(".")[0]) from None
+    if messages[-1].role not in (Role.USER, Role.TOOL):
+        last = f"messages[{len(messages) - 1}]"
+        raise WireError(
+            f"{last}.role: the conversation must end with a user or tool message to be answered",
+            param=f"{last}.role",
+        )
+
+
+def tools_of(tools: list[ToolIn] | None) -> list[ToolSpec]:
+    out = []
+    for k, tool in enumerate(tools or []):
+        try:
+            function = FunctionSpec(
+                name=tool.function.name,
+                description=tool.function.description,
+                parameters=tool.function.parameters,
+            )
+        except ValidationError as exc:
+            raise wire_error_of(exc, f"tools[{k}].function.") from None
+        out.append(ToolSpec(function=function))
+    return out
+
+
+def sampling_of(
+    request: ChatRequest, room: int | None, default_max_tokens: int = DEFAULT_MAX_TOKENS
+) -> SamplingParams:
+    """Sampling as the request asks (OpenAI's defaults: temperature 1, top_p 1); the reply's
+    length is bounded by the context left (``room``)."""
+    asked = request.max_completion_tokens or request.max_tokens
+    limit = asked or default_max_tokens
+    if room is not None:
+        if room < 1:
+            raise WireError(
+                "messages: the conversation fills the model's context", param="messages"
+            )
+        limit = min(limit, room)
+    stop = [request.stop] if isinstance(request.stop, str) else list(request.stop or [])
+    return SamplingParams(
+        temperature=1.0 if request.temperature is None else request.temperature,
+        top_p=1.0 if request.top_p is None else request.top_p,
+        max_new_tokens=limit,
+        stop=stop,
+        seed=request.seed,
+    )
+
+
+# --- replies -------------------------------------------------------------------------------
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+def wire_calls(message: Message) -> list[dict[str, Any]]:
+    """The assistant message's well-formed calls as OpenAI tool calls; a call the parser could
+    not read stays in the message's text (see ``wire_content``)."""
+    return [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
+        for call in message.tool_calls
+        if call.parse_error is None
+    ]
+
+
+def wire_content(message: Message) -> str:
+    broken = [c.raw or "" for c in message.tool_calls if c.parse_error is not None]
+    return "\n".join(p for p in [message.content, *broken] if p)
+
+
+def finish_reason_of(message: Message, finish: FinishReason) -> str:
+    if finish is FinishReason.LENGTH:
+        return "length"
+    return "tool_calls" if wire_calls(message) else "stop"
+
+
+def token_logprobs(tokenizer: Any, ids: list[int], logprobs: list[float] | None) -> Any:
+    """OpenAI's ``logprobs.content``: one entry per sampled token."""
+    if logprobs is None:
+        return None
+    content = []
+    for token_id, logprob in zip(ids, logprobs, strict=True):
+        text = tokenizer.decode([token_id])
+        content.append(
+            {
+                "token": text,
+                "logprob": logprob,
+                "bytes": list(text.encode()),
+                "top_logprobs": [],
+            }
+        )
+    return {"content": content, "refusal": None}
+
+
+def chat_message(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": wire_content(message) or None}
+    calls = wire_calls(message)
+    if calls:
+        out["tool_calls"] = calls
+    out["refusal"] = None
+    return out
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def completion_object(
+    reply_id: str, model: str, choices: list[dict[str, Any]], usage_: dict[str, int]
+) -> dict[str, Any]:
+    return {
+        "id": reply_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": usage_,
+        "system_fingerprint": None,
+    }
+
+
+def chunk(
+    reply_id: str, model: str, choices: list[dict[str, Any]], usage_: dict[str, int] | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": reply_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "system_fingerprint": None,
+    }
+    if usage_ is not None:
+        out["usage"] = usage_
+    return out

@@ -1,0 +1,35 @@
+"""A gateway over a scripted policy that calls tools like an agent's model would
+(``serve_helpers.adder_reply``), served on 127.0.0.1 for the length of a test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from serve_helpers import MODEL, adder_reply
+
+from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.serve.gateway import Gateway
+from trajforge.serve.server import serving
+from trajforge.store import TrajectoryStore
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "gateway.db"
+
+
+@pytest.fixture
+def gateway(store_path: Path) -> Iterator[Gateway]:
+    store = TrajectoryStore(store_path)
+    policy = ScriptedPolicy(adder_reply, load_tokenizer(), name=MODEL)
+    yield Gateway(policy, store, run_id="gw")
+    store.close()
+
+
+@pytest.fixture
+def base_url(gateway: Gateway) -> Iterator[str]:
+    with serving(gateway) as url:
+        yield url
