@@ -19,6 +19,7 @@ from trajforge.cli import (
     policy_cmds,
     rollout_cmds,
     run_cmds,
+    serve_cmds,
     train_cmds,
 )
 from trajforge.cli.common import err_console
@@ -63,6 +64,7 @@ for module in (
     eval_cmds,
     train_cmds,
     run_cmds,
+    serve_cmds,
     config_cmds,
 ):
     module.register(app)

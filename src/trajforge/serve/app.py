@@ -128,8 +128,7 @@ def create_app(gateway: Gateway) -> FastAPI:
             spec = SessionOpen.model_validate(await json_body(request))
         except ValidationError as exc:
             raise wire_error_of(exc) from None
-        metadata = {**spec.metadata, "group_id": spec.group_id}
-        gateway.recorder.open(session_id, spec.task, metadata)
+        gateway.recorder.open(session_id, spec.task, group_id=spec.group_id, metadata=spec.metadata)
         return {"session": session_id, "base_url": f"/sessions/{session_id}/v1"}
 
     @app.post("/sessions/{session_id}/reward")

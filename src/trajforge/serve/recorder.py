@@ -73,6 +73,9 @@ class Recording:
     busy: bool = False
     status: OutcomeStatus = OutcomeStatus.OK
     reason: str | None = None
+    reward: float | None = None
+    """This trajectory's own reward (a verifier's), used when the session has none."""
+    scores: list[Score] = field(default_factory=list)
 
     @property
     def turn(self) -> int:
@@ -97,10 +100,13 @@ class GatewaySession:
 
     id: str
     task: Task | None = None
+    group_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     recordings: list[Recording] = field(default_factory=list)
     reward: float | None = None
     scores: list[Score] = field(default_factory=list)
+    failure: Outcome | None = None
+    """How the agent program failed (error, timeout), which every trajectory then records."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -134,14 +140,21 @@ class Recorder:
             found = self.sessions[session_id] = GatewaySession(session_id)
         return found
 
-    def open(self, session_id: str, task: Task | None, metadata: dict[str, Any]) -> GatewaySession:
+    def open(
+        self,
+        session_id: str,
+        task: Task | None,
+        *,
+        group_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> GatewaySession:
         """Open a session for ``task`` (refused if the session has recorded calls already)."""
         found = self.session(session_id)
         if found.recordings:
             raise WireError(
                 f"session {session_id!r} has recorded calls already", param="session", status=409
             )
-        found.task, found.metadata = task, dict(metadata)
+        found.task, found.group_id, found.metadata = task, group_id, dict(metadata or {})
         return found
 
     def begin(
@@ -205,19 +218,51 @@ class Recorder:
             self.save(session, recording)
         return len(session.recordings)
 
+    def fail(self, session: GatewaySession, status: OutcomeStatus, error: str) -> None:
+        """Record on every trajectory of the session that its agent program failed."""
+        session.failure = Outcome(status=status, error=error)
+        for recording in session.recordings:
+            self.save(session, recording)
+
     def trajectories(self, session: GatewaySession) -> list[Trajectory]:
+        """The session's trajectories; a session that made no call has one, empty, so that
+        every agent run is accounted for."""
+        if not session.recordings:
+            return [self._empty(session)]
         return [self.trajectory(session, r) for r in session.recordings]
 
-    def trajectory(self, session: GatewaySession, recording: Recording) -> Trajectory:
-        messages = list(recording.session.messages)
-        task = session.task or Task(
+    def _task(self, session: GatewaySession, messages: list[Message]) -> Task:
+        return session.task or Task(
             id=f"session-{session.id}",
             prompt=next((m.content for m in messages if m.role is Role.USER), ""),
         )
-        status, reason = recording.status, recording.reason
+
+    def _empty(self, session: GatewaySession) -> Trajectory:
+        outcome = session.failure or Outcome(reason="the agent made no model call")
+        return Trajectory(
+            id=uuid.uuid5(uuid.NAMESPACE_URL, f"{self.run_id}/{session.id}").hex,
+            task=self._task(session, []),
+            env=self.env or (session.task.env if session.task else None),
+            run_id=self.run_id,
+            group_id=session.group_id,
+            model=self.policy.name,
+            outcome=outcome.model_copy(update={"reward": session.reward}),
+            scores=list(session.scores),
+            metadata={"gateway": {"session": session.id, "calls": 0, **session.metadata}},
+        )
+
+    def trajectory(self, session: GatewaySession, recording: Recording) -> Trajectory:
+        messages = list(recording.session.messages)
+        task = self._task(session, messages)
+        outcome = Outcome(status=recording.status, reason=recording.reason)
         last = messages[-1]
-        if status is OutcomeStatus.OK and last.role is Role.ASSISTANT and last.tool_calls:
-            status, reason = OutcomeStatus.TRUNCATED, "the agent did not answer the last tool calls"
+        if outcome.status is OutcomeStatus.OK and last.role is Role.ASSISTANT and last.tool_calls:
+            outcome = Outcome(
+                status=OutcomeStatus.TRUNCATED,
+                reason="the agent did not answer the last tool calls",
+            )
+        if session.failure is not None:
+            outcome = session.failure
         assistant = [m for m in messages if m.role is Role.ASSISTANT]
         completion_tokens = sum(len(m.token_ids or ()) for m in assistant)
         return Trajectory(
@@ -225,12 +270,14 @@ class Recorder:
             task=task,
             env=self.env or task.env,
             run_id=self.run_id,
-            group_id=session.metadata.get("group_id"),
+            group_id=session.group_id,
             model=self.policy.name,
             tools=recording.session.tools,
             messages=messages,
-            outcome=Outcome(status=status, reward=session.reward, reason=reason),
-            scores=list(session.scores),
+            outcome=outcome.model_copy(
+                update={"reward": recording.reward if session.reward is None else session.reward}
+            ),
+            scores=[*session.scores, *recording.scores],
             usage=Usage(
                 prompt_tokens=recording.session.num_tokens - completion_tokens,
                 completion_tokens=completion_tokens,
@@ -255,3 +302,11 @@ class Recorder:
     def save(self, session: GatewaySession, recording: Recording) -> None:
         if self.store is not None and recording.session.messages:
             self.store.put(self.trajectory(session, recording))
+
+    def save_all(self, session: GatewaySession) -> list[Trajectory]:
+        """Store every trajectory of the session (an empty one if it made no call)."""
+        trajectories = self.trajectories(session)
+        if self.store is not None:
+            for trajectory in trajectories:
+                self.store.put(trajectory)
+        return trajectories

@@ -1,0 +1,203 @@
+"""``trajforge serve`` (an OpenAI-compatible gateway that records every call as trajectories) and
+``trajforge collect`` (run an agent program per task against it)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from trajforge.cli import rollout_options as opts
+from trajforge.cli.common import (
+    JsonOption,
+    StoreOption,
+    console,
+    err_console,
+    print_json,
+    resolve_store_path,
+)
+from trajforge.envs.registry import get_env
+from trajforge.envs.taskset import TaskSet
+from trajforge.errors import ConfigError
+from trajforge.policy.token_policy import TokenPolicy
+from trajforge.precision import Precision
+from trajforge.rollout import PolicyRef, new_run_id
+from trajforge.schema import OutcomeStatus, Task
+from trajforge.serve.collect import AgentRun, Collector
+from trajforge.serve.gateway import Gateway
+from trajforge.store import TrajectoryStore
+
+ServeModelOption = Annotated[
+    str,
+    typer.Option("--model", help="The model behind the gateway: embedded, tiny or a model folder."),
+]
+HostOption = Annotated[str, typer.Option("--host", help="Address to listen on.")]
+PortOption = Annotated[
+    int, typer.Option("--port", min=0, max=65535, help="Port (0: any free one).")
+]
+
+
+def load_gateway_policy(model: str, precision: Precision, batch_size: int) -> TokenPolicy:
+    """The in-process policy a gateway serves (a model with weights, whose tokens it records)."""
+    ref = PolicyRef(name=model, precision=precision, batch_size=batch_size)
+    if not ref.is_local_model:
+        raise ConfigError(
+            f"--model {model!r}: the gateway serves a model with weights here (embedded, tiny or "
+            "a model folder); proxying another server is not supported"
+        )
+    policy = ref.load()
+    assert isinstance(policy, TokenPolicy)  # every local model is an HFPolicy
+    return policy
+
+
+def serve(
+    model: ServeModelOption = "embedded",
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    run: opts.RunOption = None,
+    precision: opts.PrecisionOption = Precision.AUTO,
+    batch_size: opts.BatchSizeOption = 16,
+    store: StoreOption = None,
+) -> None:
+    """Serve MODEL as an OpenAI-compatible API (/v1/chat/completions, /v1/responses) and record
+    every call: a session at /sessions/ID/v1 becomes token-exact trajectories in the store."""
+    from trajforge.serve.server import serve_forever  # lazy: uvicorn and fastapi take 0.4 s
+
+    policy = load_gateway_policy(model, precision, batch_size)
+    run_id = run or new_run_id()
+    path = resolve_store_path(store)
+    with TrajectoryStore(path) as db:
+        db.set_run(run_id, {"kind": "gateway", "model": model, "precision": policy.precision})
+        gateway = Gateway(policy, db, run_id, model_names=(model,))
+        err_console.print(
+            f"serving {model} ({policy.precision}) at http://{host}:{port}/v1 — a session per agent "
+            f"run at /sessions/ID/v1; recording run {run_id} into {path}; Ctrl-C stops"
+        )
+        try:
+            serve_forever(gateway, host, port)
+        finally:
+            asyncio.run(gateway.close())
+            count = db.count(run=run_id)
+            err_console.print(f"stored {count} trajectories of run {run_id} in {path}")
+
+
+def _tasks(
+    env: str | None, tasks_file: Path | None, count: int, split: str, seed: int
+) -> list[Task]:
+    if (env is None) == (tasks_file is None):
+        raise ConfigError("collect: give --env or --tasks FILE.jsonl (one of them)")
+    if tasks_file is not None:
+        return list(TaskSet.from_jsonl(tasks_file, env=env))
+    assert env is not None
+    return get_env(env).tasks(count, seed=seed, split=split)
+
+
+def collect(
+    agent: Annotated[
+        str,
+        typer.Option("--agent", help="Command that runs the agent once, e.g. 'python agent.py'."),
+    ],
+    env: Annotated[
+        str | None, typer.Option("--env", help="Environment whose tasks (and verifier) to use.")
+    ] = None,
+    tasks_file: Annotated[
+        Path | None, typer.Option("--tasks", help="Tasks as JSONL (one Task per line).")
+    ] = None,
+    count: Annotated[
+        int, typer.Option("--count", min=1, help="How many of --env's tasks to run.")
+    ] = 8,
+    n: Annotated[int, typer.Option("--n", min=1, help="Runs per task.")] = 1,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Agent programs running at once.")
+    ] = 8,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", min=0.1, help="Seconds one run may take before it is killed."),
+    ] = 300.0,
+    model: ServeModelOption = "embedded",
+    split: opts.SplitOption = "train",
+    seed: opts.SeedOption = 0,
+    run: opts.RunOption = None,
+    precision: opts.PrecisionOption = Precision.AUTO,
+    batch_size: opts.BatchSizeOption = 16,
+    as_json: JsonOption = False,
+    store: StoreOption = None,
+) -> None:
+    """Run an agent program once per task x --n against its own gateway session, recording its
+    model calls as trajectories; every run ends ok, error or timeout, with its reward."""
+    from trajforge.serve.server import serving  # lazy: uvicorn and fastapi take 0.4 s
+
+    tasks = _tasks(env, tasks_file, count, split, seed)
+    policy = load_gateway_policy(model, precision, batch_size)
+    verifier = getattr(get_env(env).make(), "verifier", None) if env else None
+    run_id = run or new_run_id()
+    path = resolve_store_path(store)
+    with TrajectoryStore(path) as db:
+        db.set_run(run_id, {"kind": "collect", "agent": agent, "model": model, "env": env})
+        gateway = Gateway(policy, db, run_id, model_names=(model,), env=env)
+        try:
+            with serving(gateway) as url:
+                collector = Collector(gateway, url, agent, timeout_s=timeout, verifier=verifier)
+                runs = _collect_with_progress(collector, tasks, n, concurrency, not as_json)
+        finally:
+            asyncio.run(gateway.close())
+    summary = _summary(runs, run_id)
+    if as_json:
+        print_json(summary)
+        return
+    table = Table(title=f"collect {run_id}")
+    table.add_column("runs", justify="right")
+    for status in OutcomeStatus:
+        table.add_column(status.value, justify="right")
+    table.add_column("mean reward", justify="right")
+    reward = summary["reward_mean"]
+    table.add_row(
+        str(summary["runs"]),
+        *(str(summary["status"][s.value]) for s in OutcomeStatus),
+        "-" if reward is None else f"{reward:.3f}",
+    )
+    console.print(table)
+    console.print(f"stored in {path} as run {run_id}")
+
+
+def _collect_with_progress(
+    collector: Collector, tasks: list[Task], n: int, concurrency: int, show: bool
+) -> list[AgentRun]:
+    columns = (
+        TextColumn("collect"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err_console, disable=not show) as progress:
+        bar = progress.add_task("collect", total=len(tasks) * n, status="")
+        counts: dict[str, int] = {}
+
+        def done(run: AgentRun) -> None:
+            counts[run.status.value] = counts.get(run.status.value, 0) + 1
+            text = " ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            progress.update(bar, advance=1, status=text)
+
+        return asyncio.run(collector.run(tasks, n, concurrency, on_done=done))
+
+
+def _summary(runs: list[AgentRun], run_id: str) -> dict[str, Any]:
+    rewards = [r.reward for r in runs if r.reward is not None]
+    return {
+        "run_id": run_id,
+        "runs": len(runs),
+        "status": {s.value: sum(r.status is s for r in runs) for s in OutcomeStatus},
+        "rewarded": len(rewards),
+        "reward_mean": sum(rewards) / len(rewards) if rewards else None,
+    }
+
+
+def register(app: typer.Typer) -> None:
+    """Add the gateway commands to ``app``."""
+    app.command("serve")(serve)
+    app.command("collect")(collect)

@@ -1,0 +1,206 @@
+"""``collect``: run an agent program once per task and sample, each against its own gateway
+session, and account for every run.
+
+The program is started in its own process group with ``OPENAI_BASE_URL`` pointing at its
+session, ``OPENAI_API_KEY`` set, and the task as JSON in ``TRAJFORGE_TASK`` and on stdin. Its
+reward is, in order: one posted to ``$TRAJFORGE_SESSION_URL/reward``, a ``{"reward": x}`` last
+JSON line on stdout, or the environment's verifier on each recorded trajectory. A run that exits
+non-zero is ``error`` and one that outlives ``timeout_s`` is killed (its whole process group)
+and ``timeout``, both with the tail of stderr; a run that made no model call still leaves one
+empty trajectory, so the store holds every task x sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from trajforge.errors import ConfigError
+from trajforge.judge.rules import EnvVerifier
+from trajforge.schema import OutcomeStatus, Score, Task, Trajectory
+from trajforge.schema.evidence import Verifier
+from trajforge.serve.gateway import Gateway
+from trajforge.serve.recorder import GatewaySession
+
+STDERR_TAIL_CHARS = 2000
+KILL_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """One task x sample: what the program did and what was stored for it."""
+
+    session: str
+    task_id: str
+    sample: int
+    status: OutcomeStatus
+    reward: float | None
+    trajectories: int
+
+
+def agent_argv(agent: str) -> list[str]:
+    argv = shlex.split(agent)
+    if not argv:
+        raise ConfigError("--agent: give the command that runs the agent, e.g. 'python agent.py'")
+    return argv
+
+
+def _last_json_reward(stdout: str) -> float | None:
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("reward"), int | float):
+            return float(value["reward"])
+        return None
+    return None
+
+
+class Collector:
+    """Run ``agent`` for tasks against a gateway already serving at ``base_url``.
+
+    Args:
+        gateway: the gateway (its recorder holds the sessions).
+        base_url: where it listens (``http://127.0.0.1:port``).
+        agent: the command line of the agent program.
+        timeout_s: wall-clock limit of one run.
+        verifier: the environment's verifier, for runs that report no reward.
+    """
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        base_url: str,
+        agent: str,
+        *,
+        timeout_s: float,
+        verifier: Verifier | None = None,
+    ) -> None:
+        self.gateway = gateway
+        self.base_url = base_url
+        self.argv = agent_argv(agent)
+        self.timeout_s = timeout_s
+        self.verifier = verifier
+
+    async def run(
+        self,
+        tasks: Sequence[Task],
+        n: int,
+        concurrency: int,
+        on_done: Callable[[AgentRun], None] | None = None,
+    ) -> list[AgentRun]:
+        """Every task x sample, ``concurrency`` at a time, in task order."""
+        gate = asyncio.Semaphore(concurrency)
+        run_id = self.gateway.recorder.run_id
+
+        async def one(task: Task, sample: int) -> AgentRun:
+            async with gate:
+                done = await self._run_one(task, sample, f"{run_id}.{task.id}.{sample}")
+            if on_done is not None:
+                on_done(done)
+            return done
+
+        jobs = [one(task, k) for task in tasks for k in range(n)]
+        return list(await asyncio.gather(*jobs))
+
+    async def _run_one(self, task: Task, sample: int, session_id: str) -> AgentRun:
+        recorder = self.gateway.recorder
+        session = recorder.open(
+            session_id,
+            task,
+            group_id=f"{recorder.run_id}.{task.id}",
+            metadata={"sample": sample},
+        )
+        task_json = task.model_dump_json()
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": f"{self.base_url}/sessions/{session_id}/v1",
+            "OPENAI_API_KEY": "trajforge",
+            "TRAJFORGE_MODEL": self.gateway.model_names[0],
+            "TRAJFORGE_SESSION_URL": f"{self.base_url}/sessions/{session_id}",
+            "TRAJFORGE_TASK": task_json,
+        }
+        process = await asyncio.create_subprocess_exec(
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            out, err = await asyncio.wait_for(
+                process.communicate(task_json.encode()), self.timeout_s
+            )
+        except TimeoutError:
+            await _kill_group(process)
+            recorder.fail(session, OutcomeStatus.TIMEOUT, f"no exit after {self.timeout_s:g} s")
+        except BaseException:
+            await _kill_group(process)
+            raise
+        else:
+            _kill_stragglers(process)
+            stderr = err.decode(errors="replace")[-STDERR_TAIL_CHARS:]
+            if process.returncode != 0:
+                why = f"exit status {process.returncode}" + (f": {stderr}" if stderr else "")
+                recorder.fail(session, OutcomeStatus.ERROR, why)
+            elif session.reward is None:
+                reward = _last_json_reward(out.decode(errors="replace"))
+                if reward is not None:
+                    recorder.set_reward(session, reward, {})
+        if session.reward is None and session.failure is None and self.verifier is not None:
+            await self._verify(session)
+        trajectories = recorder.save_all(session)
+        return AgentRun(
+            session=session_id,
+            task_id=task.id,
+            sample=sample,
+            status=_run_status(trajectories),
+            reward=session.reward if session.reward is not None else _best(trajectories),
+            trajectories=len(trajectories),
+        )
+
+    async def _verify(self, session: GatewaySession) -> None:
+        scorer = EnvVerifier(self.verifier)
+        for recording in session.recordings:
+            trajectory = self.gateway.recorder.trajectory(session, recording)
+            score: Score = await scorer(trajectory)
+            recording.reward = score.value
+            recording.scores = [score]
+
+
+def _run_status(trajectories: list[Trajectory]) -> OutcomeStatus:
+    statuses = {t.outcome.status for t in trajectories}
+    for status in (OutcomeStatus.TIMEOUT, OutcomeStatus.ERROR, OutcomeStatus.OK):
+        if status in statuses:
+            return status
+    return OutcomeStatus.TRUNCATED
+
+
+def _best(trajectories: list[Trajectory]) -> float | None:
+    rewards = [t.reward for t in trajectories if t.reward is not None]
+    return max(rewards) if rewards else None
+
+
+async def _kill_group(process: asyncio.subprocess.Process) -> None:
+    """Stop the program and everything it started: SIGTERM to its process group, SIGKILL to
+    whatever is left after a grace period, then reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), KILL_GRACE_S)
+    _kill_stragglers(process)
+    await process.wait()
+
+
+def _kill_stragglers(process: asyncio.subprocess.Process) -> None:
+    """SIGKILL what is left of the program's process group (children it left running)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
