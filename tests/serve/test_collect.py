@@ -104,3 +104,16 @@ def test_the_collect_command_on_the_tiny_model(tmp_path: Path) -> None:
 def test_collect_refuses_what_it_cannot_run(args: list[str], message: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["collect", *args, "--store", str(tmp_path / "x.db")])
     assert result.exit_code != 0 and message in str(result.exception or result.output)
+
+
+def test_the_example_openai_agent_is_collected_on_an_env(tmp_path: Path) -> None:
+    example = Path(__file__).parents[2] / "examples" / "gateway" / "calculator_agent.py"
+    store = tmp_path / "agents.db"
+    args = ["collect", "--agent", f"{sys.executable} {example}", "--env", "calculator"]
+    args += ["--count", "2", "--n", "2", "--model", "tiny", "--run", "ex", "--store", str(store)]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    # The env's verifier rewards every run: the random tiny model never gets the answer.
+    assert summary["runs"] == 4 and summary["status"]["error"] == 0
+    assert summary["rewarded"] == 4 and summary["reward_mean"] == 0.0

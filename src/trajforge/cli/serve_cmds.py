@@ -75,14 +75,17 @@ def serve(
         gateway = Gateway(policy, db, run_id, model_names=(model,))
         err_console.print(
             f"serving {model} ({policy.precision}) at http://{host}:{port}/v1 — a session per agent "
-            f"run at /sessions/ID/v1; recording run {run_id} into {path}; Ctrl-C stops"
+            f"run at /sessions/ID/v1; recording run {run_id} into {path}; Ctrl-C stops",
+            soft_wrap=True,
         )
         try:
             serve_forever(gateway, host, port)
         finally:
             asyncio.run(gateway.close())
             count = db.count(run=run_id)
-            err_console.print(f"stored {count} trajectories of run {run_id} in {path}")
+            err_console.print(
+                f"stored {count} trajectories of run {run_id} in {path}", soft_wrap=True
+            )
 
 
 def _tasks(

@@ -16,6 +16,10 @@ from trajforge.errors import DataError
 from trajforge.formats.jsonl import format_validation_error
 from trajforge.schema import Message, Role, Task, ToolCall, ToolSpec, Trajectory
 
+# Text content parts as chat completions (``text``) and the Responses API (``input_text``,
+# ``output_text``) write them.
+TEXT_PARTS = ("text", "input_text", "output_text")
+
 
 def to_openai_chat(traj: Trajectory) -> dict[str, Any]:
     """The trajectory's conversation and tools as an OpenAI chat-completions request body."""
@@ -41,7 +45,7 @@ def from_openai_chat(
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
         raise DataError("messages: expected a list of chat messages")
-    messages = [_message_from_openai(m, i) for i, m in enumerate(raw_messages)]
+    messages = messages_from_openai(raw_messages)
     if task is None:
         prompt = next((m.content for m in messages if m.role is Role.USER), "")
         task = Task(id=str(fields.pop("task_id", "openai-chat")), prompt=prompt)
@@ -77,18 +81,25 @@ def _message_to_openai(msg: Message) -> dict[str, Any]:
     return out
 
 
+def messages_from_openai(raw_messages: list[Any]) -> list[Message]:
+    """OpenAI chat messages as trajforge messages (a ``developer`` message is a system one);
+    ``DataError`` names the first bad field as ``messages.<i>.<field>``."""
+    return [_message_from_openai(m, i) for i, m in enumerate(raw_messages)]
+
+
 def _message_from_openai(raw: Any, index: int) -> Message:
     where = f"messages.{index}"
     if not isinstance(raw, dict):
         raise DataError(f"{where}: expected an object, got {type(raw).__name__}")
+    role = "system" if raw.get("role") == "developer" else raw.get("role")
     calls = [
         _call_from_openai(c, f"{where}.tool_calls.{k}")
         for k, c in enumerate(raw.get("tool_calls") or [])
     ]
     try:
         return Message(
-            role=raw.get("role"),
-            content=_content_text(raw.get("content"), where),
+            role=role,
+            content=content_text(raw.get("content"), where),
             reasoning=raw.get("reasoning_content", raw.get("reasoning")),
             tool_calls=calls,
             tool_call_id=raw.get("tool_call_id"),
@@ -98,7 +109,8 @@ def _message_from_openai(raw: Any, index: int) -> Message:
         raise DataError(format_validation_error(exc, where)) from None
 
 
-def _content_text(content: Any, where: str) -> str:
+def content_text(content: Any, where: str) -> str:
+    """Message content (a string, or text parts) as one string; ``DataError`` for other parts."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -106,7 +118,7 @@ def _content_text(content: Any, where: str) -> str:
     if isinstance(content, list):
         texts = []
         for k, part in enumerate(content):
-            if not (isinstance(part, dict) and part.get("type") == "text"):
+            if not (isinstance(part, dict) and part.get("type") in TEXT_PARTS):
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                 raise DataError(f"{where}.content.{k}: only text parts are supported, not {kind!r}")
             texts.append(str(part.get("text", "")))

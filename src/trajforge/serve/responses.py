@@ -12,6 +12,8 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trajforge.errors import DataError
+from trajforge.formats.openai_chat import content_text
 from trajforge.policy.base import FinishReason
 from trajforge.schema import Message, Role, ToolCall
 from trajforge.serve.gateway import Choice, Gateway
@@ -72,20 +74,10 @@ def _parse(body: Any) -> ResponsesRequest:
 
 
 def _content_text(content: Any, where: str) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise WireError(f"{where}.content: expected text or a list of parts", param=where)
-    texts = []
-    for j, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in ("input_text", "output_text", "text"):
-            raise WireError(
-                f"{where}.content[{j}]: only text parts are supported, got {kind!r}",
-                param=f"{where}.content[{j}]",
-            )
-        texts.append(str(part.get("text", "")))
-    return "".join(texts)
+    try:
+        return content_text(content, where)
+    except DataError as exc:
+        raise WireError(str(exc), param=where) from None
 
 
 def messages_of(request: ResponsesRequest) -> list[Message]:

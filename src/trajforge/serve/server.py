@@ -3,6 +3,7 @@ for the length of a ``with`` block (``collect`` and tests), always on a local ad
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -25,8 +26,10 @@ def _server(gateway: Gateway, host: str, port: int) -> uvicorn.Server:
 
 
 def serve_forever(gateway: Gateway, host: str, port: int) -> None:
-    """Serve until interrupted (Ctrl-C or SIGTERM stop it cleanly)."""
-    _server(gateway, host, port).run()
+    """Serve until Ctrl-C or SIGTERM, which stop it cleanly (uvicorn finishes the calls in
+    flight, then raises the signal again; here that is the normal end)."""
+    with contextlib.suppress(KeyboardInterrupt):
+        _server(gateway, host, port).run()
 
 
 @contextmanager

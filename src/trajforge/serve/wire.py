@@ -9,14 +9,17 @@ change what is sampled (``user``, ``metadata``, ``store``) are accepted and igno
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trajforge.errors import DataError
+from trajforge.formats.openai_chat import messages_from_openai
 from trajforge.policy.base import FinishReason, SamplingParams
-from trajforge.schema import FunctionSpec, Message, Role, ToolCall, ToolSpec, check_conversation
+from trajforge.schema import FunctionSpec, Message, Role, ToolSpec, check_conversation
 
 DEFAULT_MAX_TOKENS = 512
 MAX_CHOICES = 16
@@ -75,37 +78,13 @@ class ToolIn(_Wire):
     function: FunctionIn
 
 
-class CallFunctionIn(_Wire):
-    name: str
-    arguments: str = "{}"
-
-
-class CallIn(_Wire):
-    id: str
-    type: Literal["function"] = "function"
-    function: CallFunctionIn
-
-
-class ContentPart(_Wire):
-    type: str
-    text: str | None = None
-
-
-class MessageIn(_Wire):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[ContentPart] | None = None
-    tool_calls: list[CallIn] | None = None
-    tool_call_id: str | None = None
-    name: str | None = None
-
-
 class StreamOptions(_Wire):
     include_usage: bool = False
 
 
 class ChatRequest(_Wire):
     model: str
-    messages: list[MessageIn] = Field(min_length=1)
+    messages: list[dict[str, Any]] = Field(min_length=1)
     tools: list[ToolIn] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
@@ -140,20 +119,6 @@ def parse_chat_request(body: Any) -> ChatRequest:
     return request
 
 
-def _text(content: str | list[ContentPart] | None, where: str) -> str:
-    if content is None or isinstance(content, str):
-        return content or ""
-    texts = []
-    for j, part in enumerate(content):
-        if part.type not in ("text", "input_text", "output_text") or part.text is None:
-            raise WireError(
-                f"{where}.content[{j}]: only text parts are supported, got {part.type!r}",
-                param=f"{where}.content[{j}]",
-            )
-        texts.append(part.text)
-    return "".join(texts)
-
-
 def call_arguments(arguments: str, where: str) -> dict[str, Any]:
     """A tool call's ``arguments`` JSON string as the object it must hold."""
     try:
@@ -167,31 +132,22 @@ def call_arguments(arguments: str, where: str) -> dict[str, Any]:
 
 def messages_of(request: ChatRequest) -> list[Message]:
     """The request's conversation as trajforge messages, checked as a conversation."""
-    out: list[Message] = []
-    for i, m in enumerate(request.messages):
-        where = f"messages[{i}]"
-        role = Role.SYSTEM if m.role == "developer" else Role(m.role)
-        calls = [
-            ToolCall(
-                id=c.id,
-                name=c.function.name,
-                arguments=call_arguments(
-                    c.function.arguments, f"{where}.tool_calls[{k}].function.arguments"
-                ),
-            )
-            for k, c in enumerate(m.tool_calls or [])
-        ]
-        out.append(
-            Message(
-                role=role,
-                content=_text(m.content, where),
-                tool_calls=calls,
-                tool_call_id=m.tool_call_id,
-                name=m.name if role is Role.TOOL else None,
-            )
-        )
-    check_messages(out)
-    return out
+    try:
+        messages = messages_from_openai(request.messages)
+    except DataError as exc:
+        raise _wire_error_of_data(exc) from None
+    check_messages(messages)
+    return messages
+
+
+def _wire_error_of_data(exc: DataError) -> WireError:
+    """``messages.0: role: ...`` as OpenAI names the field: ``messages[0].role``."""
+    where, _, rest = str(exc).partition(": ")
+    field, sep, detail = rest.partition(": ")
+    if sep and field.isidentifier():
+        where, rest = f"{where}.{field}", detail
+    param = re.sub(r"\.(\d+)", r"[\1]", where)
+    return WireError(f"{param}: {rest}", param=param)
 
 
 def check_messages(messages: list[Message]) -> None:
