@@ -21,7 +21,7 @@ from trajforge.cli.common import (
 )
 from trajforge.cli.render import fitted_table, render_trajectory
 from trajforge.errors import ConfigError, StoreError
-from trajforge.formats.jsonl import load_trajectories
+from trajforge.formats.records import FORMATS, read_records, write_records
 from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.schema import OutcomeStatus, json_schema_text
 from trajforge.store import TrajectoryStore
@@ -124,8 +124,16 @@ def schema() -> None:
     typer.echo(json_schema_text())
 
 
+def _format_help() -> str:
+    return "File format: " + "; ".join(f"{n} ({FORMATS.get(n).summary})" for n in FORMATS.names())
+
+
+FormatOption = Annotated[str, typer.Option("--format", "-f", help=_format_help())]
+
+
 def import_(
     file: Annotated[Path, typer.Argument(help="A JSONL file of trajectories, one per line.")],
+    fmt: FormatOption = "trajforge",
     run: Annotated[
         str | None, typer.Option("--run", help="Set this run id on every imported trajectory.")
     ] = None,
@@ -138,8 +146,9 @@ def import_(
     store: StoreOption = None,
 ) -> None:
     """Import a JSONL file into the store: all of it, or nothing if any record is bad."""
+    record_format = FORMATS.get(fmt)
     with console.status(f"reading {file}"):
-        trajs = load_trajectories(file)
+        trajs = list(read_records(file, record_format))
     if run is not None:
         trajs = [t.model_copy(update={"run_id": run}) for t in trajs]
     with open_store(store, create=True) as st, console.status(f"storing {len(trajs)} trajectories"):
@@ -286,14 +295,16 @@ def export(
     min_reward: MinReward = None,
     max_reward: MaxReward = None,
     limit: Limit = None,
+    fmt: FormatOption = "trajforge",
     store: StoreOption = None,
 ) -> None:
-    """Export matching trajectories to a JSONL file."""
+    """Export matching trajectories to a JSONL file (replaced atomically)."""
     _check_limit(limit)
+    record_format = FORMATS.get(fmt)
     with open_store(store) as st:
         filters = _filters(st, run, env, status, min_reward, max_reward)
         with console.status(f"exporting to {out}"):
-            n = st.export_jsonl(out, limit=limit, **filters)
+            n = write_records(out, st.iter_query(limit=limit, **filters), record_format)
     console.print(f"exported {n} trajectories to {out}", soft_wrap=True)
 
 

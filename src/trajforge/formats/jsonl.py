@@ -30,16 +30,8 @@ def read_trajectories(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
     Raises:
         DataError: on the first bad record, naming file, line and field.
     """
-    path = Path(path)
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    with handle:
-        for lineno, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            yield parse_trajectory_line(raw, where=f"{path}:{lineno}")
+    for lineno, raw in iter_jsonl_lines(path):
+        yield parse_trajectory_line(raw, where=f"{path}:{lineno}")
 
 
 def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
@@ -48,7 +40,25 @@ def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
 
 
 def write_trajectories(path: str | os.PathLike[str], trajs: Iterable[Trajectory]) -> int:
-    """Write trajectories as JSONL atomically and return how many were written.
+    """Write trajectories as JSONL atomically and return how many were written."""
+    return write_jsonl_lines(path, (t.model_dump_json().encode() for t in trajs))
+
+
+def iter_jsonl_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of every non-blank line; ``DataError`` if the file is unreadable."""
+    path = Path(path)
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    with handle:
+        for lineno, raw in enumerate(handle, start=1):
+            if raw.strip():
+                yield lineno, raw
+
+
+def write_jsonl_lines(path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
+    """Write JSON lines atomically and return how many were written.
 
     The lines go to a temporary file in the destination folder that replaces ``path`` only once
     complete, so readers never see a half-written file and a failure leaves the old file intact.
@@ -59,8 +69,8 @@ def write_trajectories(path: str | os.PathLike[str], trajs: Iterable[Trajectory]
     count = 0
     try:
         with os.fdopen(fd, "wb") as out:
-            for traj in trajs:
-                out.write(traj.model_dump_json().encode())
+            for line in lines:
+                out.write(line)
                 out.write(b"\n")
                 count += 1
             out.flush()
@@ -79,7 +89,7 @@ def parse_trajectory_line(raw: bytes | str, *, where: str) -> Trajectory:
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         if any(err["type"] == "json_invalid" for err in errors):
-            raise DataError(_json_error(raw, where)) from None
+            raise DataError(json_error(raw, where)) from None
         raise DataError(format_validation_error(exc, where)) from None
 
 
@@ -112,7 +122,8 @@ def _field_and_message(loc: tuple[int | str, ...], msg: str) -> tuple[str, str]:
     return field, " ".join(message.split())
 
 
-def _json_error(raw: bytes | str, where: str) -> str:
+def json_error(raw: bytes | str, where: str) -> str:
+    """``where:column: invalid JSON: why`` for a line that does not parse."""
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
     try:
         json.loads(text)
