@@ -16,7 +16,7 @@ from trajforge.algos.types import AdvantageOutput
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from trajforge.algos.types import AdvantageInput, AdvantageOutput
+    from trajforge.algos.types import AdvantageInput
 
 
 def index_sets(keys: Sequence[Hashable]) -> tuple[Tensor, int]:

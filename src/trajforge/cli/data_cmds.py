@@ -21,15 +21,13 @@ from trajforge.cli.common import (
 )
 from trajforge.cli.render import fitted_table, render_trajectory
 from trajforge.errors import ConfigError, StoreError
-from trajforge.formats.records import FORMATS, read_records, write_records
+from trajforge.formats.records import FORMATS, load_records, paused_gc, write_records
 from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.schema import OutcomeStatus, json_schema_text
 from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
-
-    from trajforge.store import TrajectoryStore
 
 STATUSES = tuple(status.value for status in OutcomeStatus)
 SHORT_ID_LENGTH = 8
@@ -147,12 +145,16 @@ def import_(
 ) -> None:
     """Import a JSONL file into the store: all of it, or nothing if any record is bad."""
     record_format = FORMATS.get(fmt)
-    with console.status(f"reading {file}"):
-        trajs = list(read_records(file, record_format))
-    if run is not None:
-        trajs = [t.model_copy(update={"run_id": run}) for t in trajs]
-    with open_store(store, create=True) as st, console.status(f"storing {len(trajs)} trajectories"):
-        added = st.add_many(trajs, skip_existing=skip_existing)
+    with paused_gc():
+        with console.status(f"reading {file}"):
+            trajs = load_records(file, record_format)
+        if run is not None:
+            trajs = [t.model_copy(update={"run_id": run}) for t in trajs]
+        with (
+            open_store(store, create=True) as st,
+            console.status(f"storing {len(trajs)} trajectories"),
+        ):
+            added = st.add_many(trajs, skip_existing=skip_existing)
     skipped = len(trajs) - added
     note = f" ({skipped} already stored, skipped)" if skipped else ""
     console.print(f"imported {added} trajectories from {file} into {st.path}{note}", soft_wrap=True)

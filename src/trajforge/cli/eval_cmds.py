@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from trajforge.judge.evaluate import EvalSummary, ScoreSink
     from trajforge.judge.rubric import JudgeRubric
     from trajforge.schema import Trajectory
-    from trajforge.store import TrajectoryStore
 
 COMMAND = "eval"
 DEFAULT_SCORERS = ("env_verifier", "process")

@@ -40,7 +40,6 @@ from trajforge.precision import precision_of
 from trajforge.schema import Message
 
 if TYPE_CHECKING:
-    import torch
     from transformers import PreTrainedTokenizerBase
 
 

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 
 from trajforge.errors import DataError
 from trajforge.schema import Role, Trajectory
-
-if TYPE_CHECKING:
-    import torch
 
 
 class TextOnlyTrajectoryError(DataError):

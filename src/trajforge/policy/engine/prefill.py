@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from trajforge.policy.engine.generation_request import GenerationRequest
 from trajforge.policy.engine.kv_cache import RowCache
 from trajforge.policy.engine.llama_decode import ForwardGroup, causal_mask
-
-if TYPE_CHECKING:
-    from trajforge.policy.engine.kv_cache import RowCache
 
 PREFILL_FILL = 0.8
 """Prompts are prefilled in groups of similar length: a prompt shorter than this fraction of

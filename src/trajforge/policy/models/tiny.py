@@ -16,7 +16,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from trajforge.policy.models.smollm2 import load_tokenizer
 
 if TYPE_CHECKING:
-    from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
+    from transformers import PreTrainedTokenizerBase
 
 TINY_HIDDEN = 64
 TINY_LAYERS = 2
