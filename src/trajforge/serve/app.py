@@ -14,7 +14,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.schema import Task
 from trajforge.serve.gateway import Choice, Gateway
@@ -28,13 +28,13 @@ from trajforge.serve.wire import (
     finish_reason_of,
     messages_of,
     new_id,
+    parse_body,
     parse_chat_request,
     token_logprobs,
     tools_of,
     usage,
     wire_calls,
     wire_content,
-    wire_error_of,
 )
 
 SESSION_HEADER = "x-trajforge-session"
@@ -124,19 +124,13 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     @app.post("/sessions/{session_id}")
     async def _open(session_id: str, request: Request) -> dict[str, Any]:
-        try:
-            spec = SessionOpen.model_validate(await json_body(request))
-        except ValidationError as exc:
-            raise wire_error_of(exc) from None
+        spec = parse_body(await json_body(request), SessionOpen)
         gateway.recorder.open(session_id, spec.task, group_id=spec.group_id, metadata=spec.metadata)
         return {"session": session_id, "base_url": f"/sessions/{session_id}/v1"}
 
     @app.post("/sessions/{session_id}/reward")
     async def _reward(session_id: str, request: Request) -> dict[str, Any]:
-        try:
-            reward = RewardIn.model_validate(await json_body(request))
-        except ValidationError as exc:
-            raise wire_error_of(exc) from None
+        reward = parse_body(await json_body(request), RewardIn)
         session = gateway.recorder.sessions.get(session_id)
         if session is None:
             raise WireError(f"no session {session_id!r}", param="session", status=404)

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.errors import DataError
 from trajforge.formats.openai_chat import content_text
@@ -24,11 +24,12 @@ from trajforge.serve.wire import (
     WireError,
     call_arguments,
     check_messages,
+    check_tool_choice,
     new_id,
+    parse_body,
     tools_of,
     wire_calls,
     wire_content,
-    wire_error_of,
 )
 
 
@@ -57,19 +58,13 @@ class ResponsesRequest(_Wire):
 
 
 def _parse(body: Any) -> ResponsesRequest:
-    if not isinstance(body, dict):
-        raise WireError("the request body must be a JSON object")
-    try:
-        request = ResponsesRequest.model_validate(body)
-    except ValidationError as exc:
-        raise wire_error_of(exc) from None
+    request = parse_body(body, ResponsesRequest)
+    check_tool_choice(request.tool_choice)
     if request.previous_response_id is not None:
         raise WireError(
             "previous_response_id: the gateway keeps no server-side state; send the whole input",
             param="previous_response_id",
         )
-    if request.tool_choice not in (None, "auto", "none"):
-        raise WireError("tool_choice: only 'auto' and 'none' can be honoured", param="tool_choice")
     return request
 
 

@@ -12,7 +12,7 @@ import json
 import re
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -67,6 +67,9 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+BodyT = TypeVar("BodyT", bound=BaseModel)
+
+
 class FunctionIn(_Wire):
     name: str
     description: str = ""
@@ -104,18 +107,27 @@ class ChatRequest(_Wire):
     stream_options: StreamOptions | None = None
 
 
-def parse_chat_request(body: Any) -> ChatRequest:
+def parse_body(body: Any, model: type[BodyT]) -> BodyT:
+    """A JSON request body as ``model``; a 400 naming the first bad field otherwise."""
     if not isinstance(body, dict):
         raise WireError("the request body must be a JSON object")
     try:
-        request = ChatRequest.model_validate(body)
+        return model.model_validate(body)
     except ValidationError as exc:
         raise wire_error_of(exc) from None
-    if request.tool_choice not in (None, "auto", "none"):
+
+
+def check_tool_choice(tool_choice: str | dict[str, Any] | None) -> None:
+    if tool_choice not in (None, "auto", "none"):
         raise WireError(
             "tool_choice: only 'auto' and 'none' can be honoured (no constrained decoding)",
             param="tool_choice",
         )
+
+
+def parse_chat_request(body: Any) -> ChatRequest:
+    request = parse_body(body, ChatRequest)
+    check_tool_choice(request.tool_choice)
     return request
 
 
