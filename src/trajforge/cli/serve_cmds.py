@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -23,13 +25,14 @@ from trajforge.cli.common import (
 from trajforge.envs.registry import get_env
 from trajforge.envs.taskset import TaskSet
 from trajforge.errors import ConfigError
-from trajforge.policy.token_policy import TokenPolicy
 from trajforge.precision import Precision
 from trajforge.rollout import PolicyRef, new_run_id
 from trajforge.schema import OutcomeStatus, Task
-from trajforge.serve.collect import AgentRun, Collector
-from trajforge.serve.gateway import Gateway
+from trajforge.serve.gateway import Gateway, served_policy
 from trajforge.store import TrajectoryStore
+
+if TYPE_CHECKING:
+    from trajforge.serve.collect import AgentRun
 
 ServeModelOption = Annotated[
     str,
@@ -39,19 +42,6 @@ HostOption = Annotated[str, typer.Option("--host", help="Address to listen on.")
 PortOption = Annotated[
     int, typer.Option("--port", min=0, max=65535, help="Port (0: any free one).")
 ]
-
-
-def load_gateway_policy(model: str, precision: Precision, batch_size: int) -> TokenPolicy:
-    """The in-process policy a gateway serves (a model with weights, whose tokens it records)."""
-    ref = PolicyRef(name=model, precision=precision, batch_size=batch_size)
-    if not ref.is_local_model:
-        raise ConfigError(
-            f"--model {model!r}: the gateway serves a model with weights here (embedded, tiny or "
-            "a model folder); proxying another server is not supported"
-        )
-    policy = ref.load()
-    assert isinstance(policy, TokenPolicy)  # every local model is an HFPolicy
-    return policy
 
 
 def serve(
@@ -67,7 +57,7 @@ def serve(
     every call: a session at /sessions/ID/v1 becomes token-exact trajectories in the store."""
     from trajforge.serve.server import serve_forever  # lazy: uvicorn and fastapi take 0.4 s
 
-    policy = load_gateway_policy(model, precision, batch_size)
+    policy = served_policy(PolicyRef(name=model, precision=precision, batch_size=batch_size))
     run_id = run or new_run_id()
     path = resolve_store_path(store)
     with TrajectoryStore(path) as db:
@@ -132,20 +122,21 @@ def collect(
 ) -> None:
     """Run an agent program once per task x --n against its own gateway session, recording its
     model calls as trajectories; every run ends ok, error or timeout, with its reward."""
-    from trajforge.serve.server import serving  # lazy: uvicorn and fastapi take 0.4 s
+    from trajforge.serve.collect import collect_runs  # lazy: uvicorn and fastapi take 0.4 s
 
     tasks = _tasks(env, tasks_file, count, split, seed)
-    policy = load_gateway_policy(model, precision, batch_size)
-    verifier = getattr(get_env(env).make(), "verifier", None) if env else None
+    policy = served_policy(PolicyRef(name=model, precision=precision, batch_size=batch_size))
     run_id = run or new_run_id()
     path = resolve_store_path(store)
     with TrajectoryStore(path) as db:
         db.set_run(run_id, {"kind": "collect", "agent": agent, "model": model, "env": env})
         gateway = Gateway(policy, db, run_id, model_names=(model,), env=env)
         try:
-            with serving(gateway) as url:
-                collector = Collector(gateway, url, agent, timeout_s=timeout, verifier=verifier)
-                runs = _collect_with_progress(collector, tasks, n, concurrency, not as_json)
+            with _progress(len(tasks) * n, not as_json) as on_done:
+                runs = collect_runs(
+                    gateway, agent, tasks, n=n, concurrency=concurrency, timeout_s=timeout,
+                    env=env, on_done=on_done,
+                )  # fmt: skip
         finally:
             asyncio.run(gateway.close())
     summary = _summary(runs, run_id)
@@ -167,18 +158,13 @@ def collect(
     console.print(f"stored in {path} as run {run_id}")
 
 
-def _collect_with_progress(
-    collector: Collector, tasks: list[Task], n: int, concurrency: int, show: bool
-) -> list[AgentRun]:
-    columns = (
-        TextColumn("collect"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-    )
+@contextmanager
+def _progress(total: int, show: bool) -> Iterator[Callable[[AgentRun], None]]:
+    """A Rich bar of finished agent runs with their statuses; yields the per-run callback."""
+    columns = (TextColumn("collect"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[status]}"), TimeElapsedColumn())  # fmt: skip
     with Progress(*columns, console=err_console, disable=not show) as progress:
-        bar = progress.add_task("collect", total=len(tasks) * n, status="")
+        bar = progress.add_task("collect", total=total, status="")
         counts: dict[str, int] = {}
 
         def done(run: AgentRun) -> None:
@@ -186,7 +172,7 @@ def _collect_with_progress(
             text = " ".join(f"{k} {v}" for k, v in sorted(counts.items()))
             progress.update(bar, advance=1, status=text)
 
-        return asyncio.run(collector.run(tasks, n, concurrency, on_done=done))
+        yield done
 
 
 def _summary(runs: list[AgentRun], run_id: str) -> dict[str, Any]:

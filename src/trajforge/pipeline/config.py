@@ -95,6 +95,31 @@ class DemonstrationStage(_Strict):
     """Assistant turns per episode."""
 
 
+class CollectStage(_Strict):
+    """Trajectories from an agent program: ``trajforge collect`` against a recording gateway
+    serving the latest weights, one run per task x ``n`` (see ``docs/gateway.md``)."""
+
+    kind: Literal["collect"] = "collect"
+    """Stage kind."""
+    name: str = "collect"
+    """Stage name, unique in the experiment."""
+    agent: str = Field(min_length=1, examples=["python my_agent.py"])
+    """The command that runs the agent once (``OPENAI_BASE_URL`` points at its session, the
+    task comes as JSON on stdin and in ``TRAJFORGE_TASK``)."""
+    tasks: int = Field(default=16, ge=1)
+    """Tasks of the env."""
+    n: int = Field(default=1, ge=1)
+    """Runs per task (they share a group id)."""
+    split: Literal["train", "test"] = "train"
+    """The env's task split."""
+    seed: int = 0
+    """Seed of the task sample."""
+    concurrency: int = Field(default=8, ge=1)
+    """Agent programs running at once."""
+    timeout_s: float = Field(default=300.0, gt=0)
+    """Seconds one run may take before it and everything it started are killed."""
+
+
 class SFTStage(_Strict):
     """Fine-tune on the successful demonstrations; ``train`` holds ``SFTConfig`` keys."""
 
@@ -103,7 +128,8 @@ class SFTStage(_Strict):
     name: str = "sft"
     """Stage name, unique in the experiment."""
     demonstrations: str = "demonstrations"
-    """The earlier stage whose successful trajectories (reward >= 1) are the data."""
+    """The earlier stage (``demonstrations``, ``collect`` or ``eval``) whose successful
+    trajectories (reward >= 1) are the data."""
     train: dict[str, Any] = Field(default_factory=dict)
     """``SFTConfig`` keys (``trajforge config show sft``). ``model.spec``, ``data.store`` and
     ``data.run`` are set by the experiment (data filters such as ``data.limit`` are the
@@ -123,8 +149,17 @@ class RLStage(_Strict):
     experiment; ``env``, ``output_dir``, ``seed`` and ``store`` default to the run's."""
 
 
-Stage = Annotated[EvalStage | DemonstrationStage | SFTStage | RLStage, Field(discriminator="kind")]
-STAGE_KINDS: tuple[type[BaseModel], ...] = (EvalStage, DemonstrationStage, SFTStage, RLStage)
+Stage = Annotated[
+    EvalStage | DemonstrationStage | CollectStage | SFTStage | RLStage,
+    Field(discriminator="kind"),
+]
+STAGE_KINDS: tuple[type[BaseModel], ...] = (
+    EvalStage,
+    DemonstrationStage,
+    CollectStage,
+    SFTStage,
+    RLStage,
+)
 
 _EXAMPLE_STAGES = [
     {"kind": "eval", "name": "base"},
@@ -160,8 +195,8 @@ class Experiment(_Strict):
     eval: EvalSettings = Field(default_factory=EvalSettings)
     """The held-out evaluation of every ``eval`` stage."""
     stages: list[Stage] = Field(min_length=1, examples=[_EXAMPLE_STAGES])
-    """The stages in order; each has a ``kind``: ``eval``, ``demonstrations``, ``sft`` or
-    ``rl``."""
+    """The stages in order; each has a ``kind``: ``eval``, ``demonstrations``, ``collect``,
+    ``sft`` or ``rl``."""
 
     _origin: Origin | None = PrivateAttr(default=None)
 
@@ -187,11 +222,11 @@ class Experiment(_Strict):
             if (
                 source is None
                 or source > i
-                or stages[source].kind not in ("demonstrations", "eval")
+                or stages[source].kind not in ("demonstrations", "collect", "eval")
             ):
                 raise ValueError(
                     f"sft stage {s.name!r} reads demonstrations {s.demonstrations!r}, which is not "
-                    "an earlier demonstrations or eval stage"
+                    "an earlier demonstrations, collect or eval stage"
                 )
         return stages
 
@@ -332,6 +367,12 @@ def check_experiment(exp: Experiment, run_dir: Path) -> None:
             if isinstance(stage, DemonstrationStage):
                 if found := model_name_problem(stage.policy, trainable=False):
                     problems.append(origin.problem(("stages", i, "policy"), found))
+            elif isinstance(stage, CollectStage):
+                # The gateway serves a model with weights, as a training stage needs one.
+                if not trains and (found := model_name_problem(exp.model, trainable=True)):
+                    problems.append(
+                        origin.problem(("model",), f"a collect stage serves it: {found}")
+                    )
             elif isinstance(stage, SFTStage):
                 demonstrations_run = f"{exp.name}.{stage.demonstrations}"
                 sft_config(

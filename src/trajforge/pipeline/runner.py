@@ -12,17 +12,20 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.judge.evaluate import score_into, summarize
 from trajforge.judge.scorer import Rubric
 from trajforge.judge.stats import format_rate, format_reward, format_scored, is_success
 from trajforge.pipeline.config import (
     STORE_FILE,
+    CollectStage,
     DemonstrationStage,
     EvalStage,
     Experiment,
@@ -45,6 +48,8 @@ from trajforge.rollout import (
     arun_rollout,
     run_rollout,
 )
+from trajforge.serve.collect import collect_runs
+from trajforge.serve.gateway import Gateway, served_policy
 from trajforge.store import TrajectoryStore
 from trajforge.train.data import load_source
 from trajforge.train.rl import RLTrainer
@@ -189,6 +194,8 @@ class ExperimentRunner:
             return self._eval(model, run_id)
         if isinstance(stage, DemonstrationStage):
             return self._demonstrations(stage, run_id)
+        if isinstance(stage, CollectStage):
+            return self._collect(stage, model, run_id)
         if isinstance(stage, SFTStage):
             return self._sft(index, stage, model, attempt)
         return self._rl(index, model, attempt)
@@ -243,6 +250,24 @@ class ExperimentRunner:
         text = f"{len(trajectories)} episodes by {stage.policy}, {solved} solved"
         return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}
 
+    def _collect(self, stage: CollectStage, model: str, run_id: str) -> dict[str, Any]:
+        tasks = get_env(self.exp.env).tasks(stage.tasks, seed=stage.seed, split=stage.split)
+        policy = served_policy(self._policy_ref(model))
+        with TrajectoryStore(self.store_path) as db:
+            gateway = Gateway(policy, db, run_id, model_names=(model,), env=self.exp.env)
+            try:
+                runs = collect_runs(
+                    gateway, stage.agent, tasks, n=stage.n, concurrency=stage.concurrency,
+                    timeout_s=stage.timeout_s, env=self.exp.env,
+                )  # fmt: skip
+            finally:
+                asyncio.run(gateway.close())
+        statuses = Counter(r.status.value for r in runs)
+        solved = sum(1 for r in runs if is_success(r.status, r.reward))
+        text = f"{len(runs)} agent runs ({_counts(statuses)}), {solved} solved"
+        return {"run_id": run_id, "count": len(runs), "solved": solved,
+                "statuses": dict(statuses), "text": text}  # fmt: skip
+
     def _sft(self, index: int, stage: SFTStage, model: str, attempt: int) -> dict[str, Any]:
         demo = self._record(stage.demonstrations)
         if not demo or demo.get("status") != "done":
@@ -283,6 +308,10 @@ def _training_record(result: TrainResult, output_dir: Path, detail: str) -> dict
         "kept_step": result.kept_step,
         "text": f"{result.steps} steps{detail}",
     }
+
+
+def _counts(counts: Counter[str]) -> str:
+    return ", ".join(f"{n} {name}" for name, n in counts.most_common())
 
 
 def _error_text(exc: BaseException) -> str:

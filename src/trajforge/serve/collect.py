@@ -21,12 +21,14 @@ import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.rules import EnvVerifier
 from trajforge.schema import OutcomeStatus, Score, Task, Trajectory
 from trajforge.schema.evidence import Verifier
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.recorder import GatewaySession
+from trajforge.serve.server import serving
 
 STDERR_TAIL_CHARS = 2000
 KILL_GRACE_S = 2.0
@@ -42,6 +44,30 @@ class AgentRun:
     status: OutcomeStatus
     reward: float | None
     trajectories: int
+
+
+def collect_runs(
+    gateway: Gateway,
+    agent: str,
+    tasks: Sequence[Task],
+    *,
+    n: int,
+    concurrency: int,
+    timeout_s: float,
+    env: str | None = None,
+    on_done: Callable[[AgentRun], None] | None = None,
+) -> list[AgentRun]:
+    """Serve ``gateway`` on 127.0.0.1 for as long as ``agent`` runs for every task x ``n``;
+    runs that report no reward are judged by ``env``'s verifier, when it has one."""
+    verifier = env_verifier(env) if env else None
+    with serving(gateway) as url:
+        collector = Collector(gateway, url, agent, timeout_s=timeout_s, verifier=verifier)
+        return asyncio.run(collector.run(tasks, n, concurrency, on_done=on_done))
+
+
+def env_verifier(env: str) -> Verifier | None:
+    """The verifier of environment ``env`` (an env without one gives no reward)."""
+    return getattr(get_env(env).make(), "verifier", None)
 
 
 def agent_argv(agent: str) -> list[str]:

@@ -11,8 +11,10 @@ import asyncio
 import time
 from dataclasses import dataclass, replace
 
+from trajforge.errors import ConfigError
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 from trajforge.policy.token_policy import TokenPolicy
+from trajforge.rollout import PolicyRef
 from trajforge.schema import Message, OutcomeStatus, Timing, ToolSpec
 from trajforge.serve.recorder import GatewaySession, Recorder, Recording
 from trajforge.serve.wire import ChatRequest, WireError, sampling_of
@@ -31,6 +33,20 @@ class Choice:
     @property
     def completion_tokens(self) -> int:
         return len(self.message.token_ids or ())
+
+
+def served_policy(ref: PolicyRef) -> TokenPolicy:
+    """The in-process policy a gateway serves: a model with weights here, whose tokens it
+    records (the scripted expert needs an env's tasks; another server is not proxied)."""
+    if not ref.is_local_model:
+        raise ConfigError(
+            f"model {ref.name!r}: the gateway serves a model with weights here (embedded, tiny "
+            "or a model folder); proxying another server is not supported"
+        )
+    policy = ref.load()
+    if not isinstance(policy, TokenPolicy):
+        raise ConfigError(f"model {ref.name!r} does not generate token ids here")
+    return policy
 
 
 class Gateway:
