@@ -98,7 +98,7 @@ def test_the_collect_command_on_the_tiny_model(tmp_path: Path) -> None:
     [
         (["--agent", "x"], "give --env or --tasks"),
         (["--agent", "", "--env", "calculator"], "--agent"),
-        (["--agent", "x", "--env", "calculator", "--model", "expert"], "--model 'expert'"),
+        (["--agent", "x", "--env", "calculator", "--model", "expert"], "model 'expert'"),
     ],
 )
 def test_collect_refuses_what_it_cannot_run(args: list[str], message: str, tmp_path: Path) -> None:
