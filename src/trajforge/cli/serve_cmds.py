@@ -28,7 +28,7 @@ from trajforge.errors import ConfigError
 from trajforge.precision import Precision
 from trajforge.rollout import PolicyRef, new_run_id
 from trajforge.schema import OutcomeStatus, Task
-from trajforge.serve.gateway import Gateway, served_policy
+from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
@@ -36,7 +36,11 @@ if TYPE_CHECKING:
 
 ServeModelOption = Annotated[
     str,
-    typer.Option("--model", help="The model behind the gateway: embedded, tiny or a model folder."),
+    typer.Option(
+        "--model",
+        help="The model behind the gateway: embedded, tiny, a model folder, or another server "
+        "as openai:<base_url>#<model> (forwarded, its token ids recorded).",
+    ),
 ]
 HostOption = Annotated[str, typer.Option("--host", help="Address to listen on.")]
 PortOption = Annotated[
@@ -57,14 +61,14 @@ def serve(
     every call: a session at /sessions/ID/v1 becomes token-exact trajectories in the store."""
     from trajforge.serve.server import serve_forever  # lazy: uvicorn and fastapi take 0.4 s
 
-    policy = served_policy(PolicyRef(name=model, precision=precision, batch_size=batch_size))
+    ref = PolicyRef(name=model, precision=precision, batch_size=batch_size)
     run_id = run or new_run_id()
     path = resolve_store_path(store)
     with TrajectoryStore(path) as db:
-        db.set_run(run_id, {"kind": "gateway", "model": model, "precision": policy.precision})
-        gateway = Gateway(policy, db, run_id, model_names=(model,))
+        gateway, runs_on = open_gateway(ref, db, run_id)
+        db.set_run(run_id, {"kind": "gateway", "model": model, "runs_on": runs_on})
         err_console.print(
-            f"serving {model} ({policy.precision}) at http://{host}:{port}/v1 — a session per agent "
+            f"serving {model} ({runs_on}) at http://{host}:{port}/v1 — a session per agent "
             f"run at /sessions/ID/v1; recording run {run_id} into {path}; Ctrl-C stops",
             soft_wrap=True,
         )
@@ -125,12 +129,12 @@ def collect(
     from trajforge.serve.collect import collect_runs  # lazy: uvicorn and fastapi take 0.4 s
 
     tasks = _tasks(env, tasks_file, count, split, seed)
-    policy = served_policy(PolicyRef(name=model, precision=precision, batch_size=batch_size))
+    ref = PolicyRef(name=model, precision=precision, batch_size=batch_size)
     run_id = run or new_run_id()
     path = resolve_store_path(store)
     with TrajectoryStore(path) as db:
         db.set_run(run_id, {"kind": "collect", "agent": agent, "model": model, "env": env})
-        gateway = Gateway(policy, db, run_id, model_names=(model,), env=env)
+        gateway, _ = open_gateway(ref, db, run_id, env=env)
         try:
             with _progress(len(tasks) * n, not as_json) as on_done:
                 runs = collect_runs(

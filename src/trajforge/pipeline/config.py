@@ -24,6 +24,7 @@ from trajforge.configfile import (
 )
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
+from trajforge.policy.naming import OPENAI_PREFIX
 from trajforge.precision import Precision
 from trajforge.train.config import (
     ConfigT,
@@ -368,8 +369,11 @@ def check_experiment(exp: Experiment, run_dir: Path) -> None:
                 if found := model_name_problem(stage.policy, trainable=False):
                     problems.append(origin.problem(("stages", i, "policy"), found))
             elif isinstance(stage, CollectStage):
-                # The gateway serves a model with weights, as a training stage needs one.
-                if not trains and (found := model_name_problem(exp.model, trainable=True)):
+                # The gateway serves a model with weights here, or forwards to another server.
+                forwarded = exp.model.startswith(OPENAI_PREFIX)
+                if not (trains or forwarded) and (
+                    found := model_name_problem(exp.model, trainable=True)
+                ):
                     problems.append(
                         origin.problem(("model",), f"a collect stage serves it: {found}")
                     )

@@ -49,7 +49,7 @@ from trajforge.rollout import (
     run_rollout,
 )
 from trajforge.serve.collect import collect_runs
-from trajforge.serve.gateway import Gateway, served_policy
+from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
 from trajforge.train.data import load_source
 from trajforge.train.rl import RLTrainer
@@ -252,9 +252,8 @@ class ExperimentRunner:
 
     def _collect(self, stage: CollectStage, model: str, run_id: str) -> dict[str, Any]:
         tasks = get_env(self.exp.env).tasks(stage.tasks, seed=stage.seed, split=stage.split)
-        policy = served_policy(self._policy_ref(model))
         with TrajectoryStore(self.store_path) as db:
-            gateway = Gateway(policy, db, run_id, model_names=(model,), env=self.exp.env)
+            gateway, _ = open_gateway(self._policy_ref(model), db, run_id, env=self.exp.env)
             try:
                 runs = collect_runs(
                     gateway, stage.agent, tasks, n=stage.n, concurrency=stage.concurrency,

@@ -51,6 +51,12 @@ class RenderedSession(ChatSession):
             )
         return self.token_ids()
 
+    def copy(self) -> RenderedSession:
+        """An independent continuation of this conversation (same renderer and tools)."""
+        twin = RenderedSession(self.renderer, [], self.tools, task=self.task)
+        twin.messages = list(self.messages)
+        return twin
+
     def add_observations(self, observations: Sequence[Message]) -> list[Message]:
         if any(m.role is Role.ASSISTANT for m in observations):
             raise RenderError("observations are tool/user messages, not assistant messages")

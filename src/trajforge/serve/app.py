@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.schema import Task
-from trajforge.serve.gateway import Choice, Gateway
+from trajforge.serve.gateway import ChatGateway, Choice
 from trajforge.serve.responses import responses_route
 from trajforge.serve.wire import (
     ChatRequest,
@@ -66,7 +66,7 @@ def sse(payload: dict[str, Any] | str) -> str:
     return f"data: {data}\n\n"
 
 
-def create_app(gateway: Gateway) -> FastAPI:
+def create_app(gateway: ChatGateway) -> FastAPI:
     """The FastAPI app serving ``gateway``."""
     app = FastAPI(title="trajforge gateway", docs_url=None, redoc_url=None)
 
@@ -88,12 +88,15 @@ def create_app(gateway: Gateway) -> FastAPI:
             stream = _chat_stream(gateway, session_id, body, messages, tools)
             return StreamingResponse(stream, media_type="text/event-stream")
         choices = await gateway.chat(session_id, body, messages, tools)
-        return completion_object(
+        reply = completion_object(
             new_id("chatcmpl"),
             body.model,
-            [_choice(gateway, k, c, body) for k, c in enumerate(choices)],
+            [_choice(k, c, body) for k, c in enumerate(choices)],
             _usage(choices),
         )
+        if body.return_token_ids:
+            reply["prompt_token_ids"] = choices[0].prompt_ids
+        return reply
 
     def session_of(request: Request) -> str:
         return request.headers.get(SESSION_HEADER) or DEFAULT_SESSION
@@ -159,18 +162,17 @@ def create_app(gateway: Gateway) -> FastAPI:
     return app
 
 
-def _choice(gateway: Gateway, index: int, choice: Choice, body: ChatRequest) -> dict[str, Any]:
+def _choice(index: int, choice: Choice, body: ChatRequest) -> dict[str, Any]:
     message = choice.message
-    return {
+    out = {
         "index": index,
         "message": chat_message(message),
         "finish_reason": finish_reason_of(message, choice.finish),
-        "logprobs": token_logprobs(
-            gateway.policy.tokenizer, message.token_ids or [], message.logprobs
-        )
-        if body.logprobs
-        else None,
+        "logprobs": token_logprobs(choice.token_texts, message.logprobs) if body.logprobs else None,
     }
+    if body.return_token_ids:
+        out["token_ids"] = message.token_ids
+    return out
 
 
 def _usage(choices: list[Choice]) -> dict[str, int]:
@@ -178,7 +180,7 @@ def _usage(choices: list[Choice]) -> dict[str, int]:
 
 
 async def _chat_stream(
-    gateway: Gateway,
+    gateway: ChatGateway,
     session_id: str,
     body: ChatRequest,
     messages: list[Any],
@@ -211,9 +213,7 @@ async def _chat_stream(
             "finish_reason": finish_reason_of(message, choice.finish),
         }
         if body.logprobs:
-            last["logprobs"] = token_logprobs(
-                gateway.policy.tokenizer, message.token_ids or [], message.logprobs
-            )
+            last["logprobs"] = token_logprobs(choice.token_texts, message.logprobs)
         yield sse(chunk(reply_id, body.model, [last]))
     if body.stream_options is not None and body.stream_options.include_usage:
         yield sse(chunk(reply_id, body.model, [], _usage(choices)))

@@ -26,7 +26,7 @@ from trajforge.errors import ConfigError
 from trajforge.judge.rules import EnvVerifier
 from trajforge.schema import OutcomeStatus, Score, Task, Trajectory
 from trajforge.schema.evidence import Verifier
-from trajforge.serve.gateway import Gateway
+from trajforge.serve.gateway import ChatGateway
 from trajforge.serve.recorder import GatewaySession
 from trajforge.serve.server import serving
 
@@ -47,7 +47,7 @@ class AgentRun:
 
 
 def collect_runs(
-    gateway: Gateway,
+    gateway: ChatGateway,
     agent: str,
     tasks: Sequence[Task],
     *,
@@ -102,7 +102,7 @@ class Collector:
 
     def __init__(
         self,
-        gateway: Gateway,
+        gateway: ChatGateway,
         base_url: str,
         agent: str,
         *,

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
+from trajforge.policy.session import RenderedSession
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.rollout import PolicyRef
 from trajforge.schema import Message, OutcomeStatus, Timing, ToolSpec
@@ -27,12 +29,51 @@ class Choice:
 
     message: Message
     finish: FinishReason
-    prompt_tokens: int
+    prompt_ids: list[int] | None
+    """The exact prompt (``None``: a server that does not say)."""
     trajectory_id: str
+    token_texts: list[str] | None = None
+    """Each sampled token as text, for ``logprobs``."""
+    prompt_count: int | None = None
+    """Prompt tokens, when a server reports the count but not the ids."""
+    completion_count: int | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_ids) if self.prompt_ids is not None else self.prompt_count or 0
 
     @property
     def completion_tokens(self) -> int:
-        return len(self.message.token_ids or ())
+        if self.message.token_ids is not None:
+            return len(self.message.token_ids)
+        return self.completion_count or 0
+
+
+def check_served_model(model: str, served: tuple[str, ...]) -> None:
+    """A 404 (OpenAI's ``model_not_found``) for a model this gateway does not serve."""
+    if model not in served:
+        raise WireError(
+            f"model {model!r} is not served here; this gateway serves {', '.join(served)}",
+            param="model",
+            status=404,
+            code="model_not_found",
+        )
+
+
+class ChatGateway(Protocol):
+    """What the HTTP layer and ``collect`` use: ``Gateway`` (a policy here) and
+    ``UpstreamGateway`` (another server) are the two."""
+
+    model_names: tuple[str, ...]
+    recorder: Recorder
+
+    def check_model(self, model: str) -> None: ...
+
+    async def chat(
+        self, session_id: str, request: ChatRequest, messages: list[Message], tools: list[ToolSpec]
+    ) -> list[Choice]: ...
+
+    async def close(self) -> None: ...
 
 
 def served_policy(ref: PolicyRef) -> TokenPolicy:
@@ -70,18 +111,18 @@ class Gateway:
         env: str | None = None,
     ) -> None:
         self.policy = policy
-        self.recorder = Recorder(policy, store, run_id, env)
+        self.recorder = Recorder(
+            lambda messages, tools, task: policy.start_session(messages, tools, task=task),
+            policy.name,
+            policy.precision,
+            store,
+            run_id,
+            env,
+        )
         self.model_names = tuple(dict.fromkeys((policy.name, *model_names)))
 
     def check_model(self, model: str) -> None:
-        if model not in self.model_names:
-            raise WireError(
-                f"model {model!r} is not served here; this gateway serves "
-                f"{', '.join(self.model_names)}",
-                param="model",
-                status=404,
-                code="model_not_found",
-            )
+        check_served_model(model, self.model_names)
 
     async def chat(
         self,
@@ -98,7 +139,7 @@ class Gateway:
             recordings = [first] + [
                 self.recorder.fork(session, first) for _ in range(request.n - 1)
             ]
-        prompt_ids = first.session.prompt_ids()
+        prompt_ids = _rendered(first).prompt_ids()
         room = (
             None
             if self.policy.max_context_tokens is None
@@ -126,7 +167,7 @@ class Gateway:
         try:
             completions: list[Completion] = await asyncio.gather(
                 *(
-                    self.policy.complete(r.session, prompt_ids, s)
+                    self.policy.complete(_rendered(r), prompt_ids, s)
                     for r, s in zip(recordings, samplings, strict=True)
                 )
             )
@@ -137,15 +178,22 @@ class Gateway:
             self._abort(session, recordings, OutcomeStatus.ERROR, f"{type(exc).__name__}: {exc}")
             raise
         timing = Timing(started_at=started, duration_s=time.perf_counter() - clock)
-        return [
-            Choice(
-                message=self.recorder.finish(session, r, c, timing),
-                finish=c.finish_reason,
-                prompt_tokens=len(prompt_ids),
-                trajectory_id=r.id,
+        choices = []
+        for recording, completion in zip(recordings, completions, strict=True):
+            message = _rendered(recording).add_completion(
+                completion, turn=recording.turn, timing=timing
             )
-            for r, c in zip(recordings, completions, strict=True)
-        ]
+            self.recorder.finish(session, recording, timing.duration_s)
+            choices.append(
+                Choice(
+                    message=message,
+                    finish=completion.finish_reason,
+                    prompt_ids=prompt_ids,
+                    trajectory_id=recording.id,
+                    token_texts=[self.policy.renderer.decode([t]) for t in completion.token_ids],
+                )
+            )
+        return choices
 
     def _abort(
         self,
@@ -159,3 +207,9 @@ class Gateway:
 
     async def close(self) -> None:
         await self.policy.close()
+
+
+def _rendered(recording: Recording) -> RenderedSession:
+    conversation = recording.session
+    assert isinstance(conversation, RenderedSession)  # every conversation of a Gateway is
+    return conversation

@@ -15,12 +15,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from trajforge.policy.base import Completion
-from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy
 from trajforge.schema import (
     Evaluator,
     EvaluatorKind,
@@ -30,13 +28,31 @@ from trajforge.schema import (
     Role,
     Score,
     Task,
-    Timing,
     ToolSpec,
     Trajectory,
     Usage,
 )
 from trajforge.serve.wire import WireError, call_arguments, wire_calls, wire_content
 from trajforge.store import TrajectoryStore
+
+
+class Conversation(Protocol):
+    """What a recording grows: messages with their token ids, and the tools offered.
+    ``RenderedSession`` (an in-process policy) and ``UpstreamConversation`` (a proxied server)
+    are the two kinds."""
+
+    messages: list[Message]
+    tools: list[ToolSpec]
+
+    @property
+    def num_tokens(self) -> int: ...
+
+    def add_observations(self, observations: Sequence[Message]) -> list[Message]: ...
+
+    def copy(self) -> Conversation: ...
+
+
+StartConversation = Callable[[list[Message], list[ToolSpec], Task | None], Conversation]
 
 
 def _as_returned(message: Message) -> tuple[str, list[tuple[str, str, dict[str, Any]]]]:
@@ -64,7 +80,7 @@ class Recording:
     """One trajectory the gateway is growing."""
 
     id: str
-    session: RenderedSession
+    session: Conversation
     sequence: int
     forked_from: str | None = None
     started_at: float = field(default_factory=time.time)
@@ -75,6 +91,9 @@ class Recording:
     reason: str | None = None
     reward: float | None = None
     """This trajectory's own reward (a verifier's), used when the session has none."""
+    notes: dict[str, Any] = field(default_factory=dict)
+    """Recorded in ``metadata["gateway"]`` (``drift``: started because the server's prompt did
+    not extend the context)."""
     scores: list[Score] = field(default_factory=list)
 
     @property
@@ -114,7 +133,9 @@ class Recorder:
     """Sessions of one gateway and the store their trajectories go to.
 
     Args:
-        policy: the in-process token policy whose renderer keeps contexts exact.
+        start: starts the conversation of a new trajectory from a call's messages and tools.
+        model: the model recorded on trajectories.
+        precision: the precision of the weights that sample (``None``: unknown, a server).
         store: where trajectories are written (``None``: kept in memory only).
         run_id: the run every trajectory belongs to.
         env: the environment name recorded on trajectories (``None`` for a free agent).
@@ -122,12 +143,16 @@ class Recorder:
 
     def __init__(
         self,
-        policy: TokenPolicy,
+        start: StartConversation,
+        model: str,
+        precision: str | None,
         store: TrajectoryStore | None,
         run_id: str,
         env: str | None = None,
     ) -> None:
-        self.policy = policy
+        self.start = start
+        self.model = model
+        self.precision = precision
         self.store = store
         self.run_id = run_id
         self.env = env
@@ -167,9 +192,15 @@ class Recorder:
                 recording.session.add_observations(messages[len(recording.session.messages) :])
                 recording.busy = True
                 return recording
+        return self.new_recording(session, messages, tools)
+
+    def new_recording(
+        self, session: GatewaySession, messages: list[Message], tools: list[ToolSpec]
+    ) -> Recording:
+        """A new trajectory of the session, starting from ``messages``."""
         recording = Recording(
             id=uuid.uuid4().hex,
-            session=self.policy.start_session(messages, tools, task=session.task),
+            session=self.start(messages, tools, session.task),
             sequence=len(session.recordings),
         )
         recording.busy = True
@@ -178,11 +209,9 @@ class Recorder:
 
     def fork(self, session: GatewaySession, recording: Recording) -> Recording:
         """A copy of a busy recording, for another sampled choice of the same call."""
-        copy = RenderedSession(self.policy.renderer, [], recording.session.tools, task=session.task)
-        copy.messages = list(recording.session.messages)
         forked = Recording(
             id=uuid.uuid4().hex,
-            session=copy,
+            session=recording.session.copy(),
             sequence=len(session.recordings),
             forked_from=recording.id,
             busy=True,
@@ -190,16 +219,12 @@ class Recorder:
         session.recordings.append(forked)
         return forked
 
-    def finish(
-        self, session: GatewaySession, recording: Recording, completion: Completion, timing: Timing
-    ) -> Message:
-        """Append the sampled turn, store the trajectory and return the assistant message."""
-        message = recording.session.add_completion(completion, turn=recording.turn, timing=timing)
-        recording.generation_s += timing.duration_s
+    def finish(self, session: GatewaySession, recording: Recording, generation_s: float) -> None:
+        """The call's turn is in the recording's conversation: store the trajectory."""
+        recording.generation_s += generation_s
         recording.calls += 1
         recording.busy = False
         self.save(session, recording)
-        return message
 
     def abort(
         self, session: GatewaySession, recording: Recording, status: OutcomeStatus, why: str
@@ -245,7 +270,7 @@ class Recorder:
             env=self.env or (session.task.env if session.task else None),
             run_id=self.run_id,
             group_id=session.group_id,
-            model=self.policy.name,
+            model=self.model,
             outcome=outcome.model_copy(update={"reward": session.reward}),
             scores=list(session.scores),
             metadata={"gateway": {"session": session.id, "calls": 0, **session.metadata}},
@@ -271,7 +296,7 @@ class Recorder:
             env=self.env or task.env,
             run_id=self.run_id,
             group_id=session.group_id,
-            model=self.policy.name,
+            model=self.model,
             tools=recording.session.tools,
             messages=messages,
             outcome=outcome.model_copy(
@@ -288,12 +313,14 @@ class Recorder:
             ),
             created_at=recording.started_at,
             metadata={
-                "precision": self.policy.precision,
+                "precision": self.precision,
                 "gateway": {
                     "session": session.id,
                     "sequence": recording.sequence,
                     "forked_from": recording.forked_from,
                     "calls": recording.calls,
+                    "text_only": any(m.token_ids is None for m in messages),
+                    **recording.notes,
                     **session.metadata,
                 },
             },

@@ -16,7 +16,7 @@ from trajforge.errors import DataError
 from trajforge.formats.openai_chat import content_text
 from trajforge.policy.base import FinishReason
 from trajforge.schema import Message, Role, ToolCall
-from trajforge.serve.gateway import Choice, Gateway
+from trajforge.serve.gateway import ChatGateway, Choice
 from trajforge.serve.wire import (
     ChatRequest,
     FunctionIn,
@@ -204,7 +204,7 @@ def _response(request: ResponsesRequest, choice: Choice | None, response_id: str
     }
 
 
-async def responses_route(gateway: Gateway, session_id: str, body: Any) -> Any:
+async def responses_route(gateway: ChatGateway, session_id: str, body: Any) -> Any:
     """Answer a Responses API call (streaming or not) through ``gateway``."""
     request = _parse(body)
     messages = messages_of(request)
@@ -232,7 +232,7 @@ def _event(kind: str, sequence: int, **fields: Any) -> str:
 
 
 async def _stream(
-    gateway: Gateway,
+    gateway: ChatGateway,
     session_id: str,
     request: ResponsesRequest,
     chat: ChatRequest,

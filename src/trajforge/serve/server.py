@@ -7,36 +7,42 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import uvicorn
+from fastapi import FastAPI
 
 from trajforge.errors import TrajforgeError
 from trajforge.serve.app import create_app
-from trajforge.serve.gateway import Gateway
+from trajforge.serve.gateway import ChatGateway
 
 START_TIMEOUT_S = 30.0
 
 
-def _server(gateway: Gateway, host: str, port: int) -> uvicorn.Server:
-    config = uvicorn.Config(
-        create_app(gateway), host=host, port=port, log_level="warning", access_log=False
-    )
+def _server(app: FastAPI, host: str, port: int) -> uvicorn.Server:
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     return uvicorn.Server(config)
 
 
-def serve_forever(gateway: Gateway, host: str, port: int) -> None:
+def serve_forever(gateway: ChatGateway, host: str, port: int) -> None:
     """Serve until Ctrl-C or SIGTERM, which stop it cleanly (uvicorn finishes the calls in
     flight, then raises the signal again; here that is the normal end)."""
     with contextlib.suppress(KeyboardInterrupt):
-        _server(gateway, host, port).run()
+        _server(create_app(gateway), host, port).run()
+
+
+def serving(
+    gateway: ChatGateway, host: str = "127.0.0.1", port: int = 0
+) -> AbstractContextManager[str]:
+    """Serve ``gateway`` on a thread while the block runs; yields its base URL."""
+    return serving_app(create_app(gateway), host, port)
 
 
 @contextmanager
-def serving(gateway: Gateway, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
-    """Serve ``gateway`` on a thread while the block runs (uvicorn leaves signals to the main
+def serving_app(app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve ``app`` on a thread while the block runs (uvicorn leaves signals to the main
     thread there); yields the base URL (``http://host:port``; port 0 picks a free one)."""
-    server = _server(gateway, host, port)
+    server = _server(app, host, port)
     thread = threading.Thread(target=server.run, name="trajforge-gateway", daemon=True)
     thread.start()
     deadline = time.monotonic() + START_TIMEOUT_S

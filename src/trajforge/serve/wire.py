@@ -105,6 +105,9 @@ class ChatRequest(_Wire):
     logit_bias: dict[str, float] | None = Field(default=None, max_length=0)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    return_token_ids: bool = False
+    """vLLM's extension: the prompt's ids (``prompt_token_ids``) and each choice's sampled ids
+    (``token_ids``) in a non-streamed reply."""
 
 
 def parse_body(body: Any, model: type[BodyT]) -> BodyT:
@@ -247,13 +250,12 @@ def finish_reason_of(message: Message, finish: FinishReason) -> str:
     return "tool_calls" if wire_calls(message) else "stop"
 
 
-def token_logprobs(tokenizer: Any, ids: list[int], logprobs: list[float] | None) -> Any:
+def token_logprobs(texts: list[str] | None, logprobs: list[float] | None) -> Any:
     """OpenAI's ``logprobs.content``: one entry per sampled token."""
-    if logprobs is None:
+    if logprobs is None or texts is None:
         return None
     content = []
-    for token_id, logprob in zip(ids, logprobs, strict=True):
-        text = tokenizer.decode([token_id])
+    for text, logprob in zip(texts, logprobs, strict=True):
         content.append(
             {
                 "token": text,

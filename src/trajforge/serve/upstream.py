@@ -1,0 +1,251 @@
+"""A gateway in front of another OpenAI-compatible server (vLLM, SGLang, llama.cpp, another
+``trajforge serve``): calls are forwarded and recorded with the token ids the server reports.
+
+Each call asks for vLLM's ``return_token_ids`` (the prompt's ids, ``prompt_token_ids``, and
+each choice's sampled ``token_ids``) and for ``logprobs``. While a session's prompts extend the
+recorded context token for token, the new messages get the prompt's new ids (all on the last of
+them: only the server knows where one message's template ends) and the reply its sampled ids.
+A prompt that does not extend the context (the server re-rendered the history differently from
+what it sampled) starts a new trajectory, marked ``drift``: ids are never re-tokenized here. A
+server that returns no ids gives text-only trajectories, marked ``text_only``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from trajforge.errors import DataError
+from trajforge.formats.openai_chat import messages_from_openai
+from trajforge.policy.base import FinishReason
+from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
+from trajforge.rollout import PolicyRef
+from trajforge.schema import Message, OutcomeStatus, ToolSpec
+from trajforge.serve.gateway import ChatGateway, Choice, Gateway, check_served_model, served_policy
+from trajforge.serve.recorder import GatewaySession, Recorder, Recording
+from trajforge.serve.wire import ChatRequest, WireError
+from trajforge.store import TrajectoryStore
+
+UPSTREAM_TIMEOUT_S = 600.0
+
+
+class UpstreamConversation:
+    """Messages as the agent sent them, with the ids the server reported (``None`` until it
+    has answered a call that contains them, and for good on a server that reports none)."""
+
+    def __init__(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> None:
+        self.messages = [
+            m.model_copy(update={"token_ids": None, "logprobs": None}) for m in messages
+        ]
+        self.tools = list(tools)
+        self.ids_absent = False
+        """Set once the server answered without ids: the conversation stays text-only."""
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(m.token_ids or ()) for m in self.messages)
+
+    def add_observations(self, observations: Sequence[Message]) -> list[Message]:
+        added = [m.model_copy(update={"token_ids": None}) for m in observations]
+        self.messages += added
+        return added
+
+    def copy(self) -> UpstreamConversation:
+        twin = UpstreamConversation([], self.tools)
+        twin.messages, twin.ids_absent = list(self.messages), self.ids_absent
+        return twin
+
+    def known(self) -> int:
+        """How many leading messages carry the ids the server reported."""
+        known = 0
+        while known < len(self.messages) and self.messages[known].token_ids is not None:
+            known += 1
+        return known
+
+    def extends(self, prompt_ids: list[int]) -> bool:
+        """Whether ``prompt_ids`` starts with the context recorded so far."""
+        context = [t for m in self.messages[: self.known()] for t in m.token_ids or ()]
+        return prompt_ids[: len(context)] == context
+
+    def add_reply(self, prompt_ids: list[int] | None, reply: Message) -> None:
+        """Give the pending messages the prompt's new ids and append the reply."""
+        if prompt_ids is None or reply.token_ids is None or self.ids_absent:
+            self.ids_absent = True
+            self.messages = [m.model_copy(update={"token_ids": None, "logprobs": None})
+                             for m in [*self.messages, reply]]  # fmt: skip
+            return
+        known = self.known()
+        new = prompt_ids[sum(len(m.token_ids or ()) for m in self.messages[:known]) :]
+        pending = self.messages[known:]
+        for k, message in enumerate(pending):
+            ids = new if k == len(pending) - 1 else []
+            self.messages[known + k] = message.model_copy(update={"token_ids": ids})
+        self.messages.append(reply)
+
+
+class UpstreamGateway:
+    """Forward chat calls to ``base_url`` and record them.
+
+    Args:
+        base_url: the server's OpenAI base URL (``http://host:port/v1``).
+        upstream_model: the model name the server knows.
+        store: where trajectories are written.
+        run_id: the run the trajectories belong to.
+        model_names: the names clients may ask for (``upstream_model`` always works).
+        env: the environment recorded on trajectories.
+        api_key: sent as the bearer token, when the server wants one.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        upstream_model: str,
+        store: TrajectoryStore | None,
+        run_id: str,
+        *,
+        model_names: tuple[str, ...] = (),
+        env: str | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.upstream_model = upstream_model
+        self.model_names = tuple(dict.fromkeys((upstream_model, *model_names)))
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT_S, headers=headers)
+        self.recorder = Recorder(
+            lambda messages, tools, task: UpstreamConversation(messages, tools),
+            f"openai:{self.base_url}#{upstream_model}",
+            None,
+            store,
+            run_id,
+            env,
+        )
+
+    def check_model(self, model: str) -> None:
+        check_served_model(model, self.model_names)
+
+    async def chat(
+        self,
+        session_id: str,
+        request: ChatRequest,
+        messages: list[Message],
+        tools: list[ToolSpec],
+    ) -> list[Choice]:
+        """Forward the call, then record each choice in its trajectory."""
+        self.check_model(request.model)
+        session = self.recorder.session(session_id)
+        async with session.lock:
+            first = self.recorder.begin(session, messages, tools)
+            recordings = [first] + [
+                self.recorder.fork(session, first) for _ in range(request.n - 1)
+            ]
+        clock = time.perf_counter()
+        try:
+            data = await self._forward(request)
+        except asyncio.CancelledError:
+            self._abort(session, recordings, OutcomeStatus.TRUNCATED, "the client disconnected")
+            raise
+        except WireError as exc:
+            self._abort(session, recordings, OutcomeStatus.ERROR, exc.message)
+            raise
+        took = time.perf_counter() - clock
+        prompt_ids = data.get("prompt_token_ids")
+        choices = []
+        for recording, raw in zip(recordings, data.get("choices") or [], strict=False):
+            choices.append(self._record(session, recording, raw, prompt_ids, messages, tools, took))
+        usage = data.get("usage") or {}
+        for choice in choices:
+            choice.prompt_count = usage.get("prompt_tokens")
+            choice.completion_count = usage.get("completion_tokens")
+        return choices
+
+    async def _forward(self, request: ChatRequest) -> dict[str, Any]:
+        body = request.model_dump(exclude_none=True, exclude={"stream", "stream_options"})
+        body.update(model=self.upstream_model, logprobs=True, return_token_ids=True)
+        try:
+            reply = await self.client.post(f"{self.base_url}/chat/completions", json=body)
+        except httpx.HTTPError as exc:
+            raise WireError(
+                f"the upstream server at {self.base_url} failed: {exc}", status=502,
+                kind="upstream_error",
+            ) from None  # fmt: skip
+        if reply.status_code != 200:
+            try:
+                detail = reply.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                detail = reply.text[:500]
+            status = reply.status_code if reply.status_code < 500 else 502
+            raise WireError(f"upstream: {detail}", status=status, kind="upstream_error")
+        data = reply.json()
+        if not isinstance(data, dict) or not data.get("choices"):
+            raise WireError("upstream: the reply has no choices", status=502, kind="upstream_error")
+        return data
+
+    def _record(
+        self,
+        session: GatewaySession,
+        recording: Recording,
+        raw: dict[str, Any],
+        prompt_ids: list[int] | None,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        took: float,
+    ) -> Choice:
+        try:
+            (reply,) = messages_from_openai([raw.get("message") or {}])
+        except DataError as exc:
+            raise WireError(f"upstream: {exc}", status=502, kind="upstream_error") from None
+        entries = (raw.get("logprobs") or {}).get("content") or []
+        ids = raw.get("token_ids")
+        logprobs = [float(e["logprob"]) for e in entries] if entries else None
+        if ids is not None and logprobs is not None and len(logprobs) != len(ids):
+            logprobs = None
+        reply = reply.model_copy(update={"token_ids": ids, "logprobs": logprobs})
+        conversation = recording.session
+        assert isinstance(conversation, UpstreamConversation)  # every one of this gateway
+        if prompt_ids is not None and ids is not None and not conversation.extends(prompt_ids):
+            # The server's prompt is not the recorded context continued: a new trajectory.
+            conversation.messages = conversation.messages[: conversation.known()]
+            recording.busy = False
+            self.recorder.save(session, recording)
+            recording = self.recorder.new_recording(session, messages, tools)
+            recording.notes["drift"] = True
+            conversation = recording.session
+            assert isinstance(conversation, UpstreamConversation)
+        conversation.add_reply(prompt_ids, reply)
+        self.recorder.finish(session, recording, took)
+        finish = FinishReason.LENGTH if raw.get("finish_reason") == "length" else FinishReason.STOP
+        return Choice(
+            message=conversation.messages[-1],
+            finish=finish,
+            prompt_ids=prompt_ids,
+            trajectory_id=recording.id,
+            token_texts=[str(e.get("token", "")) for e in entries] if entries else None,
+        )
+
+    def _abort(
+        self, session: GatewaySession, recordings: list[Recording], status: OutcomeStatus, why: str
+    ) -> None:
+        for recording in recordings:
+            self.recorder.abort(session, recording, status, why)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+def open_gateway(
+    ref: PolicyRef, store: TrajectoryStore | None, run_id: str, *, env: str | None = None
+) -> tuple[ChatGateway, str]:
+    """The gateway serving ``ref`` under its own name, and what it runs on: a policy here
+    (its precision), or ``openai:<base_url>#<model>`` forwarded to that server."""
+    if ref.name.startswith(OPENAI_PREFIX):
+        base_url, model = parse_openai_spec(ref.name)
+        upstream = UpstreamGateway(base_url, model, store, run_id, model_names=(ref.name,), env=env)
+        return upstream, f"forwarded to {base_url}"
+    policy = served_policy(ref)
+    gateway = Gateway(policy, store, run_id, model_names=(ref.name,), env=env)
+    return gateway, str(policy.precision)
