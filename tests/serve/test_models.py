@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, OpenAI
 from serve_helpers import adder_reply, assert_token_exact, recorded
 
 from trajforge.policy.base import Completion, SamplingParams
@@ -118,3 +118,25 @@ def test_a_client_that_leaves_mid_stream_is_recorded_as_truncated(
     assert traj.outcome.status is OutcomeStatus.TRUNCATED
     assert traj.outcome.reason == "the client disconnected"
     assert [m.role for m in traj.messages] == [Role.USER]
+
+
+@pytest.mark.parametrize("served", ["tiny"], indirect=True)
+def test_text_completions_are_recorded_raw(served: str, store_path: Path) -> None:
+    client = OpenAI(base_url=f"{served}/sessions/raw/v1", api_key="unused")
+    reply = client.completions.create(
+        model="tiny", prompt="Once upon a time", max_tokens=5, n=2, seed=3, logprobs=0
+    )
+    assert [c.index for c in reply.choices] == [0, 1]
+    assert reply.usage is not None and reply.usage.completion_tokens >= 2
+    assert reply.choices[0].logprobs is not None
+    assert len(reply.choices[0].logprobs.token_logprobs or []) >= 1
+    by_ids = client.completions.create(model="tiny", prompt=[1, 2, 3], max_tokens=3)
+    assert by_ids.usage is not None and by_ids.usage.prompt_tokens == 3
+    trajs = recorded(store_path)
+    assert len(trajs) == 3 and all(t.metadata["rendering"] == "raw" for t in trajs)
+    assert all([m.role for m in t.messages] == [Role.USER, Role.ASSISTANT] for t in trajs)
+    assert_token_exact(store_path)
+    refused = httpx.post(
+        f"{served}/v1/completions", json={"model": "tiny", "prompt": "x", "logprobs": 3}
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "logprobs"

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 _CONTEXT = 6
+RAW_RENDERING = "raw"
+"""``metadata["rendering"]`` of a trajectory whose ids are a raw prompt and its completion (a
+text-completion call), not a chat rendering: only what holds for any ids is checked."""
 
 
 class MismatchKind(StrEnum):
@@ -189,6 +192,24 @@ def check_trajectory(
     return found
 
 
+def check_raw(traj: Trajectory) -> list[Mismatch]:
+    """A raw prompt and completion: every message has ids, each sampled id one logprob."""
+    found = []
+    for index, message in enumerate(traj.messages):
+        where = {"trajectory_id": traj.id, "message_index": index, "role": message.role.value}
+        if message.token_ids is None:
+            found.append(Mismatch(**where, kind=MismatchKind.MISSING_TOKENS))
+        elif message.logprobs is not None and len(message.logprobs) != len(message.token_ids):
+            found.append(
+                Mismatch(
+                    **where,
+                    kind=MismatchKind.LOGPROBS,
+                    detail=f"{len(message.token_ids)} ids, {len(message.logprobs)} logprobs",
+                )
+            )
+    return found
+
+
 def check_trajectories(
     trajectories: Iterable[Trajectory],
     tokenizer_for: Callable[[Trajectory], PreTrainedTokenizerBase | ChatRenderer | None],
@@ -204,6 +225,9 @@ def check_trajectories(
         if tokenizer is None or not any(m.token_ids is not None for m in traj.messages):
             report.skipped += 1
             report.skipped_ids.append(traj.id)
+        elif traj.metadata.get("rendering") == RAW_RENDERING:
+            report.checked += 1
+            report.mismatches += check_raw(traj)
         else:
             report.checked += 1
             report.mismatches += check_trajectory(traj, tokenizer)

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.schema import Task
+from trajforge.serve.completions import completions_route
 from trajforge.serve.gateway import ChatGateway, Choice
 from trajforge.serve.responses import responses_route
 from trajforge.serve.wire import (
@@ -124,6 +125,14 @@ def create_app(gateway: ChatGateway) -> FastAPI:
     @app.post("/sessions/{session_id}/v1/responses")
     async def _session_responses(session_id: str, request: Request) -> Any:
         return await responses_route(gateway, session_id, await json_body(request))
+
+    @app.post("/v1/completions")
+    async def _completions(request: Request) -> Any:
+        return await completions_route(gateway, session_of(request), await json_body(request))
+
+    @app.post("/sessions/{session_id}/v1/completions")
+    async def _session_completions(session_id: str, request: Request) -> Any:
+        return await completions_route(gateway, session_id, await json_body(request))
 
     @app.post("/sessions/{session_id}")
     async def _open(session_id: str, request: Request) -> dict[str, Any]:

@@ -91,6 +91,8 @@ class Recording:
     reason: str | None = None
     reward: float | None = None
     """This trajectory's own reward (a verifier's), used when the session has none."""
+    rendering: str | None = None
+    """``raw`` for a text completion: its ids are no chat rendering (``check`` knows)."""
     notes: dict[str, Any] = field(default_factory=dict)
     """Recorded in ``metadata["gateway"]`` (``drift``: started because the server's prompt did
     not extend the context)."""
@@ -314,6 +316,7 @@ class Recorder:
             created_at=recording.started_at,
             metadata={
                 "precision": self.precision,
+                **({"rendering": recording.rendering} if recording.rendering else {}),
                 "gateway": {
                     "session": session.id,
                     "sequence": recording.sequence,

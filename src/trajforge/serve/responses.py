@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from trajforge.errors import DataError
 from trajforge.formats.openai_chat import content_text
@@ -22,6 +22,7 @@ from trajforge.serve.wire import (
     FunctionIn,
     ToolIn,
     WireError,
+    WireModel,
     call_arguments,
     check_messages,
     check_tool_choice,
@@ -33,18 +34,14 @@ from trajforge.serve.wire import (
 )
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class ResponseTool(_Wire):
+class ResponseTool(WireModel):
     type: str
     name: str | None = None
     description: str | None = None
     parameters: dict[str, Any] | None = None
 
 
-class ResponsesRequest(_Wire):
+class ResponsesRequest(WireModel):
     model: str
     input: str | list[dict[str, Any]]
     instructions: str | None = None

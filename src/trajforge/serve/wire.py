@@ -63,29 +63,31 @@ def wire_error_of(exc: ValidationError, prefix: str = "") -> WireError:
     return WireError(f"{param}: {first['msg']}", param=param)
 
 
-class _Wire(BaseModel):
+class WireModel(BaseModel):
+    """A request body: fields that do not change what is sampled are accepted and ignored."""
+
     model_config = ConfigDict(extra="ignore")
 
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
 
 
-class FunctionIn(_Wire):
+class FunctionIn(WireModel):
     name: str
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
 
 
-class ToolIn(_Wire):
+class ToolIn(WireModel):
     type: Literal["function"] = "function"
     function: FunctionIn
 
 
-class StreamOptions(_Wire):
+class StreamOptions(WireModel):
     include_usage: bool = False
 
 
-class ChatRequest(_Wire):
+class ChatRequest(WireModel):
     model: str
     messages: list[dict[str, Any]] = Field(min_length=1)
     tools: list[ToolIn] | None = None
