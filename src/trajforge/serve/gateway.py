@@ -154,7 +154,12 @@ class Gateway:
             replace(sampling, seed=None if sampling.seed is None else sampling.seed + k)
             for k in range(len(recordings))
         ]
-        return await self._sample(session, recordings, prompt_ids, samples)
+        choices = await self._sample(session, recordings, prompt_ids, samples)
+        if request.logprobs:
+            for choice in choices:
+                ids = choice.message.token_ids or []
+                choice.token_texts = [self.policy.renderer.decode([t]) for t in ids]
+        return choices
 
     async def _sample(
         self,
@@ -190,7 +195,6 @@ class Gateway:
                     finish=completion.finish_reason,
                     prompt_ids=prompt_ids,
                     trajectory_id=recording.id,
-                    token_texts=[self.policy.renderer.decode([t]) for t in completion.token_ids],
                 )
             )
         return choices
