@@ -7,12 +7,21 @@ import asyncio
 
 import pytest
 
-from trajforge.envs.play import ReplyFn, play
+from trajforge.envs.play import play
 from trajforge.envs.tool import ToolContext, tool
 from trajforge.envs.tool_env import EnvError, ToolEnv, exact_match_verifier
 from trajforge.errors import ConfigError
 from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Task, ToolCall
+from trajforge.schema import (
+    Evaluator,
+    EvaluatorKind,
+    ExpertFn,
+    Message,
+    Role,
+    Score,
+    Task,
+    ToolCall,
+)
 from trajforge.schema.evidence import Evidence, run_verifier, takes_evidence
 
 pytestmark = pytest.mark.timeout(60)
@@ -42,7 +51,7 @@ def cart_verifier(evidence: Evidence) -> Score:
 ORDER = Task(id="shop1", prompt="Buy 3 apples and a pear.", answer={"apple": 3, "pear": 1})
 
 
-def shopper(*buys: tuple[str, int]) -> ReplyFn:
+def shopper(*buys: tuple[str, int]) -> ExpertFn:
     """A reply function that makes ``buys`` one per turn, then says it is done."""
 
     def reply(task: Task, messages: list[Message]) -> str:

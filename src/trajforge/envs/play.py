@@ -6,19 +6,16 @@ message, with the contract's deterministic call ids ``call_{turn}_{k}``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from trajforge.envs.base import Env
 from trajforge.formats.tool_calls import parse_tool_calls
-from trajforge.schema import Message, Role, Task
-
-ReplyFn = Callable[[Task, list[Message]], str | None]
+from trajforge.schema import ExpertFn, Message, Role, Task
 
 
 @dataclass
-class Episode:
+class PlayedEpisode:
     """What happened: the whole conversation, the final reward and the last step's info."""
 
     messages: list[Message]
@@ -34,7 +31,7 @@ def assistant_message(text: str, turn: int) -> Message:
     return Message(role=Role.ASSISTANT, content=parsed.content, tool_calls=parsed.tool_calls)
 
 
-async def play(env: Env, task: Task, reply: ReplyFn, *, max_steps: int = 100) -> Episode:
+async def play(env: Env, task: Task, reply: ExpertFn, *, max_steps: int = 100) -> PlayedEpisode:
     """Run one episode of ``env`` on ``task``, asking ``reply(task, messages)`` for each turn.
 
     A ``None`` reply ends the episode undone (reward 0). ``max_steps`` guards against an
@@ -45,7 +42,7 @@ async def play(env: Env, task: Task, reply: ReplyFn, *, max_steps: int = 100) ->
     for turn in range(max_steps):
         text = reply(task, list(messages))
         if text is None:
-            return Episode(messages, 0.0, False, {"stopped": "no reply"}, keys)
+            return PlayedEpisode(messages, 0.0, False, {"stopped": "no reply"}, keys)
         action = assistant_message(text, turn)
         result = await env.step(action)
         action.state_key = result.state_key
@@ -53,5 +50,7 @@ async def play(env: Env, task: Task, reply: ReplyFn, *, max_steps: int = 100) ->
         keys.append(result.state_key)
         messages = [*messages, action, *result.observations]
         if result.done:
-            return Episode(messages, result.reward, True, result.info, keys)
-    return Episode(messages, 0.0, False, {"stopped": f"not done after {max_steps} steps"}, keys)
+            return PlayedEpisode(messages, result.reward, True, result.info, keys)
+    return PlayedEpisode(
+        messages, 0.0, False, {"stopped": f"not done after {max_steps} steps"}, keys
+    )
