@@ -20,8 +20,15 @@ from trajforge.cli.common import (
     resolve_store_path,
 )
 from trajforge.cli.render import fitted_table, render_trajectory
+from trajforge.curate import preference_pairs
 from trajforge.errors import ConfigError, StoreError
-from trajforge.formats.records import FORMATS, load_records, paused_gc, write_records
+from trajforge.formats.records import (
+    FORMATS,
+    load_records,
+    paused_gc,
+    write_pair_records,
+    write_records,
+)
 from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.schema import OutcomeStatus, json_schema_text
 from trajforge.store import TrajectoryStore
@@ -300,14 +307,21 @@ def export(
     fmt: FormatOption = "trajforge",
     store: StoreOption = None,
 ) -> None:
-    """Export matching trajectories to a JSONL file (replaced atomically)."""
+    """Export matching trajectories to a JSONL or .parquet file (replaced atomically); a pair
+    format writes each group's best and worst trajectory as one preference pair."""
     _check_limit(limit)
     record_format = FORMATS.get(fmt)
     with open_store(store) as st:
         filters = _filters(st, run, env, status, min_reward, max_reward)
         with console.status(f"exporting to {out}"):
-            n = write_records(out, st.iter_query(limit=limit, **filters), record_format)
-    console.print(f"exported {n} trajectories to {out}", soft_wrap=True)
+            found = st.iter_query(limit=limit, **filters)
+            if record_format.write_pair is not None:
+                pairs = [(p.chosen, p.rejected) for p in preference_pairs(found)]
+                n = write_pair_records(out, pairs, record_format)
+            else:
+                n = write_records(out, found, record_format)
+    what = "preference pairs" if record_format.write_pair is not None else "trajectories"
+    console.print(f"exported {n} {what} to {out}", soft_wrap=True)
 
 
 def _num(value: float | None, digits: int = 3) -> str:

@@ -23,7 +23,7 @@ TEXT_PARTS = ("text", "input_text", "output_text")
 
 def to_openai_chat(traj: Trajectory) -> dict[str, Any]:
     """The trajectory's conversation and tools as an OpenAI chat-completions request body."""
-    out: dict[str, Any] = {"messages": [_message_to_openai(m) for m in traj.messages]}
+    out: dict[str, Any] = {"messages": [message_to_openai(m) for m in traj.messages]}
     if traj.tools:
         out["tools"] = [tool.to_openai() for tool in traj.tools]
     return out
@@ -56,7 +56,8 @@ def from_openai_chat(
         raise DataError(format_validation_error(exc, "openai chat record")) from None
 
 
-def _message_to_openai(msg: Message) -> dict[str, Any]:
+def message_to_openai(msg: Message) -> dict[str, Any]:
+    """One message in the OpenAI chat shape (tool-call arguments as a JSON string)."""
     out: dict[str, Any] = {"role": msg.role.value, "content": msg.content}
     if msg.reasoning is not None:
         out["reasoning_content"] = msg.reasoning

@@ -13,6 +13,7 @@ import gc
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from trajforge.formats.jsonl import (
 )
 from trajforge.formats.openai_chat import from_openai_chat, to_openai_chat
 from trajforge.formats.sharegpt import from_sharegpt, to_sharegpt
+from trajforge.formats.trl import from_prompt_completion, to_preference, to_prompt_completion
 from trajforge.registry import Registry
 from trajforge.schema import Trajectory
 
@@ -37,12 +39,14 @@ RecordReader = Callable[[dict[str, Any], str], Trajectory]
 
 @dataclass(frozen=True)
 class RecordFormat:
-    """A JSONL trajectory format: how one record reads and writes."""
+    """A trajectory file format: how one record reads and writes. A pair format writes one
+    record per preference pair (two trajectories of one task) and reads none."""
 
     name: str
     summary: str
-    read: RecordReader
-    write: Callable[[Trajectory], dict[str, Any]]
+    read: RecordReader | None
+    write: Callable[[Trajectory], dict[str, Any]] | None
+    write_pair: Callable[[Trajectory, Trajectory], dict[str, Any]] | None = None
 
 
 FORMATS: Registry[RecordFormat] = Registry("format")
@@ -83,6 +87,26 @@ _register(
 )
 _register(
     RecordFormat(
+        "trl-prompt-completion",
+        "TRL conversational prompt/completion: {prompt, completion, tools}",
+        lambda record, rid: from_prompt_completion(
+            record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
+        ),
+        to_prompt_completion,
+    )
+)
+_register(
+    RecordFormat(
+        "trl-preference",
+        "TRL conversational preference pairs for DPO: {prompt, chosen, rejected, tools}; "
+        "export only, one record per group's best and worst trajectory",
+        None,
+        None,
+        to_preference,
+    )
+)
+_register(
+    RecordFormat(
         "sharegpt",
         "ShareGPT: {conversations: [{from, value}], system, tools}",
         _read_sharegpt,
@@ -97,12 +121,17 @@ def record_id(raw: bytes) -> str:
 
 
 def read_records(path: str | os.PathLike[str], fmt: RecordFormat) -> Iterator[Trajectory]:
-    """The trajectories of a JSONL file in format ``fmt``, one at a time.
+    """The trajectories of a JSONL (or ``.parquet``) file in format ``fmt``, one at a time.
 
     Raises:
-        DataError: at the first bad record, naming ``file:line`` and the field.
+        DataError: at the first bad record, naming ``file:line`` (or row) and the field.
     """
     path = Path(path)
+    if fmt.read is None:
+        raise DataError(f"format {fmt.name!r} is written, not read ({fmt.summary})")
+    if path.suffix == ".parquet":
+        yield from _read_parquet(path, fmt.read)
+        return
     for lineno, raw in iter_jsonl_lines(path):
         where = f"{path}:{lineno}"
         if fmt.name == "trajforge":
@@ -143,9 +172,72 @@ def load_records(path: str | os.PathLike[str], fmt: RecordFormat) -> list[Trajec
 def write_records(
     path: str | os.PathLike[str], trajectories: Iterable[Trajectory], fmt: RecordFormat
 ) -> int:
-    """Write ``trajectories`` in format ``fmt`` atomically; how many were written."""
+    """Write ``trajectories`` in format ``fmt`` atomically (Parquet for a ``.parquet`` path,
+    else JSONL); how many were written."""
+    write = fmt.write
+    if write is None:
+        raise DataError(f"format {fmt.name!r} writes pairs of trajectories: give it pairs")
+    if Path(path).suffix == ".parquet":
+        return write_parquet(path, (write(t) for t in trajectories))
     if fmt.name == "trajforge":
         lines = (t.model_dump_json().encode() for t in trajectories)
     else:
-        lines = (json.dumps(fmt.write(t), ensure_ascii=False).encode() for t in trajectories)
+        lines = (json.dumps(write(t), ensure_ascii=False).encode() for t in trajectories)
     return write_jsonl_lines(path, lines)
+
+
+def write_pair_records(
+    path: str | os.PathLike[str],
+    pairs: Iterable[tuple[Trajectory, Trajectory]],
+    fmt: RecordFormat,
+) -> int:
+    """Write ``(chosen, rejected)`` pairs in pair format ``fmt`` atomically; how many."""
+    write_pair = fmt.write_pair
+    if write_pair is None:
+        raise DataError(f"format {fmt.name!r} writes single trajectories, not pairs")
+    rows = (write_pair(chosen, rejected) for chosen, rejected in pairs)
+    if Path(path).suffix == ".parquet":
+        return write_parquet(path, rows)
+    return write_jsonl_lines(path, (json.dumps(r, ensure_ascii=False).encode() for r in rows))
+
+
+def write_parquet(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> int:
+    """Rows as a Parquet file (what ``datasets.load_dataset("parquet")`` reads), atomically.
+    Tool parameter schemas differ from tool to tool, so ``tools`` is stored as JSON text."""
+    import pyarrow as pa  # lazy: pyarrow takes 0.3 s; only Parquet files need it
+    import pyarrow.parquet as pq  # lazy: as above
+
+    records = [_flat_tools(row) for row in rows]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(pa.Table.from_pylist(records), tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(records)
+
+
+def _flat_tools(row: dict[str, Any]) -> dict[str, Any]:
+    if "tools" in row and not isinstance(row["tools"], str):
+        return {**row, "tools": json.dumps(row["tools"], ensure_ascii=False)}
+    return row
+
+
+def _read_parquet(path: Path, read: RecordReader) -> Iterator[Trajectory]:
+    import pyarrow.parquet as pq  # lazy: pyarrow takes 0.3 s; only Parquet files need it
+
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: not a readable Parquet file: {exc}") from None
+    for index, row in enumerate(rows):
+        if isinstance(row.get("tools"), str):
+            row["tools"] = json.loads(row["tools"])
+        try:
+            yield read(row, f"{path.name}-{index}")
+        except DataError as exc:
+            raise DataError(f"{path}: row {index}: {str(exc).removeprefix('record: ')}") from None
