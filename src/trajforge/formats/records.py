@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trajforge.errors import DataError
+from trajforge.formats.inspect_log import read_inspect_log
 from trajforge.formats.jsonl import (
     iter_jsonl_lines,
     json_error,
@@ -47,6 +48,8 @@ class RecordFormat:
     read: RecordReader | None
     write: Callable[[Trajectory], dict[str, Any]] | None
     write_pair: Callable[[Trajectory, Trajectory], dict[str, Any]] | None = None
+    read_file: Callable[[Path], Iterator[Trajectory]] | None = None
+    """Reads a whole file that is not one record per line (an Inspect log)."""
 
 
 FORMATS: Registry[RecordFormat] = Registry("format")
@@ -107,6 +110,16 @@ _register(
 )
 _register(
     RecordFormat(
+        "inspect",
+        "Inspect AI eval logs (.eval or .json): one trajectory per sample and epoch, with its "
+        "scores; import only",
+        None,
+        None,
+        read_file=read_inspect_log,
+    )
+)
+_register(
+    RecordFormat(
         "sharegpt",
         "ShareGPT: {conversations: [{from, value}], system, tools}",
         _read_sharegpt,
@@ -127,6 +140,9 @@ def read_records(path: str | os.PathLike[str], fmt: RecordFormat) -> Iterator[Tr
         DataError: at the first bad record, naming ``file:line`` (or row) and the field.
     """
     path = Path(path)
+    if fmt.read_file is not None:
+        yield from fmt.read_file(path)
+        return
     if fmt.read is None:
         raise DataError(f"format {fmt.name!r} is written, not read ({fmt.summary})")
     if path.suffix == ".parquet":
@@ -176,7 +192,7 @@ def write_records(
     else JSONL); how many were written."""
     write = fmt.write
     if write is None:
-        raise DataError(f"format {fmt.name!r} writes pairs of trajectories: give it pairs")
+        raise DataError(f"format {fmt.name!r} cannot be written one trajectory at a time")
     if Path(path).suffix == ".parquet":
         return write_parquet(path, (write(t) for t in trajectories))
     if fmt.name == "trajforge":
