@@ -30,7 +30,10 @@ from trajforge.formats.records import (
     write_records,
 )
 from trajforge.judge.stats import format_rate, format_reward, format_scored
-from trajforge.schema import OutcomeStatus, json_schema_text
+from trajforge.policy.naming import tokenizer_for
+from trajforge.policy.renderer import ChatRenderer
+from trajforge.policy.text_render import render_text_only
+from trajforge.schema import OutcomeStatus, Trajectory, json_schema_text
 from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
@@ -139,6 +142,15 @@ FormatOption = Annotated[str, typer.Option("--format", "-f", help=_format_help()
 def import_(
     file: Annotated[Path, typer.Argument(help="A JSONL file of trajectories, one per line.")],
     fmt: FormatOption = "trajforge",
+    render_with: Annotated[
+        str | None,
+        typer.Option(
+            "--render-with",
+            help="Give text-only trajectories token ids from this model's tokenizer (embedded, "
+            "tiny or a model folder), marked as rendered, not sampled, so that they can be "
+            "trained on; trajectories with ids are kept as they are.",
+        ),
+    ] = None,
     run: Annotated[
         str | None, typer.Option("--run", help="Set this run id on every imported trajectory.")
     ] = None,
@@ -157,6 +169,8 @@ def import_(
             trajs = load_records(file, record_format)
         if run is not None:
             trajs = [t.model_copy(update={"run_id": run}) for t in trajs]
+        if render_with is not None:
+            trajs = _rendered(trajs, render_with)
         with (
             open_store(store, create=True) as st,
             console.status(f"storing {len(trajs)} trajectories"),
@@ -165,6 +179,15 @@ def import_(
     skipped = len(trajs) - added
     note = f" ({skipped} already stored, skipped)" if skipped else ""
     console.print(f"imported {added} trajectories from {file} into {st.path}{note}", soft_wrap=True)
+
+
+def _rendered(trajs: list[Trajectory], model: str) -> list[Trajectory]:
+    tokenizer = tokenizer_for(model)
+    if tokenizer is None:
+        raise ConfigError(f"--render-with: {model!r} has no tokenizer here")
+    renderer = ChatRenderer(tokenizer)
+    with console.status(f"rendering with {model}"):
+        return [render_text_only(t, renderer, model) for t in trajs]
 
 
 def ls(

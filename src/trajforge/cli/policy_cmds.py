@@ -14,6 +14,7 @@ from trajforge.errors import ConfigError, StoreError
 from trajforge.policy.check import check_trajectories
 from trajforge.policy.naming import tokenizer_for
 from trajforge.policy.renderer import ChatRenderer, ToolProtocol
+from trajforge.policy.text_render import RENDERED_WITH
 from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def check(
     renderers: dict[str | None, ChatRenderer | None] = {}
 
     def renderer_for(traj: Trajectory) -> ChatRenderer | None:
-        key = tokenizer if tokenizer is not None else traj.model
+        key = tokenizer or traj.metadata.get(RENDERED_WITH) or traj.model
         if key not in renderers:
             tok = tokenizer_for(key)
             renderers[key] = None if tok is None else ChatRenderer(tok, tool_protocol)
