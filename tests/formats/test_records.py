@@ -142,16 +142,23 @@ def test_sharegpt_roles_parallel_calls_and_string_arguments(tmp_path: Path) -> N
         ("openai", {"messages": [{"role": "robot", "content": "x"}]}, ":3: messages.0: role:"),
         ("openai", {"messages": "hi"}, ":3: messages: expected a list"),
         ("openai", ["not", "an", "object"], ":3: expected a JSON object"),
+        ("adp", {"content": [{"class_": "teleport"}]}, ":3: content.0.class_: unknown ADP item 'teleport'"),
+        ("adp", {"schema_version": "9.0.0", "content": []}, ":3: schema_version: '9.0.0' is not one of"),
     ],
 )  # fmt: skip
 def test_a_bad_record_anywhere_refuses_the_file_and_stores_nothing(
     tmp_path: Path, fmt: str, bad: Any, message: str
 ) -> None:
-    good = (
-        {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}
-        if fmt == "sharegpt"
-        else {"messages": [{"role": "user", "content": "hi"}]}
-    )
+    good = {
+        "sharegpt": {
+            "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]
+        },
+        "openai": {"messages": [{"role": "user", "content": "hi"}]},
+        "adp": {
+            "id": "x",
+            "content": [{"class_": "text_observation", "content": "hi", "source": "user"}],
+        },
+    }[fmt]
     path = tmp_path / "data.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in (good, good, bad, good)) + "\n")
     with pytest.raises(DataError) as caught:

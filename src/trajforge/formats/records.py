@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trajforge.errors import DataError
+from trajforge.formats.adp import from_adp, to_adp
 from trajforge.formats.inspect_log import read_inspect_log
 from trajforge.formats.jsonl import (
     iter_jsonl_lines,
@@ -106,6 +107,14 @@ _register(
         None,
         None,
         to_preference,
+    )
+)
+_register(
+    RecordFormat(
+        "adp",
+        "Agent Data Protocol standardized trajectories: {schema_version, id, content, details}",
+        lambda record, _: from_adp(record),
+        to_adp,
     )
 )
 _register(
