@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -190,7 +191,53 @@ def _summary(runs: list[AgentRun], run_id: str) -> dict[str, Any]:
     }
 
 
+def otel_receive(
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 4318,
+    idle: Annotated[
+        float,
+        typer.Option("--idle", min=0.1, help="Seconds of quiet after which a trace is stored."),
+    ] = 5.0,
+    run: opts.RunOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Receive OpenTelemetry GenAI telemetry over OTLP/HTTP (point an agent's
+    OTEL_EXPORTER_OTLP_ENDPOINT here) and store each trace's conversations as trajectories."""
+    # lazy: the receiver loads uvicorn, fastapi and the OTLP protobuf classes (0.5 s)
+    from trajforge.serve.otel_receiver import TraceCollector, receiver_app
+    from trajforge.serve.server import serve_app_forever  # lazy: as above
+
+    run_id = run or new_run_id()
+    path = resolve_store_path(store)
+    with TrajectoryStore(path) as db:
+        db.set_run(run_id, {"kind": "otel"})
+        collector = TraceCollector(db, run_id, idle, report=err_console.print)
+        stop = threading.Event()
+
+        def flush_quiet_traces() -> None:
+            while not stop.wait(0.5):
+                collector.flush()
+
+        flusher = threading.Thread(target=flush_quiet_traces, daemon=True)
+        flusher.start()
+        err_console.print(
+            f"receiving OTLP/HTTP at http://{host}:{port} (/v1/traces, /v1/logs) into run "
+            f"{run_id} of {path}; Ctrl-C stops",
+            soft_wrap=True,
+        )
+        try:
+            serve_app_forever(receiver_app(collector), host, port)
+        finally:
+            stop.set()
+            flusher.join()
+            collector.flush(everything=True)
+            err_console.print(
+                f"stored {collector.stored} trajectories ({collector.refused} traces refused)"
+            )
+
+
 def register(app: typer.Typer) -> None:
     """Add the gateway commands to ``app``."""
     app.command("serve")(serve)
     app.command("collect")(collect)
+    app.command("otel-receive")(otel_receive)

@@ -30,6 +30,8 @@ from trajforge.formats.jsonl import (
     write_jsonl_lines,
 )
 from trajforge.formats.openai_chat import from_openai_chat, to_openai_chat
+from trajforge.formats.otel import read_otlp_file
+from trajforge.formats.otel_export import to_otlp
 from trajforge.formats.sharegpt import from_sharegpt, to_sharegpt
 from trajforge.formats.trl import from_prompt_completion, to_preference, to_prompt_completion
 from trajforge.registry import Registry
@@ -115,6 +117,16 @@ _register(
         "Agent Data Protocol standardized trajectories: {schema_version, id, content, details}",
         lambda record, _: from_adp(record),
         to_adp,
+    )
+)
+_register(
+    RecordFormat(
+        "otel",
+        "OpenTelemetry GenAI telemetry as OTLP JSON (spans, and log events with message "
+        "content): one trajectory per conversation of a trace; written as chat spans",
+        None,
+        to_otlp,
+        read_file=read_otlp_file,
     )
 )
 _register(

@@ -27,8 +27,13 @@ def _server(app: FastAPI, host: str, port: int) -> uvicorn.Server:
 def serve_forever(gateway: ChatGateway, host: str, port: int) -> None:
     """Serve until Ctrl-C or SIGTERM, which stop it cleanly (uvicorn finishes the calls in
     flight, then raises the signal again; here that is the normal end)."""
+    serve_app_forever(create_app(gateway), host, port)
+
+
+def serve_app_forever(app: FastAPI, host: str, port: int) -> None:
+    """Serve ``app`` until Ctrl-C or SIGTERM (see ``serve_forever``)."""
     with contextlib.suppress(KeyboardInterrupt):
-        _server(create_app(gateway), host, port).run()
+        _server(app, host, port).run()
 
 
 def serving(
