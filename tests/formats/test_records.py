@@ -189,3 +189,79 @@ def test_cli_import_export_between_formats(tmp_path: Path) -> None:
         app, ["export", "--out", str(out), "-f", "parquet", "--store", str(store)]
     )
     assert unknown.exit_code != 0 and "unknown format 'parquet'" in str(unknown.exception)
+
+
+ROUND_TRIP = settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@ROUND_TRIP
+@given(traj=trajectories())
+def test_trl_prompt_completion_keeps_messages_calls_ids_and_tools(
+    tmp_path: Path, traj: Trajectory
+) -> None:
+    back = _round_trip(tmp_path, traj, "trl-prompt-completion")
+    assert _conversation(back, with_ids=True) == _conversation(traj, with_ids=True)
+    assert back.tools == traj.tools
+
+
+@ROUND_TRIP
+@given(traj=trajectories())
+def test_adp_keeps_messages_ids_tools_task_and_outcome(tmp_path: Path, traj: Trajectory) -> None:
+    back = _round_trip(tmp_path, traj, "adp")
+    assert _conversation(back, with_ids=True) == _conversation(traj, with_ids=True)
+    assert (back.id, back.task, back.tools) == (traj.id, traj.task, traj.tools)
+    assert back.outcome == traj.outcome
+
+
+@ROUND_TRIP
+@given(traj=trajectories())
+def test_otel_spans_keep_the_conversation_and_model(tmp_path: Path, traj: Trajectory) -> None:
+    back = _round_trip(tmp_path, traj.model_copy(update={"model": "m"}), "otel")
+    assert _conversation(back, with_ids=True) == _conversation(traj, with_ids=True)
+    assert back.model == "m"
+
+
+ADP_RECORD = {
+    "schema_version": "1.2.0",
+    "id": "adp-1",
+    "content": [
+        {"class_": "text_observation", "content": "List the files, then say hi.", "source": "user"},
+        {"class_": "code_action", "language": "bash", "content": "ls", "tool_call_id": "c1",
+         "description": "Look first.", "reasoning_content": "The user wants files."},
+        {"class_": "text_observation", "content": "a.txt", "source": "environment",
+         "tool_call_id": "c1"},
+        {"class_": "api_action", "function": "open", "kwargs": {"path": "a.txt"},
+         "tool_call_id": "c2"},
+        {"class_": "api_action", "function": "open", "kwargs": {"path": "b.txt"},
+         "tool_call_id": "c3"},
+        {"class_": "web_observation", "axtree": "[1] heading 'A'", "tool_call_id": "c2"},
+        {"class_": "text_observation", "content": "no such file", "source": "environment",
+         "tool_call_id": "c3"},
+        {"class_": "message_action", "content": "hi", "reward": 1.0},
+    ],
+    "details": {"dataset": "example"},
+}  # fmt: skip
+
+
+def test_an_adp_record_as_adp_converters_write_it(tmp_path: Path) -> None:
+    path = tmp_path / "adp.jsonl"
+    path.write_text(json.dumps(ADP_RECORD) + "\n")
+    (traj,) = read_records(path, FORMATS.get("adp"))
+    roles = [m.role.value for m in traj.messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "tool", "assistant"]
+    code = traj.messages[1]
+    assert code.content == "Look first." and code.reasoning == "The user wants files."
+    assert [(c.name, c.arguments) for c in code.tool_calls] == [("run_bash", {"code": "ls"})]
+    assert [c.id for c in traj.messages[3].tool_calls] == ["c2", "c3"]  # parallel calls
+    assert traj.messages[4].content == "[1] heading 'A'" and traj.messages[-1].reward == 1.0
+    assert traj.id == "adp-1" and traj.task.prompt == "List the files, then say hi."
+    out = tmp_path / "out.jsonl"
+    write_records(out, [traj], FORMATS.get("adp"))
+    written = json.loads(out.read_text())
+    assert [i["class_"] for i in written["content"]][:3] == [
+        "text_observation", "code_action", "text_observation"
+    ]  # fmt: skip
+    (again,) = read_records(out, FORMATS.get("adp"))
+    assert _conversation(again, with_ids=True) == _conversation(traj, with_ids=True)
