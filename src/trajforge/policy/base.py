@@ -38,6 +38,9 @@ class Completion:
     logprobs: list[float] | None
     text: str
     finish_reason: FinishReason
+    weights_version: int | None = None
+    """Which weights sampled it: a local model counts its weight changes (``None``: a script
+    or a server)."""
 
 
 class ChatSession(ABC):

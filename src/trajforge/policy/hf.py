@@ -113,6 +113,8 @@ class HFPolicy(TokenPolicy):
         self._thread: threading.Thread | None = None
         self._restore_training = False
         self._adapter_serial = 0
+        self.weights_version = 0
+        """Counts weight changes (``set_weights``, adapters); each completion records it."""
 
     @property
     def precision(self) -> str:
@@ -176,6 +178,7 @@ class HFPolicy(TokenPolicy):
         a loaded adapter first. Passing the policy's own model only synchronises
         (and forgets reused keys and values, which the old weights computed)."""
         with self._paused():
+            self.weights_version += 1
             if weights is self.model or weights is self._base_model():
                 self._forget_states()
                 return
@@ -199,6 +202,7 @@ class HFPolicy(TokenPolicy):
         if not (folder / "adapter_config.json").is_file():
             raise ConfigError(f"load_adapter: {folder} has no adapter_config.json")
         with self._paused():
+            self.weights_version += 1
             self._adapter_serial += 1
             name = f"trajforge_{self._adapter_serial}"
             if isinstance(self.model, PeftModel):
@@ -211,6 +215,13 @@ class HFPolicy(TokenPolicy):
             self.model.eval()
             self._engine.model = self.model
             self._forget_states()
+
+    def unload_adapter(self) -> None:
+        """Go back to the base weights, between generations like ``set_weights``."""
+        with self._paused():
+            if isinstance(self.model, PeftModel):
+                self.weights_version += 1
+                self._drop_adapter()
 
     def _base_model(self) -> Any:
         get_base = getattr(self.model, "get_base_model", None)
@@ -261,6 +272,7 @@ class HFPolicy(TokenPolicy):
                     while self._pending and len(self._engine) + len(admitted) < self.max_batch_size:
                         request = self._pending.popleft()
                         if not request.is_cancelled():
+                            request.weights_version = self.weights_version
                             admitted.append(request)
                 self._live = len(self._engine) + len(admitted)
             try:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.schema import Task
@@ -47,6 +47,15 @@ class SessionOpen(BaseModel):
     task: Task | None = None
     group_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class LoadAdapter(BaseModel):
+    lora_name: str = Field(min_length=1)
+    lora_path: str = Field(min_length=1)
+
+
+class UnloadAdapter(BaseModel):
+    lora_name: str = Field(min_length=1)
 
 
 class RewardIn(BaseModel):
@@ -163,6 +172,18 @@ def create_app(gateway: ChatGateway) -> FastAPI:
                 for t in trajectories
             ],
         }
+
+    @app.post("/v1/load_lora_adapter")
+    async def _load_adapter(request: Request) -> PlainTextResponse:
+        spec = parse_body(await json_body(request), LoadAdapter)
+        await gateway.load_adapter(spec.lora_name, spec.lora_path)
+        return PlainTextResponse(f"Success: LoRA adapter '{spec.lora_name}' added successfully.")
+
+    @app.post("/v1/unload_lora_adapter")
+    async def _unload_adapter(request: Request) -> PlainTextResponse:
+        spec = parse_body(await json_body(request), UnloadAdapter)
+        await gateway.unload_adapter(spec.lora_name)
+        return PlainTextResponse(f"Success: LoRA adapter '{spec.lora_name}' removed successfully.")
 
     @app.get("/health")
     async def _health() -> dict[str, str]:

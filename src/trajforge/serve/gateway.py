@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, replace
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
@@ -60,6 +61,17 @@ def check_served_model(model: str, served: tuple[str, ...]) -> None:
         )
 
 
+@runtime_checkable
+class TakesAdapters(Protocol):
+    """A policy whose weights can follow a trainer through LoRA adapters (``HFPolicy``)."""
+
+    weights_version: int
+
+    def load_adapter(self, path: str | Path) -> None: ...
+
+    def unload_adapter(self) -> None: ...
+
+
 class ChatGateway(Protocol):
     """What the HTTP layer and ``collect`` use: ``Gateway`` (a policy here) and
     ``UpstreamGateway`` (another server) are the two."""
@@ -72,6 +84,10 @@ class ChatGateway(Protocol):
     async def chat(
         self, session_id: str, request: ChatRequest, messages: list[Message], tools: list[ToolSpec]
     ) -> list[Choice]: ...
+
+    async def load_adapter(self, name: str, path: str) -> None: ...
+
+    async def unload_adapter(self, name: str) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -119,7 +135,9 @@ class Gateway:
             run_id,
             env,
         )
-        self.model_names = tuple(dict.fromkeys((policy.name, *model_names)))
+        self.base_names = tuple(dict.fromkeys((policy.name, *model_names)))
+        self.model_names = self.base_names
+        self.adapter: str | None = None
 
     def check_model(self, model: str) -> None:
         check_served_model(model, self.model_names)
@@ -188,6 +206,8 @@ class Gateway:
             message = _rendered(recording).add_completion(
                 completion, turn=recording.turn, timing=timing
             )
+            # Which weights sampled each turn: a run whose weights follow a trainer needs it.
+            recording.notes.setdefault("weights_versions", []).append(completion.weights_version)
             self.recorder.finish(session, recording, timing.duration_s)
             choices.append(
                 Choice(
@@ -208,6 +228,30 @@ class Gateway:
     ) -> None:
         for recording in recordings:
             self.recorder.abort(session, recording, status, why)
+
+    async def load_adapter(self, name: str, path: str) -> None:
+        """Serve the LoRA adapter in ``path`` under ``name`` too (vLLM's
+        ``/v1/load_lora_adapter``). Calls in flight finish on the old weights, calls arriving
+        meanwhile wait for the new ones: none mixes two. One adapter is served at a time."""
+        policy = self._adapter_policy()
+        try:
+            await asyncio.to_thread(policy.load_adapter, path)
+        except ConfigError as exc:
+            raise WireError(str(exc), param="lora_path") from None
+        self.adapter = name
+        self.model_names = (*self.base_names, name)
+
+    async def unload_adapter(self, name: str) -> None:
+        """Back to the base weights (vLLM's ``/v1/unload_lora_adapter``)."""
+        if name != self.adapter:
+            raise WireError(f"adapter {name!r} is not loaded", param="lora_name", status=404)
+        await asyncio.to_thread(self._adapter_policy().unload_adapter)
+        self.adapter, self.model_names = None, self.base_names
+
+    def _adapter_policy(self) -> TakesAdapters:
+        if not isinstance(self.policy, TakesAdapters):
+            raise WireError(f"model {self.policy.name!r} takes no adapters", status=400)
+        return self.policy
 
     async def close(self) -> None:
         await self.policy.close()

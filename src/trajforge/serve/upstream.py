@@ -227,6 +227,26 @@ class UpstreamGateway:
             token_texts=[str(e.get("token", "")) for e in entries] if entries else None,
         )
 
+    async def load_adapter(self, name: str, path: str) -> None:
+        """Forward to the server's ``/v1/load_lora_adapter`` (vLLM with ``--enable-lora``)."""
+        await self._admin("load_lora_adapter", {"lora_name": name, "lora_path": path})
+        self.model_names = tuple(dict.fromkeys((*self.model_names, name)))
+
+    async def unload_adapter(self, name: str) -> None:
+        """Forward to the server's ``/v1/unload_lora_adapter``."""
+        await self._admin("unload_lora_adapter", {"lora_name": name})
+        self.model_names = tuple(n for n in self.model_names if n != name)
+
+    async def _admin(self, endpoint: str, body: dict[str, Any]) -> None:
+        try:
+            reply = await self.client.post(f"{self.base_url}/{endpoint}", json=body)
+        except httpx.HTTPError as exc:
+            raise WireError(
+                f"the upstream server at {self.base_url} failed: {exc}", status=502
+            ) from None
+        if reply.status_code != 200:
+            raise WireError(f"upstream {endpoint}: {reply.text[:500]}", status=reply.status_code)
+
     def _abort(
         self, session: GatewaySession, recordings: list[Recording], status: OutcomeStatus, why: str
     ) -> None:

@@ -27,6 +27,8 @@ class GenerationRequest:
     logprobs: list[float] = field(default_factory=list)
     finish_reason: FinishReason | None = None
     prefix: PrefixEntry | None = None
+    weights_version: int = 0
+    """The policy's weights when the request was admitted (they cannot change until it ends)."""
 
     @property
     def suffix(self) -> list[int]:
@@ -62,4 +64,5 @@ def completion_of(
         logprobs=list(request.logprobs),
         text=tokenizer.decode(text_ids, skip_special_tokens=False),
         finish_reason=request.finish_reason or FinishReason.LENGTH,
+        weights_version=request.weights_version,
     )
