@@ -96,10 +96,11 @@ def rl(
     json_out: JsonOption = False,
 ) -> None:
     """On-policy RL: roll out groups, compute advantages, update, repeat."""
+    from trajforge.serve.collect import agent_rollouts_for  # lazy: loads uvicorn (0.4 s)
     from trajforge.train.rl import RLTrainer  # lazy: torch loads only when a command trains
 
     cfg = load_train_config(config, RLConfig, overrides or [])
-    result = RLTrainer(cfg).train(resume=resume)
+    result = RLTrainer(cfg, agent_rollouts=agent_rollouts_for(cfg)).train(resume=resume)
     _report(_summary(result, cfg.output_dir), json_out)
 
 

@@ -48,7 +48,7 @@ from trajforge.rollout import (
     arun_rollout,
     run_rollout,
 )
-from trajforge.serve.collect import collect_runs
+from trajforge.serve.collect import agent_rollouts_for, collect_runs
 from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
 from trajforge.train.data import load_source
@@ -285,7 +285,7 @@ class ExperimentRunner:
 
     def _rl(self, index: int, model: str, attempt: int) -> dict[str, Any]:
         cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt)
-        result = RLTrainer(cfg).train(resume=True)
+        result = RLTrainer(cfg, agent_rollouts=agent_rollouts_for(cfg)).train(resume=True)
         rewards = [h["reward_mean"] for h in result.history if "reward_mean" in h]
         detail = f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
         if result.validation:

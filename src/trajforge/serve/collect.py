@@ -20,15 +20,19 @@ import shlex
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.rules import EnvVerifier
+from trajforge.policy.token_policy import TokenPolicy
 from trajforge.schema import OutcomeStatus, Score, Task, Trajectory
 from trajforge.schema.evidence import Verifier
-from trajforge.serve.gateway import ChatGateway
+from trajforge.serve.gateway import ChatGateway, Gateway
 from trajforge.serve.recorder import GatewaySession
 from trajforge.serve.server import serving
+from trajforge.store import TrajectoryStore
+from trajforge.train.config import RLConfig
 
 STDERR_TAIL_CHARS = 2000
 KILL_GRACE_S = 2.0
@@ -230,3 +234,48 @@ def _kill_stragglers(process: asyncio.subprocess.Process) -> None:
     """SIGKILL what is left of the program's process group (children it left running)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def agent_rollouts(
+    agent: str,
+    *,
+    n: int,
+    concurrency: int,
+    timeout_s: float,
+    env: str | None,
+    store_path: Path | None,
+) -> Callable[[str, list[Task], TokenPolicy], list[Trajectory]]:
+    """RL rollouts from an agent program (``RLTrainer(agent_rollouts=...)``): each call runs
+    ``agent`` for every task ``n`` times against a gateway over the live policy, so every model
+    call samples from the weights being trained, and returns the recorded trajectories."""
+
+    def rollouts(run_id: str, tasks: list[Task], policy: TokenPolicy) -> list[Trajectory]:
+        store = TrajectoryStore(store_path) if store_path is not None else None
+        try:
+            gateway = Gateway(policy, store, run_id, env=env)
+            collect_runs(
+                gateway, agent, tasks, n=n, concurrency=concurrency, timeout_s=timeout_s, env=env
+            )
+        finally:
+            if store is not None:
+                store.close()
+        recorder = gateway.recorder
+        return [t for s in recorder.sessions.values() for t in recorder.trajectories(s)]
+
+    return rollouts
+
+
+def agent_rollouts_for(
+    cfg: RLConfig,
+) -> Callable[[str, list[Task], TokenPolicy], list[Trajectory]] | None:
+    """The agent rollouts an RL config asks for (``agent``), or ``None`` for env episodes."""
+    if cfg.agent is None:
+        return None
+    return agent_rollouts(
+        cfg.agent,
+        n=cfg.samples_per_group,
+        concurrency=cfg.agent_concurrency,
+        timeout_s=cfg.agent_timeout_s,
+        env=cfg.env,
+        store_path=cfg.store,
+    )

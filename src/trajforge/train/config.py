@@ -236,6 +236,14 @@ class RLConfig(CommonSettings):
 
     env: str = "calculator"
     """The environment: a built-in name, ``module:factory`` or ``file.py:factory``."""
+    agent: str | None = None
+    """An agent program that produces the rollouts instead of the env's episodes (``python
+    my_agent.py``): run once per task and sample against a gateway serving the weights being
+    trained, its reward as in ``trajforge collect`` (posted, printed, else the env's verifier)."""
+    agent_timeout_s: float = Field(default=300.0, gt=0)
+    """Seconds one agent run may take before it and everything it started are killed."""
+    agent_concurrency: int = Field(default=8, ge=1)
+    """Agent programs running at once."""
     task_split: Literal["train", "test"] = "train"
     """Which of the env's task splits to train on."""
     num_tasks: int = Field(default=64, ge=1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -25,8 +25,10 @@ from trajforge.algos import AdvantageInput, compute_advantages, kl_estimate, pol
 from trajforge.algos.advantages import weight_by_sign
 from trajforge.curate import group_key
 from trajforge.envs.registry import get_env
+from trajforge.errors import ConfigError
 from trajforge.judge.scorer import Rubric
 from trajforge.policy.hf import HFPolicy
+from trajforge.policy.token_policy import TokenPolicy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.rollout import Limits, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import OutcomeStatus, Role, Task, Trajectory
@@ -43,6 +45,11 @@ from trajforge.train.validation import (
     validation_point,
     validation_tasks,
 )
+
+AgentRollouts = Callable[[str, list[Task], TokenPolicy], list[Trajectory]]
+"""``rollouts(run_id, tasks, policy)``: an agent program's runs of ``tasks`` (each
+``samples_per_group`` times) whose model calls ``policy`` answers; the serving layer provides it
+(``serve.agent_rollouts``), since training sits below it."""
 
 
 def advantage_input(
@@ -79,7 +86,14 @@ class RLTrainer(Trainer):
         parts: TrainParts | None = None,
         callbacks: Sequence[StepCallback] = (),
         rubric: Rubric | None = None,
+        agent_rollouts: AgentRollouts | None = None,
     ) -> None:
+        if (cfg.agent is None) != (agent_rollouts is None):
+            raise ConfigError(
+                "agent: an agent program's rollouts run through the gateway: start the run "
+                "with trajforge train rl or an experiment (agent_rollouts and agent go together)"
+            )
+        self.agent_rollouts = agent_rollouts
         self.rl_cfg = cfg
         self.entry = get_env(cfg.env)
         self.tasks = self.entry.tasks(cfg.num_tasks, seed=cfg.seed, split=cfg.task_split)
@@ -227,6 +241,8 @@ class RLTrainer(Trainer):
 
     def _rollout(self, step: int, tasks: list[Task]) -> list[Trajectory]:
         cfg = self.rl_cfg
+        if self.agent_rollouts is not None:
+            return self.agent_rollouts(f"rl-{cfg.output_dir.name}-step{step}", tasks, self.policy)
         spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, f"step{step}")
         # The policy is passed live: it samples from the very weights being trained.
         return run_rollout(spec, policy=self.policy)

@@ -1,0 +1,44 @@
+"""RL on an agent program: its model calls go through a gateway over the policy being
+trained, and its recorded trajectories are the RL rollouts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from train_helpers import even_rubric, small_rl_config
+
+from trajforge.errors import ConfigError
+from trajforge.serve.collect import agent_rollouts_for
+from trajforge.store import TrajectoryStore
+from trajforge.train.rl import RLTrainer
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
+
+AGENT = (
+    f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'gateway' / 'calculator_agent.py'}"
+)
+
+
+def test_an_rl_step_on_an_agent_programs_runs(tmp_path: Path) -> None:
+    store = tmp_path / "rl.db"
+    cfg = small_rl_config(tmp_path / "out", agent=AGENT, agent_timeout_s=120, store=store)
+    trainer = RLTrainer(cfg, rubric=even_rubric(), agent_rollouts=agent_rollouts_for(cfg))
+    before = {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
+    result = trainer.train()
+    (step,) = result.history
+    assert step["reward_mean"] > 0 and "loss" in step
+    changed = any(not torch.equal(p, before[n]) for n, p in trainer.parts.model.named_parameters())
+    assert changed
+    with TrajectoryStore(store) as db:
+        trajs = db.query(run="rl-out-step1")
+    assert len(trajs) == 4  # 2 tasks x 2 runs, each one session
+    assert all(t.metadata["gateway"]["weights_versions"] == [0] for t in trajs)
+    assert len({t.group_id for t in trajs}) == 2
+
+
+def test_an_agent_config_needs_the_gateway(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="agent"):
+        RLTrainer(small_rl_config(tmp_path, agent=AGENT))
