@@ -152,11 +152,8 @@ class Gateway:
         """Sample ``request.n`` replies to ``messages`` and record each in its trajectory."""
         self.check_model(request.model)
         session = self.recorder.session(session_id)
-        async with session.lock:
-            first = self.recorder.begin(session, messages, tools)
-            recordings = [first] + [
-                self.recorder.fork(session, first) for _ in range(request.n - 1)
-            ]
+        recordings = await self.recorder.begin_call(session, messages, tools, request.n)
+        first = recordings[0]
         prompt_ids = _rendered(first).prompt_ids()
         room = (
             None
@@ -166,7 +163,9 @@ class Gateway:
         try:
             sampling = sampling_of(request, room)
         except WireError:
-            self._abort(session, recordings, OutcomeStatus.TRUNCATED, "the context is full")
+            self.recorder.abort_all(
+                session, recordings, OutcomeStatus.TRUNCATED, "the context is full"
+            )
             raise
         samples = [
             replace(sampling, seed=None if sampling.seed is None else sampling.seed + k)
@@ -195,10 +194,14 @@ class Gateway:
                 )
             )
         except asyncio.CancelledError:
-            self._abort(session, recordings, OutcomeStatus.TRUNCATED, "the client disconnected")
+            self.recorder.abort_all(
+                session, recordings, OutcomeStatus.TRUNCATED, "the client disconnected"
+            )
             raise
         except Exception as exc:
-            self._abort(session, recordings, OutcomeStatus.ERROR, f"{type(exc).__name__}: {exc}")
+            self.recorder.abort_all(
+                session, recordings, OutcomeStatus.ERROR, f"{type(exc).__name__}: {exc}"
+            )
             raise
         timing = Timing(started_at=started, duration_s=time.perf_counter() - clock)
         choices = []
@@ -218,16 +221,6 @@ class Gateway:
                 )
             )
         return choices
-
-    def _abort(
-        self,
-        session: GatewaySession,
-        recordings: list[Recording],
-        status: OutcomeStatus,
-        why: str,
-    ) -> None:
-        for recording in recordings:
-            self.recorder.abort(session, recording, status, why)
 
     async def load_adapter(self, name: str, path: str) -> None:
         """Serve the LoRA adapter in ``path`` under ``name`` too (vLLM's

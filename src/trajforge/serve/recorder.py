@@ -196,6 +196,15 @@ class Recorder:
                 return recording
         return self.new_recording(session, messages, tools)
 
+    async def begin_call(
+        self, session: GatewaySession, messages: list[Message], tools: list[ToolSpec], n: int
+    ) -> list[Recording]:
+        """The recordings a call of ``n`` choices grows: the one it continues (or a new one),
+        then forks of it for the other choices."""
+        async with session.lock:
+            first = self.begin(session, messages, tools)
+            return [first] + [self.fork(session, first) for _ in range(n - 1)]
+
     def new_recording(
         self, session: GatewaySession, messages: list[Message], tools: list[ToolSpec]
     ) -> Recording:
@@ -235,6 +244,12 @@ class Recorder:
         recording.busy = False
         recording.status, recording.reason = status, why
         self.save(session, recording)
+
+    def abort_all(
+        self, session: GatewaySession, recordings: list[Recording], status: OutcomeStatus, why: str
+    ) -> None:
+        for recording in recordings:
+            self.abort(session, recording, status, why)
 
     def set_reward(self, session: GatewaySession, reward: float, scores: dict[str, float]) -> int:
         """Give every trajectory of the session ``reward`` (and ``scores``); how many."""

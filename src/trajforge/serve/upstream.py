@@ -138,19 +138,17 @@ class UpstreamGateway:
         """Forward the call, then record each choice in its trajectory."""
         self.check_model(request.model)
         session = self.recorder.session(session_id)
-        async with session.lock:
-            first = self.recorder.begin(session, messages, tools)
-            recordings = [first] + [
-                self.recorder.fork(session, first) for _ in range(request.n - 1)
-            ]
+        recordings = await self.recorder.begin_call(session, messages, tools, request.n)
         clock = time.perf_counter()
         try:
             data = await self._forward(request)
         except asyncio.CancelledError:
-            self._abort(session, recordings, OutcomeStatus.TRUNCATED, "the client disconnected")
+            self.recorder.abort_all(
+                session, recordings, OutcomeStatus.TRUNCATED, "the client disconnected"
+            )
             raise
         except WireError as exc:
-            self._abort(session, recordings, OutcomeStatus.ERROR, exc.message)
+            self.recorder.abort_all(session, recordings, OutcomeStatus.ERROR, exc.message)
             raise
         took = time.perf_counter() - clock
         prompt_ids = data.get("prompt_token_ids")
@@ -246,12 +244,6 @@ class UpstreamGateway:
             ) from None
         if reply.status_code != 200:
             raise WireError(f"upstream {endpoint}: {reply.text[:500]}", status=reply.status_code)
-
-    def _abort(
-        self, session: GatewaySession, recordings: list[Recording], status: OutcomeStatus, why: str
-    ) -> None:
-        for recording in recordings:
-            self.recorder.abort(session, recording, status, why)
 
     async def close(self) -> None:
         await self.client.aclose()
