@@ -151,10 +151,8 @@ class Gateway:
     ) -> list[Choice]:
         """Sample ``request.n`` replies to ``messages`` and record each in its trajectory."""
         self.check_model(request.model)
-        session = self.recorder.session(session_id)
-        recordings = await self.recorder.begin_call(session, messages, tools, request.n)
-        first = recordings[0]
-        prompt_ids = _rendered(first).prompt_ids()
+        session, recordings = await self.recorder.begin_call(session_id, messages, tools, request.n)
+        prompt_ids = _rendered(recordings[0]).prompt_ids()
         room = (
             None
             if self.policy.max_context_tokens is None

@@ -197,13 +197,14 @@ class Recorder:
         return self.new_recording(session, messages, tools)
 
     async def begin_call(
-        self, session: GatewaySession, messages: list[Message], tools: list[ToolSpec], n: int
-    ) -> list[Recording]:
-        """The recordings a call of ``n`` choices grows: the one it continues (or a new one),
-        then forks of it for the other choices."""
+        self, session_id: str, messages: list[Message], tools: list[ToolSpec], n: int
+    ) -> tuple[GatewaySession, list[Recording]]:
+        """The session of a call of ``n`` choices and the recordings it grows: the one it
+        continues (or a new one), then forks of it for the other choices."""
+        session = self.session(session_id)
         async with session.lock:
             first = self.begin(session, messages, tools)
-            return [first] + [self.fork(session, first) for _ in range(n - 1)]
+            return session, [first] + [self.fork(session, first) for _ in range(n - 1)]
 
     def new_recording(
         self, session: GatewaySession, messages: list[Message], tools: list[ToolSpec]

@@ -137,8 +137,7 @@ class UpstreamGateway:
     ) -> list[Choice]:
         """Forward the call, then record each choice in its trajectory."""
         self.check_model(request.model)
-        session = self.recorder.session(session_id)
-        recordings = await self.recorder.begin_call(session, messages, tools, request.n)
+        session, recordings = await self.recorder.begin_call(session_id, messages, tools, request.n)
         clock = time.perf_counter()
         try:
             data = await self._forward(request)
