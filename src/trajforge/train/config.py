@@ -298,6 +298,11 @@ class RLConfig(CommonSettings):
     rollout_precision: Precision = Precision.AUTO
     """Weights rollouts sample from: ``auto`` (a bf16 copy while training in bf16), ``fp32``
     (the trained weights) or ``bf16``."""
+    async_staleness: int = Field(default=0, ge=0, le=1)
+    """0: synchronous (each step samples from the weights it then trains). 1: the next step's
+    rollouts run while this step trains, from a copy of the weights one update old (a turn may
+    see the newer ones); PPO's importance ratio against the recorded logprobs corrects for it,
+    as verl's fully asynchronous mode and AReaL do."""
     store: Path | None = None
     """Also write every rollout to this trajectory store (null: keep none)."""
     validation: ValidationSettings = Field(default_factory=ValidationSettings)

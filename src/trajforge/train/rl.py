@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,6 +51,42 @@ AgentRollouts = Callable[[str, list[Task], TokenPolicy], list[Trajectory]]
 """``rollouts(run_id, tasks, policy)``: an agent program's runs of ``tasks`` (each
 ``samples_per_group`` times) whose model calls ``policy`` answers; the serving layer provides it
 (``serve.agent_rollouts``), since training sits below it."""
+
+
+class Ahead:
+    """The next step's rollouts, sampled on a thread while this step trains."""
+
+    def __init__(
+        self,
+        rollout: Callable[[int, list[Task]], list[Trajectory]],
+        step: int,
+        tasks: list[Task],
+        revisited: int,
+    ) -> None:
+        self.revisited = revisited
+        self._trajs: list[Trajectory] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(rollout, step, tasks),
+            name="trajforge-rollout-ahead",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(
+        self, rollout: Callable[[int, list[Task]], list[Trajectory]], step: int, tasks: list[Task]
+    ) -> None:
+        try:
+            self._trajs = rollout(step, tasks)
+        except BaseException as exc:  # re-raised in the training thread
+            self._error = exc
+
+    def result(self) -> tuple[list[Trajectory], int]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._trajs, self.revisited
 
 
 def advantage_input(
@@ -109,6 +146,7 @@ class RLTrainer(Trainer):
         # The reward: ``rubric`` when given (tests, code), else the config's weighted scorers.
         self.rubric = rubric if rubric is not None else Rubric.from_refs(cfg.scorers, name="reward")
         self.replay = ReplayBuffer(cfg.replay.max_size)
+        self.ahead: Ahead | None = None
         super().__init__(cfg, parts=parts, callbacks=callbacks)
         self.reference = ReferenceModel(self.parts) if cfg.kl_coef > 0 else None
         self.policy = self._make_policy()
@@ -153,6 +191,9 @@ class RLTrainer(Trainer):
         self._validate(start)
 
     def after_steps(self) -> None:
+        if self.ahead is not None:  # only left after a stop before the last step
+            self.ahead.result()
+            self.ahead = None
         if self.best is not None and self.best.best is not self.validated[-1]:
             self.best.restore()
 
@@ -176,9 +217,11 @@ class RLTrainer(Trainer):
     def _make_policy(self) -> HFPolicy:
         self.rollout_dtype = self._rollout_dtype()
         model = self._rollout_source()
+        # Rollouts that overlap training need weights of their own.
+        separate = self.rollout_dtype is torch.bfloat16 or self.rl_cfg.async_staleness > 0
+        if separate and model is self.parts.unwrapped_model():
+            model = copy.deepcopy(model)
         if self.rollout_dtype is torch.bfloat16:
-            if model is self.parts.unwrapped_model():
-                model = copy.deepcopy(model)
             model = model.to(torch.bfloat16)
         return HFPolicy(model, self.parts.tokenizer, max_batch_size=self.rl_cfg.max_batch_size)
 
@@ -192,9 +235,11 @@ class RLTrainer(Trainer):
 
     def _rollout_source(self) -> Any:
         """The module the rollout weights come from: the trained one, or under LoRA with bf16
-        rollouts a copy with the adapter merged in (a plain model the lean decoder runs)."""
+        or asynchronous rollouts a copy with the adapter merged in (a plain model the lean
+        decoder runs, loaded into the rollout weights after each update)."""
         model: Any = self.parts.unwrapped_model()
-        if self.parts.is_lora and self.rollout_dtype is torch.bfloat16:
+        own_weights = self.rollout_dtype is torch.bfloat16 or self.rl_cfg.async_staleness > 0
+        if self.parts.is_lora and own_weights:
             return copy.deepcopy(model).merge_and_unload()
         return model
 
@@ -280,10 +325,23 @@ class RLTrainer(Trainer):
         self.replay.add(successes)
         return added
 
+    def _step_rollouts(self, step: int) -> tuple[list[Trajectory], int]:
+        """This step's rollouts and how many of its tasks were revisits: sampled now, or, in
+        the asynchronous mode, those sampled while the previous step trained; then the next
+        step's are started before this one trains."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is None:
+            tasks, revisited = self._next_tasks()
+            trajs = self._rollout(step, tasks)
+        else:
+            trajs, revisited = ahead.result()
+        if self.rl_cfg.async_staleness and step < self.total_steps():
+            self.ahead = Ahead(self._rollout, step + 1, *self._next_tasks())
+        return trajs, revisited
+
     def run_step(self, step: int) -> dict[str, float]:
         t0 = time.perf_counter()
-        tasks, revisited = self._next_tasks()
-        trajs = self._rollout(step, tasks)
+        trajs, revisited = self._step_rollouts(step)
         rollout_s = time.perf_counter() - t0
         rewards, failed_scores = asyncio.run(self._rewards(trajs))
         outcomes: dict[int, list[float]] = {}

@@ -1,0 +1,38 @@
+"""The asynchronous RL mode: the next step's rollouts run on a thread, from weights of their
+own, while this step trains."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from train_helpers import even_rubric, small_rl_config
+
+from trajforge.train.rl import RLTrainer
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_next_steps_rollouts_overlap_training(tmp_path: Path, lora: bool) -> None:
+    extra: dict[str, Any] = {"lora": {"r": 4}} if lora else {}
+    cfg = small_rl_config(tmp_path, steps=3, async_staleness=1, model={"spec": "tiny", **extra})
+    trainer = RLTrainer(cfg, rubric=even_rubric())
+    assert trainer.policy.model is not trainer.parts.unwrapped_model()  # weights of its own
+    threads: dict[int, str] = {}
+    rollout = trainer._rollout
+
+    def spy(step: int, tasks: list[Any]) -> Any:
+        threads[step] = threading.current_thread().name
+        return rollout(step, tasks)
+
+    trainer._rollout = spy  # type: ignore[method-assign]
+    result = trainer.train()
+    assert [h["step"] for h in result.history] == [1, 2, 3]
+    assert threads == {1: "MainThread", 2: "trajforge-rollout-ahead", 3: "trajforge-rollout-ahead"}
+    assert trainer.ahead is None
+    # After the last update the rollout weights equal the trained ones.
+    trained = trainer._rollout_source().state_dict()
+    served = trainer.policy.model.state_dict()
+    assert all(torch.equal(served[k], v) for k, v in trained.items())
