@@ -18,6 +18,7 @@ import json
 import os
 import shlex
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,9 +76,13 @@ def env_verifier(env: str) -> Verifier | None:
 
 
 def agent_argv(agent: str) -> list[str]:
+    """The command line of ``agent``; a leading ``python`` (or ``python3``) is the interpreter
+    trajforge runs under, so the agent sees the same packages whatever the PATH holds."""
     argv = shlex.split(agent)
     if not argv:
         raise ConfigError("--agent: give the command that runs the agent, e.g. 'python agent.py'")
+    if argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
     return argv
 
 
