@@ -17,7 +17,7 @@ from trajforge.schema import OutcomeStatus
 from trajforge.store import TrajectoryStore
 
 AGENT = (
-    f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'gateway' / 'calculator_agent.py'}"
+    f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'agent_rl' / 'agent.py'}"
 )
 
 

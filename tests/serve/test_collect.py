@@ -107,7 +107,7 @@ def test_collect_refuses_what_it_cannot_run(args: list[str], message: str, tmp_p
 
 
 def test_the_example_openai_agent_is_collected_on_an_env(tmp_path: Path) -> None:
-    example = Path(__file__).parents[2] / "examples" / "gateway" / "calculator_agent.py"
+    example = Path(__file__).parents[2] / "examples" / "agent_rl" / "agent.py"
     store = tmp_path / "agents.db"
     args = ["collect", "--agent", f"{sys.executable} {example}", "--env", "calculator"]
     args += ["--count", "2", "--n", "2", "--model", "tiny", "--run", "ex", "--store", str(store)]

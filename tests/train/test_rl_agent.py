@@ -18,7 +18,7 @@ from trajforge.train.rl import RLTrainer
 sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
 
 AGENT = (
-    f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'gateway' / 'calculator_agent.py'}"
+    f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'agent_rl' / 'agent.py'}"
 )
 
 
