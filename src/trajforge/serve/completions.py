@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -127,12 +128,13 @@ def _record(
         logprobs=completion.logprobs,
     )
     recording = Recording(
-        id=new_id("raw").removeprefix("raw-"),
+        id=uuid.uuid4().hex,
         session=RawConversation([prompt, reply]),
         sequence=len(session.recordings),
         busy=True,
     )
     recording.notes["endpoint"] = "completions"
+    recording.notes["weights_versions"] = [completion.weights_version]
     recording.rendering = RAW_RENDERING
     session.recordings.append(recording)
     gateway.recorder.finish(session, recording, took)
