@@ -16,9 +16,7 @@ from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.schema import OutcomeStatus
 from trajforge.store import TrajectoryStore
 
-AGENT = (
-    f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'agent_rl' / 'agent.py'}"
-)
+AGENT = f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'agent_rl' / 'agent.py'}"
 
 
 def _experiment(tmp_path: Path, model: str, stages: list[dict[str, object]]) -> Path:

@@ -13,7 +13,13 @@ import pytest
 from openai import AsyncOpenAI, OpenAI
 from serve_helpers import ADD_TOOL, MODEL, add, assert_token_exact, recorded, session_trajectories
 
-from trajforge.schema import OutcomeStatus, Role
+from trajforge.formats.tool_calls import format_tool_call
+from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.schema import Message, OutcomeStatus, Role
+from trajforge.serve.gateway import Gateway
+from trajforge.serve.server import serving
+from trajforge.store import TrajectoryStore
 
 
 def run_agent(client: OpenAI, question: str, **extra: Any) -> tuple[str, list[dict[str, Any]]]:
@@ -210,3 +216,62 @@ def test_nothing_is_recorded_for_a_refused_request(base_url: str, store_path: Pa
     httpx.post(f"{base_url}/v1/chat/completions", json={"model": "x", "messages": []})
     assert not store_path.exists() or recorded(store_path) == []
     assert json.loads(httpx.get(f"{base_url}/health").text) == {"status": "ok"}
+
+
+UNREADABLE = '<tool_call>{"name": "add", "arguments": "two and three"}</tool_call>'
+NAMELESS = '<tool_call>{"arguments": {"a": 1}}</tool_call>'
+
+
+def _agent_turns(url: str, session: str) -> tuple[Any, str]:
+    """One tool round of a client that answers every call it gets (an error for unreadable
+    arguments), then its final answer."""
+    client = OpenAI(base_url=f"{url}/sessions/{session}/v1", api_key="unused")
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Add 2 and 3?"}]
+    reply = client.chat.completions.create(model=MODEL, messages=messages, tools=[ADD_TOOL])
+    message = reply.choices[0].message
+    messages.append(message.model_dump(exclude_none=True))
+    for call in message.tool_calls or []:
+        try:
+            result = add(call.function.arguments)
+        except (ValueError, KeyError, TypeError) as exc:
+            result = f"error: {exc}"
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    final = client.chat.completions.create(model=MODEL, messages=messages, tools=[ADD_TOOL])
+    return message, final.choices[0].message.content or ""
+
+
+def _first_turn(extra: str) -> Any:
+    def reply(task: object, messages: list[Message]) -> str:
+        if not any(m.role is Role.TOOL for m in messages):
+            return format_tool_call("add", {"a": 2, "b": 3}) + extra
+        return "The total is 5."
+
+    return reply
+
+
+def test_a_call_with_unreadable_arguments_reaches_the_client_raw(store_path: Path) -> None:
+    policy = ScriptedPolicy(_first_turn(UNREADABLE), load_tokenizer(), name=MODEL)
+    with TrajectoryStore(store_path) as store, serving(Gateway(policy, store, "gw")) as url:
+        message, answer = _agent_turns(url, "u")
+    calls = message.tool_calls or []
+    # As OpenAI's API may send invalid JSON there: the model's raw text as the arguments.
+    assert [(c.function.name, c.function.arguments) for c in calls][1] == ("add", UNREADABLE)
+    assert answer == "The total is 5."
+    (traj,) = recorded(store_path)  # the client answered both calls: one trajectory
+    assert traj.num_turns == 2 and traj.outcome.status is OutcomeStatus.OK
+    assert_token_exact(store_path)
+
+
+def test_a_nameless_call_the_client_never_saw_starts_a_new_trajectory(store_path: Path) -> None:
+    policy = ScriptedPolicy(_first_turn(NAMELESS), load_tokenizer(), name=MODEL)
+    with TrajectoryStore(store_path) as store, serving(Gateway(policy, store, "gw")) as url:
+        message, answer = _agent_turns(url, "n")
+    assert len(message.tool_calls or []) == 1 and not message.content
+    assert answer == "The total is 5."
+    first, second = sorted(recorded(store_path), key=lambda t: t.metadata["gateway"]["sequence"])
+    # The sampled turn keeps the nameless call, unanswered; the client's next call starts a
+    # trajectory of its own: its history (its assistant turn as text, not sampled), the reply.
+    assert first.num_turns == 1 and first.outcome.status is OutcomeStatus.TRUNCATED
+    assert len(first.messages[1].tool_calls) == 2
+    assert second.num_turns == 2 and second.messages[1].logprobs is None
+    assert second.messages[-1].logprobs is not None

@@ -17,9 +17,7 @@ from trajforge.train.rl import RLTrainer
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
 
-AGENT = (
-    f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'agent_rl' / 'agent.py'}"
-)
+AGENT = f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'agent_rl' / 'agent.py'}"
 
 
 def test_an_rl_step_on_an_agent_programs_runs(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from trajforge.schema import (
     Trajectory,
     Usage,
 )
-from trajforge.serve.wire import WireError, call_arguments, wire_calls, wire_content
+from trajforge.serve.wire import WireError, call_arguments_text, wire_content
 from trajforge.store import TrajectoryStore
 
 
@@ -55,13 +55,19 @@ class Conversation(Protocol):
 StartConversation = Callable[[list[Message], list[ToolSpec], Task | None], Conversation]
 
 
-def _as_returned(message: Message) -> tuple[str, list[tuple[str, str, dict[str, Any]]]]:
-    """An assistant message as the client received it: its text and its calls."""
-    calls = [
-        (c["id"], c["function"]["name"], call_arguments(c["function"]["arguments"], "arguments"))
-        for c in wire_calls(message)
+def _calls(message: Message) -> list[tuple[str, str, Any]]:
+    """Each named call as ``(id, name, arguments)``: the parsed object, or the raw text of
+    arguments that were no JSON object (frameworks re-serialise JSON, not text)."""
+    return [
+        (c.id, c.name, c.arguments if c.parse_error is None else call_arguments_text(c))
+        for c in message.tool_calls
+        if c.name
     ]
-    return wire_content(message).strip(), calls
+
+
+def _sent_calls(message: Message) -> list[tuple[str, str, Any]]:
+    return [(c.id, c.name, c.arguments if c.parse_error is None else c.raw or "")
+            for c in message.tool_calls]  # fmt: skip
 
 
 def same_message(recorded: Message, sent: Message) -> bool:
@@ -70,8 +76,8 @@ def same_message(recorded: Message, sent: Message) -> bool:
     if recorded.role is not sent.role:
         return False
     if recorded.role is Role.ASSISTANT:
-        calls = [(c.id, c.name, c.arguments) for c in sent.tool_calls]
-        return _as_returned(recorded) == (sent.content.strip(), calls)
+        returned = (wire_content(recorded).strip(), _calls(recorded))
+        return returned == (sent.content.strip(), _sent_calls(sent))
     return recorded.content == sent.content and recorded.tool_call_id == sent.tool_call_id
 
 
@@ -112,7 +118,15 @@ class Recording:
             and recorded[-1].role is Role.ASSISTANT
             and all(same_message(r, s) for r, s in zip(recorded, messages, strict=False))
             and all(m.role is not Role.ASSISTANT for m in messages[len(recorded) :])
+            and _answers_every_call(recorded[-1], messages[len(recorded) :])
         )
+
+
+def _answers_every_call(assistant: Message, appended: list[Message]) -> bool:
+    """Whether the appended messages answer each of the turn's calls (a call the client never
+    saw, a nameless one, cannot be answered: the call then starts a new trajectory)."""
+    answered = {m.tool_call_id for m in appended if m.role is Role.TOOL}
+    return all(call.id in answered for call in assistant.tool_calls)
 
 
 @dataclass

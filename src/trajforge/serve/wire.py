@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from trajforge.errors import DataError
 from trajforge.formats.openai_chat import messages_from_openai
 from trajforge.policy.base import FinishReason, SamplingParams
-from trajforge.schema import FunctionSpec, Message, Role, ToolSpec, check_conversation
+from trajforge.schema import FunctionSpec, Message, Role, ToolCall, ToolSpec, check_conversation
 
 DEFAULT_MAX_TOKENS = 512
 MAX_CHOICES = 16
@@ -228,22 +228,29 @@ def new_id(prefix: str) -> str:
 
 
 def wire_calls(message: Message) -> list[dict[str, Any]]:
-    """The assistant message's well-formed calls as OpenAI tool calls; a call the parser could
-    not read stays in the message's text (see ``wire_content``)."""
+    """The assistant message's named calls as OpenAI tool calls. A call whose arguments the
+    parser could not read keeps the model's raw text as ``arguments``, as OpenAI's API may
+    return invalid JSON there; a call without a name cannot be sent (nor answered): the
+    trajectory keeps it, and the client's next call starts a new one."""
     return [
         {
             "id": call.id,
             "type": "function",
-            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            "function": {"name": call.name, "arguments": call_arguments_text(call)},
         }
         for call in message.tool_calls
-        if call.parse_error is None
+        if call.name
     ]
 
 
+def call_arguments_text(call: ToolCall) -> str:
+    """A call's arguments as the client sees them: JSON, or the raw text of a malformed call."""
+    return json.dumps(call.arguments) if call.parse_error is None else call.raw or ""
+
+
 def wire_content(message: Message) -> str:
-    broken = [c.raw or "" for c in message.tool_calls if c.parse_error is not None]
-    return "\n".join(p for p in [message.content, *broken] if p)
+    """The assistant message's prose, as the client sees it."""
+    return message.content
 
 
 def finish_reason_of(message: Message, finish: FinishReason) -> str:
