@@ -3,11 +3,13 @@ outputs, offline), imported as trajectories with their tool calls and scores."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
-from inspect_ai import Task, eval_async
+from inspect_ai import Task
+from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import includes
@@ -20,6 +22,8 @@ from trajforge.errors import DataError
 from trajforge.formats.records import FORMATS, load_records, write_records
 from trajforge.schema import OutcomeStatus, Role
 from trajforge.store import TrajectoryStore
+
+ASYNCIO_RUN = asyncio.run
 
 
 @tool
@@ -42,7 +46,7 @@ def _output(output: ModelOutput) -> ModelOutput:
     return output
 
 
-async def _write_log(folder: Path, log_format: str) -> Path:
+def _write_log(folder: Path, log_format: str) -> Path:
     outputs = [
         _output(ModelOutput.for_tool_call("mockllm/model", "add", {"a": 2, "b": 3})),
         _output(ModelOutput.from_content("mockllm/model", "The answer is 5.")),
@@ -59,18 +63,19 @@ async def _write_log(folder: Path, log_format: str) -> Path:
         name="adding",
     )
     model = get_model("mockllm/model", custom_outputs=outputs)
-    (log,) = await eval_async(
-        task, model=model, log_dir=str(folder), log_format=log_format, max_samples=1
-    )
+    # Synchronous on purpose: called inside a running event loop, Inspect installs
+    # nest_asyncio for the whole process, which would change every later test's asyncio.
+    (log,) = inspect_eval(
+        task, model=model, log_dir=str(folder), log_format=log_format, max_samples=1,
+        display="none",
+    )  # fmt: skip
     assert log.status == "success"
     return Path(log.location)
 
 
 @pytest.mark.parametrize("log_format", ["eval", "json"])
-async def test_an_inspect_log_imports_with_calls_and_scores(
-    tmp_path: Path, log_format: str
-) -> None:
-    path = await _write_log(tmp_path, log_format)
+def test_an_inspect_log_imports_with_calls_and_scores(tmp_path: Path, log_format: str) -> None:
+    path = _write_log(tmp_path, log_format)
     assert path.suffix == f".{log_format}"
     trajs = sorted(load_records(path, FORMATS.get("inspect")), key=lambda t: t.task.id)
     assert [t.task.id for t in trajs] == ["s1", "s2"]
@@ -95,6 +100,7 @@ async def test_an_inspect_log_imports_with_calls_and_scores(
     assert result.exit_code == 0, result.output
     with TrajectoryStore(store) as db:
         assert db.count() == 2 and db.stats()["reward_mean"] == pytest.approx(0.5)
+    assert asyncio.run is ASYNCIO_RUN  # Inspect left the process's asyncio as it was
 
 
 def test_a_file_that_is_no_inspect_log_is_refused(tmp_path: Path) -> None:
