@@ -1,8 +1,8 @@
 """The environment registry: built-in names and user environments given as ``module:factory``.
 
-A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``),
-``package.module:factory`` (a module on the Python path or in the current directory) or
-``path/to/file.py:factory``.
+A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``,
+``keydoor``), ``package.module:factory`` (a module on the Python path or in the current
+directory) or ``path/to/file.py:factory``.
 
 A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, seed, split)``
 and ``expert(task, messages)``; its description is ``DESCRIPTION`` or its docstring's first line.
@@ -38,6 +38,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "sql": "trajforge.envs.builtin.sql_env",
     "search": "trajforge.envs.builtin.search",
     "gridworld": "trajforge.envs.builtin.gridworld",
+    "keydoor": "trajforge.envs.builtin.keydoor",
 }
 USER_TEST_FRACTION = 0.1
 

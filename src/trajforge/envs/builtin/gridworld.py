@@ -127,14 +127,15 @@ async def move(direction: Literal["up", "down", "left", "right"], ctx: ToolConte
     return f"{what}\n{board.render()}"
 
 
-def replay(task: Task, messages: list[Message]) -> Board:
-    """The board after the moves in ``messages`` that the environment accepted (no error)."""
+def replay(task: Task, messages: list[Message], board_type: type[Board] = Board) -> Board:
+    """The board (a ``board_type``) after the moves in ``messages`` that the environment
+    accepted (no error)."""
     accepted = {
         m.tool_call_id
         for m in messages
         if m.role is Role.TOOL and not m.content.startswith(ERROR_PREFIX)
     }
-    board = Board.from_task(task)
+    board = board_type.from_task(task)
     for msg in messages:
         for call in msg.tool_calls:
             if call.id in accepted and call.name == "move" and board.status is Status.PLAYING:
@@ -183,10 +184,14 @@ def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
 
 
 class GridWorldEnv(ToolEnv):
-    """A ``ToolEnv`` whose state is the board, so ``state_key`` hashes the board itself."""
+    """A ``ToolEnv`` whose state is the board, so ``state_key`` hashes the board itself.
+
+    ``board_type`` is the game's rules (a ``Board`` subclass brings its own moves and key)."""
+
+    board_type: type[Board] = Board
 
     async def setup(self, context: ToolContext) -> None:
-        context.state["board"] = Board.from_task(context.task)
+        context.state["board"] = self.board_type.from_task(context.task)
         await super().setup(context)
 
     def state_key(self) -> str:
