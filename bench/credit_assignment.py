@@ -1,0 +1,224 @@
+"""Credit assignment on keydoor: GRPO, turn-level returns and GiGPO from the same SFT weights.
+
+The experiment is ``examples/keydoor/experiment.yaml``: base eval -> expert demonstrations (a
+limited set) -> SFT -> eval, run once; then, from that one SFT checkpoint, its RL stage runs
+once per arm and seed, changing only the advantage estimator:
+
+- ``grpo``: the outcome reward normalised in its group, the same advantage on every turn;
+- ``turn_returns``: per-turn discounted returns (key rewards plus the outcome), normalised in
+  the group (``gamma`` 0.95);
+- ``gigpo``: the episode advantage plus a step advantage from anchor-state groups (the same
+  board, square and keys in several samples of a task; ``gamma`` 0.95, ``omega`` 1).
+
+Every arm has the same rollout budget (steps x groups x samples, the same turn and token
+limits) and the same seeds, and is then evaluated greedily on the same held-out boards. No
+setting is chosen on those boards: the sizes and rates are the experiment file's (``--set``
+changes them, as ``trajforge run`` overrides do), and any validation the RL stage does runs
+on training-split tasks.
+
+    .venv/bin/python bench/credit_assignment.py --model tiny              # micro sizes, ~2 min
+    .venv/bin/python bench/credit_assignment.py --seeds 0 1 2 --out runs/credit
+
+Prints per arm the held-out success with a 95% Wilson interval (episodes of all seeds
+pooled), the per-step training reward and success curves (mean over seeds) and the wall
+time, then ONE JSON line. ``ratio`` is GiGPO's held-out gain over SFT divided by GRPO's
+(success points); when GRPO's gain is zero or negative the ratio is null and both gains are
+reported (``ratio_note`` says so): a quotient there would not mean "GiGPO gains more".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from trajforge.pipeline.config import (
+    EvalStage,
+    Experiment,
+    RLStage,
+    SFTStage,
+    load_experiment,
+    rl_config,
+)
+from trajforge.pipeline.runner import ExperimentRunner
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "keydoor" / "experiment.yaml"
+ARMS: dict[str, tuple[str, dict[str, float]]] = {
+    "grpo": ("grpo", {}),
+    "turn_returns": ("turn_returns", {"gamma": 0.95}),
+    "gigpo": ("gigpo", {"gamma": 0.95, "omega": 1.0}),
+}
+# The micro run that proves the bench end to end with the tiny random model in minutes.
+MICRO = [
+    "eval.tasks=8",
+    "eval.max_turns=6",
+    "eval.max_new_tokens=40",
+    "stages.demonstrations.tasks=8",
+    "stages.sft.train.epochs=1",
+    "stages.sft.train.max_steps=2",
+    "stages.sft.train.batch_size=4",
+    "stages.rl.train.num_tasks=8",
+    "stages.rl.train.steps=2",
+    "stages.rl.train.groups_per_step=2",
+    "stages.rl.train.samples_per_group=4",
+    "stages.rl.train.max_turns=6",
+    "stages.rl.train.max_new_tokens=40",
+]
+
+
+def wilson(successes: int, n: int) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate (sensible at 0 and 1, unlike mean +- t*s)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    z = 1.96
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(centre - half, 4), round(centre + half, 4))
+
+
+def _eval_counts(record: dict[str, Any]) -> tuple[int, int]:
+    summary = record["summary"]
+    return round(summary["success"] * summary["episodes"]), summary["episodes"]
+
+
+def _rate(successes: int, n: int) -> dict[str, Any]:
+    return {"success": round(successes / n, 4) if n else None, "ci95": wilson(successes, n), "n": n}
+
+
+def _split(exp: Experiment) -> tuple[Experiment, int]:
+    """The experiment up to its first RL stage (which must follow an SFT stage), and the index
+    of that stage."""
+    index = next((i for i, s in enumerate(exp.stages) if isinstance(s, RLStage)), None)
+    if index is None or not any(isinstance(s, SFTStage) for s in exp.stages[:index]):
+        raise SystemExit(f"{exp.name}: the experiment needs an sft stage followed by an rl stage")
+    return exp.model_copy(update={"stages": exp.stages[:index]}), index
+
+
+def _arm(prefix: Experiment, rl: RLStage, arm: str, seed: int, model: str) -> Experiment:
+    estimator, options = ARMS[arm]
+    train = {**rl.train, "estimator": estimator, "estimator_kwargs": options}
+    return Experiment.model_validate(
+        {
+            **prefix.model_dump(),
+            "name": f"{prefix.name}-{arm}-s{seed}",
+            "model": model,
+            "seed": seed,
+            "stages": [
+                RLStage(name=rl.name, train=train).model_dump(),
+                EvalStage(name="held_out").model_dump(),
+            ],
+        }
+    )
+
+
+def _record(results: dict[str, Any], kind: str, last: bool = True) -> dict[str, Any]:
+    found = [s for s in results["stages"] if s["kind"] == kind and s["status"] == "done"]
+    return found[-1] if last else found[0]
+
+
+def _curve(histories: list[list[dict[str, Any]]], key: str) -> list[float]:
+    steps = min(len(h) for h in histories)
+    return [round(sum(h[i][key] for h in histories) / len(histories), 3) for i in range(steps)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--model", default="embedded", help="embedded, tiny (micro sizes) or a folder"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="RL seeds, each arm")
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--experiment", type=Path, default=EXAMPLE)
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="experiment overrides, e.g. stages.rl.train.steps=8")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run folders kept here; finished stages are resumed (default: a temp dir)")  # fmt: skip
+    args = parser.parse_args()
+    if "grpo" not in args.arms or "gigpo" not in args.arms:
+        parser.error("--arms: the ratio needs both grpo and gigpo")
+    overrides = [*(MICRO if args.model == "tiny" else []), f"model={args.model}", *args.set]
+    exp = load_experiment(args.experiment, overrides)
+    prefix, rl_index = _split(exp)
+    rl = exp.stages[rl_index]
+    assert isinstance(rl, RLStage)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = args.out or Path(tmp)
+        started = time.perf_counter()
+        base_results = ExperimentRunner(prefix, run_dir=out / prefix.name).run()
+        sft_wall = time.perf_counter() - started
+        sft_model = _record(base_results, "sft")["model"]
+        base = _rate(*_eval_counts(_record(base_results, "eval", last=False)))
+        sft = _rate(*_eval_counts(_record(base_results, "eval")))
+        arms: dict[str, dict[str, Any]] = {}
+        for arm in args.arms:
+            wins = episodes = 0
+            per_seed, histories = [], []
+            arm_started = time.perf_counter()
+            for seed in args.seeds:
+                run = _arm(prefix, rl, arm, seed, sft_model)
+                results = ExperimentRunner(run, run_dir=out / run.name).run()
+                won, n = _eval_counts(_record(results, "eval"))
+                wins, episodes = wins + won, episodes + n
+                per_seed.append(round(won / n, 4))
+                histories.append(_record(results, "rl")["history"])
+            arms[arm] = {
+                **_rate(wins, episodes),
+                "per_seed": per_seed,
+                "gain": round(wins / episodes - sft["success"], 4),
+                "reward_curve": _curve(histories, "reward_mean"),
+                "success_curve": _curve(histories, "success_rate"),
+                "wall_s": round(time.perf_counter() - arm_started, 1),
+            }
+        total_wall = time.perf_counter() - started
+
+    cfg = rl_config(exp, rl_index, model=exp.model, run_dir=Path("unused"), attempt=0)
+    budget = cfg.steps * cfg.groups_per_step * cfg.samples_per_group
+    print(f"keydoor, model {args.model}, seeds {args.seeds}, {budget} RL episodes per arm and seed")
+    print(f"  base   held-out success {base['success']:.3f}  95% CI {base['ci95']}")
+    print(
+        f"  sft    held-out success {sft['success']:.3f}  95% CI {sft['ci95']}  ({sft_wall:.0f} s)"
+    )
+    for arm, row in arms.items():
+        print(
+            f"  {arm:<12} held-out success {row['success']:.3f}  95% CI {row['ci95']}  gain "
+            f"{row['gain']:+.3f}  per seed {row['per_seed']}  ({row['wall_s']:.0f} s)"
+        )
+        print(f"  {'':<12} train reward per step {row['reward_curve']}")
+        print(f"  {'':<12} train success per step {row['success_curve']}")
+    grpo_gain, gigpo_gain = arms["grpo"]["gain"], arms["gigpo"]["gain"]
+    ratio = round(gigpo_gain / grpo_gain, 3) if grpo_gain > 0 else None
+    note = (
+        "gigpo gain / grpo gain"
+        if ratio is not None
+        else "null: grpo's held-out gain over sft is <= 0, so no ratio; compare the two gains"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "credit_assignment",
+                "model": args.model,
+                "seeds": args.seeds,
+                "rl_episodes_per_arm_and_seed": budget,
+                "cpus": os.cpu_count(),
+                "base": base,
+                "sft": sft,
+                "arms": arms,
+                "grpo_gain": grpo_gain,
+                "gigpo_gain": gigpo_gain,
+                "best_rl_gain": max(row["gain"] for row in arms.values()),
+                "wall_s": round(total_wall, 1),
+                "ratio": ratio,
+                "ratio_note": note,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
