@@ -110,6 +110,11 @@ def test_the_episode_ends_on_the_turn_that_reaches_the_goal() -> None:
     assert turn_rewards(episode) == [0.0, KEY_REWARD, 0.0, 0.0, 0.0, 1.0]
     assert episode.messages[-1].content.startswith("You reached the goal!")
     assert keydoor.verify(HAND, episode.messages) == 1.0
+    # Reached on the last turn allowed, the goal is still a win, not a cut-off episode.
+    last = asyncio.run(play(keydoor.make_env(max_turns=len(SOLUTION)), HAND, scripted(SOLUTION)))
+    assert last.reward == 1.0 and last.info["truncated"] is False
+    early = asyncio.run(play(keydoor.make_env(max_turns=5), HAND, scripted(SOLUTION)))
+    assert early.reward == 0.0 and early.info["truncated"] is True
 
 
 def test_state_keys_repeat_across_episodes_reaching_the_same_state() -> None:

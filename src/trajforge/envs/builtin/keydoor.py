@@ -223,9 +223,11 @@ class KeyDoorEnv(GridWorldEnv):
             return await super().step(action)  # which says that reset() comes first
         before: KeyBoard = self.context.state["board"]
         result = await super().step(action)
-        if result.done:
-            return result
         board: KeyBoard = self.context.state["board"]
+        if result.done:
+            if board.status is Status.WON:  # the turn limit fell on the winning turn: a win
+                result.info["truncated"] = False
+            return result
         if board.status is Status.WON:
             assert result.state_key is not None  # a GridWorldEnv always names its state
             return await self._finish(
