@@ -122,9 +122,14 @@ def _record(results: dict[str, Any], kind: str, last: bool = True) -> dict[str, 
     return found[-1] if last else found[0]
 
 
-def _curve(histories: list[list[dict[str, Any]]], key: str) -> list[float]:
-    steps = min(len(h) for h in histories)
-    return [round(sum(h[i][key] for h in histories) / len(histories), 3) for i in range(steps)]
+def _curve(histories: list[list[dict[str, Any]]], key: str) -> list[float | None]:
+    """The mean over seeds of metric ``key`` at each step (None at a step some seed lacks it)."""
+    curve: list[float | None] = []
+    for i in range(min(len(h) for h in histories)):
+        values = [h[i].get(key) for h in histories]
+        present = [float(v) for v in values if v is not None]
+        curve.append(round(sum(present) / len(present), 3) if len(present) == len(values) else None)
+    return curve
 
 
 def main() -> None:
@@ -173,6 +178,10 @@ def main() -> None:
                 "gain": round(wins / episodes - sft["success"], 4),
                 "reward_curve": _curve(histories, "reward_mean"),
                 "success_curve": _curve(histories, "success_rate"),
+                # Episodes the update trained on (groups with all-zero advantages are skipped)
+                # and, for GiGPO, the share of steps in an anchor-state group of two or more.
+                "trained_curve": _curve(histories, "trained_trajectories"),
+                "anchor_step_frac_curve": _curve(histories, "adv_anchor_step_frac"),
                 "wall_s": round(time.perf_counter() - arm_started, 1),
             }
         total_wall = time.perf_counter() - started
@@ -191,6 +200,9 @@ def main() -> None:
         )
         print(f"  {'':<12} train reward per step {row['reward_curve']}")
         print(f"  {'':<12} train success per step {row['success_curve']}")
+        print(f"  {'':<12} trained episodes per step {row['trained_curve']}")
+        if arm == "gigpo":
+            print(f"  {'':<12} anchor step share per step {row['anchor_step_frac_curve']}")
     grpo_gain, gigpo_gain = arms["grpo"]["gain"], arms["gigpo"]["gain"]
     ratio = round(gigpo_gain / grpo_gain, 3) if grpo_gain > 0 else None
     note = (
