@@ -35,7 +35,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from trajforge.pipeline.config import (
     EvalStage,
@@ -47,6 +47,7 @@ from trajforge.pipeline.config import (
 )
 from trajforge.pipeline.runner import ExperimentRunner
 
+HELD_OUT = "held_out"
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "keydoor" / "experiment.yaml"
 ARMS: dict[str, tuple[str, dict[str, float]]] = {
     "grpo": ("grpo", {}),
@@ -91,13 +92,33 @@ def _rate(successes: int, n: int) -> dict[str, Any]:
     return {"success": round(successes / n, 4) if n else None, "ci95": wilson(successes, n), "n": n}
 
 
-def _split(exp: Experiment) -> tuple[Experiment, int]:
-    """The experiment up to its first RL stage (which must follow an SFT stage), and the index
-    of that stage."""
-    index = next((i for i, s in enumerate(exp.stages) if isinstance(s, RLStage)), None)
-    if index is None or not any(isinstance(s, SFTStage) for s in exp.stages[:index]):
-        raise SystemExit(f"{exp.name}: the experiment needs an sft stage followed by an rl stage")
-    return exp.model_copy(update={"stages": exp.stages[:index]}), index
+class Plan(NamedTuple):
+    """The experiment up to its first RL stage, and the names the bench reads back."""
+
+    prefix: Experiment
+    rl: RLStage
+    base_eval: str
+    sft: str
+    sft_eval: str
+
+
+def _plan(exp: Experiment) -> Plan:
+    """Split ``exp`` at its first RL stage, which must follow eval, sft, eval (in that order,
+    other stages between them allowed)."""
+    stages = exp.stages
+    rl = next((i for i, s in enumerate(stages) if isinstance(s, RLStage)), len(stages))
+    sft = max((i for i, s in enumerate(stages[:rl]) if isinstance(s, SFTStage)), default=None)
+    base = next((i for i, s in enumerate(stages) if isinstance(s, EvalStage)), None)
+    if rl == len(stages) or sft is None or base is None or base > sft:
+        raise SystemExit(
+            f"{exp.name}: the bench needs an eval stage, an sft stage, an eval stage right "
+            "before the first rl stage, then that rl stage"
+        )
+    rl_stage, sft_eval = stages[rl], stages[rl - 1]
+    if not isinstance(sft_eval, EvalStage) or not isinstance(rl_stage, RLStage):
+        raise SystemExit(f"{exp.name}: the stage right before the first rl stage must be an eval")
+    prefix = exp.model_copy(update={"stages": stages[:rl]})
+    return Plan(prefix, rl_stage, stages[base].name, stages[sft].name, sft_eval.name)
 
 
 def _arm(prefix: Experiment, rl: RLStage, arm: str, seed: int, model: str) -> Experiment:
@@ -111,15 +132,14 @@ def _arm(prefix: Experiment, rl: RLStage, arm: str, seed: int, model: str) -> Ex
             "seed": seed,
             "stages": [
                 RLStage(name=rl.name, train=train).model_dump(),
-                EvalStage(name="held_out").model_dump(),
+                EvalStage(name=HELD_OUT).model_dump(),
             ],
         }
     )
 
 
-def _record(results: dict[str, Any], kind: str, last: bool = True) -> dict[str, Any]:
-    found = [s for s in results["stages"] if s["kind"] == kind and s["status"] == "done"]
-    return found[-1] if last else found[0]
+def _record(results: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(s for s in results["stages"] if s["name"] == name and s["status"] == "done")
 
 
 def _curve(histories: list[list[dict[str, Any]]], key: str) -> list[float | None]:
@@ -149,17 +169,16 @@ def main() -> None:
         parser.error("--arms: the ratio needs both grpo and gigpo")
     overrides = [*(MICRO if args.model == "tiny" else []), f"model={args.model}", *args.set]
     exp = load_experiment(args.experiment, overrides)
-    prefix, rl_index = _split(exp)
-    rl = exp.stages[rl_index]
-    assert isinstance(rl, RLStage)
+    plan = _plan(exp)
+    prefix, rl = plan.prefix, plan.rl
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         started = time.perf_counter()
         base_results = ExperimentRunner(prefix, run_dir=out / prefix.name).run()
         sft_wall = time.perf_counter() - started
-        sft_model = _record(base_results, "sft")["model"]
-        base = _rate(*_eval_counts(_record(base_results, "eval", last=False)))
-        sft = _rate(*_eval_counts(_record(base_results, "eval")))
+        sft_model = _record(base_results, plan.sft)["model"]
+        base = _rate(*_eval_counts(_record(base_results, plan.base_eval)))
+        sft = _rate(*_eval_counts(_record(base_results, plan.sft_eval)))
         arms: dict[str, dict[str, Any]] = {}
         for arm in args.arms:
             wins = episodes = 0
@@ -168,10 +187,10 @@ def main() -> None:
             for seed in args.seeds:
                 run = _arm(prefix, rl, arm, seed, sft_model)
                 results = ExperimentRunner(run, run_dir=out / run.name).run()
-                won, n = _eval_counts(_record(results, "eval"))
+                won, n = _eval_counts(_record(results, HELD_OUT))
                 wins, episodes = wins + won, episodes + n
                 per_seed.append(round(won / n, 4))
-                histories.append(_record(results, "rl")["history"])
+                histories.append(_record(results, rl.name)["history"])
             arms[arm] = {
                 **_rate(wins, episodes),
                 "per_seed": per_seed,
@@ -186,9 +205,11 @@ def main() -> None:
             }
         total_wall = time.perf_counter() - started
 
-    cfg = rl_config(exp, rl_index, model=exp.model, run_dir=Path("unused"), attempt=0)
+    cfg = rl_config(exp, exp.stages.index(rl), model=exp.model, run_dir=out, attempt=0)
     budget = cfg.steps * cfg.groups_per_step * cfg.samples_per_group
-    print(f"keydoor, model {args.model}, seeds {args.seeds}, {budget} RL episodes per arm and seed")
+    print(
+        f"{exp.env}, model {args.model}, seeds {args.seeds}, {budget} RL episodes per arm and seed"
+    )
     print(f"  base   held-out success {base['success']:.3f}  95% CI {base['ci95']}")
     print(
         f"  sft    held-out success {sft['success']:.3f}  95% CI {sft['ci95']}  ({sft_wall:.0f} s)"
