@@ -16,12 +16,12 @@ setting is chosen on those boards: the sizes and rates are the experiment file's
 changes them, as ``trajforge run`` overrides do), and any validation the RL stage does runs
 on training-split tasks.
 
-    .venv/bin/python bench/credit_assignment.py --model tiny              # micro sizes, ~2 min
+    .venv/bin/python bench/credit_assignment.py --model tiny              # micro sizes, ~40 s
     .venv/bin/python bench/credit_assignment.py --seeds 0 1 2 --out runs/credit
 
 Prints per arm the held-out success with a 95% Wilson interval (episodes of all seeds
-pooled), the per-step training reward and success curves (mean over seeds) and the wall
-time, then ONE JSON line. ``ratio`` is GiGPO's held-out gain over SFT divided by GRPO's
+pooled), the per-step training reward and success curves, episodes trained on and GiGPO's
+share of steps in anchor groups (means over seeds) and the wall time, then ONE JSON line. ``ratio`` is GiGPO's held-out gain over SFT divided by GRPO's
 (success points); when GRPO's gain is zero or negative the ratio is null and both gains are
 reported (``ratio_note`` says so): a quotient there would not mean "GiGPO gains more".
 """
