@@ -3,8 +3,8 @@
 Walk ``@`` to ``G`` with ``move``. A lowercase letter is a key, picked up by stepping on it; the
 uppercase letter of the same name is a door that the agent can only walk through while holding
 that key (keys are kept). Every board is split by one or two walls whose only gap is a door, so
-the goal cannot be reached without fetching a key first: the shortest solution is 6 to 20 moves
-and its first moves lead away from the goal.
+the goal cannot be reached without fetching a key first (a detour whose worth shows only
+turns later); the shortest solution is 6 to 20 moves.
 
 Rewards (what RL estimators read):
 
