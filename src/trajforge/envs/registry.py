@@ -1,6 +1,7 @@
 """The environment registry: built-in names and user environments given as ``module:factory``.
 
-A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``),
+A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``,
+``time``),
 ``package.module:factory`` (a module on the Python path or in the current directory) or
 ``path/to/file.py:factory``.
 
@@ -38,6 +39,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "sql": "trajforge.envs.builtin.sql_env",
     "search": "trajforge.envs.builtin.search",
     "gridworld": "trajforge.envs.builtin.gridworld",
+    "time": "trajforge.envs.builtin.time_env",
 }
 USER_TEST_FRACTION = 0.1
 
