@@ -20,6 +20,7 @@ A user factory is called with the keyword arguments given to ``EnvEntry.make`` a
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from trajforge.envs.base import Env
 from trajforge.envs.taskset import TEST, TRAIN, TaskSet
 from trajforge.errors import ConfigError
 from trajforge.registry import load_module
-from trajforge.schema import ExpertFn, Message, Task
+from trajforge.schema import ExpertFn, Message, Task, ToolSpec
 
 BUILTIN_MODULES: dict[str, str] = {
     "calculator": "trajforge.envs.builtin.calculator",
@@ -96,9 +97,21 @@ class EnvEntry:
         """The scripted expert's next reply (a pure function of the task and the conversation)."""
         return self._expert(task, messages)
 
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tools a fresh env offers (asked of its servers, for an env that has some)."""
+        env = self.make()
+
+        async def listed() -> list[ToolSpec]:
+            try:
+                return await env.list_tools()
+            finally:
+                await env.close()
+
+        return asyncio.run(listed())
+
     def tool_names(self) -> list[str]:
         """The names of the tools a fresh env offers."""
-        return [spec.name for spec in self.make().tools]
+        return [spec.name for spec in self.tool_specs()]
 
     def __repr__(self) -> str:
         return f"EnvEntry({self.name!r})"

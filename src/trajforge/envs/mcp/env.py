@@ -20,7 +20,7 @@ from trajforge.envs.mcp.tools import select_tools
 from trajforge.envs.tool import Tool
 from trajforge.envs.tool_env import EnvError, ToolEnv
 from trajforge.errors import TrajforgeError
-from trajforge.schema import Message, Task
+from trajforge.schema import Message, Task, ToolSpec
 
 
 class MCPEnv(ToolEnv):
@@ -58,6 +58,17 @@ class MCPEnv(ToolEnv):
                 raise EnvError(f"env {self.name!r}: {exc}") from None
             self.add_tools(select_tools(spec, listed, client.call_tool))
         return await super().reset(task)
+
+    async def list_tools(self) -> list[ToolSpec]:
+        specs = [t.spec for t in self._local.values()]
+        for spec in self.servers:
+            client = open_client(spec)
+            try:
+                listed = await client.list_tools()
+            finally:
+                await release_client(client)
+            specs.extend(t.spec for t in select_tools(spec, listed, client.call_tool))
+        return specs
 
     async def close(self) -> None:
         try:

@@ -21,6 +21,7 @@ from mcp import MCPError
 
 from trajforge.envs.mcp.spec import TOOL_NAME, MCPServerSpec
 from trajforge.envs.tool import Tool, ToolArgumentError, ToolContext, ToolError
+from trajforge.envs.tool_env import ERROR_PREFIX
 from trajforge.errors import ConfigError
 from trajforge.schema import FunctionSpec, ToolSpec
 
@@ -103,6 +104,9 @@ class MCPTool(Tool):
             raise ToolError(f"tool {self.name!r}: {exc.error.message}") from None
         text = result_text(result)
         if result.is_error:
+            # A server that speaks trajforge's convention (``trajforge mcp serve``) says
+            # "Error:" itself; the env adds it.
+            text = text.removeprefix(ERROR_PREFIX).strip()
             raise ToolError(text or f"tool {self.name!r} failed and said nothing")
         return text
 
