@@ -4,10 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_STAMP := .apt-installed
-# The reference MCP test server (npm), run with the machine's node by the MCP tests.
-MCP_NODE := .mcp
-MCP_STAMP := $(MCP_NODE)/.installed
+# npm packages the tests run with the machine's node, installed into the checkout (git-ignored).
+NPM_PEERS := .npm-peers
+# The reference MCP server the MCP tests run; the stamp names the version, so a new pin installs.
 MCP_EVERYTHING := @modelcontextprotocol/server-everything@2026.8.31
+MCP_STAMP := $(NPM_PEERS)/.installed-server-everything-2026.8.31
 
 .PHONY: setup demo test test-fast lint bench clean
 
@@ -30,7 +31,7 @@ $(STAMP): pyproject.toml $(APT_STAMP)
 	@touch $(STAMP)
 
 $(MCP_STAMP): $(APT_STAMP)
-	npm install --prefix $(MCP_NODE) --no-audit --no-fund --silent $(MCP_EVERYTHING)
+	npm install --prefix $(NPM_PEERS) --save-exact --no-audit --no-fund --silent $(MCP_EVERYTHING)
 	@touch $(MCP_STAMP)
 
 setup: $(STAMP) $(MCP_STAMP)
@@ -53,4 +54,4 @@ lint: setup
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) $(APT_STAMP) $(MCP_NODE)
+	rm -rf $(VENV) $(APT_STAMP) $(NPM_PEERS)

@@ -260,6 +260,7 @@ class ToolEnv(Env):
             return f"{ERROR_PREFIX} unknown tool {name!r}; available tools: {known}"
         timeout = found.timeout if found.timeout is not None else self.tool_timeout
         try:
+            await found.prepare()
             result = await asyncio.wait_for(found.invoke(arguments, self.context), timeout)
         except ToolArgumentError as exc:
             return f"{ERROR_PREFIX} invalid arguments for tool {name!r}: {exc}"

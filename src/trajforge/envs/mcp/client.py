@@ -48,6 +48,14 @@ class MCPClient:
             listed = _LISTINGS[self.spec.key]
         return listed
 
+    async def start(self) -> None:
+        """Start the server unless it runs (again, after a crash).
+
+        Raises:
+            MCPServerError: it did not start within ``startup_timeout_s``, or the client is closed.
+        """
+        await self._connected()
+
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """Call ``name`` on the server, starting (or restarting) it first if it is not running."""
         connection = await self._connected()

@@ -56,7 +56,7 @@ class MCPEnv(ToolEnv):
                 listed = await client.list_tools()
             except TrajforgeError as exc:
                 raise EnvError(f"env {self.name!r}: {exc}") from None
-            self.add_tools(select_tools(spec, listed, client.call_tool))
+            self.add_tools(select_tools(spec, listed, client.call_tool, client.start))
         return await super().reset(task)
 
     async def list_tools(self) -> list[ToolSpec]:
@@ -67,7 +67,7 @@ class MCPEnv(ToolEnv):
                 listed = await client.list_tools()
             finally:
                 await release_client(client)
-            specs.extend(t.spec for t in select_tools(spec, listed, client.call_tool))
+            specs.extend(t.spec for t in select_tools(spec, listed, client.call_tool, client.start))
         return specs
 
     async def close(self) -> None:

@@ -67,8 +67,8 @@ class MCPServerSpec(BaseModel):
         scope: ``episode``: a server per episode; ``shared``: one per process for all episodes.
         tools: Which tools to offer and their names.
         startup_timeout_s: How long connecting (start-up, handshake, tool listing) may take.
-        call_timeout_s: How long one tool call may take (default: the environment's
-            ``tool_timeout``).
+        call_timeout_s: How long one tool call may take, not counting a (re)start of the server
+            before it (default: the environment's ``tool_timeout``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -26,6 +26,7 @@ from trajforge.errors import ConfigError
 from trajforge.schema import FunctionSpec, ToolSpec
 
 CallFn = Callable[[str, dict[str, Any]], Awaitable[mcp_types.CallToolResult]]
+StartFn = Callable[[], Awaitable[None]]
 
 
 def schema_without_titles(schema: Any, *, in_properties: bool = False) -> Any:
@@ -49,6 +50,8 @@ class MCPTool(Tool):
         listed: The tool as the server lists it.
         name: The name the model sees.
         call: ``call(server_name, arguments)``: sends the call to the server.
+        start: Starts the server unless it runs (bounded by its start-up timeout, not by
+            ``timeout``: restarting a crashed server is not the call's time).
         timeout: Seconds a call may take (``None``: the environment's ``tool_timeout``).
     """
 
@@ -58,10 +61,12 @@ class MCPTool(Tool):
         *,
         name: str,
         call: CallFn,
+        start: StartFn,
         timeout: float | None = None,
     ) -> None:
         # Tool.__init__ derives a spec from a Python signature; an MCP tool brings its own.
         self.fn = call
+        self._start = start
         self.name = name
         self.server_name = listed.name
         self.timeout = timeout
@@ -90,6 +95,14 @@ class MCPTool(Tool):
         if problems:
             raise ToolArgumentError("; ".join(problems))
         return arguments
+
+    async def prepare(self) -> None:
+        """Start the server unless it runs.
+
+        Raises:
+            ToolError: it did not start within its start-up timeout.
+        """
+        await self._start()
 
     async def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> str:
         """Validate, call the server, and return its result as text.
@@ -162,7 +175,9 @@ def result_text(result: mcp_types.CallToolResult) -> str:
     return "\n".join(content_text(block) for block in result.content)
 
 
-def select_tools(spec: MCPServerSpec, listed: list[mcp_types.Tool], call: CallFn) -> list[MCPTool]:
+def select_tools(
+    spec: MCPServerSpec, listed: list[mcp_types.Tool], call: CallFn, start: StartFn
+) -> list[MCPTool]:
     """The server's tools that ``spec.tools`` chooses, under the names it gives them.
 
     Raises:
@@ -187,5 +202,7 @@ def select_tools(spec: MCPServerSpec, listed: list[mcp_types.Tool], call: CallFn
                 f"{spec.describe()}: tool name {name!r} is not valid here (letters, digits, _ "
                 "and -); rename it with tools.rename"
             )
-        tools.append(MCPTool(listed_tool, name=name, call=call, timeout=spec.call_timeout_s))
+        tools.append(
+            MCPTool(listed_tool, name=name, call=call, start=start, timeout=spec.call_timeout_s)
+        )
     return tools
