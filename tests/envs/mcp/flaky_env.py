@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,3 +38,11 @@ def flaky_env(spec: MCPServerSpec, tasks: list[Task] | None = None, **options: A
     return MCPEnv(
         [spec], tasks=tasks, expert=scripted, verifier=lambda task, messages: 1.0, **options
     )
+
+
+def hanging_env() -> MCPEnv:
+    """Episodes whose server starts a child, then hangs in a call (the Ctrl-C test runs it in
+    ``trajforge rollout``); the servers carry ``FLAKY_MARK=$MARK_SERVERS`` in their environment."""
+    spec = flaky_spec(env={"FLAKY_MARK": os.environ["MARK_SERVERS"]})
+    tasks = [calls_task(f"hang-{i}", ("spawn", {}), ("hang", {})) for i in range(4)]
+    return flaky_env(spec, tasks=tasks, max_turns=4, tool_timeout=600)
