@@ -22,7 +22,9 @@ mcp_app = typer.Typer(
 def serve(
     env: Annotated[
         str,
-        typer.Argument(help="Environment: a built-in name, module:factory or file.py:factory."),
+        typer.Argument(
+            help="Environment: a built-in name, module:factory, file.py:factory or env.yaml."
+        ),
     ],
     http: Annotated[
         int | None,

@@ -8,6 +8,8 @@ crashes or breaks its connection turns the call into an ``Error:`` tool message 
 again on the next call; ``close`` (and the end of the event loop) stops every server the
 episode holds, with its whole process group. Each connection lives in one asyncio task that
 enters and exits the SDK's contexts itself, so concurrent episodes never cross cancel scopes.
+An env file (``env.yaml``: servers, local tools, tasks, verifier; ``envfile``) loads wherever
+an env is named.
 """
 
 from trajforge.envs.mcp.client import MCPClient, close_shared
