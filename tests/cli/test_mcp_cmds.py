@@ -86,6 +86,18 @@ async def test_the_sdk_client_calls_the_calculator_over_stdio() -> None:
         await check_calculator(session)
 
 
+async def test_a_user_env_file_factory_is_served_too() -> None:
+    example = Path(__file__).parents[2] / "examples" / "custom_env" / "my_env.py"
+    server = StdioServerParameters(
+        command=TRAJFORGE, args=["mcp", "serve", f"{example}:make_env"], env=SOURCE_ENV
+    )
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        assert [t.name for t in (await session.list_tools()).tools] == ["to_fahrenheit"]
+        result = await session.call_tool("to_fahrenheit", {"celsius": 100})
+        assert (result.is_error, result.content[0].text) == (False, "212")
+
+
 async def test_the_sdk_client_calls_the_calculator_over_http() -> None:
     with http_server("calculator") as url:
         async with (

@@ -56,13 +56,13 @@ def first_result(kind: str, i: int) -> str:
     if kind == "error":
         return f"Error: Error executing tool fail: no luck {i}"
     if kind == "hang":
-        return "Error: tool 'hang' timed out after 2 s"
+        return "Error: tool 'hang' timed out after 3 s"
     return f"first {i}"
 
 
 @pytest.mark.parametrize("scope", [Scope.EPISODE, Scope.SHARED])
 def test_errors_crashes_and_hanging_calls_are_tool_messages_and_episodes_go_on(
-    scope: Scope,
+    scope: Scope, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     # A crash of the shared server fails the calls in flight on it too; each episode's own
     # server fails only its own call.
@@ -71,7 +71,7 @@ def test_errors_crashes_and_hanging_calls_are_tool_messages_and_episodes_go_on(
     tasks += [
         calls_task(f"extra-{i}", ("echo", {"text": "x"})) for i in range(EPISODES - len(tasks))
     ]
-    trajectories = rollout(flaky_spec(scope=scope, call_timeout_s=2.0), tasks)
+    trajectories = rollout(flaky_spec(scope=scope, call_timeout_s=3.0), tasks)
     assert [t.outcome.status for t in trajectories] == [OutcomeStatus.OK] * EPISODES
     for i, traj in enumerate(trajectories):
         kind, _, number = traj.task.id.partition("-")
@@ -87,6 +87,8 @@ def test_errors_crashes_and_hanging_calls_are_tool_messages_and_episodes_go_on(
         # The episode's next call reaches a server (restarted after a crash).
         assert results[1] == f"after {number}"
     assert_no_process_left()
+    # Connections closed from other tasks than opened them would log this (python-sdk #922).
+    assert "cancel scope" not in capfd.readouterr().err + caplog.text
 
 
 def test_servers_that_never_answer_fail_every_episode_within_the_startup_timeout() -> None:
