@@ -30,7 +30,15 @@ def solve_all(entry: EnvEntry, tasks: list[Task]) -> list[float]:
 
 
 def test_builtin_names() -> None:
-    assert builtin_names() == ["calculator", "python", "sql", "search", "gridworld", "keydoor"]
+    assert builtin_names() == [
+        "calculator",
+        "python",
+        "sql",
+        "search",
+        "gridworld",
+        "keydoor",
+        "time",
+    ]
 
 
 @pytest.mark.parametrize(

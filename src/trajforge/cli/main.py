@@ -16,6 +16,7 @@ from trajforge.cli import (
     data_cmds,
     env_cmds,
     eval_cmds,
+    mcp_cmds,
     policy_cmds,
     rollout_cmds,
     run_cmds,
@@ -65,6 +66,7 @@ for module in (
     train_cmds,
     run_cmds,
     serve_cmds,
+    mcp_cmds,
     config_cmds,
 ):
     module.register(app)
