@@ -21,6 +21,7 @@ from trajforge.cli import (
     run_cmds,
     serve_cmds,
     train_cmds,
+    view_cmds,
 )
 from trajforge.cli.common import err_console
 from trajforge.errors import TrajforgeError
@@ -66,6 +67,7 @@ for module in (
     run_cmds,
     serve_cmds,
     config_cmds,
+    view_cmds,
 ):
     module.register(app)
 
