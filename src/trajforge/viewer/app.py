@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -56,9 +56,7 @@ def _when(stamp: float | None) -> str:
 
 
 def _templates() -> Environment:
-    env = Environment(
-        loader=PackageLoader("trajforge.viewer", "templates"), autoescape=select_autoescape()
-    )
+    env = Environment(loader=PackageLoader("trajforge.viewer", "templates"), autoescape=True)
     env.filters["num"] = _num
     env.filters["when"] = _when
     env.globals["version"] = __version__
