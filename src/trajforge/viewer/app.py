@@ -33,6 +33,8 @@ from trajforge.viewer.service import BadRequest, NotFound, ViewerData
 STATIC_DIR = Path(__file__).parent / "static"
 DEFAULT_EVENTS_S = 300.0
 MAX_EVENTS_S = 3600.0
+SHUTDOWN_S = 2
+"""How long Ctrl-C waits for requests in flight; a browser's live stream is cut after it."""
 TABLE_COLUMNS = (
     "id",
     "run_id",
@@ -233,6 +235,6 @@ def serve_viewer(
     data = ViewerData(store_path, run_dir)
     try:
         started()
-        serve_app_forever(create_app(data), host, port)
+        serve_app_forever(create_app(data), host, port, graceful_s=SHUTDOWN_S)
     finally:
         data.close()

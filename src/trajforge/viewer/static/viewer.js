@@ -65,6 +65,8 @@ function setUpLive() {
   const total = document.getElementById("total");
   const body = document.getElementById("trajectory-rows");
   const source = new EventSource(live.dataset.events);
+  // A page left for another (or kept in the back-forward cache) must not hold its stream open.
+  window.addEventListener("pagehide", () => source.close());
   source.onopen = () => { state.textContent = "connected"; };
   source.onerror = () => { state.textContent = "reconnecting"; };
   source.addEventListener("trajectory", (ev) => {
