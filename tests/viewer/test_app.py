@@ -38,6 +38,7 @@ def test_run_page_shows_its_summary_curves_and_table(client: TestClient) -> None
     assert {c["name"] for c in run["curves"]} >= {"loss", "reward_mean"}
     page = client.get(f"/runs/{RUN}")
     assert page.status_code == 200
+    assert page.headers["server-timing"].startswith("app;dur=")
     assert page.text.count('class="traj-row') == COUNT
     assert 'id="live"' in page.text
 

@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, PackageLoader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trajforge import __version__
 from trajforge.errors import TrajforgeError
@@ -73,9 +74,34 @@ def _status_of(exc: Exception) -> int:
     return 500
 
 
+class ServerTiming:
+    """ASGI middleware adding ``Server-Timing: app;dur=MS`` (the time until the response
+    starts) to every response, which browsers' developer tools and ``bench/viewer.py`` read."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+
+        async def timed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                ms = (time.perf_counter() - start) * 1000
+                message.setdefault("headers", []).append(
+                    (b"server-timing", f"app;dur={ms:.2f}".encode())
+                )
+            await send(message)
+
+        await self.app(scope, receive, timed_send)
+
+
 def create_app(data: ViewerData) -> FastAPI:
     """The viewer over ``data``'s store (pages, ``/api``, ``/static``)."""
     app = FastAPI(title="trajforge viewer", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(ServerTiming)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     templates = _templates()
 
