@@ -20,6 +20,7 @@ def store(tmp_path: Path) -> TrajectoryStore:
     trajs = [synthetic_trajectory(i, run_id="a" if i % 3 else "b") for i in range(N)]
     trajs[4] = trajs[4].model_copy(update={"outcome": Outcome(reward=None), "model": "other"})
     trajs[7].messages[1].content = "A Needle in the haystack"
+    trajs[8].messages[1].content = 'say "50%_off" \\ now\nplease'
     st = TrajectoryStore(tmp_path / "s.db", compress=True)
     st.add_many(trajs)
     return st
@@ -51,6 +52,24 @@ def test_pages_filter_and_carry_the_model(store: TrajectoryStore) -> None:
     assert hit["id"].endswith("0000007")
     assert store.count(text="no such words anywhere") == 0
     assert store.count(score="correct", max_score=0.5) == store.count(max_reward=0.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "hits"),
+    [
+        ('"50%_off"', 1),  # quotes: JSON escapes them, so no LIKE pre-check
+        ("50%_off", 1),  # LIKE's wildcards taken literally
+        ("50%x", 0),
+        ("5_%_off", 0),
+        ("\\ now\nplease", 1),  # a backslash and a newline
+        ('"role"', 0),  # in every body's JSON, in no message
+        ("role", 0),
+    ],
+)
+def test_text_search_matches_message_text_only(
+    store: TrajectoryStore, text: str, hits: int
+) -> None:
+    assert store.count(text=text) == hits
 
 
 def test_rows_after_a_cursor_and_the_last_cursor(store: TrajectoryStore) -> None:

@@ -162,6 +162,21 @@ _TEXT_FILTER = (
     "WHERE b.rowid = t.rowid AND (instr(lower(json_extract(m.value, '$.content')), ?) > 0 "
     "OR instr(lower(json_extract(m.value, '$.tool_calls')), ?) > 0))"
 )
+# A body without the text anywhere in its JSON cannot match, and one LIKE over the JSON costs a
+# fifth of walking its messages; it is sound only for text JSON writes as it is (no quotes,
+# backslashes or control characters, which JSON escapes).
+_TEXT_PRECHECK = (
+    "EXISTS (SELECT 1 FROM bodies b WHERE b.rowid = t.rowid "
+    f"AND {BODY_JSON_FUNCTION}(b.body) LIKE ? ESCAPE '\\')"
+)
+
+
+def _verbatim_in_json(text: str) -> bool:
+    return all(ch >= " " and ch not in '"\\' for ch in text)
+
+
+def _like_pattern(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 class StatsTotals:
@@ -292,6 +307,9 @@ def where_clause(
         clauses.append(_MODEL_FILTER)
         params.append(model)
     if text:
+        if _verbatim_in_json(text):
+            clauses.append(_TEXT_PRECHECK)
+            params.append(_like_pattern(text))
         clauses.append(_TEXT_FILTER)
         params.extend([text.lower()] * 2)
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params

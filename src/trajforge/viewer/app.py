@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -167,7 +168,7 @@ def create_app(data: ViewerData) -> FastAPI:
         resolved = data.resolve_run(run_id)
         if resolved != run_id:  # a prefix: the run's own URL is the stable one
             suffix = f"?{request.url.query}" if request.url.query else ""
-            return RedirectResponse(f"/runs/{resolved}{suffix}", status_code=307)
+            return RedirectResponse(f"/runs/{quote(resolved)}{suffix}", status_code=307)
         query = table_query(request, fixed={"run": resolved})
         return page(
             "run.html.j2",
