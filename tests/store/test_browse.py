@@ -48,6 +48,8 @@ def test_pages_filter_and_carry_the_model(store: TrajectoryStore) -> None:
     assert len(rows) == store.count(run="a", min_reward=0.5)
     assert {r["model"] for r in rows} == {"synthetic"}
     assert [r["id"] for r in store.page(model="other")] == ["a-0000004"]
+    assert store.count(model="othe") == 0  # the pre-check's substring is not the filter
+    assert store.count(model='a "quoted" model') == 0
     (hit,) = store.page(text="needle IN THE")
     assert hit["id"].endswith("0000007")
     assert store.count(text="no such words anywhere") == 0

@@ -170,12 +170,20 @@ _TEXT_PRECHECK = (
     f"AND {BODY_JSON_FUNCTION}(b.body) LIKE ? ESCAPE '\\')"
 )
 
+# The model filter is exact, so its pre-check is a plain substring test of the field as compact
+# JSON writes it (without its opening quote: JSON is full of quotes, which slow the scan).
+_MODEL_PRECHECK = (
+    "EXISTS (SELECT 1 FROM bodies b WHERE b.rowid = t.rowid "
+    f"AND instr({BODY_JSON_FUNCTION}(b.body), ?) > 0)"
+)
+
 
 def _verbatim_in_json(text: str) -> bool:
     return all(ch >= " " and ch not in '"\\' for ch in text)
 
 
 def _like_pattern(text: str) -> str:
+    """``text`` anywhere (LIKE is case-insensitive for ASCII; the exact test follows it)."""
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
@@ -304,6 +312,9 @@ def where_clause(
             params.append(float(max_score))
         clauses.append(f"EXISTS ({sub})")
     if model is not None:
+        if _verbatim_in_json(model):  # bodies are compact JSON: the field as it is written
+            clauses.append(_MODEL_PRECHECK)
+            params.append(f'model":"{model}"')
         clauses.append(_MODEL_FILTER)
         params.append(model)
     if text:
