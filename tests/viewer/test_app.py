@@ -104,6 +104,18 @@ def test_trajectory_page_shows_conversation_tokens_mask_and_logprobs(client: Tes
     assert page.text.count('class="tok mask"') >= len(answer["tokens"])
 
 
+def test_tool_calls_show_pretty_arguments_and_their_results(client: TestClient) -> None:
+    row = client.get("/api/trajectories", params={"run": RUN, "limit": 1}).json()["rows"][0]
+    view = client.get(f"/api/trajectories/{row['id']}").json()
+    call = next(c for m in view["messages"] for c in m["tool_calls"])
+    assert call["arguments"].startswith("{\n  ")  # indented JSON
+    result = next(m for m in view["messages"] if m["tool_call_id"] == call["id"])
+    assert result["role"] == "tool" and result["answers"] == call["name"]
+    page = client.get(f"/trajectories/{row['id']}").text
+    assert f"call <b>{call['name']}</b>" in page
+    assert f"result of {call['name']} ({call['id']})" in page
+
+
 def test_truncation_and_unparsable_calls_are_marked(client: TestClient) -> None:
     page = client.get("/trajectories/cut-short")
     assert 'id="outcome-banner"' in page.text and "turn limit" in page.text

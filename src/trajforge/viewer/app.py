@@ -1,9 +1,10 @@
 """The viewer's FastAPI app: HTML pages at stable URLs and the same data as JSON under ``/api``.
 
-Pages render server-side with Jinja2; a little vanilla JS (``static/viewer.js``) subscribes a
-run page to its server-sent events and switches the token view's colouring. A bad id, prefix,
-filter or estimator answers with a page (or, under ``/api``, a JSON ``{"error": ...}``) naming
-the problem with a 4xx status; nothing answers with a traceback.
+Pages render server-side with Jinja2 (autoescaped); a little vanilla JS (``static/viewer.js``)
+switches a trajectory page between conversation and tokens, shows token ids on demand and
+subscribes a run page to its server-sent events. A bad id, prefix, filter or estimator answers
+with a page (or, under ``/api``, a JSON ``{"error": ...}``) naming the problem with a 4xx
+status; nothing answers with a traceback.
 """
 
 from __future__ import annotations
