@@ -15,10 +15,7 @@ from trajforge.schema.synthetic import synthetic_trajectory
 from trajforge.store import TrajectoryStore
 from trajforge.viewer.service import ViewerData
 
-RUN = "exp.rl"
-OTHER_RUN = "exp.eval"
-SAMPLES = 4
-COUNT = 40
+from .layout import COUNT, OTHER_RUN, RUN, SAMPLES
 
 
 def _tokenized() -> Trajectory:

@@ -10,8 +10,7 @@ from fastapi.testclient import TestClient
 from trajforge.viewer.app import create_app
 from trajforge.viewer.service import ViewerData
 
-# The store's layout, as tests/viewer/conftest.py writes it.
-RUN, OTHER_RUN, SAMPLES, COUNT = "exp.rl", "exp.eval", 4, 40
+from .layout import COUNT, OTHER_RUN, RUN, SAMPLES
 
 
 @pytest.fixture
@@ -155,7 +154,7 @@ def test_diff_finds_where_two_samples_part(client: TestClient) -> None:
         ("/api/trajectories/exp", 404, "exp"),  # a prefix of many ids names none of them
         ("/api/runs/no-such-run", 404, "no-such-run"),
         ("/api/groups/no/such/group", 404, "no trajectories in group 'no/such/group'"),
-        ("/api/groups/exp.rl/task-0?estimator=magic", 400, "estimator: 'magic' is not one of"),
+        (f"/api/groups/{RUN}/task-0?estimator=magic", 400, "estimator: 'magic' is not one of"),
         ("/api/trajectories?min_reward=high", 400, "min_reward"),
         ("/api/trajectories?min_reward=0.9&max_reward=0.1", 400, "min_reward: 0.9 is above"),
         ("/api/trajectories?sort=secret", 400, "sort: 'secret' is not one of"),
@@ -164,8 +163,8 @@ def test_diff_finds_where_two_samples_part(client: TestClient) -> None:
         ("/api/trajectories?status=exploded", 400, "status"),
         ("/api/trajectories?min_score=0.5", 400, "score: name the score"),
         ("/api/trajectories?colour=red", 400, "unknown parameter 'colour'"),
-        ("/api/runs/exp.rl/events?max_s=forever", 400, "max_s: 'forever'"),
-        ("/api/runs/exp.rl/events?after=last", 400, "after: 'last'"),
+        (f"/api/runs/{RUN}/events?max_s=forever", 400, "max_s: 'forever'"),
+        (f"/api/runs/{RUN}/events?after=last", 400, "after: 'last'"),
         ("/api/nothing/here", 404, "no page at /api/nothing/here"),
     ],
 )
@@ -184,9 +183,9 @@ def test_bad_ids_and_filters_answer_4xx_json_naming_the_problem(
     ("url", "status", "words"),
     [
         ("/trajectories/nothing-like-this", 404, "no trajectory starting with"),
-        ("/runs/exp.rl?max_reward=lots", 400, "max_reward"),
+        (f"/runs/{RUN}?max_reward=lots", 400, "max_reward"),
         ("/trajectories?sort=secret", 400, "secret&#39; is not one of"),
-        ("/groups/exp.rl/task-0?estimator=magic", 400, "estimator"),
+        (f"/groups/{RUN}/task-0?estimator=magic", 400, "estimator"),
         ("/no/page", 404, "no page at /no/page"),
     ],
 )

@@ -29,8 +29,8 @@ from trajforge.store import TrajectoryStore
 from trajforge.viewer.app import create_app
 from trajforge.viewer.service import ViewerData
 
-RUN = "exp.rl"  # as tests/viewer/conftest.py writes it
-SAMPLES = 4
+from .layout import RUN, SAMPLES
+
 MIN_REWARD = 0.5
 WAIT_S = 20.0
 CHROMIUM_FLAGS = (

@@ -16,8 +16,9 @@ import pytest
 
 from trajforge.cli.main import main
 
+from .layout import RUN
+
 TRAJFORGE = str(Path(sys.executable).parent / "trajforge")
-RUN = "exp.rl"  # as tests/viewer/conftest.py writes it
 
 
 def _free_port() -> int:
