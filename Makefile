@@ -13,9 +13,9 @@ MCP_STAMP := $(NPM_PEERS)/.installed-server-everything-2026.8.31
 .PHONY: setup demo test test-fast lint bench clean
 
 $(APT_STAMP):
-	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = "0" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium nodejs npm >/dev/null; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium nodejs npm >/dev/null; fi; \
+	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = "0" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium chromium-driver nodejs npm >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium chromium-driver nodejs npm >/dev/null; fi; \
 	fi
 	@touch $(APT_STAMP)
 

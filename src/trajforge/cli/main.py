@@ -22,6 +22,7 @@ from trajforge.cli import (
     run_cmds,
     serve_cmds,
     train_cmds,
+    view_cmds,
 )
 from trajforge.cli.common import err_console
 from trajforge.errors import TrajforgeError
@@ -68,6 +69,7 @@ for module in (
     serve_cmds,
     mcp_cmds,
     config_cmds,
+    view_cmds,
 ):
     module.register(app)
 

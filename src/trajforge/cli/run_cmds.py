@@ -6,12 +6,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from trajforge.cli.common import console, print_json
 from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.pipeline.config import load_experiment
 from trajforge.report.html import REPORT_FILE, build_report
+from trajforge.viewer.command import view_command
 
 
 def run_command(
@@ -59,6 +61,7 @@ def run_command(
         )
     console.print(table)
     console.print(f"report: [bold]{runner.run_dir / REPORT_FILE}[/bold]")
+    console.print(f"browse: [bold]{escape(view_command(runner.run_dir))}[/bold]", soft_wrap=True)
 
 
 def report_command(
@@ -66,6 +69,7 @@ def report_command(
 ) -> None:
     """(Re)write a run folder's report.html."""
     console.print(f"report: [bold]{build_report(run)}[/bold]")
+    console.print(f"browse: [bold]{escape(view_command(run))}[/bold]", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
