@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolContext, ToolError, tool
@@ -201,13 +202,28 @@ class GridWorldEnv(ToolEnv):
         return board.key()
 
 
+BoardEnv = TypeVar("BoardEnv", bound=GridWorldEnv)
+
+
+def board_env(
+    env_class: type[BoardEnv],
+    verifier: Callable[[Task, list[Message]], float],
+    expert: Callable[[Task, list[Message]], str | None],
+    *,
+    max_path: int,
+    **options: Any,
+) -> BoardEnv:
+    """A board game's env: the ``move`` tool, two turns per move of the longest path, and
+    ``options`` (name, description, system prompt, overrides) passed on."""
+    defaults: dict[str, Any] = {"max_turns": 2 * max_path, "tool_timeout": 5.0}
+    return env_class([move], verifier=verifier, expert=expert, **(defaults | options))
+
+
 def make_env(**kwargs: Any) -> GridWorldEnv:
-    options: dict[str, Any] = {
-        "max_turns": 2 * MAX_PATH,
-        "tool_timeout": 5.0,
-        "system_prompt": SYSTEM_PROMPT,
-    }
-    options.update(kwargs)
-    return GridWorldEnv(
-        [move], verifier=verify, name=NAME, description=DESCRIPTION, expert=expert, **options
+    return board_env(
+        GridWorldEnv,
+        verify,
+        expert,
+        max_path=MAX_PATH,
+        **({"name": NAME, "description": DESCRIPTION, "system_prompt": SYSTEM_PROMPT} | kwargs),
     )

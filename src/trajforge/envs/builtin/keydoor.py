@@ -42,7 +42,7 @@ from trajforge.envs.builtin.gridworld import (
     Board,
     GridWorldEnv,
     Status,
-    move,
+    board_env,
     replay,
 )
 from trajforge.envs.taskset import TRAIN, generate_unique
@@ -238,12 +238,10 @@ class KeyDoorEnv(GridWorldEnv):
 
 
 def make_env(**kwargs: Any) -> KeyDoorEnv:
-    options: dict[str, Any] = {
-        "max_turns": 2 * MAX_PATH,
-        "tool_timeout": 5.0,
-        "system_prompt": SYSTEM_PROMPT,
-    }
-    options.update(kwargs)
-    return KeyDoorEnv(
-        [move], verifier=verify, name=NAME, description=DESCRIPTION, expert=expert, **options
+    return board_env(
+        KeyDoorEnv,
+        verify,
+        expert,
+        max_path=MAX_PATH,
+        **({"name": NAME, "description": DESCRIPTION, "system_prompt": SYSTEM_PROMPT} | kwargs),
     )
