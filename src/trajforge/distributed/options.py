@@ -1,0 +1,31 @@
+"""``RayOptions``: how a rollout uses Ray, as data (importing it does not import ray)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LOCAL = "local"
+"""The address that starts a local cluster of this machine's CPUs (and stops it after)."""
+
+
+class RayOptions(BaseModel):
+    """How a rollout uses Ray.
+
+    Attributes:
+        address: ``local`` (a cluster of this machine, started for the run and stopped after),
+            or an existing cluster's address as ``ray.init`` takes it (``auto``,
+            ``host:6379``, ``ray://host:10001``).
+        actors: Rollout actors (``None``: one per ``cpus_per_actor`` CPUs of the cluster).
+        cpus_per_actor: CPUs Ray reserves for each actor.
+        slots: Episodes an actor plays at once (``None``: the spec's ``concurrency`` shared
+            out over the actors, else 8).
+        max_restarts: Actors that may be replaced after dying, over the whole run.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    address: str = Field(default=LOCAL, min_length=1)
+    actors: int | None = Field(default=None, ge=1)
+    cpus_per_actor: float = Field(default=1.0, gt=0)
+    slots: int | None = Field(default=None, ge=1)
+    max_restarts: int = Field(default=8, ge=0)
