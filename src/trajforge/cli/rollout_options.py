@@ -18,12 +18,10 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from trajforge.cli.common import err_console, resolve_store_path
-from trajforge.distributed import LOCAL, RayOptions
+from trajforge.distributed import LOCAL, RayOptions, on_ray
 from trajforge.errors import ConfigError, StoreError
 from trajforge.precision import Precision
 from trajforge.rollout import (
-    EpisodeRunner,
-    LiveParts,
     RolloutProgress,
     RolloutRun,
     RolloutSpec,
@@ -222,28 +220,12 @@ def ray_options(options: Mapping[str, Any]) -> RayOptions | None:
     return RayOptions(address=address or LOCAL, actors=options.get("ray_actors"))
 
 
-def episode_runner(ray: RayOptions | None) -> EpisodeRunner | None:
-    """The runner that plays episodes on Ray as ``ray`` says (``None``: in this process)."""
-    if ray is None:
-        return None
-    try:
-        # lazy: ray takes seconds to import and is an optional extra
-        from trajforge.distributed.runner import RayRunner
-    except ModuleNotFoundError as exc:
-        raise ConfigError(
-            f"--ray: {exc.name} is not installed; install the extra: pip install 'trajforge[ray]'"
-        ) from None
-    return RayRunner(ray)
-
-
 async def _roll_out(
     spec: RolloutSpec, db: TrajectoryStore, show: bool, ray: RayOptions | None
 ) -> RolloutRun:
     hooks = [RolloutProgress(console=err_console)] if show else []
-    live: LiveParts = {"store": db, "hooks": hooks}
-    runner = episode_runner(ray)
-    if runner is not None:
-        live["runner"] = runner
+    live = on_ray(ray)
+    live["store"], live["hooks"] = db, hooks
     async with open_rollout(spec, **live) as stream:
         async for _ in stream:
             pass

@@ -8,12 +8,30 @@ endpoint an ``openai:`` policy names). Episodes are handed out one at a time as 
 slots free up, so a slow actor never holds the run; an actor that dies has its unfinished
 episodes played again elsewhere and is replaced. Nothing below this package imports it, and
 no package below it imports ray. Importing
-the package imports ``RayOptions`` only; ``runner`` (``RayRunner``), ``cluster`` and
-``worker`` import ray.
+the package does not import ray (``on_ray`` does, when asked for a runner); ``runner``
+(``RayRunner``), ``cluster`` and ``worker`` do.
 """
 
 from __future__ import annotations
 
 from trajforge.distributed.options import LOCAL, RayOptions
+from trajforge.errors import ConfigError
+from trajforge.rollout import EpisodeRunner, LiveParts
 
-__all__ = ["LOCAL", "RayOptions"]
+__all__ = ["LOCAL", "RayOptions", "on_ray"]
+
+
+def on_ray(options: RayOptions | None) -> LiveParts:
+    """What ``open_rollout`` takes to play its episodes as ``options`` say: a ``RayRunner``,
+    or nothing (in this process) when ``options`` is ``None``."""
+    if options is None:
+        return {}
+    try:
+        # lazy: ray takes seconds to import and is an optional extra
+        from trajforge.distributed.runner import RayRunner
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"ray: {exc.name} is not installed; install the extra: pip install 'trajforge[ray]'"
+        ) from None
+    runner: EpisodeRunner = RayRunner(options)
+    return {"runner": runner}
