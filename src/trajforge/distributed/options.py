@@ -7,6 +7,10 @@ from pydantic import BaseModel, ConfigDict, Field
 LOCAL = "local"
 """The address that starts a local cluster of this machine's CPUs (and stops it after)."""
 
+POLICY_VERSION = "policy_version"
+"""The trajectory metadata key of the weights version an episode started with on a Ray actor
+(set once weights have been published to the actors, as RL does after each update)."""
+
 
 class RayOptions(BaseModel):
     """How a rollout uses Ray.

@@ -6,6 +6,11 @@ fast actors take more and a slow one never holds the run. An actor that dies (ki
 preempted, out of memory) takes none of the run with it: its unfinished episodes go back to the
 front of the queue and it is replaced, up to ``max_restarts`` times over the run. Every
 episode is yielded once, however often it was played.
+
+A ``persistent`` runner keeps its actors from one run to the next (RL rolls out every step on
+the same actors); ``publish`` puts new weights in the object store once and has every actor,
+and every actor started later, load them. An episode handed out after a publish waits on its
+actor for those weights, and its trajectory records the version it started with.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -55,16 +60,21 @@ class RayRunner(EpisodeRunner):
     Args:
         options: Cluster, actors, slots and restarts (default: a local cluster, one actor per
             CPU).
+        persistent: Keep the actors and the cluster after a run (``close`` leaves them for the
+            next run's ``start``; ``shutdown`` stops them).
     """
 
-    def __init__(self, options: RayOptions | None = None) -> None:
+    def __init__(self, options: RayOptions | None = None, *, persistent: bool = False) -> None:
         self.options = options or RayOptions()
+        self.persistent = persistent
+        self._weights: tuple[Any, int] | None = None
         self._actors: list[_Actor] = []
         self._spec_json = ""
         self._slots = DEFAULT_SLOTS
         self._restarts_left = self.options.max_restarts
         self._worker_class: Any = None
         self._cluster = ExitStack()
+        self._joined = False
         self.replaced = 0
         """Actors that died during the run and were replaced."""
 
@@ -83,8 +93,10 @@ class RayRunner(EpisodeRunner):
                 "spec.env and spec.policy: Ray actors build the environment and the policy from "
                 "their names; a live one stays in this process"
             )
-        self._cluster.enter_context(ray_cluster(self.options.address))
-        self._spec_json = spec.model_dump_json()
+        self._spec_json = spec.model_dump_json()  # what an actor started from now on plays
+        if self._actors:  # a persistent runner's actors, kept from the last run
+            return await self._adopt()
+        self._join()
         self._worker_class = remote_worker(self.options.cpus_per_actor)
         count = actor_count(self.options)
         if self.options.slots is not None:
@@ -92,14 +104,51 @@ class RayRunner(EpisodeRunner):
         elif spec.concurrency is not None:
             self._slots = math.ceil(spec.concurrency / count)
         self._actors = [self._new_actor() for _ in range(count)]
-        try:
-            names = await asyncio.gather(*(a.handle.ready.remote() for a in self._actors))
-        except (RayActorError, RayTaskError) as exc:
-            raise RolloutError(f"a Ray rollout actor failed to start: {_last_line(exc)}") from None
+        names = await self._all(a.handle.ready.remote() for a in self._actors)
         return str(names[0])
 
+    async def _adopt(self) -> str:
+        """Hand the kept actors the new run's spec; one found dead is replaced."""
+        actors = list(self._actors)
+        results = await asyncio.gather(
+            *(a.handle.adopt.remote(self._spec_json) for a in actors), return_exceptions=True
+        )
+        for actor, result in zip(actors, results, strict=True):
+            if isinstance(result, _LOST):
+                self._replace(actor)
+            elif isinstance(result, BaseException):
+                raise RolloutError(f"a Ray rollout actor failed: {_last_line(result)}")
+        if not self._actors:
+            raise RolloutError("every Ray rollout actor died between runs")
+        return str(await self._actors[0].handle.ready.remote())
+
+    def _join(self) -> None:
+        if not self._joined:
+            self._cluster.enter_context(ray_cluster(self.options.address))
+            self._joined = True
+
+    @staticmethod
+    async def _all(refs: Iterable[Any]) -> list[Any]:
+        try:
+            return list(await asyncio.gather(*refs))
+        except (RayActorError, RayTaskError) as exc:
+            raise RolloutError(f"a Ray rollout actor failed: {_last_line(exc)}") from None
+
     def _new_actor(self) -> _Actor:
-        return _Actor(self._worker_class.remote(self._spec_json))
+        actor = _Actor(self._worker_class.remote(self._spec_json))
+        if self._weights is not None:
+            actor.handle.set_weights.remote(*self._weights)
+        return actor
+
+    def publish(self, state: Mapping[str, Any], version: int) -> None:
+        """Have every actor sample from ``state`` (a state dict) as weights ``version``: the
+        episodes handed out from now on start with it (on an actor, once its sequences in
+        flight end; one that fails to load it fails those episodes). Returns at once; an actor
+        started later loads it first."""
+        self._join()
+        self._weights = (ray.put(dict(state)), version)
+        for actor in self._actors:
+            actor.handle.set_weights.remote(*self._weights)
 
     def play(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
         return self._dispatch(run)
@@ -152,7 +201,8 @@ class RayRunner(EpisodeRunner):
             if actor is None or actor.busy >= self._slots:
                 return
             key = queue.popleft()
-            ref = actor.handle.play.remote(run_id, key)
+            version = self._weights[1] if self._weights is not None else None
+            ref = actor.handle.play.remote(run_id, key, version)
             future: asyncio.Future[Trajectory] = asyncio.wrap_future(ref.future())
             actor.busy += 1
             running[future] = (actor, key, ref)
@@ -169,7 +219,14 @@ class RayRunner(EpisodeRunner):
             self._actors.append(self._new_actor())
 
     async def close(self) -> None:
+        if not self.persistent:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop the actors and leave what ``start`` joined (a local cluster stops with it)."""
         actors, self._actors = self._actors, []
+        self._weights = None
         for actor in actors:
             ray.kill(actor.handle, no_restart=True)
         self._cluster.close()
+        self._joined = False

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import ray
 
+from trajforge.distributed.options import POLICY_VERSION
 from trajforge.envs.registry import get_env
 from trajforge.rollout import EpisodeKey, RolloutError, RolloutSpec, new_episode
 from trajforge.schema import Trajectory
 
 
 class RolloutWorker:
-    """Plays episodes of one rollout (an async actor: its episodes share its event loop, so a
-    policy with dynamic batching batches them).
+    """Plays episodes of the runs it is given (an async actor: its episodes share its event
+    loop, so a policy with dynamic batching batches them).
 
     Args:
-        spec_json: The rollout's spec; the environment and policy are built from its references.
+        spec_json: A rollout's spec; the environment and policy are built from its references,
+            and every run the actor plays names the same two.
     """
 
     def __init__(self, spec_json: str) -> None:
@@ -28,17 +31,65 @@ class RolloutWorker:
         self._make_env = entry.make
         self._policy = spec.policy.load(expert=entry.expert)
         self._specs: dict[str, RolloutSpec] = {}
+        self._version: int | None = None
+        self._loaded = asyncio.Condition()
+        self._failed: str | None = None
 
     async def ready(self) -> str:
         """The name of the policy this actor samples from (the call returns once it is built)."""
         return self._policy.name
 
-    async def play(self, run_id: str, key: EpisodeKey) -> Trajectory:
-        """Play episode ``key`` of run ``run_id`` to its end."""
+    def adopt(self, spec_json: str) -> None:
+        """Take the spec of a run to play next (same environment and policy, other tasks,
+        seed or limits)."""
+        spec = RolloutSpec.model_validate_json(spec_json)
+        if (spec.env, spec.policy) != (self._spec.env, self._spec.policy):
+            raise RolloutError(
+                f"a Ray actor built for {self._spec.env} and {self._spec.policy} cannot play "
+                f"{spec.env} with {spec.policy}"
+            )
+        assert spec.run_id is not None, "a planned run's spec names its run"
+        self._specs[spec.run_id] = spec
+
+    async def set_weights(self, state: dict[str, Any], version: int) -> None:
+        """Load ``state`` into the policy once the sequences in flight end (a later turn of an
+        episode under way samples from it); episodes that need ``version`` wait for it."""
+        try:
+            load = getattr(self._policy, "set_weights", None)
+            if load is None:
+                raise RolloutError(f"policy {self._policy.name}: has no weights to set")
+            # On a thread: the swap waits for the policy's own thread to end in-flight turns.
+            await asyncio.to_thread(load, state)
+        except Exception as exc:
+            self._failed = f"weights {version} failed to load: {exc}"
+            raise
+        finally:
+            async with self._loaded:
+                if self._failed is None:
+                    self._version = version
+                self._loaded.notify_all()
+
+    async def play(self, run_id: str, key: EpisodeKey, version: int | None = None) -> Trajectory:
+        """Play episode ``key`` of run ``run_id`` to its end, with weights of ``version`` or
+        newer when a version is given."""
+        if version is not None:
+            async with self._loaded:
+                await self._loaded.wait_for(
+                    lambda: (
+                        self._failed is not None
+                        or (self._version is not None and self._version >= version)
+                    )
+                )
+            if self._failed is not None:
+                raise RolloutError(self._failed)
         spec = self._specs.get(run_id)
         if spec is None:
             spec = self._specs[run_id] = self._spec.model_copy(update={"run_id": run_id})
-        return await new_episode(spec, key, self._make_env, self._policy).play()
+        started_with = self._version
+        trajectory = await new_episode(spec, key, self._make_env, self._policy).play()
+        if started_with is not None:
+            trajectory.metadata[POLICY_VERSION] = started_with
+        return trajectory
 
     async def close(self) -> None:
         """Release the policy (its model, its HTTP client)."""

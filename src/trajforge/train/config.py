@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from trajforge import algos
 from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
 from trajforge.configfile import KeyPath, Origin, load_file, raise_problems, validate
+from trajforge.distributed.options import RayOptions
 from trajforge.envs.registry import builtin_names, get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
@@ -303,6 +304,12 @@ class RLConfig(CommonSettings):
     rollouts run while this step trains, from a copy of the weights one update old (a turn may
     see the newer ones); PPO's importance ratio against the recorded logprobs corrects for it,
     as verl's fully asynchronous mode and AReaL do."""
+    ray: RayOptions | None = None
+    """Sample the rollouts on Ray actors (``{}``: a local cluster, one actor per CPU;
+    ``{address: auto, actors: 4}``: an existing cluster): each holds a replica of the policy
+    that loads the new weights from the object store after every update, and every
+    trajectory records the weights version it was sampled with (``policy_version``). Needs
+    the ``ray`` extra."""
     store: Path | None = None
     """Also write every rollout to this trajectory store (null: keep none)."""
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
@@ -319,6 +326,12 @@ class RLConfig(CommonSettings):
         if "estimator" in info.data:
             _check_options(value, algos.estimator_options(info.data["estimator"]), "estimator")
         return value
+
+    @model_validator(mode="after")
+    def _ray_rolls_out_env_episodes(self) -> RLConfig:
+        if self.ray is not None and self.agent is not None:
+            raise ValueError("ray: an agent program's rollouts run through the gateway, not on Ray")
+        return self
 
     @field_validator("loss_kwargs")
     @classmethod
