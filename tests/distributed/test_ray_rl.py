@@ -88,6 +88,7 @@ def test_ray_actors_sample_each_step_from_the_weights_just_trained(tmp_path: Pat
     assert not trainer.remote.actors  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_a_ray_run_resumes_from_its_checkpoint_with_its_weights(tmp_path: Path) -> None:
     out = tmp_path / "resumed"
     _trainer(out, steps=1).train()
@@ -99,6 +100,7 @@ def test_a_ray_run_resumes_from_its_checkpoint_with_its_weights(tmp_path: Path) 
     assert result.history[0]["rollout_logprob_gap"] < 1e-4
 
 
+@pytest.mark.slow
 def test_stale_weights_show_in_the_logprob_gap(tmp_path: Path) -> None:
     """The check above can fail: actors left on the first weights sample step 2 off-policy."""
     out = tmp_path / "stale"

@@ -15,10 +15,12 @@ import ray
 from typer.testing import CliRunner
 
 from trajforge.cli.main import app
+from trajforge.cli.run_cmds import _ray_overrides
 from trajforge.distributed import RayOptions
 from trajforge.distributed.runner import RayRunner
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
+from trajforge.pipeline.config import load_experiment, rl_config
 from trajforge.rollout import RolloutSpec, open_rollout, run_rollout
 from trajforge.schema import Trajectory
 from trajforge.store.sqlite import TrajectoryStore
@@ -124,3 +126,26 @@ def test_ray_refuses_what_it_cannot_play() -> None:
     result = CliRunner().invoke(app, ["rollout", "--model", "expert", "--ray-actors", "2"])
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception) == "--ray-actors: the episodes run on Ray only with --ray"
+
+
+def test_an_experiment_plays_its_stages_on_ray(tmp_path: Path) -> None:
+    experiment = tmp_path / "experiment.yaml"
+    experiment.write_text(
+        "name: onray\nenv: calculator\nmodel: expert\n"
+        f"out_dir: {tmp_path}\neval: {{tasks: 4}}\nray: {{slots: 2}}\n"
+        "stages:\n  - {kind: demonstrations, tasks: 5}\n  - {kind: eval, name: base}\n"
+    )
+    result = CliRunner().invoke(
+        app, ["run", str(experiment), "--ray-actors", "2", "--json"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    stages = {s["name"]: s for s in json.loads(result.stdout)["stages"]}
+    assert stages["demonstrations"]["count"] == 5
+    assert stages["base"]["summary"]["success"] == 1.0
+    with TrajectoryStore(tmp_path / "onray" / "store.db") as store:
+        assert len(store.query(run="onray.demonstrations")) == 5
+        assert len(store.query(run="onray.base")) == 4
+    # The file's ray: settings stay, the options add to them; an RL stage samples on Ray too.
+    exp = load_experiment(experiment, ["stages=[{kind: rl}]"])
+    assert rl_config(exp, 0, model="tiny", run_dir=tmp_path, attempt=0).ray == RayOptions(slots=2)
+    assert _ray_overrides(exp, RayOptions(actors=2)) == ["ray.actors=2"]

@@ -13,23 +13,20 @@ POLICY_VERSION = "policy_version"
 
 
 class RayOptions(BaseModel):
-    """How a rollout uses Ray.
+    """How a rollout uses Ray."""
 
-    Attributes:
-        address: ``local`` (a cluster of this machine, started for the run and stopped after),
-            or an existing cluster's address as ``ray.init`` takes it (``auto``,
-            ``host:6379``, ``ray://host:10001``).
-        actors: Rollout actors (``None``: one per ``cpus_per_actor`` CPUs of the cluster).
-        cpus_per_actor: CPUs Ray reserves for each actor.
-        slots: Episodes an actor plays at once (``None``: the spec's ``concurrency`` shared
-            out over the actors, else 8).
-        max_restarts: Actors that may be replaced after dying, over the whole run.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     address: str = Field(default=LOCAL, min_length=1)
+    """``local`` (a cluster of this machine, started for the run and stopped after), or an
+    existing cluster's address as ``ray.init`` takes it (``auto``, ``host:6379``,
+    ``ray://host:10001``)."""
     actors: int | None = Field(default=None, ge=1)
+    """Rollout actors (null: one per ``cpus_per_actor`` CPUs of the cluster)."""
     cpus_per_actor: float = Field(default=1.0, gt=0)
+    """CPUs Ray reserves for each actor."""
     slots: int | None = Field(default=None, ge=1)
+    """Episodes an actor plays at once (null: the run's concurrency shared out over the
+    actors, else 8)."""
     max_restarts: int = Field(default=8, ge=0)
+    """Actors that may be replaced after dying, over the whole run."""

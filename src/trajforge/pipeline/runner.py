@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from trajforge.distributed import on_ray
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.judge.evaluate import score_into, summarize
@@ -216,7 +217,9 @@ class ExperimentRunner:
 
         async def go() -> list[Any]:
             with TrajectoryStore(self.store_path) as db:
-                trajs = await arun_rollout(spec, store=db, hooks=[RolloutProgress(transient=True)])
+                live = on_ray(self.exp.ray)
+                live["store"], live["hooks"] = db, [RolloutProgress(transient=True)]
+                trajs = await arun_rollout(spec, **live)
                 return await score_into(db, trajs, rubric.scorers)
 
         trajectories = asyncio.run(go())
@@ -245,7 +248,9 @@ class ExperimentRunner:
             run_id=run_id,
             store=self.store_path,
         )
-        trajectories = run_rollout(spec, hooks=[RolloutProgress(transient=True)])
+        live = on_ray(self.exp.ray)
+        live["hooks"] = [RolloutProgress(transient=True)]
+        trajectories = run_rollout(spec, **live)
         solved = sum(1 for t in trajectories if is_success(t.outcome.status, t.outcome.reward))
         text = f"{len(trajectories)} episodes by {stage.policy}, {solved} solved"
         return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}
