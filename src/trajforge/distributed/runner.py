@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import ExitStack
@@ -70,11 +71,14 @@ class RayRunner(EpisodeRunner):
         self._weights: tuple[Any, int] | None = None
         self._actors: list[_Actor] = []
         self._spec_json = ""
+        self._model = ""
         self._slots = DEFAULT_SLOTS
         self._restarts_left = self.options.max_restarts
         self._worker_class: Any = None
         self._cluster = ExitStack()
         self._joined = False
+        # Runs may share a persistent runner from several threads (RL's rollouts ahead).
+        self._lock = threading.Lock()
         self.replaced = 0
         """Actors that died during the run and were replaced."""
 
@@ -93,9 +97,15 @@ class RayRunner(EpisodeRunner):
                 "spec.env and spec.policy: Ray actors build the environment and the policy from "
                 "their names; a live one stays in this process"
             )
-        self._spec_json = spec.model_dump_json()  # what an actor started from now on plays
         if self._actors:  # a persistent runner's actors, kept from the last run
-            return await self._adopt()
+            built = RolloutSpec.model_validate_json(self._spec_json)
+            if (spec.env, spec.policy) != (built.env, built.policy):
+                raise RolloutError(
+                    f"spec.env and spec.policy: the Ray actors play {built.env} with "
+                    f"{built.policy}, not {spec.env} with {spec.policy}"
+                )
+            return self._model
+        self._spec_json = spec.model_dump_json()
         self._join()
         self._worker_class = remote_worker(self.options.cpus_per_actor)
         count = actor_count(self.options)
@@ -105,22 +115,8 @@ class RayRunner(EpisodeRunner):
             self._slots = math.ceil(spec.concurrency / count)
         self._actors = [self._new_actor() for _ in range(count)]
         names = await self._all(a.handle.ready.remote() for a in self._actors)
-        return str(names[0])
-
-    async def _adopt(self) -> str:
-        """Hand the kept actors the new run's spec; one found dead is replaced."""
-        actors = list(self._actors)
-        results = await asyncio.gather(
-            *(a.handle.adopt.remote(self._spec_json) for a in actors), return_exceptions=True
-        )
-        for actor, result in zip(actors, results, strict=True):
-            if isinstance(result, _LOST):
-                self._replace(actor)
-            elif isinstance(result, BaseException):
-                raise RolloutError(f"a Ray rollout actor failed: {_last_line(result)}")
-        if not self._actors:
-            raise RolloutError("every Ray rollout actor died between runs")
-        return str(await self._actors[0].handle.ready.remote())
+        self._model = str(names[0])
+        return self._model
 
     def _join(self) -> None:
         if not self._joined:
@@ -155,12 +151,13 @@ class RayRunner(EpisodeRunner):
 
     async def _dispatch(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
         queue = deque(run.todo)
+        spec = ray.put(run.spec.model_dump_json())  # once per run, not once per episode
         running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]] = {}
         yielded: set[tuple[str, int]] = set()
         last_death = ""
         try:
             while queue or running:
-                self._hand_out(run.run_id, queue, running)
+                self._hand_out(spec, queue, running)
                 if not running:
                     raise RolloutError(
                         f"every Ray rollout actor died ({self.replaced} replaced, "
@@ -169,7 +166,8 @@ class RayRunner(EpisodeRunner):
                 finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for future in finished:
                     actor, key, _ = running.pop(future)
-                    actor.busy -= 1
+                    with self._lock:
+                        actor.busy -= 1
                     try:
                         trajectory = future.result()
                     except _LOST as exc:
@@ -191,24 +189,37 @@ class RayRunner(EpisodeRunner):
 
     def _hand_out(
         self,
-        run_id: str,
+        spec: Any,
         queue: deque[EpisodeKey],
         running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]],
     ) -> None:
         """Fill every actor's free slots from the front of the queue, least busy first."""
+        with self._lock:
+            self._hand_out_locked(spec, queue, running)
+
+    def _hand_out_locked(
+        self,
+        spec: Any,
+        queue: deque[EpisodeKey],
+        running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]],
+    ) -> None:
         while queue:
             actor = min(self._actors, key=lambda a: a.busy, default=None)
             if actor is None or actor.busy >= self._slots:
                 return
             key = queue.popleft()
             version = self._weights[1] if self._weights is not None else None
-            ref = actor.handle.play.remote(run_id, key, version)
+            ref = actor.handle.play.remote(spec, key, version)
             future: asyncio.Future[Trajectory] = asyncio.wrap_future(ref.future())
             actor.busy += 1
             running[future] = (actor, key, ref)
 
     def _replace(self, actor: _Actor) -> None:
         """Drop a dead actor (once) and start another in its place while restarts are left."""
+        with self._lock:
+            self._replace_locked(actor)
+
+    def _replace_locked(self, actor: _Actor) -> None:
         if actor not in self._actors:
             return
         self._actors.remove(actor)

@@ -12,6 +12,9 @@ from trajforge.envs.registry import get_env
 from trajforge.rollout import EpisodeKey, RolloutError, RolloutSpec, new_episode
 from trajforge.schema import Trajectory
 
+KEPT_SPECS = 8
+"""Runs whose parsed spec an actor keeps (RL plays one run per step, a few at once ahead)."""
+
 
 class RolloutWorker:
     """Plays episodes of the runs it is given (an async actor: its episodes share its event
@@ -27,7 +30,6 @@ class RolloutWorker:
         if spec.env is None or spec.policy is None:
             raise RolloutError("a Ray actor builds its environment and policy from their names")
         entry = get_env(spec.env)
-        self._spec = spec
         self._make_env = entry.make
         self._policy = spec.policy.load(expert=entry.expert)
         self._specs: dict[str, RolloutSpec] = {}
@@ -38,18 +40,6 @@ class RolloutWorker:
     async def ready(self) -> str:
         """The name of the policy this actor samples from (the call returns once it is built)."""
         return self._policy.name
-
-    def adopt(self, spec_json: str) -> None:
-        """Take the spec of a run to play next (same environment and policy, other tasks,
-        seed or limits)."""
-        spec = RolloutSpec.model_validate_json(spec_json)
-        if (spec.env, spec.policy) != (self._spec.env, self._spec.policy):
-            raise RolloutError(
-                f"a Ray actor built for {self._spec.env} and {self._spec.policy} cannot play "
-                f"{spec.env} with {spec.policy}"
-            )
-        assert spec.run_id is not None, "a planned run's spec names its run"
-        self._specs[spec.run_id] = spec
 
     async def set_weights(self, state: dict[str, Any], version: int) -> None:
         """Load ``state`` into the policy once the sequences in flight end (a later turn of an
@@ -69,9 +59,9 @@ class RolloutWorker:
                     self._version = version
                 self._loaded.notify_all()
 
-    async def play(self, run_id: str, key: EpisodeKey, version: int | None = None) -> Trajectory:
-        """Play episode ``key`` of run ``run_id`` to its end, with weights of ``version`` or
-        newer when a version is given."""
+    async def play(self, spec_json: str, key: EpisodeKey, version: int | None = None) -> Trajectory:
+        """Play episode ``key`` of the run ``spec_json`` describes (its env and policy this
+        actor's) to its end, with weights of ``version`` or newer when a version is given."""
         if version is not None:
             async with self._loaded:
                 await self._loaded.wait_for(
@@ -82,9 +72,11 @@ class RolloutWorker:
                 )
             if self._failed is not None:
                 raise RolloutError(self._failed)
-        spec = self._specs.get(run_id)
+        spec = self._specs.get(spec_json)
         if spec is None:
-            spec = self._specs[run_id] = self._spec.model_copy(update={"run_id": run_id})
+            if len(self._specs) >= KEPT_SPECS:  # the oldest run's
+                del self._specs[next(iter(self._specs))]
+            spec = self._specs[spec_json] = RolloutSpec.model_validate_json(spec_json)
         started_with = self._version
         trajectory = await new_episode(spec, key, self._make_env, self._policy).play()
         if started_with is not None:
