@@ -31,9 +31,10 @@ def cluster() -> Iterator[None]:
     ray.shutdown()
 
 
-def _config(out: Path, steps: int) -> RLConfig:
+def _config(out: Path, steps: int, **overrides: Any) -> RLConfig:
     return RLConfig.model_validate(
-        {
+        overrides
+        | {
             "output_dir": out,
             "env": "calculator",
             "num_tasks": 4,
@@ -60,9 +61,9 @@ def _even_tokens(traj: Trajectory) -> float:
     return sum(i % 2 == 0 for i in ids) / max(1, len(ids))
 
 
-def _trainer(out: Path, steps: int) -> RLTrainer:
+def _trainer(out: Path, steps: int, **overrides: Any) -> RLTrainer:
     rubric = Rubric([(FunctionScorer(_even_tokens, "even", EvaluatorKind.RULE), 1.0)])
-    return RLTrainer(_config(out, steps), rubric=rubric)
+    return RLTrainer(_config(out, steps, **overrides), rubric=rubric)
 
 
 def _versions(out: Path, step: int) -> list[Any]:
@@ -114,6 +115,24 @@ def test_stale_weights_show_in_the_logprob_gap(tmp_path: Path) -> None:
     assert torch.is_grad_enabled()
 
 
+@pytest.mark.slow
+def test_rollouts_two_steps_ahead_lag_at_most_two_updates(tmp_path: Path) -> None:
+    out = tmp_path / "ahead"
+    trainer = _trainer(out, steps=4, async_staleness=2)
+    result = trainer.train()
+    assert [h["step"] for h in result.history] == [1, 2, 3, 4]
+    assert result.history[0]["policy_staleness_max"] == 0.0
+    for step, h in enumerate(result.history, start=1):
+        versions = _versions(out, step)
+        assert len(versions) == 4
+        # Sampled from weights no older than k = 2 updates, none newer than the step's own.
+        assert all(max(0, step - 3) <= v <= step - 1 for v in versions), versions
+        assert h["policy_staleness_max"] == step - 1 - min(versions)
+    assert not trainer.ahead
+
+
 def test_ray_rollouts_are_for_env_episodes_only() -> None:
     with pytest.raises(ConfigError, match="ray: an agent program"):
         parse_config({"agent": "python agent.py", "ray": {}}, RLConfig)
+    with pytest.raises(ConfigError, match="async_staleness: more than 1 step ahead needs ray"):
+        parse_config({"async_staleness": 2}, RLConfig)

@@ -1,7 +1,7 @@
 """``RayRunner``: a rollout's episodes played on Ray actors, handed out as slots free up.
 
 The driver keeps a queue of the episodes still to play. Each actor holds at most ``slots`` of
-them at a time; when one comes back, the next episode goes to the actor that returned it, so
+them at a time (``slots`` per run when several runs share the actors); when one comes back, the next episode goes to the actor that returned it, so
 fast actors take more and a slow one never holds the run. An actor that dies (killed,
 preempted, out of memory) takes none of the run with it: its unfinished episodes go back to the
 front of the queue and it is replaced, up to ``max_restarts`` times over the run. Every
@@ -43,7 +43,6 @@ _LOST = (RayActorError, ObjectLostError)
 @dataclass(eq=False)
 class _Actor:
     handle: Any
-    busy: int = 0
 
 
 def _last_line(exc: BaseException) -> str:
@@ -142,9 +141,11 @@ class RayRunner(EpisodeRunner):
         flight end; one that fails to load it fails those episodes). Returns at once; an actor
         started later loads it first."""
         self._join()
-        self._weights = (ray.put(dict(state)), version)
-        for actor in self._actors:
-            actor.handle.set_weights.remote(*self._weights)
+        weights = (ray.put(dict(state)), version)
+        with self._lock:
+            self._weights = weights
+            for actor in self._actors:
+                actor.handle.set_weights.remote(*weights)
 
     def play(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
         return self._dispatch(run)
@@ -153,11 +154,13 @@ class RayRunner(EpisodeRunner):
         queue = deque(run.todo)
         spec = ray.put(run.spec.model_dump_json())  # once per run, not once per episode
         running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]] = {}
+        # This run's episodes on each actor (runs sharing the actors have slots each).
+        busy: dict[_Actor, int] = {}
         yielded: set[tuple[str, int]] = set()
         last_death = ""
         try:
             while queue or running:
-                self._hand_out(spec, queue, running)
+                self._hand_out(spec, queue, running, busy)
                 if not running:
                     raise RolloutError(
                         f"every Ray rollout actor died ({self.replaced} replaced, "
@@ -166,8 +169,7 @@ class RayRunner(EpisodeRunner):
                 finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for future in finished:
                     actor, key, _ = running.pop(future)
-                    with self._lock:
-                        actor.busy -= 1
+                    busy[actor] -= 1
                     try:
                         trajectory = future.result()
                     except _LOST as exc:
@@ -192,42 +194,33 @@ class RayRunner(EpisodeRunner):
         spec: Any,
         queue: deque[EpisodeKey],
         running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]],
+        busy: dict[_Actor, int],
     ) -> None:
         """Fill every actor's free slots from the front of the queue, least busy first."""
         with self._lock:
-            self._hand_out_locked(spec, queue, running)
-
-    def _hand_out_locked(
-        self,
-        spec: Any,
-        queue: deque[EpisodeKey],
-        running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]],
-    ) -> None:
+            actors = list(self._actors)
         while queue:
-            actor = min(self._actors, key=lambda a: a.busy, default=None)
-            if actor is None or actor.busy >= self._slots:
+            actor = min(actors, key=lambda a: busy.get(a, 0), default=None)
+            if actor is None or busy.get(actor, 0) >= self._slots:
                 return
             key = queue.popleft()
             version = self._weights[1] if self._weights is not None else None
             ref = actor.handle.play.remote(spec, key, version)
             future: asyncio.Future[Trajectory] = asyncio.wrap_future(ref.future())
-            actor.busy += 1
+            busy[actor] = busy.get(actor, 0) + 1
             running[future] = (actor, key, ref)
 
     def _replace(self, actor: _Actor) -> None:
         """Drop a dead actor (once) and start another in its place while restarts are left."""
         with self._lock:
-            self._replace_locked(actor)
-
-    def _replace_locked(self, actor: _Actor) -> None:
-        if actor not in self._actors:
-            return
-        self._actors.remove(actor)
-        ray.kill(actor.handle, no_restart=True)
-        if self._restarts_left > 0:
-            self._restarts_left -= 1
-            self.replaced += 1
-            self._actors.append(self._new_actor())
+            if actor not in self._actors:
+                return
+            self._actors.remove(actor)
+            ray.kill(actor.handle, no_restart=True)
+            if self._restarts_left > 0:
+                self._restarts_left -= 1
+                self.replaced += 1
+                self._actors.append(self._new_actor())
 
     async def close(self) -> None:
         if not self.persistent:

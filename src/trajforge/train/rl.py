@@ -17,6 +17,7 @@ import asyncio
 import copy
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -147,7 +148,8 @@ class RLTrainer(Trainer):
         # The reward: ``rubric`` when given (tests, code), else the config's weighted scorers.
         self.rubric = rubric if rubric is not None else Rubric.from_refs(cfg.scorers, name="reward")
         self.replay = ReplayBuffer(cfg.replay.max_size)
-        self.ahead: Ahead | None = None
+        self.ahead: deque[Ahead] = deque()
+        """The next steps' rollouts under way, oldest first (``async_staleness`` at most)."""
         super().__init__(cfg, parts=parts, callbacks=callbacks)
         self.reference = ReferenceModel(self.parts) if cfg.kl_coef > 0 else None
         self.policy = self._make_policy()
@@ -199,9 +201,8 @@ class RLTrainer(Trainer):
         self._validate(start)
 
     def after_steps(self) -> None:
-        if self.ahead is not None:  # only left after a stop before the last step
-            self.ahead.result()
-            self.ahead = None
+        while self.ahead:  # only left after a stop before the last step
+            self.ahead.popleft().result()
         if self.best is not None and self.best.best is not self.validated[-1]:
             self.best.restore()
 
@@ -352,16 +353,18 @@ class RLTrainer(Trainer):
 
     def _step_rollouts(self, step: int) -> tuple[list[Trajectory], int]:
         """This step's rollouts and how many of its tasks were revisits: sampled now, or, in
-        the asynchronous mode, those sampled while the previous step trained; then the next
-        step's are started before this one trains."""
-        ahead, self.ahead = self.ahead, None
-        if ahead is None:
+        the asynchronous mode, those sampled while earlier steps trained; then the next
+        ``async_staleness`` steps' are under way before this one trains (sampled from weights
+        at most that many updates old)."""
+        if self.ahead:
+            trajs, revisited = self.ahead.popleft().result()
+        else:
             tasks, revisited = self._next_tasks()
             trajs = self._rollout(step, tasks)
-        else:
-            trajs, revisited = ahead.result()
-        if self.rl_cfg.async_staleness and step < self.total_steps():
-            self.ahead = Ahead(self._rollout, step + 1, *self._next_tasks())
+        last = step + len(self.ahead)
+        while len(self.ahead) < self.rl_cfg.async_staleness and last < self.total_steps():
+            last += 1
+            self.ahead.append(Ahead(self._rollout, last, *self._next_tasks()))
         return trajs, revisited
 
     def run_step(self, step: int) -> dict[str, float]:
