@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,9 +24,10 @@ from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 from trajforge.pipeline.config import load_experiment, rl_config
 from trajforge.rollout import RolloutSpec, open_rollout, run_rollout
-from trajforge.schema import Trajectory
+from trajforge.schema import Task, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
 
+AGENT = f"{sys.executable} {Path(__file__).parents[1] / 'serve' / 'agent_program.py'}"
 SLOW_ENV = f"{Path(__file__).parent / 'ray_envs.py'}:slow_calculator"
 
 
@@ -149,3 +152,40 @@ def test_an_experiment_plays_its_stages_on_ray(tmp_path: Path) -> None:
     exp = load_experiment(experiment, ["stages=[{kind: rl}]"])
     assert rl_config(exp, 0, model="tiny", run_dir=tmp_path, attempt=0).ray == RayOptions(slots=2)
     assert _ray_overrides(exp, RayOptions(actors=2)) == ["ray.actors=2"]
+
+
+def _alive(marker: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker.encode() in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_collect_runs_the_agent_programs_as_ray_tasks(tmp_path: Path) -> None:
+    marker = f"trajforge-ray-test-{uuid.uuid4().hex}"
+    behaviours: list[dict[str, object]] = [{"reward": "post"}, {"reward": "print"}]
+    behaviours += [{"crash": True}, {"hang": marker}]
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text(
+        "".join(
+            Task(id=f"t{k}", prompt=f"Add {k} and 1?", answer=k + 1, data=b).model_dump_json()
+            + "\n"
+            for k, b in enumerate(behaviours)
+        )
+    )
+    db = tmp_path / "agents.db"
+    args = ["collect", "--agent", AGENT, "--tasks", str(tasks_file), "--model", "tiny"]
+    args += ["--timeout", "5", "--run", "col", "--store", str(db), "--json", "--ray"]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["runs"] == 4
+    assert (summary["status"]["ok"], summary["status"]["error"]) == (2, 1)
+    assert summary["status"]["timeout"] == 1
+    assert _alive(marker) == []  # the hung program and its child, killed on the Ray worker
+    with TrajectoryStore(db) as store:
+        assert {t.task.id for t in store.query(run="col")} == {"t0", "t1", "t2", "t3"}

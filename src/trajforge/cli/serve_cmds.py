@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -23,6 +23,7 @@ from trajforge.cli.common import (
     print_json,
     resolve_store_path,
 )
+from trajforge.distributed import RayOptions
 from trajforge.envs.registry import get_env
 from trajforge.envs.taskset import TaskSet
 from trajforge.errors import ConfigError
@@ -34,6 +35,7 @@ from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
     from trajforge.serve.collect import AgentRun
+    from trajforge.serve.ray_agents import RayAgentLauncher
 
 ServeModelOption = Annotated[
     str,
@@ -94,6 +96,19 @@ def _tasks(
     return get_env(env).tasks(count, seed=seed, split=split)
 
 
+def _ray_agents(options: RayOptions) -> AbstractContextManager[RayAgentLauncher]:
+    """The cluster ``options`` name, joined while the block runs, with a launcher of agent
+    programs as Ray tasks."""
+    try:
+        # lazy: ray takes seconds to import and is an optional extra
+        from trajforge.serve.ray_agents import ray_agents
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"--ray: {exc.name} is not installed; install the extra: pip install 'trajforge[ray]'"
+        ) from None
+    return ray_agents(options)
+
+
 def collect(
     agent: Annotated[
         str,
@@ -122,25 +137,33 @@ def collect(
     run: opts.RunOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
     batch_size: opts.BatchSizeOption = 16,
+    ray: opts.RayOption = False,
+    ray_address: opts.RayAddressOption = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
     """Run an agent program once per task x --n against its own gateway session, recording its
-    model calls as trajectories; every run ends ok, error or timeout, with its reward."""
+    model calls as trajectories; every run ends ok, error or timeout, with its reward. With
+    --ray the programs run as Ray tasks (the gateway and the store stay here)."""
     from trajforge.serve.collect import collect_runs  # lazy: uvicorn and fastapi take 0.4 s
 
+    on_ray = opts.ray_options({"ray": ray, "ray_address": ray_address})
     tasks = _tasks(env, tasks_file, count, split, seed)
     ref = PolicyRef(name=model, precision=precision, batch_size=batch_size)
     run_id = run or new_run_id()
     path = resolve_store_path(store)
-    with TrajectoryStore(path) as db:
+    with TrajectoryStore(path) as db, ExitStack() as stack:
+        where: dict[str, Any] = {}
+        if on_ray is not None:
+            launcher = stack.enter_context(_ray_agents(on_ray))
+            where = {"launch": launcher, "host": launcher.host}
         db.set_run(run_id, {"kind": "collect", "agent": agent, "model": model, "env": env})
         gateway, _ = open_gateway(ref, db, run_id, env=env)
         try:
             with _progress(len(tasks) * n, not as_json) as on_done:
                 runs = collect_runs(
                     gateway, agent, tasks, n=n, concurrency=concurrency, timeout_s=timeout,
-                    env=env, on_done=on_done,
+                    env=env, on_done=on_done, **where,
                 )  # fmt: skip
         finally:
             asyncio.run(gateway.close())
