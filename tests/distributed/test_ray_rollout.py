@@ -189,3 +189,17 @@ def test_collect_runs_the_agent_programs_as_ray_tasks(tmp_path: Path) -> None:
     assert _alive(marker) == []  # the hung program and its child, killed on the Ray worker
     with TrajectoryStore(db) as store:
         assert {t.task.id for t in store.query(run="col")} == {"t0", "t1", "t2", "t3"}
+
+
+def test_an_experiments_collect_stage_runs_its_agents_on_ray(tmp_path: Path) -> None:
+    experiment = tmp_path / "experiment.yaml"
+    experiment.write_text(
+        f"name: agents\nenv: calculator\nmodel: tiny\nout_dir: {tmp_path}\nray: {{}}\n"
+        f"stages:\n  - {{kind: collect, agent: {json.dumps(AGENT)}, tasks: 3}}\n"
+    )
+    result = CliRunner().invoke(app, ["run", str(experiment), "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    (stage,) = json.loads(result.stdout)["stages"]
+    assert (stage["count"], stage["statuses"]) == (3, {"ok": 3})
+    with TrajectoryStore(tmp_path / "agents" / "store.db") as store:
+        assert len(store.query(run="agents.collect")) == 3

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -23,7 +23,6 @@ from trajforge.cli.common import (
     print_json,
     resolve_store_path,
 )
-from trajforge.distributed import RayOptions
 from trajforge.envs.registry import get_env
 from trajforge.envs.taskset import TaskSet
 from trajforge.errors import ConfigError
@@ -35,7 +34,6 @@ from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
     from trajforge.serve.collect import AgentRun
-    from trajforge.serve.ray_agents import RayAgentLauncher
 
 ServeModelOption = Annotated[
     str,
@@ -96,19 +94,6 @@ def _tasks(
     return get_env(env).tasks(count, seed=seed, split=split)
 
 
-def _ray_agents(options: RayOptions) -> AbstractContextManager[RayAgentLauncher]:
-    """The cluster ``options`` name, joined while the block runs, with a launcher of agent
-    programs as Ray tasks."""
-    try:
-        # lazy: ray takes seconds to import and is an optional extra
-        from trajforge.serve.ray_agents import ray_agents
-    except ModuleNotFoundError as exc:
-        raise ConfigError(
-            f"--ray: {exc.name} is not installed; install the extra: pip install 'trajforge[ray]'"
-        ) from None
-    return ray_agents(options)
-
-
 def collect(
     agent: Annotated[
         str,
@@ -145,7 +130,8 @@ def collect(
     """Run an agent program once per task x --n against its own gateway session, recording its
     model calls as trajectories; every run ends ok, error or timeout, with its reward. With
     --ray the programs run as Ray tasks (the gateway and the store stay here)."""
-    from trajforge.serve.collect import collect_runs  # lazy: uvicorn and fastapi take 0.4 s
+    # lazy: uvicorn and fastapi take 0.4 s
+    from trajforge.serve.collect import agents_on_ray, collect_runs
 
     on_ray = opts.ray_options({"ray": ray, "ray_address": ray_address})
     tasks = _tasks(env, tasks_file, count, split, seed)
@@ -155,7 +141,7 @@ def collect(
     with TrajectoryStore(path) as db, ExitStack() as stack:
         where: dict[str, Any] = {}
         if on_ray is not None:
-            launcher = stack.enter_context(_ray_agents(on_ray))
+            launcher = stack.enter_context(agents_on_ray(on_ray))
             where = {"launch": launcher, "host": launcher.host}
         db.set_run(run_id, {"kind": "collect", "agent": agent, "model": model, "env": env})
         gateway, _ = open_gateway(ref, db, run_id, env=env)

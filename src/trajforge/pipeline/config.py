@@ -197,11 +197,11 @@ class Experiment(_Strict):
     eval: EvalSettings = Field(default_factory=EvalSettings)
     """The held-out evaluation of every ``eval`` stage."""
     ray: RayOptions | None = None
-    """Play the episodes of the eval, demonstration and RL stages on Ray actors (needs the
-    ``ray`` extra): ``{}`` for a local cluster of this machine's CPUs, or ``{address: auto,
-    actors: 8}`` for an existing one (``address``, ``actors``, ``cpus_per_actor``, ``slots``,
-    ``max_restarts``). The store, the plan and the training stay in this process; a collect
-    stage's agent programs run here too. ``trajforge run --ray`` sets it."""
+    """Play the episodes of the eval, demonstration and RL stages on Ray actors, and a collect
+    stage's agent programs as Ray tasks (needs the ``ray`` extra): ``{}`` for a local cluster
+    of this machine's CPUs, or ``{address: auto, actors: 8}`` for an existing one
+    (``address``, ``actors``, ``cpus_per_actor``, ``slots``, ``max_restarts``). The store, the
+    plan, the gateway and the training stay in this process. ``trajforge run --ray`` sets it."""
     stages: list[Stage] = Field(min_length=1, examples=[_EXAMPLE_STAGES])
     """The stages in order; each has a ``kind``: ``eval``, ``demonstrations``, ``collect``,
     ``sft`` or ``rl``."""

@@ -13,6 +13,7 @@ import asyncio
 import json
 import time
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,7 @@ from trajforge.rollout import (
     arun_rollout,
     run_rollout,
 )
-from trajforge.serve.collect import agent_rollouts_for, collect_runs
+from trajforge.serve.collect import agent_rollouts_for, agents_on_ray, collect_runs
 from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
 from trajforge.train.data import load_source
@@ -257,12 +258,16 @@ class ExperimentRunner:
 
     def _collect(self, stage: CollectStage, model: str, run_id: str) -> dict[str, Any]:
         tasks = get_env(self.exp.env).tasks(stage.tasks, seed=stage.seed, split=stage.split)
-        with TrajectoryStore(self.store_path) as db:
+        with TrajectoryStore(self.store_path) as db, ExitStack() as stack:
+            where: dict[str, Any] = {}
+            if self.exp.ray is not None:
+                launcher = stack.enter_context(agents_on_ray(self.exp.ray))
+                where = {"launch": launcher, "host": launcher.host}
             gateway, _ = open_gateway(self._policy_ref(model), db, run_id, env=self.exp.env)
             try:
                 runs = collect_runs(
                     gateway, stage.agent, tasks, n=stage.n, concurrency=stage.concurrency,
-                    timeout_s=stage.timeout_s, env=self.exp.env,
+                    timeout_s=stage.timeout_s, env=self.exp.env, **where,
                 )  # fmt: skip
             finally:
                 asyncio.run(gateway.close())

@@ -22,9 +22,12 @@ import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from trajforge.distributed import RayOptions
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.rules import EnvVerifier
@@ -36,6 +39,9 @@ from trajforge.serve.recorder import GatewaySession
 from trajforge.serve.server import serving
 from trajforge.store import TrajectoryStore
 from trajforge.train.config import RLConfig
+
+if TYPE_CHECKING:
+    from trajforge.serve.ray_agents import RayAgentLauncher
 
 STDERR_TAIL_CHARS = 2000
 KILL_GRACE_S = 2.0
@@ -96,6 +102,19 @@ async def launch_here(
         out.decode(errors="replace"),
         err.decode(errors="replace")[-STDERR_TAIL_CHARS:],
     )
+
+
+def agents_on_ray(options: RayOptions) -> AbstractContextManager[RayAgentLauncher]:
+    """The cluster ``options`` name, joined while the block runs, with a launcher that runs
+    each agent program as a Ray task (a clear error when ray is not installed)."""
+    try:
+        # lazy: ray takes seconds to import and is an optional extra
+        from trajforge.serve.ray_agents import ray_agents
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"ray: {exc.name} is not installed; install the extra: pip install 'trajforge[ray]'"
+        ) from None
+    return ray_agents(options)
 
 
 def collect_runs(
