@@ -90,6 +90,15 @@ def test_ray_actors_sample_each_step_from_the_weights_just_trained(tmp_path: Pat
 
 
 @pytest.mark.slow
+def test_under_lora_the_actors_sample_from_the_merged_weights(tmp_path: Path) -> None:
+    out = tmp_path / "lora"
+    model = {"spec": "tiny", "precision": "fp32", "lora": {"r": 4}}
+    result = _trainer(out, steps=2, model=model).train()
+    assert _versions(out, 2) == [1] * 4
+    assert result.history[1]["rollout_logprob_gap"] < 1e-4
+
+
+@pytest.mark.slow
 def test_a_ray_run_resumes_from_its_checkpoint_with_its_weights(tmp_path: Path) -> None:
     out = tmp_path / "resumed"
     _trainer(out, steps=1).train()
