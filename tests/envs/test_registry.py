@@ -30,7 +30,7 @@ def solve_all(entry: EnvEntry, tasks: list[Task]) -> list[float]:
 
 
 def test_builtin_names() -> None:
-    assert builtin_names() == ["calculator", "python", "sql", "search", "gridworld"]
+    assert builtin_names() == ["calculator", "python", "sql", "search", "gridworld", "retail"]
 
 
 @pytest.mark.parametrize(

@@ -180,6 +180,7 @@ def eval_command(
     ctx: typer.Context,
     env: opts.EnvOption = "calculator",
     model: opts.ModelOption = "embedded",
+    user: opts.UserOption = None,
     tasks: opts.TasksOption = 16,
     n: opts.NOption = 1,
     split: opts.SplitOption = "test",

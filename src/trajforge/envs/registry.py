@@ -6,6 +6,8 @@ A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``,
 
 A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, seed, split)``
 and ``expert(task, messages)``; its description is ``DESCRIPTION`` or its docstring's first line.
+An env with a simulated user also has ``scripted_user(task, view)``: the user's scripted replies
+(what the ``expert`` policy plays on the user's side).
 
 A user factory is called with the keyword arguments given to ``EnvEntry.make`` and returns either
 
@@ -38,6 +40,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "sql": "trajforge.envs.builtin.sql_env",
     "search": "trajforge.envs.builtin.search",
     "gridworld": "trajforge.envs.builtin.gridworld",
+    "retail": "trajforge.envs.builtin.retail",
 }
 USER_TEST_FRACTION = 0.1
 
@@ -57,6 +60,8 @@ class EnvEntry:
         tasks: ``tasks(n, seed, split) -> list[Task]``.
         expert: ``expert(task, messages) -> str | None`` (the next reply, text protocol).
         description: One line for ``trajforge envs``.
+        scripted_user: ``(task, view) -> str | None``: the scripted simulated user's next
+            reply (envs with a simulated user only).
     """
 
     def __init__(
@@ -66,8 +71,10 @@ class EnvEntry:
         tasks: TasksFn | None = None,
         expert: ExpertFn | None = None,
         description: str = "",
+        scripted_user: ExpertFn | None = None,
     ) -> None:
         self.name = name
+        self.scripted_user = scripted_user
         self.description = description
         self._factory = factory
         self._tasks = tasks
@@ -111,7 +118,10 @@ def _entry_from_module(name: str, module: ModuleType) -> EnvEntry:
         if not callable(getattr(module, attr, None)):
             raise ConfigError(f"env {name!r}: module {module.__name__} has no function {attr}()")
     description = getattr(module, "DESCRIPTION", None) or _first_line(module.__doc__)
-    return EnvEntry(name, module.make_env, module.generate_tasks, module.expert, description)
+    scripted_user = getattr(module, "scripted_user", None)
+    return EnvEntry(
+        name, module.make_env, module.generate_tasks, module.expert, description, scripted_user
+    )
 
 
 def _tasks_from_env(name: str, env: Env) -> TasksFn:
@@ -135,7 +145,8 @@ def _entry_from_object(name: str, factory: Callable[..., Any], module: ModuleTyp
     fallback = _first_line(factory.__doc__) or _first_line(module.__doc__)
     if isinstance(made, Env):
         description = getattr(made, "description", "") or fallback
-        return EnvEntry(name, factory, _tasks_from_env(name, made), made.expert, description)
+        user = getattr(made, "user_script", None)
+        return EnvEntry(name, factory, _tasks_from_env(name, made), made.expert, description, user)
     if callable(getattr(made, "make", None)):
         return EnvEntry(
             getattr(made, "name", None) or name,
@@ -143,6 +154,7 @@ def _entry_from_object(name: str, factory: Callable[..., Any], module: ModuleTyp
             getattr(made, "tasks", None),
             getattr(made, "expert", None),
             getattr(made, "description", "") or fallback,
+            getattr(made, "scripted_user", None),
         )
     raise ConfigError(
         f"env {name!r}: the factory returned {type(made).__name__}; it must return an Env "

@@ -22,6 +22,7 @@ from typing import TypedDict, Unpack
 
 from trajforge.envs.registry import EnvEntry, get_env
 from trajforge.policy.base import Policy
+from trajforge.policy.naming import load_policy
 from trajforge.rollout.episode import EnvFactory, Episode
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.lockstep import run_lockstep
@@ -43,6 +44,9 @@ class LiveParts(TypedDict, total=False):
     """An open store, in place of opening ``spec.store``."""
     hooks: Sequence[RolloutHook]
     """Called around the run, after the store's own hook."""
+    user_policy: Policy
+    """Plays the simulated user of an env that has one, in place of ``spec.user``; the
+    caller keeps it open."""
 
 
 class RolloutStream:
@@ -110,7 +114,11 @@ async def _run_async(
 
 
 async def _episodes(
-    run: RolloutRun, make_env: EnvFactory, policy: Policy, hooks: Sequence[RolloutHook]
+    run: RolloutRun,
+    make_env: EnvFactory,
+    policy: Policy,
+    hooks: Sequence[RolloutHook],
+    user_policy: Policy | None,
 ) -> AsyncGenerator[Trajectory, None]:
     spec = run.spec
     sampling = spec.sampling.params()
@@ -124,9 +132,11 @@ async def _episodes(
             run_id=run.run_id,
             group_id=group_id_for(run.run_id, key.task.id),
             seed=spec.seed,
+            user_policy=user_policy,
         )
         for key in run.todo
     ]
+    by_key = {ep.key.store_key: ep for ep in episodes}
     source = (
         run_lockstep(episodes, spec.concurrency)
         if spec.lockstep
@@ -135,7 +145,10 @@ async def _episodes(
     async with aclosing(source) as finished:
         async for traj in finished:
             run.stats.add(traj)
+            linked = by_key[(traj.task.id, traj.sample_index or 0)].linked
             for hook in hooks:
+                for other in linked:
+                    hook.on_linked_trajectory(run, other)
                 hook.on_episode_end(run, traj)
             yield traj
 
@@ -161,6 +174,22 @@ def _tasks(spec: RolloutSpec, entry: EnvEntry | None) -> list[Task]:
     return entry.tasks(sample.count, seed=sample.seed, split=sample.split)
 
 
+def _user_policy(spec: RolloutSpec, entry: EnvEntry | None, agent: Policy) -> Policy | None:
+    """The simulated user's policy: ``spec.user`` (the agent's own object when both name the
+    same policy; ``expert`` is the env's scripted user), else the env's scripted user when it
+    has one, else none."""
+    script = entry.scripted_user if entry is not None else None
+    if spec.user is None:
+        if script is None:
+            return None
+        return load_policy("expert", expert=script, name="scripted-user")
+    if spec.user == spec.policy:
+        return agent
+    if spec.user.name == "expert" and script is None:
+        raise RolloutError("spec.user: 'expert' is the env's scripted user; this env has none")
+    return spec.user.load(expert=script)
+
+
 @asynccontextmanager
 async def open_rollout(
     spec: RolloutSpec, **live: Unpack[LiveParts]
@@ -184,6 +213,11 @@ async def open_rollout(
                 raise RolloutError("spec.policy: name the policy, or pass a live one")
             policy = spec.policy.load(expert=entry.expert if entry is not None else None)
             stack.push_async_callback(policy.close)
+        user_policy = live.get("user_policy")
+        if user_policy is None:
+            user_policy = _user_policy(spec, entry, policy)
+            if user_policy is not None and user_policy is not policy:
+                stack.push_async_callback(user_policy.close)
         store = live.get("store")
         if store is None and spec.store is not None:
             store = stack.enter_context(TrajectoryStore(spec.store))
@@ -196,7 +230,7 @@ async def open_rollout(
             for hook in hooks:
                 started.append(hook)
                 hook.on_rollout_start(run)
-            source = _episodes(run, make_env, policy, hooks)
+            source = _episodes(run, make_env, policy, hooks, user_policy)
             async with aclosing(source):
                 yield RolloutStream(run, source, store_hook)
         finally:
