@@ -167,6 +167,7 @@ def _eval_rows(summary: EvalSummary) -> list[tuple[str, str]]:
         ("mean reward (95% CI)", reward),
         ("scored", format_scored(summary.scored, summary.episodes)),
         *((f"pass@{k}", format_rate(v)) for k, v in summary.pass_at.items()),
+        *((f"pass^{k}", format_rate(v)) for k, v in summary.pass_hat.items() if k > 1),
         ("turns", f"{summary.turns_mean:.2f}"),
         ("tokens", f"{summary.tokens_mean:.1f}"),
         ("tool-error rate", f"{summary.tool_error_rate:.3f}"),
@@ -200,7 +201,7 @@ def eval_command(
     as_json: JsonOption = False,
 ) -> None:
     """Roll out a model on an environment's tasks, score them, and report success, mean reward,
-    pass@k and process metrics.
+    pass@k, pass^k (all k samples succeed) and process metrics.
 
     Defaults that differ from rollout's: greedy (--temperature 0), test split, at most 6 turns.
     Ctrl-C stops the run; --resume finishes it.

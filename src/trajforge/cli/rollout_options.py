@@ -46,7 +46,7 @@ TasksOption = Annotated[
     int, typer.Option("--tasks", help="How many tasks of the environment to run.")
 ]
 NOption = Annotated[
-    int, typer.Option("--n", help="Samples per task (they share a group id; eval: pass@n).")
+    int, typer.Option("--n", help="Samples per task (they share a group id; eval: pass@n, pass^n).")
 ]
 SplitOption = Annotated[
     str,
