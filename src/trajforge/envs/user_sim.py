@@ -37,6 +37,7 @@ from typing import Any
 from trajforge.envs.base import StepResult
 from trajforge.envs.tool import Tool, ToolContext
 from trajforge.envs.tool_env import ERROR_PREFIX, EnvError, ToolEnv
+from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
 
 GREETING = "Hi! How can I help you today?"
@@ -231,6 +232,17 @@ class UserSimEnv(ToolEnv):
         )
         final.info["signal"] = f"tool:{ended[0]}"
         return final
+
+
+def plan_reply(plan: Sequence[Sequence[Any]], messages: Sequence[Message]) -> str:
+    """A scripted expert's reply: step k of ``plan`` (k = assistant turns so far), a step being
+    ``["say", text]`` or ``["call", tool, arguments]`` (text protocol); after the plan, a
+    closing question."""
+    step = sum(1 for m in messages if m.role is Role.ASSISTANT)
+    if step >= len(plan):
+        return "Is there anything else I can help with?"
+    kind, *rest = plan[step]
+    return format_tool_call(rest[0], rest[1]) if kind == "call" else str(rest[0])
 
 
 def _succeeded(result: str) -> bool:

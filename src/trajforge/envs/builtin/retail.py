@@ -17,9 +17,8 @@ from trajforge.envs.builtin.retail_db import TOOLS, build_db
 from trajforge.envs.builtin.retail_tasks import all_tasks
 from trajforge.envs.taskset import TEST, TRAIN, TaskSet
 from trajforge.envs.tool import ToolContext
-from trajforge.envs.user_sim import UserSignal, UserSimEnv
+from trajforge.envs.user_sim import UserSignal, UserSimEnv, plan_reply
 from trajforge.errors import ConfigError
-from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Task
 from trajforge.schema.evidence import Evidence
 
@@ -57,16 +56,6 @@ def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
     if n > len(pool):
         raise ConfigError(f"env retail has {len(pool)} {split} tasks; {n} were asked for")
     return list(pool.shuffled(seed).take(n))
-
-
-def plan_reply(plan: list[list[Any]], messages: list[Message]) -> str:
-    """The reply of step k of ``plan`` (k = assistant turns so far); after the plan, a
-    closing question."""
-    step = sum(1 for m in messages if m.role is Role.ASSISTANT)
-    if step >= len(plan):
-        return "Is there anything else I can help with?"
-    kind, *rest = plan[step]
-    return format_tool_call(rest[0], rest[1]) if kind == "call" else str(rest[0])
 
 
 def expert(task: Task, messages: list[Message]) -> str | None:
