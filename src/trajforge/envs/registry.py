@@ -2,7 +2,8 @@
 
 A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``),
 ``package.module:factory`` (a module on the Python path or in the current directory) or
-``path/to/file.py:factory``.
+``path/to/file.py:factory``, or ``tau2-<domain>``: a tau2-bench domain through the adapter in
+``trajforge.envs.tau2_bench`` (the optional ``tau2`` extra; not listed by ``list_envs``).
 
 A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, seed, split)``
 and ``expert(task, messages)``; its description is ``DESCRIPTION`` or its docstring's first line.
@@ -42,6 +43,8 @@ BUILTIN_MODULES: dict[str, str] = {
     "gridworld": "trajforge.envs.builtin.gridworld",
     "retail": "trajforge.envs.builtin.retail",
 }
+TAU2_PREFIX = "tau2-"
+TAU2_ADAPTER = "trajforge.envs.tau2_bench.adapter"
 USER_TEST_FRACTION = 0.1
 
 TasksFn = Callable[[int, int, str], list[Task]]
@@ -171,6 +174,15 @@ def get_env(name: str) -> EnvEntry:
         except ImportError as exc:
             raise ConfigError(f"env {name!r}: cannot load {BUILTIN_MODULES[name]}: {exc}") from exc
         return _entry_from_module(name, module)
+    if name.startswith(TAU2_PREFIX):
+        try:
+            adapter = importlib.import_module(TAU2_ADAPTER)
+        except ImportError as exc:
+            raise ConfigError(
+                f"env {name!r} needs tau2-bench: pip install 'trajforge[tau2]' ({exc})"
+            ) from exc
+        entry: EnvEntry = adapter.entry(name.removeprefix(TAU2_PREFIX))
+        return entry
     if ":" not in name:
         known = ", ".join(BUILTIN_MODULES)
         raise ConfigError(
