@@ -18,7 +18,8 @@ from trajforge.errors import ConfigError
 from trajforge.policy.check import check_trajectory
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.rollout.engine import run_rollout
-from trajforge.rollout.spec import PolicyRef, RolloutSpec, TaskSample
+from trajforge.rollout.limits import Limits
+from trajforge.rollout.spec import PolicyRef, RolloutSpec, Sampling, TaskSample
 from trajforge.schema import Message, Role, Task
 from trajforge.store.sqlite import TrajectoryStore
 
@@ -136,3 +137,34 @@ def test_registry_lists_retail_with_its_scripted_user() -> None:
     entry = get_env("retail")
     assert entry.scripted_user is retail.scripted_user
     assert "find_user_id_by_email" in entry.tool_names()
+
+
+@pytest.mark.slow
+def test_embedded_model_on_both_sides_is_token_exact(tmp_path: Path) -> None:
+    """The embedded model as the agent and as the simulated user (one policy, batched): every
+    sampled turn of either side holds its exact ids and logprobs, and re-renders to them."""
+    embedded = PolicyRef(name="embedded")
+    spec = RolloutSpec(
+        env="retail",
+        policy=embedded,
+        user=embedded,
+        tasks=TaskSample(count=3, split="test"),
+        limits=Limits(max_turns=3),
+        sampling=Sampling(temperature=0.8, max_new_tokens=40),
+        run_id="both",
+        store=tmp_path / "store.db",
+    )
+    agents = run_rollout(spec)
+    with TrajectoryStore(tmp_path / "store.db") as db:
+        users = {t.id: t for t in db.query(run="both.user")}
+    assert len(agents) == 3 and len(users) == 3
+    tokenizer = load_tokenizer()
+    for agent in agents:
+        user = users[agent.metadata["linked"]]
+        assert user.model == "embedded" and user.metadata["linked"] == agent.id
+        for side in (agent, user):
+            sampled = [m for m in side.messages if m.role is Role.ASSISTANT]
+            assert sampled and all(
+                m.token_ids and m.logprobs and len(m.logprobs) == len(m.token_ids) for m in sampled
+            )
+            assert check_trajectory(side, tokenizer) == []
