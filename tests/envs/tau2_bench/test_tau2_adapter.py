@@ -30,7 +30,11 @@ NO_GOLD_ACTION = "update_task_with_history_and_env_assertions"
 
 
 async def _episode(task: Task, reply: Reply) -> tuple[float, adapter.Tau2Env]:
-    env = get_env("tau2-mock").make()
+    return await _episode_on("tau2-mock", task, reply)
+
+
+async def _episode_on(name: str, task: Task, reply: Reply) -> tuple[float, adapter.Tau2Env]:
+    env = get_env(name).make()
     assert isinstance(env, adapter.Tau2Env)
     await env.reset(task)
     for turn in range(adapter.MAX_TURNS):
@@ -143,3 +147,12 @@ def test_importing_and_scoring_never_touch_the_network() -> None:
     )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"reward": 1.0, "network": []}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_scripted_expert_earns_tau2_reward_1_on_real_domains(domain: str) -> None:
+    entry = get_env(f"tau2-{domain}")
+    for task in entry.tasks(5, split="test"):
+        reward, _ = asyncio.run(_episode_on(entry.name, task, adapter.expert))
+        assert reward == 1.0, task.id

@@ -96,11 +96,11 @@ def _transcript(history: Sequence[Tau2Message]) -> str:
     return "\n".join(lines)
 
 
-def _to_task(domain: str, tau2_task: Tau2Task, split: str | None) -> Task:
+def _to_task(domain: str, template: Environment, tau2_task: Tau2Task, split: str) -> Task:
     """The trajforge task of a tau2 task: tau2's own record under ``data["tau2"]``."""
     criteria = tau2_task.evaluation_criteria
     gold = [a for a in (criteria.actions or []) if a.requestor == "assistant"] if criteria else []
-    tools = _environment(domain).tools
+    tools = template.tools
     assert tools is not None
     writes = [a.name for a in gold if tools.tool_type(a.name) is ToolType.WRITE]
     told = list(criteria.communicate_info or []) if criteria else []
@@ -112,7 +112,7 @@ def _to_task(domain: str, tau2_task: Tau2Task, split: str | None) -> Task:
     system = None
     history = _history(tau2_task)
     if history:
-        system = f"{_environment(domain).get_policy()}\n\n# The conversation so far\n"
+        system = f"{template.get_policy()}\n\n# The conversation so far\n"
         system += _transcript(history)
     return Task(
         id=tau2_task.id,
@@ -134,10 +134,11 @@ def _tasks(domain: str) -> dict[str, tuple[Task, ...]]:
     loaded = registry.get_tasks_loader(domain)(None)
     splits_loader = registry.get_task_splits_loader(domain)
     splits = splits_loader() if splits_loader is not None else {}
+    template = _environment(domain)
     chosen: dict[str, tuple[Task, ...]] = {}
     for split in (TRAIN, TEST):
         ids = set(splits.get(split) or splits.get(BASE_SPLIT) or [t.id for t in loaded])
-        chosen[split] = tuple(_to_task(domain, t, split) for t in loaded if t.id in ids)
+        chosen[split] = tuple(_to_task(domain, template, t, split) for t in loaded if t.id in ids)
     return chosen
 
 
