@@ -25,6 +25,7 @@ def test_eval_rolls_out_scores_and_summarises(tmp_path: Path) -> None:
     assert summary["tasks"] == 4
     assert (summary["success"], summary["scored"], summary["reward_mean"]) == (1.0, 8, 1.0)
     assert summary["pass_at"] == {"1": 1.0, "2": 1.0}
+    assert summary["pass_hat"] == {"1": 1.0, "2": 1.0}
     assert summary["reward_ci_low"] == summary["reward_ci_high"] == 1.0
     assert summary["scores"] == {"env_verifier": 1.0, "process": 1.0}
     assert summary["scores_scored"] == {"env_verifier": 8, "process": 8}

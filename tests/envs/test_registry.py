@@ -38,6 +38,7 @@ def test_builtin_names() -> None:
         "gridworld",
         "keydoor",
         "time",
+        "retail",
     ]
 
 

@@ -9,7 +9,9 @@ from trajforge.judge.stats import (
     is_success,
     mean_ci95,
     mean_pass_at_k,
+    mean_pass_hat_k,
     pass_at_k,
+    pass_hat_k,
     summarize_reward_totals,
     summarize_rewards,
     summarize_rewards_by,
@@ -43,6 +45,34 @@ def test_mean_pass_at_k_averages_over_tasks() -> None:
     results = [("a", True), ("a", False), ("b", False), ("b", False)]
     assert mean_pass_at_k(results, 1) == pytest.approx(0.25)
     assert mean_pass_at_k(results, 2) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "expected"),
+    [
+        (5, 2, 1, 2 / 5),  # pass^1 is the success fraction too
+        (4, 3, 2, 3 / 6),  # C(3,2)/C(4,2)
+        (10, 7, 5, 21 / 252),  # C(7,5)/C(10,5)
+        (4, 1, 2, 0.0),  # fewer than k successes: no k-subset is all successes
+        (3, 3, 3, 1.0),
+    ],
+)
+def test_pass_hat_k_matches_hand_computed_binomials(
+    n: int, c: int, k: int, expected: float
+) -> None:
+    assert pass_hat_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+    assert pass_hat_k(n, c, k) <= pass_at_k(n, c, k) + 1e-12
+
+
+def test_pass_hat_k_rejects_impossible_counts_and_averages_over_tasks() -> None:
+    with pytest.raises(ValueError, match="0 < k <= n=4"):
+        pass_hat_k(4, 1, 5)
+    with pytest.raises(ValueError, match="0 <= c <= n"):
+        pass_hat_k(4, 5, 1)
+    results = [("a", True), ("a", True), ("a", False), ("b", True), ("b", False), ("b", False)]
+    assert mean_pass_hat_k(results, 1) == pytest.approx(0.5)
+    assert mean_pass_hat_k(results, 2) == pytest.approx((1 / 3 + 0) / 2)
+    assert math.isnan(mean_pass_hat_k([], 1))
 
 
 def test_mean_ci95_uses_student_t() -> None:

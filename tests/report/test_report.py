@@ -117,6 +117,31 @@ def test_report_states_how_many_episodes_were_scored(tmp_path: Path) -> None:
     assert html.count('reward 1.00 <span class="ok">solved</span>') == 3
 
 
+def test_report_shows_pass_hat_k_beside_pass_at_k(tmp_path: Path) -> None:
+    """Two tasks of two samples: one solved twice, one once. pass@2 is 100%, pass^2 50%."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    trajs = [
+        _with_outcome(
+            synthetic_trajectory(i, run_id="demo.ev", samples_per_task=2),
+            OutcomeStatus.OK,
+            0.0 if i == 3 else 1.0,
+        )
+        for i in range(4)
+    ]
+    with TrajectoryStore(run_dir / "store.db") as db:
+        db.add_many(trajs)
+    summary = summarize(trajs, ks=[1, 2]).as_dict()
+    assert summary["pass_at"] == {"1": 0.75, "2": 1.0}
+    assert summary["pass_hat"] == {"1": 0.75, "2": 0.5}
+    stage = {"name": "ev", "kind": "eval", "run_id": "demo.ev", "summary": summary}
+    results = {"name": "demo", "env": "retail", "model": "tiny", "stages": [stage]}
+    (run_dir / "results.json").write_text(json.dumps(results))
+    html = build_report(run_dir).read_text()
+    assert "<th>pass@1</th><th>pass@2</th><th>pass^2</th>" in html
+    assert re.search(r"<td>75\.0%</td><td>100\.0%</td>\s*<td>50\.0%</td>", html)
+
+
 def test_report_refuses_a_folder_without_results(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"no results\.json"):
         build_report(tmp_path)

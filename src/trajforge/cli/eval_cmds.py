@@ -167,6 +167,7 @@ def _eval_rows(summary: EvalSummary) -> list[tuple[str, str]]:
         ("mean reward (95% CI)", reward),
         ("scored", format_scored(summary.scored, summary.episodes)),
         *((f"pass@{k}", format_rate(v)) for k, v in summary.pass_at.items()),
+        *((f"pass^{k}", format_rate(v)) for k, v in summary.pass_hat.items() if k > 1),
         ("turns", f"{summary.turns_mean:.2f}"),
         ("tokens", f"{summary.tokens_mean:.1f}"),
         ("tool-error rate", f"{summary.tool_error_rate:.3f}"),
@@ -180,6 +181,7 @@ def eval_command(
     ctx: typer.Context,
     env: opts.EnvOption = "calculator",
     model: opts.ModelOption = "embedded",
+    user: opts.UserOption = None,
     tasks: opts.TasksOption = 16,
     n: opts.NOption = 1,
     split: opts.SplitOption = "test",
@@ -202,7 +204,7 @@ def eval_command(
     as_json: JsonOption = False,
 ) -> None:
     """Roll out a model on an environment's tasks, score them, and report success, mean reward,
-    pass@k and process metrics.
+    pass@k, pass^k (all k samples succeed) and process metrics.
 
     Defaults that differ from rollout's: greedy (--temperature 0), test split, at most 6 turns.
     Ctrl-C stops the run; --resume finishes it.

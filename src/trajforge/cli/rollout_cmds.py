@@ -50,6 +50,7 @@ def rollout_command(
     ctx: typer.Context,
     env: opts.EnvOption = "calculator",
     model: opts.ModelOption = "embedded",
+    user: opts.UserOption = None,
     tasks: opts.TasksOption = 16,
     n: opts.NOption = 1,
     store: StoreOption = None,

@@ -41,11 +41,19 @@ ModelOption = Annotated[
         "--model", help="Policy: embedded, tiny, expert, a model folder, openai:<url>#<model>."
     ),
 ]
+UserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--user",
+        help="Simulated user of an env that has one (retail): a policy as --model takes it; "
+        "expert is the env's scripted user (the default).",
+    ),
+]
 TasksOption = Annotated[
     int, typer.Option("--tasks", help="How many tasks of the environment to run.")
 ]
 NOption = Annotated[
-    int, typer.Option("--n", help="Samples per task (they share a group id; eval: pass@n).")
+    int, typer.Option("--n", help="Samples per task (they share a group id; eval: pass@n, pass^n).")
 ]
 SplitOption = Annotated[
     str,
@@ -155,6 +163,7 @@ def spec_from_options(options: Mapping[str, Any]) -> RolloutSpec:
             "batch_size": options["batch_size"],
             "precision": options["precision"],
         },
+        "user": None,
         "tasks": {"count": options["tasks"], "split": options["split"], "seed": seed},
         "n": options["n"],
         "limits": {
@@ -170,6 +179,8 @@ def spec_from_options(options: Mapping[str, Any]) -> RolloutSpec:
         "concurrency": options["concurrency"],
         "lockstep": options.get("lockstep", False),
     }
+    if options.get("user"):
+        data["user"] = {**data["policy"], "name": options["user"]}
     try:
         spec = RolloutSpec.model_validate(data)
     except ValidationError as exc:

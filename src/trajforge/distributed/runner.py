@@ -30,7 +30,14 @@ from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 from trajforge.distributed.cluster import actor_count, ray_cluster
 from trajforge.distributed.options import RayOptions
 from trajforge.distributed.worker import remote_worker
-from trajforge.rollout import EpisodeKey, EpisodeRunner, RolloutError, RolloutRun, RolloutSpec
+from trajforge.rollout import (
+    EpisodeKey,
+    EpisodeRunner,
+    PlayedEpisode,
+    RolloutError,
+    RolloutRun,
+    RolloutSpec,
+)
 from trajforge.schema import Trajectory
 
 DEFAULT_SLOTS = 8
@@ -96,6 +103,11 @@ class RayRunner(EpisodeRunner):
                 "spec.env and spec.policy: Ray actors build the environment and the policy from "
                 "their names; a live one stays in this process"
             )
+        if spec.user is not None:
+            raise RolloutError(
+                "spec.user: a simulated user's policy runs in one process, not on Ray actors "
+                "(an env's scripted user plays there, its side not recorded)"
+            )
         if self._actors:  # a persistent runner's actors, kept from the last run
             built = RolloutSpec.model_validate_json(self._spec_json)
             if (spec.env, spec.policy) != (built.env, built.policy):
@@ -147,10 +159,10 @@ class RayRunner(EpisodeRunner):
             for actor in self._actors:
                 actor.handle.set_weights.remote(*weights)
 
-    def play(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
+    def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
         return self._dispatch(run)
 
-    async def _dispatch(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
+    async def _dispatch(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
         queue = deque(run.todo)
         spec = ray.put(run.spec.model_dump_json())  # once per run, not once per episode
         running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]] = {}
@@ -184,7 +196,7 @@ class RayRunner(EpisodeRunner):
                     if key.store_key in yielded:
                         continue
                     yielded.add(key.store_key)
-                    yield trajectory
+                    yield PlayedEpisode(trajectory, [])
         finally:
             for _, _, ref in running.values():
                 ray.cancel(ref)

@@ -1,12 +1,16 @@
 """The environment registry: built-in names and user environments given as ``module:factory``.
 
 A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``,
-``keydoor``, ``time``), ``package.module:factory`` (a module on the Python path or in the current
-directory), ``path/to/file.py:factory`` or ``path/to/env.yaml`` (an env file: MCP servers, tools,
-tasks and a verifier, see ``trajforge.envs.mcp.envfile``).
+``keydoor``, ``time``, ``retail``), ``package.module:factory`` (a module on the Python path or in the current
+directory), ``path/to/file.py:factory``, ``path/to/env.yaml`` (an env file: MCP servers, tools,
+tasks and a verifier, see ``trajforge.envs.mcp.envfile``) or ``tau2-<domain>``: a tau2-bench
+domain through the adapter in ``trajforge.envs.tau2_bench`` (the optional ``tau2`` extra; not
+listed by ``list_envs``).
 
 A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, seed, split)``
 and ``expert(task, messages)``; its description is ``DESCRIPTION`` or its docstring's first line.
+An env with a simulated user also has ``scripted_user(task, view)``: the user's scripted replies
+(what the ``expert`` policy plays on the user's side).
 
 A user factory is called with the keyword arguments given to ``EnvEntry.make`` and returns either
 
@@ -43,7 +47,10 @@ BUILTIN_MODULES: dict[str, str] = {
     "gridworld": "trajforge.envs.builtin.gridworld",
     "keydoor": "trajforge.envs.builtin.keydoor",
     "time": "trajforge.envs.builtin.time_env",
+    "retail": "trajforge.envs.builtin.retail",
 }
+TAU2_PREFIX = "tau2-"
+TAU2_ADAPTER = "trajforge.envs.tau2_bench.adapter"
 USER_TEST_FRACTION = 0.1
 # Imported by name only when an env file is named: it loads the MCP SDK.
 ENV_FILE_MODULE = "trajforge.envs.mcp.envfile"
@@ -65,6 +72,8 @@ class EnvEntry:
         tasks: ``tasks(n, seed, split) -> list[Task]``.
         expert: ``expert(task, messages) -> str | None`` (the next reply, text protocol).
         description: One line for ``trajforge envs``.
+        scripted_user: ``(task, view) -> str | None``: the scripted simulated user's next
+            reply (envs with a simulated user only).
     """
 
     def __init__(
@@ -74,8 +83,10 @@ class EnvEntry:
         tasks: TasksFn | None = None,
         expert: ExpertFn | None = None,
         description: str = "",
+        scripted_user: ExpertFn | None = None,
     ) -> None:
         self.name = name
+        self.scripted_user = scripted_user
         self.description = description
         self._factory = factory
         self._tasks = tasks
@@ -131,7 +142,10 @@ def _entry_from_module(name: str, module: ModuleType) -> EnvEntry:
         if not callable(getattr(module, attr, None)):
             raise ConfigError(f"env {name!r}: module {module.__name__} has no function {attr}()")
     description = getattr(module, "DESCRIPTION", None) or _first_line(module.__doc__)
-    return EnvEntry(name, module.make_env, module.generate_tasks, module.expert, description)
+    scripted_user = getattr(module, "scripted_user", None)
+    return EnvEntry(
+        name, module.make_env, module.generate_tasks, module.expert, description, scripted_user
+    )
 
 
 def _tasks_from_list(name: str, declared: list[Task]) -> TasksFn:
@@ -155,7 +169,9 @@ def _entry_from_object(name: str, factory: Callable[..., Any], module: ModuleTyp
     if isinstance(made, Env):
         description = getattr(made, "description", "") or fallback
         declared = list(getattr(made, "tasks", None) or [])
-        return EnvEntry(name, factory, _tasks_from_list(name, declared), made.expert, description)
+        tasks = _tasks_from_list(name, declared)
+        user = getattr(made, "user_script", None)
+        return EnvEntry(name, factory, tasks, made.expert, description, user)
     if callable(getattr(made, "make", None)):
         return EnvEntry(
             getattr(made, "name", None) or name,
@@ -163,6 +179,7 @@ def _entry_from_object(name: str, factory: Callable[..., Any], module: ModuleTyp
             getattr(made, "tasks", None),
             getattr(made, "expert", None),
             getattr(made, "description", "") or fallback,
+            getattr(made, "scripted_user", None),
         )
     raise ConfigError(
         f"env {name!r}: the factory returned {type(made).__name__}; it must return an Env "
@@ -183,6 +200,15 @@ def get_env(name: str) -> EnvEntry:
         factory = importlib.import_module(ENV_FILE_MODULE).EnvFileFactory(Path(name))
         tasks = _tasks_from_list(name, factory.tasks)
         return EnvEntry(name, factory, tasks, None, factory.description)
+    if name.startswith(TAU2_PREFIX):
+        try:
+            adapter = importlib.import_module(TAU2_ADAPTER)
+        except ImportError as exc:
+            raise ConfigError(
+                f"env {name!r} needs tau2-bench: pip install 'trajforge[tau2]' ({exc})"
+            ) from exc
+        entry: EnvEntry = adapter.entry(name.removeprefix(TAU2_PREFIX))
+        return entry
     if ":" not in name:
         known = ", ".join(BUILTIN_MODULES)
         raise ConfigError(

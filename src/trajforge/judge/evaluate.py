@@ -1,4 +1,5 @@
-"""Evaluation summaries: success, mean reward with a 95% CI, pass@k and per-scorer means."""
+"""Evaluation summaries: success, mean reward with a 95% CI, pass@k, pass^k and per-scorer
+means."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from trajforge.judge.stats import (
     SUCCESS_THRESHOLD,
     RewardSummary,
     mean_pass_at_k,
+    mean_pass_hat_k,
     summarize_rewards,
 )
 from trajforge.judge.stats import is_success as outcome_is_success
@@ -40,10 +42,13 @@ class EvalSummary:
     # Per scorer: the mean of each trajectory's latest value, and how many have one.
     scores: dict[str, float] = field(default_factory=dict)
     scores_scored: dict[str, int] = field(default_factory=dict)
+    # tau-bench's pass^k (all k samples of a task succeed), for the same k as pass@k.
+    pass_hat: dict[int, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["pass_at"] = {str(k): v for k, v in self.pass_at.items()}
+        data["pass_hat"] = {str(k): v for k, v in self.pass_hat.items()}
         return data
 
 
@@ -68,7 +73,7 @@ def summarize(
     success_threshold: float = SUCCESS_THRESHOLD,
 ) -> EvalSummary:
     """Summarise finished trajectories: success and mean reward as ``RewardSummary`` defines
-    them, pass@k, process metrics, and per scorer the mean of each trajectory's latest score."""
+    them, pass@k and pass^k, process metrics, and per scorer the mean of each trajectory's latest score."""
     rewards = reward_summary(trajectories, success_threshold)
     successes = [(t.task.id, is_success(t, success_threshold)) for t in trajectories]
     per_task: dict[str, int] = defaultdict(int)
@@ -95,6 +100,7 @@ def summarize(
         reward_ci_low=ci_low,
         reward_ci_high=ci_high,
         pass_at={k: mean_pass_at_k(successes, k) for k in ks if 0 < k <= min_n},
+        pass_hat={k: mean_pass_hat_k(successes, k) for k in ks if 0 < k <= min_n},
         turns_mean=sum(m.turns for m in metrics) / n if n else 0.0,
         tokens_mean=sum(m.tokens for m in metrics) / n if n else 0.0,
         tool_error_rate=sum(m.tool_error_rate for m in metrics) / n if n else 0.0,

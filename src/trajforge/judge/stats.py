@@ -1,4 +1,4 @@
-"""Summary statistics for evaluations: mean with a confidence interval, pass@k, and the one
+"""Summary statistics for evaluations: mean with a confidence interval, pass@k and pass^k, and the one
 definition of success and mean reward that every command and report uses."""
 
 from __future__ import annotations
@@ -86,6 +86,32 @@ def mean_pass_at_k(results: Iterable[tuple[str, bool]], k: int) -> float:
     if not per_task:
         return math.nan
     return sum(pass_at_k(len(v), sum(v), k) for v in per_task.values()) / len(per_task)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k of tau-bench (Yao et al. 2024, "tau-bench: A Benchmark for Tool-Agent-User
+    Interaction in Real-World Domains"): the chance that ``k`` samples drawn without
+    replacement from the ``n`` of one task ALL succeed, ``c`` of them being successes:
+
+        pass^k = C(c, k) / C(n, k)
+
+    pass^1 is the success rate; pass^k falls with k for an agent that is not reliable.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"pass_hat_k: need 0 <= c <= n, got c={c}, n={n}")
+    if not 0 < k <= n:
+        raise ValueError(f"pass_hat_k: need 0 < k <= n={n}, got k={k}")
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def mean_pass_hat_k(results: Iterable[tuple[str, bool]], k: int) -> float:
+    """pass^k averaged over tasks, from ``(task_id, success)`` pairs."""
+    per_task: dict[str, list[bool]] = defaultdict(list)
+    for task_id, ok in results:
+        per_task[task_id].append(ok)
+    if not per_task:
+        return math.nan
+    return sum(pass_hat_k(len(v), sum(v), k) for v in per_task.values()) / len(per_task)
 
 
 # An episode succeeds when it ended ``ok`` with at least this reward.

@@ -151,6 +151,8 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
     stages: list[dict[str, Any]] = results.get("stages", [])
     evals = [s for s in stages if s.get("kind") == "eval" and "summary" in s]
     pass_ks = sorted({int(k) for s in evals for k in s["summary"].get("pass_at", {})})
+    # pass^1 is the success column already; a summary from before pass^k has none.
+    hat_ks = sorted({int(k) for s in evals for k in s["summary"].get("pass_hat", {})} - {1})
     rows = [
         {"name": s["name"], "time": _fmt_duration(s.get("duration_s")), **_figures_of(s["summary"])}
         for s in evals
@@ -184,6 +186,7 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         total_time=_fmt_duration(sum(s.get("duration_s") or 0.0 for s in stages)),
         rows=rows,
         pass_ks=pass_ks,
+        hat_ks=hat_ks,
         other_stages=other,
         plots=figures,
         samples=sample_pairs,

@@ -19,10 +19,11 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
-from typing import TypedDict, Unpack
+from typing import NamedTuple, TypedDict, Unpack
 
 from trajforge.envs.registry import EnvEntry, get_env
 from trajforge.policy.base import Policy
+from trajforge.policy.naming import load_policy
 from trajforge.rollout.episode import EnvFactory, Episode, EpisodeKey
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.lockstep import run_lockstep
@@ -46,6 +47,9 @@ class LiveParts(TypedDict, total=False):
     """Where the episodes are played (default: a ``LocalRunner`` in this process)."""
     hooks: Sequence[RolloutHook]
     """Called around the run, after the store's own hook."""
+    user_policy: Policy
+    """Plays the simulated user of an env that has one, in place of ``spec.user``; the
+    caller keeps it open."""
 
 
 class RolloutStream:
@@ -108,7 +112,11 @@ async def _run_async(
 
 
 def new_episode(
-    spec: RolloutSpec, key: EpisodeKey, make_env: EnvFactory, policy: Policy
+    spec: RolloutSpec,
+    key: EpisodeKey,
+    make_env: EnvFactory,
+    policy: Policy,
+    user_policy: Policy | None = None,
 ) -> Episode:
     """Episode ``key`` of the run ``spec`` describes (its ``run_id`` filled in): the same
     episode whichever process runs it."""
@@ -122,7 +130,15 @@ def new_episode(
         run_id=spec.run_id,
         group_id=group_id_for(spec.run_id, key.task.id),
         seed=spec.seed,
+        user_policy=user_policy,
     )
+
+
+class PlayedEpisode(NamedTuple):
+    """An episode's trajectory and the ones recorded beside it (the simulated user's side)."""
+
+    trajectory: Trajectory
+    linked: list[Trajectory]
 
 
 class EpisodeRunner(ABC):
@@ -135,8 +151,8 @@ class EpisodeRunner(ABC):
         """Get ready to play ``spec``'s episodes; return the name of the policy playing them."""
 
     @abstractmethod
-    def play(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
-        """Play ``run.todo``; yield every episode's trajectory exactly once, as it ends."""
+    def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
+        """Play ``run.todo``; yield every episode exactly once, as it ends."""
 
     @abstractmethod
     async def close(self) -> None:
@@ -151,44 +167,71 @@ class LocalRunner(EpisodeRunner):
         policy: The policy, kept open by the caller (``None``: loaded from the spec by
             ``start``, with ``expert`` as the scripted expert, and closed by ``close``).
         expert: The environment's scripted expert, for the ``expert`` policy.
+        user_policy: Plays the simulated user, kept open by the caller (``None``: chosen by
+            ``start`` from ``spec.user`` and ``scripted_user``, see ``_user_policy``).
+        scripted_user: The environment's scripted user, if it has one.
     """
 
     def __init__(
-        self, make_env: EnvFactory, policy: Policy | None, expert: ExpertFn | None = None
+        self,
+        make_env: EnvFactory,
+        policy: Policy | None,
+        expert: ExpertFn | None = None,
+        *,
+        user_policy: Policy | None = None,
+        scripted_user: ExpertFn | None = None,
     ) -> None:
         self._make_env = make_env
         self._policy = policy
         self._expert = expert
-        self._owned: Policy | None = None
+        self._user_policy = user_policy
+        self._scripted_user = scripted_user
+        self._owned: list[Policy] = []
 
     async def start(self, spec: RolloutSpec) -> str:
         if self._policy is None:
             if spec.policy is None:
                 raise RolloutError("spec.policy: name the policy, or pass a live one")
-            self._owned = self._policy = spec.policy.load(expert=self._expert)
+            self._policy = spec.policy.load(expert=self._expert)
+            self._owned.append(self._policy)
+        if self._user_policy is None:
+            self._user_policy = _user_policy(spec, self._scripted_user, self._policy)
+            if self._user_policy is not None and self._user_policy is not self._policy:
+                self._owned.append(self._user_policy)
         return self._policy.name
 
-    def play(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
+    async def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
         assert self._policy is not None, "start() loads the policy"
         spec = run.spec
-        episodes = [new_episode(spec, key, self._make_env, self._policy) for key in run.todo]
-        if spec.lockstep:
-            return run_lockstep(episodes, spec.concurrency)
-        return _run_async(episodes, spec.concurrency)
+        episodes = [
+            new_episode(spec, key, self._make_env, self._policy, self._user_policy)
+            for key in run.todo
+        ]
+        by_key = {ep.key.store_key: ep for ep in episodes}
+        source = (
+            run_lockstep(episodes, spec.concurrency)
+            if spec.lockstep
+            else _run_async(episodes, spec.concurrency)
+        )
+        async with aclosing(source) as finished:
+            async for traj in finished:
+                yield PlayedEpisode(traj, by_key[(traj.task.id, traj.sample_index or 0)].linked)
 
     async def close(self) -> None:
-        if self._owned is not None:
-            owned, self._owned = self._owned, None
-            await owned.close()
+        owned, self._owned = self._owned, []
+        for policy in reversed(owned):
+            await policy.close()
 
 
 async def _episodes(
     run: RolloutRun, runner: EpisodeRunner, hooks: Sequence[RolloutHook]
 ) -> AsyncGenerator[Trajectory, None]:
     async with aclosing(runner.play(run)) as finished:
-        async for traj in finished:
+        async for traj, linked in finished:
             run.stats.add(traj)
             for hook in hooks:
+                for other in linked:
+                    hook.on_linked_trajectory(run, other)
                 hook.on_episode_end(run, traj)
             yield traj
 
@@ -214,6 +257,21 @@ def _tasks(spec: RolloutSpec, entry: EnvEntry | None) -> list[Task]:
     return entry.tasks(sample.count, seed=sample.seed, split=sample.split)
 
 
+def _user_policy(spec: RolloutSpec, script: ExpertFn | None, agent: Policy) -> Policy | None:
+    """The simulated user's policy: ``spec.user`` (the agent's own object when both name the
+    same policy; ``expert`` is the env's scripted user ``script``), else the env's scripted user
+    when it has one, else none."""
+    if spec.user is None:
+        if script is None:
+            return None
+        return load_policy("expert", expert=script, name="scripted-user")
+    if spec.user == spec.policy:
+        return agent
+    if spec.user.name == "expert" and script is None:
+        raise RolloutError("spec.user: 'expert' is the env's scripted user; this env has none")
+    return spec.user.load(expert=script)
+
+
 @asynccontextmanager
 async def open_rollout(
     spec: RolloutSpec, **live: Unpack[LiveParts]
@@ -233,10 +291,17 @@ async def open_rollout(
             policy = live.get("policy")
             if policy is not None and spec.policy is not None:
                 raise RolloutError("spec.policy: the policy is passed live too; give it once")
-            expert = entry.expert if entry is not None else None
-            runner = LocalRunner(_env_factory(entry, live.get("env")), policy, expert)
-        elif "env" in live or "policy" in live:
-            raise RolloutError("a live env or policy runs in this process; not with a runner")
+            runner = LocalRunner(
+                _env_factory(entry, live.get("env")),
+                policy,
+                entry.expert if entry is not None else None,
+                user_policy=live.get("user_policy"),
+                scripted_user=entry.scripted_user if entry is not None else None,
+            )
+        elif {"env", "policy", "user_policy"} & live.keys():
+            raise RolloutError(
+                "a live env or policy runs in this process; not with a runner"
+            )
         stack.push_async_callback(runner.close)
         model = await runner.start(spec)
         store = live.get("store")

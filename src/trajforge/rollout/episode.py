@@ -18,9 +18,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from trajforge.envs.base import Env
+from trajforge.envs.user_sim import UserSimEnv
 from trajforge.policy.base import ChatSession, Policy, SamplingParams
 from trajforge.rollout.limits import EndReason, Limits
 from trajforge.rollout.seeding import derive_seed
+from trajforge.rollout.user import PolicyUser
 from trajforge.schema import (
     Message,
     Outcome,
@@ -30,6 +32,7 @@ from trajforge.schema import (
     Trajectory,
     Usage,
     check_conversation,
+    new_id,
 )
 
 EnvFactory = Callable[[], Env]
@@ -69,6 +72,8 @@ class Episode:
         run_id: The run this episode belongs to.
         group_id: Shared by the samples of this task.
         seed: The run's seed; turn seeds derive from it, the task id, the sample and the turn.
+        user_policy: Plays the simulated user of an env that has one (``None``: the env's own
+            scripted user, whose side is then not recorded).
     """
 
     def __init__(
@@ -82,8 +87,13 @@ class Episode:
         run_id: str,
         group_id: str,
         seed: int,
+        user_policy: Policy | None = None,
     ) -> None:
         self.key = key
+        self.user_policy = user_policy
+        self.user: PolicyUser | None = None
+        self.linked: list[Trajectory] = []
+        """Trajectories recorded beside the episode's own (the simulated user's side)."""
         self.env_factory = env_factory
         self.policy = policy
         self.limits = limits
@@ -154,6 +164,15 @@ class Episode:
             self.env.adopt_limits(
                 max_turns=self.limits.max_turns, tool_timeout_s=self.limits.tool_timeout_s
             )
+            if isinstance(self.env, UserSimEnv) and self.user_policy is not None:
+                self.user = PolicyUser(
+                    self.user_policy,
+                    self.key.task,
+                    self.sampling,
+                    seed=self.seed,
+                    sample_index=self.key.sample_index,
+                )
+                self.env.bind_user(self.user)
             opening = await self.env.reset(self.key.task)
         if not self.live or self.env is None:
             return
@@ -310,15 +329,24 @@ class Episode:
                 OutcomeStatus.ERROR, EndReason.ENV_ERROR, "the episode was stopped before it ended"
             )
         messages = list(self.session.messages) if self.session is not None else []
+        user_id = new_id() if self.user is not None and self.user.session is not None else None
+        if user_id is not None:
+            metadata.update(side="agent", linked=user_id)
         try:
-            return self._trajectory(messages, metadata)
+            traj = self._trajectory(messages, metadata)
         except ValidationError as exc:
             self.status, self.reason = OutcomeStatus.ERROR, EndReason.INVALID_TRAJECTORY
             self.error = (
                 f"the conversation breaks the trajectory contract: {exc.errors()[0]['msg']}"
             )
             self.reward = None
-            return self._trajectory(_valid_prefix(messages), metadata)
+            traj = self._trajectory(_valid_prefix(messages), metadata)
+        if self.user is not None and user_id is not None:
+            try:
+                self.linked.append(self.user.trajectory(traj, traj.env or "", user_id))
+            except Exception as exc:  # the agent's side is still worth keeping
+                traj.metadata["linked_error"] = describe_error(exc)
+        return traj
 
     def _trajectory(self, messages: list[Message], metadata: dict[str, Any]) -> Trajectory:
         assert self.status is not None

@@ -3,7 +3,7 @@
 The engine only runs episodes; everything else a run does hangs off hooks, as Agent Lightning's
 ``on_rollout_start``/``on_rollout_end`` do: ``StoreHook`` keeps the run's bookkeeping in a
 ``TrajectoryStore`` (its spec as the run's metadata, resume, every trajectory written as it
-ends) and ``RolloutProgress`` shows a progress bar.
+ends, the simulated user's side beside it) and ``RolloutProgress`` shows a progress bar.
 """
 
 from __future__ import annotations
@@ -80,6 +80,10 @@ class RolloutHook:
     def on_episode_end(self, run: RolloutRun, trajectory: Trajectory) -> None:
         """An episode has ended (``run.stats`` counts it already)."""
 
+    def on_linked_trajectory(self, run: RolloutRun, trajectory: Trajectory) -> None:
+        """A trajectory recorded beside an episode's own (the simulated user's side, under
+        its own run id), just before that episode's ``on_episode_end``; not in ``run.stats``."""
+
     def on_rollout_end(self, run: RolloutRun) -> None:
         """The rollout is over: every episode ended, or it was stopped (an error, Ctrl-C)."""
 
@@ -99,6 +103,9 @@ class StoreHook(RolloutHook):
         run.skip(self.store.completed_keys(run.run_id))
 
     def on_episode_end(self, run: RolloutRun, trajectory: Trajectory) -> None:
+        self.store.add(trajectory)
+
+    def on_linked_trajectory(self, run: RolloutRun, trajectory: Trajectory) -> None:
         self.store.add(trajectory)
 
     def stored(self, run: RolloutRun, wanted: Collection[StoreKey]) -> dict[StoreKey, Trajectory]:

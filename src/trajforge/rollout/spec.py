@@ -107,6 +107,9 @@ class RolloutSpec(_Frozen):
         env: The environment: a built-in name, ``module:factory`` or ``file.py:factory``
             (``None``: the caller passes a live factory).
         policy: The policy (``None``: the caller passes a live one).
+        user: The simulated user's policy, for an env that has one (``expert``: the env's
+            scripted user; ``None``: the scripted user, or a live one the caller passes).
+            Its side of each episode is stored under the run id ``<run_id>.user``.
         tasks: A ``TaskSample`` of the environment's tasks, or the tasks themselves (their
             ids must be distinct).
         n: Samples per task; they share a ``group_id``.
@@ -123,6 +126,7 @@ class RolloutSpec(_Frozen):
 
     env: str | None = Field(default=None, min_length=1)
     policy: PolicyRef | None = None
+    user: PolicyRef | None = None
     tasks: TaskSource
     n: int = Field(default=1, ge=1)
     limits: Limits = Field(default_factory=Limits)
