@@ -61,7 +61,10 @@ def common(case: dict[str, Any], out: Path) -> dict[str, Any]:
         "tensorboard": False,
         "progress": False,
         "checkpoint_every": case.get("checkpoint_every", 0),
-        "distributed": {"strategy": case.get("strategy", "ddp"), "timeout_s": 60},
+        "distributed": {
+            "strategy": case.get("strategy", "ddp"),
+            "timeout_s": case.get("timeout_s", 60),
+        },
     }
 
 
@@ -75,7 +78,8 @@ def make_trainer(case: dict[str, Any], out: Path, callbacks: Any = ()) -> Traine
     if case["kind"] == "dpo":
         dcfg = DPOConfig.model_validate({**settings, "batch_size": 3, "epochs": steps, "beta": 0.5})
         return DPOTrainer(dcfg, dpo_pairs(), callbacks=callbacks)
-    rcfg = small_rl_config(out, **settings, steps=steps, kl_coef=0.1, max_new_tokens=6)
+    store = case.get("store")
+    rcfg = small_rl_config(out, **settings, steps=steps, kl_coef=0.1, max_new_tokens=6, store=store)
     return RLTrainer(rcfg, rubric=even_rubric(), callbacks=callbacks)
 
 

@@ -66,11 +66,15 @@ def describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
-def launch_local(command: Sequence[str], num_processes: int, *, grace_s: float) -> None:
-    """Run ``command`` as ``num_processes`` processes and wait for all of them.
+def launch_local(
+    command: Sequence[str], num_processes: int, *, grace_s: float, timeout_s: float | None = None
+) -> None:
+    """Run ``command`` as ``num_processes`` processes and wait for all of them (at most
+    ``timeout_s`` seconds, then they are stopped).
 
     Raises:
-        DistributedError: a process failed; the message names each rank and how it ended.
+        DistributedError: a process failed or the run timed out; the message names each rank
+            and how it ended.
     """
     if num_processes < 1:
         raise ConfigError(f"--num-processes must be at least 1, got {num_processes}")
@@ -80,11 +84,17 @@ def launch_local(command: Sequence[str], num_processes: int, *, grace_s: float) 
         for rank in range(num_processes)
     ]
     stopped: set[int] = set()
+    end = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        _wait(procs, grace_s, stopped)
+        timed_out = _wait(procs, grace_s, end, stopped)
     except BaseException:
         _stop(procs, stopped)
         raise
+    if timed_out:
+        raise DistributedError(
+            f"training over {num_processes} processes did not end within {timeout_s:g} s: "
+            f"ranks {sorted(stopped)} stopped"
+        )
     failed = [
         f"rank {rank} "
         + ("stopped after the others failed" if rank in stopped else describe_exit(code))
@@ -99,15 +109,23 @@ def launch_local(command: Sequence[str], num_processes: int, *, grace_s: float) 
         )
 
 
-def _wait(procs: list[subprocess.Popen[bytes]], grace_s: float, stopped: set[int]) -> None:
+def _wait(
+    procs: list[subprocess.Popen[bytes]], grace_s: float, end: float | None, stopped: set[int]
+) -> bool:
+    """Wait until every process ended, stopping those left ``grace_s`` after one failed;
+    true if ``end`` came first (the processes are then stopped)."""
     deadline: float | None = None
     while any(p.poll() is None for p in procs):
         if deadline is None and any(p.returncode not in (None, 0) for p in procs):
             deadline = time.monotonic() + grace_s
         if deadline is not None and time.monotonic() > deadline:
             _stop(procs, stopped)
-            return
+            return False
+        if end is not None and time.monotonic() > end:
+            _stop(procs, stopped)
+            return True
         time.sleep(_POLL_S)
+    return False
 
 
 def _stop(procs: list[subprocess.Popen[bytes]], stopped: set[int]) -> None:
