@@ -8,7 +8,9 @@ one process.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +18,18 @@ import pytest
 import torch
 from dist_cases import make_trainer
 
-from trajforge.train.launch import launch_local
+from trajforge.train.checkpoint import checkpoint_root
+from trajforge.train.launch import DistributedError, launch_local
 
 HERE = Path(__file__).parent
 KINDS = ("sft", "dpo", "rl")
 STRATEGIES = ("ddp", "fsdp")
+
+
+RESUMED: dict[str, dict[str, Any]] = {
+    "resume-sft-fsdp-full": {"kind": "sft", "strategy": "fsdp", "lora": False},
+    "resume-rl-fsdp-lora": {"kind": "rl", "strategy": "fsdp", "lora": True},
+}
 
 
 def case_name(kind: str, strategy: str, lora: bool) -> str:
@@ -37,7 +46,9 @@ def launch(spec: dict[str, Any], path: Path, *, timeout_s: float = 240.0) -> Non
 def assert_same(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], atol: float) -> None:
     assert got.keys() == want.keys()
     for name, value in want.items():
-        torch.testing.assert_close(got[name], value, rtol=0.0, atol=atol, msg=name)
+        torch.testing.assert_close(
+            got[name], value, rtol=0.0, atol=atol, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +59,10 @@ def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for k in KINDS
         for s in STRATEGIES
         for lora in (False, True)
+    ]
+    # Two steps with a checkpoint after each: resumed from step 1 in one process below.
+    cases += [
+        {**RESUMED[name], "name": name, "steps": 2, "checkpoint_every": 1} for name in RESUMED
     ]
     launch({"out": str(out), "cases": cases}, out / "spec.json")
     return out
@@ -82,3 +97,55 @@ def test_a_step_over_two_processes_equals_one_process(
     # The step moved the weights (so equality is not the trivial one of untouched weights).
     assert any(not torch.equal(want[n], before[n]) for n in want)
     assert_same(got, want, atol=1e-5)
+
+
+def rewind(source: Path, dest: Path, step: int) -> Path:
+    """A copy of the run in ``source`` as if it had stopped after checkpoint ``step``."""
+    shutil.copytree(source, dest)
+    root = checkpoint_root(dest)
+    for ckpt in root.glob("step-*"):
+        if int(ckpt.name.removeprefix("step-")) > step:
+            shutil.rmtree(ckpt)
+    (root / "latest").write_text(f"step-{step:07d}")
+    return dest
+
+
+def trained(case: dict[str, Any], out: Path, *, resume: bool = False) -> dict[str, torch.Tensor]:
+    trainer = make_trainer(case, out)
+    trainer.train(resume=resume)
+    return trainer.parts.full_state(on_all=False)
+
+
+@pytest.mark.parametrize("name", list(RESUMED))
+def test_a_checkpoint_of_two_processes_resumes_in_one(
+    two_process_runs: Path, tmp_path: Path, name: str
+) -> None:
+    case = {**RESUMED[name], "steps": 2, "checkpoint_every": 1, "strategy": "ddp"}
+    resumed_dir = rewind(two_process_runs / name, tmp_path / "resumed", 1)
+    resumed = trained(case, resumed_dir, resume=True)
+    # The same run had it not stopped: step 2 made over two processes, as step 1 was.
+    assert_same(resumed, torch.load(two_process_runs / f"{name}.pt"), atol=1e-6)
+    # And a run made in one process throughout (step 1 summed in another order: 1e-5).
+    assert_same(resumed, trained(case, tmp_path / "one-process"), atol=1e-5)
+
+
+def test_a_killed_process_ends_the_run_with_an_error_and_the_run_resumes(
+    two_process_runs: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    name = "resume-sft-fsdp-full"
+    case = {**RESUMED[name], "name": "killed", "steps": 2, "checkpoint_every": 1, "timeout_s": 30}
+    started = time.monotonic()
+    # Rank 1 is SIGKILLed after step 1 (its checkpoint written); rank 0 must end by itself.
+    with pytest.raises(
+        DistributedError, match="rank 0 exited with status 1; rank 1 killed by SIGKILL"
+    ):
+        launch(
+            {"out": str(tmp_path), "cases": [{**case, "kill_rank_at_step": 1}]}, tmp_path / "a.json"
+        )
+    assert time.monotonic() - started < 120
+    assert "DistributedError: rank 0 of 2 failed at step 2" in capfd.readouterr().err
+    assert (checkpoint_root(tmp_path / "killed") / "latest").read_text() == "step-0000001"
+    launch({"out": str(tmp_path), "cases": [{**case, "resume": True}]}, tmp_path / "b.json")
+    # The resumed run ends where the run that was never killed ended.
+    resumed = torch.load(tmp_path / "killed.pt")
+    assert_same(resumed, torch.load(two_process_runs / f"{name}.pt"), atol=1e-6)

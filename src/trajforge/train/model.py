@@ -204,6 +204,10 @@ class TrainParts:
 
     def load_optimizer_state(self, state: dict[str, Any]) -> None:
         """Load an ``optimizer_state`` saved at any world size, sharding it where needed."""
+        if not state.get("state"):
+            # Saved before the optimizer first stepped: it has no state yet (its settings come
+            # from the config, the learning rate from the schedule's own checkpoint).
+            return
         wrapper = self.accelerator.unwrap_model(self.logprob_model)
         options = StateDictOptions(full_state_dict=True)
         set_optimizer_state_dict(wrapper, self._torch_optimizer(), state, options=options)
@@ -243,7 +247,10 @@ def make_accelerator(mode: str, distributed: DistributedSettings | None = None) 
         AcceleratorState._reset_state()
     timeout = (distributed or DistributedSettings()).timeout_s
     group = InitProcessGroupKwargs(timeout=timedelta(seconds=timeout))
-    return Accelerator(mixed_precision=mode, kwargs_handlers=[group])
+    # accelerate joins CPU processes (gloo) only when told to run on the CPU: without ``cpu``
+    # each launched process would train alone on a machine without an accelerator.
+    cpu = not torch.accelerator.is_available()
+    return Accelerator(mixed_precision=mode, cpu=cpu, kwargs_handlers=[group])
 
 
 def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
