@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,10 +17,13 @@ from typing import Any
 
 import pytest
 import torch
-from dist_cases import make_trainer
+import yaml
+from dist_cases import common, make_trainer, sft_data
+from safetensors.torch import load_file
 
+from trajforge.formats.jsonl import write_trajectories
 from trajforge.train.checkpoint import checkpoint_root
-from trajforge.train.launch import DistributedError, launch_local
+from trajforge.train.launch import DistributedError, free_port, launch_local
 
 HERE = Path(__file__).parent
 KINDS = ("sft", "dpo", "rl")
@@ -149,3 +153,58 @@ def test_a_killed_process_ends_the_run_with_an_error_and_the_run_resumes(
     # The resumed run ends where the run that was never killed ended.
     resumed = torch.load(tmp_path / "killed.pt")
     assert_same(resumed, torch.load(two_process_runs / f"{name}.pt"), atol=1e-6)
+
+
+def cli_config(tmp_path: Path, name: str) -> Path:
+    """A ``trajforge train sft`` config of the ``sft-fsdp-full`` case (data as JSONL)."""
+    data = tmp_path / "data.jsonl"
+    if not data.exists():
+        write_trajectories(data, sft_data())
+    cfg = {
+        **common({"strategy": "fsdp"}, tmp_path / name),
+        "output_dir": str(tmp_path / name),
+        "data": {"jsonl": str(data)},
+        "batch_size": 6,
+        "epochs": 1,
+        "checkpoint_every": 1,
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def run_cli(command: list[str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def assert_final_is(out: Path, want: dict[str, torch.Tensor]) -> None:
+    """``out/final`` holds ``want``'s weights, and only the main process wrote metrics."""
+    final = load_file(out / "final" / "model.safetensors")
+    assert final and final.keys() <= want.keys()
+    assert_same(final, {n: want[n] for n in final}, atol=1e-6)
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").open()] == [1]
+
+
+def test_train_cli_num_processes_trains_over_two_processes(
+    two_process_runs: Path, tmp_path: Path
+) -> None:
+    trajforge = str(Path(sys.executable).parent / "trajforge")
+    config = cli_config(tmp_path, "cli")
+    done = run_cli([trajforge, "train", "sft", "-c", str(config), "--num-processes", "2", "--json"])
+    assert json.loads(done.stdout)["steps"] == 1  # one summary, from the main process
+    assert_final_is(tmp_path / "cli", torch.load(two_process_runs / "sft-fsdp-full.pt"))
+
+
+@pytest.mark.slow
+def test_train_cli_under_accelerate_launch(two_process_runs: Path, tmp_path: Path) -> None:
+    accelerate = str(Path(sys.executable).parent / "accelerate")
+    config = cli_config(tmp_path, "acc")
+    # --multi_gpu picks accelerate's torchrun launcher; without a GPU the processes join
+    # over gloo on the CPU (accelerate's --cpu would need mpirun).
+    launcher = [accelerate, "launch", "--multi_gpu", "--num_processes", "2"]
+    launcher += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    launcher += ["--main_process_port", str(free_port())]
+    run_cli([*launcher, "-m", "trajforge", "train", "sft", "-c", str(config)])
+    assert_final_is(tmp_path / "acc", torch.load(two_process_runs / "sft-fsdp-full.pt"))
