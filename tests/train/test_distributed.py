@@ -22,6 +22,7 @@ from dist_cases import common, make_trainer, sft_data
 from safetensors.torch import load_file
 
 from trajforge.formats.jsonl import write_trajectories
+from trajforge.store import TrajectoryStore
 from trajforge.train.checkpoint import checkpoint_root
 from trajforge.train.launch import DistributedError, free_port, launch_local
 
@@ -64,6 +65,9 @@ def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for s in STRATEGIES
         for lora in (False, True)
     ]
+    for case in cases:  # RL rollouts are stored (by the main process alone)
+        if case["name"] == "rl-fsdp-full":
+            case["store"] = str(out / "rl-store.db")
     # Two steps with a checkpoint after each: resumed from step 1 in one process below.
     cases += [
         {**RESUMED[name], "name": name, "steps": 2, "checkpoint_every": 1} for name in RESUMED
@@ -101,6 +105,22 @@ def test_a_step_over_two_processes_equals_one_process(
     # The step moved the weights (so equality is not the trivial one of untouched weights).
     assert any(not torch.equal(want[n], before[n]) for n in want)
     assert_same(got, want, atol=1e-5)
+
+
+def test_only_the_main_process_writes_the_store_metrics_and_checkpoints(
+    two_process_runs: Path,
+) -> None:
+    with TrajectoryStore(two_process_runs / "rl-store.db") as store:
+        assert store.count() == 4  # 2 groups x 2 samples, rolled out once
+        assert len(store.list_runs()) == 1
+    for name in [case_name(k, s, lo) for k in KINDS for s in STRATEGIES for lo in (False, True)]:
+        steps = [
+            json.loads(line)["step"] for line in (two_process_runs / name / "metrics.jsonl").open()
+        ]
+        assert steps == [1], name
+    for name in RESUMED:
+        root = checkpoint_root(two_process_runs / name)
+        assert sorted(p.name for p in root.iterdir()) == ["latest", "step-0000001", "step-0000002"]
 
 
 def rewind(source: Path, dest: Path, step: int) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import random
 from dataclasses import dataclass
 from datetime import timedelta
@@ -236,6 +237,10 @@ class TrainParts:
         return model
 
 
+_FOREIGN_SHARDING = ("FSDP", "DEEPSPEED", "MEGATRON_LM")
+"""accelerate's own sharding plugins, which trajforge does not use (``distributed.strategy``)."""
+
+
 def make_accelerator(mode: str, distributed: DistributedSettings | None = None) -> Any:
     """An ``Accelerator`` in mixed-precision ``mode`` ("no" or "bf16"); under a launcher it
     joins the process group, whose collectives wait ``distributed.timeout_s`` at most."""
@@ -245,6 +250,14 @@ def make_accelerator(mode: str, distributed: DistributedSettings | None = None) 
     shared = AcceleratorState._shared_state
     if shared and shared.get("_mixed_precision") != mode:
         AcceleratorState._reset_state()
+    # accelerate launch sets these from its config; trajforge shards by its own config instead.
+    for plugin in _FOREIGN_SHARDING:
+        if os.environ.get(f"ACCELERATE_USE_{plugin}", "").lower() == "true":
+            raise ConfigError(
+                f"accelerate is configured for {plugin}, which trajforge does not use: launch "
+                "with distributed_type MULTI_GPU (accelerate launch --multi_gpu) and set "
+                "distributed.strategy: fsdp in the training config to shard (docs/scaling.md)"
+            )
     timeout = (distributed or DistributedSettings()).timeout_s
     group = InitProcessGroupKwargs(timeout=timedelta(seconds=timeout))
     # accelerate joins CPU processes (gloo) only when told to run on the CPU: without ``cpu``
