@@ -8,10 +8,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from trajforge.cli.common import console, print_json
+from trajforge.cli.common import (
+    NumProcessesOption,
+    console,
+    launched_as_processes,
+    print_json,
+)
 from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.pipeline.config import load_experiment
 from trajforge.report.html import REPORT_FILE, build_report
+from trajforge.train.launch import launched_rank
 
 
 def run_command(
@@ -30,13 +36,18 @@ def run_command(
     ] = None,
     stage: Annotated[str | None, typer.Option("--stage", help="Re-run only this stage.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json at the end.")] = False,
+    num_processes: NumProcessesOption = 1,
 ) -> None:
     """Run a staged experiment (eval, demonstrations, SFT, RL, ...) and write its report."""
+    if launched_as_processes(num_processes):
+        return
     from trajforge.pipeline.runner import ExperimentRunner  # lazy: its training stages load torch
 
     exp = load_experiment(experiment, overrides or [])
     runner = ExperimentRunner(exp, out)
     results = runner.run(only=stage)
+    if launched_rank() != 0:
+        return  # one report per run, from the main process
     if as_json:
         print_json(results)
         return

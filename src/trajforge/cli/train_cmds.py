@@ -2,35 +2,29 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from trajforge.cli.common import JsonOption, console, print_json
+from trajforge.cli.common import (
+    JsonOption,
+    NumProcessesOption,
+    console,
+    launched_as_processes,
+    print_json,
+)
 from trajforge.curate import preference_pairs
 from trajforge.errors import DataError
 from trajforge.train.config import DPOConfig, RLConfig, SFTConfig, load_train_config
 from trajforge.train.data import load_source
-from trajforge.train.launch import launch_local, launched_rank
+from trajforge.train.launch import launched_rank
 
 ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help="YAML config file (validated; errors name the key).")
 ]
 ResumeOption = Annotated[
     bool, typer.Option("--resume", help="Continue from the latest checkpoint in output_dir.")
-]
-NumProcessesOption = Annotated[
-    int,
-    typer.Option(
-        "--num-processes",
-        min=1,
-        help="Train as N processes on this machine (gloo on CPUs, nccl on GPUs; "
-        "distributed.strategy picks ddp or fsdp). Several machines: accelerate launch "
-        "(docs/scaling.md).",
-    ),
 ]
 OverridesArgument = Annotated[
     list[str] | None,
@@ -40,27 +34,6 @@ OverridesArgument = Annotated[
         show_default=False,
     ),
 ]
-
-
-_LAUNCH_GRACE_S = 60.0
-"""How long the other processes may take to report their own error after one failed."""
-
-
-def _launched(num_processes: int) -> bool:
-    """With N > 1 in the process the user started: run this same command as N processes over
-    127.0.0.1 and return true once they all finished (each of them sees ``RANK`` and trains)."""
-    if num_processes == 1 or "RANK" in os.environ:
-        return False
-    argv = sys.argv[1:]
-    for k, arg in enumerate(argv):
-        if arg == "--num-processes":
-            argv = argv[:k] + argv[k + 2 :]
-            break
-        if arg.startswith("--num-processes="):
-            argv = argv[:k] + argv[k + 1 :]
-            break
-    launch_local([sys.executable, "-m", "trajforge", *argv], num_processes, grace_s=_LAUNCH_GRACE_S)
-    return True
 
 
 def _summary(result: Any, output_dir: Path) -> dict[str, Any]:
@@ -97,7 +70,7 @@ def sft(
     num_processes: NumProcessesOption = 1,
 ) -> None:
     """Supervised fine-tuning on the assistant tokens of stored trajectories."""
-    if _launched(num_processes):
+    if launched_as_processes(num_processes):
         return
     from trajforge.train.sft import SFTTrainer  # lazy: torch loads only when a command trains
 
@@ -115,7 +88,7 @@ def dpo(
     num_processes: NumProcessesOption = 1,
 ) -> None:
     """DPO on preference pairs built from groups of stored trajectories."""
-    if _launched(num_processes):
+    if launched_as_processes(num_processes):
         return
     from trajforge.train.dpo import DPOTrainer  # lazy: torch loads only when a command trains
 
@@ -139,7 +112,7 @@ def rl(
     num_processes: NumProcessesOption = 1,
 ) -> None:
     """On-policy RL: roll out groups, compute advantages, update, repeat."""
-    if _launched(num_processes):
+    if launched_as_processes(num_processes):
         return
     from trajforge.serve.collect import agent_rollouts_for  # lazy: loads uvicorn (0.4 s)
     from trajforge.train.rl import RLTrainer  # lazy: torch loads only when a command trains

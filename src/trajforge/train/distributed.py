@@ -23,11 +23,14 @@ plugin), so FSDP through accelerate cannot run on CPUs; the same FSDP2 code then
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+from accelerate import PartialState
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
@@ -44,6 +47,23 @@ SUMMED_METRICS = frozenset({"tokens", "loss_tokens", "pairs", "tokens_per_s"})
 def world_size() -> int:
     """Processes in this run (1 without a launcher)."""
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def is_main_process() -> bool:
+    """Whether this is the main process (rank 0, or the only one)."""
+    return world_size() == 1 or dist.get_rank() == 0
+
+
+def on_cpu() -> bool:
+    """Whether the processes run on CPUs: accelerate then joins them over gloo only when told."""
+    return not torch.accelerator.is_available()
+
+
+def join_launched_processes(timeout_s: float) -> None:
+    """Join the process group now when a launcher started several processes (a no-op
+    otherwise): for work shared before any trainer exists (``trajforge run``'s stages)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        PartialState(cpu=on_cpu(), timeout=timedelta(seconds=timeout_s))
 
 
 def split_for_rank(sizes: Sequence[int], rank: int, world: int) -> list[int]:

@@ -46,7 +46,7 @@ from trajforge.train.config import (
     Schedule,
     Strategy,
 )
-from trajforge.train.distributed import barrier, shard_model
+from trajforge.train.distributed import barrier, on_cpu, shard_model
 from trajforge.train.logprobs import TokenLogprobModel
 
 
@@ -262,8 +262,7 @@ def make_accelerator(mode: str, distributed: DistributedSettings | None = None) 
     group = InitProcessGroupKwargs(timeout=timedelta(seconds=timeout))
     # accelerate joins CPU processes (gloo) only when told to run on the CPU: without ``cpu``
     # each launched process would train alone on a machine without an accelerator.
-    cpu = not torch.accelerator.is_available()
-    return Accelerator(mixed_precision=mode, cpu=cpu, kwargs_handlers=[group])
+    return Accelerator(mixed_precision=mode, cpu=on_cpu(), kwargs_handlers=[group])
 
 
 def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
