@@ -169,10 +169,17 @@ def test_a_killed_process_ends_the_run_with_an_error_and_the_run_resumes(
     assert time.monotonic() - started < 120
     assert "DistributedError: rank 0 of 2 failed at step 2" in capfd.readouterr().err
     assert (checkpoint_root(tmp_path / "killed") / "latest").read_text() == "step-0000001"
-    launch({"out": str(tmp_path), "cases": [{**case, "resume": True}]}, tmp_path / "b.json")
+    # Beside it, the other way round: a run checkpointed in one process goes on over two.
+    one = {**case, "name": "from-one"}
+    uninterrupted = trained(one, tmp_path / "one-process")
+    rewind(tmp_path / "one-process", tmp_path / "from-one", 1)
+    resumes = [{**case, "resume": True}, {**one, "resume": True}]
+    launch({"out": str(tmp_path), "cases": resumes}, tmp_path / "b.json")
     # The resumed run ends where the run that was never killed ended.
     resumed = torch.load(tmp_path / "killed.pt")
     assert_same(resumed, torch.load(two_process_runs / f"{name}.pt"), atol=1e-6)
+    # Step 2 made over two processes instead of one: summed in another order (1e-5).
+    assert_same(torch.load(tmp_path / "from-one.pt"), uninterrupted, atol=1e-5)
 
 
 def cli_config(tmp_path: Path, name: str) -> Path:
