@@ -83,14 +83,15 @@ def one_process_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
 
 def one_process(
     runs: dict[str, Any], kind: str, lora: bool
-) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """The weights before and after the case's step in this process (trained once per case)."""
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, Any]]:
+    """The weights before and after the case's step in this process, and the step's metrics
+    (trained once per case)."""
     key = f"{kind}-{lora}"
     if key not in runs:
         trainer = make_trainer({"kind": kind, "lora": lora}, runs["root"] / key)
         before = {n: t.clone() for n, t in trainer.parts.full_state(on_all=False).items()}
-        trainer.train()
-        runs[key] = before, trainer.parts.full_state(on_all=False)
+        result = trainer.train()
+        runs[key] = before, trainer.parts.full_state(on_all=False), result.history[-1]
     return runs[key]  # type: ignore[no-any-return]
 
 
@@ -101,10 +102,15 @@ def test_a_step_over_two_processes_equals_one_process(
     two_process_runs: Path, one_process_runs: dict[str, Any], kind: str, strategy: str, lora: bool
 ) -> None:
     got = torch.load(two_process_runs / f"{case_name(kind, strategy, lora)}.pt")
-    before, want = one_process(one_process_runs, kind, lora)
+    before, want, metrics = one_process(one_process_runs, kind, lora)
     # The step moved the weights (so equality is not the trivial one of untouched weights).
     assert any(not torch.equal(want[n], before[n]) for n in want)
     assert_same(got, want, atol=1e-5)
+    # The logged metrics are those of the whole step too.
+    name = case_name(kind, strategy, lora)
+    (logged,) = [json.loads(line) for line in (two_process_runs / name / "metrics.jsonl").open()]
+    for key in ("loss", "loss_tokens", "grad_norm"):
+        assert logged[key] == pytest.approx(metrics[key], rel=1e-5), key
 
 
 def test_only_the_main_process_writes_the_store_metrics_and_checkpoints(

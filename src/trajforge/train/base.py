@@ -49,6 +49,9 @@ class Trainer(ABC):
     """Subclasses implement ``total_steps``, ``run_step`` and the data cursor."""
 
     description = "train"
+    metric_weight: str | None = None
+    """The step metric that weights each process's metrics when they are averaged over the
+    processes (the count its means are taken over); ``None``: a plain mean."""
 
     def __init__(
         self,
@@ -123,7 +126,7 @@ class Trainer(ABC):
         if acc.num_processes == 1:
             return self.run_step(step)
         try:
-            return reduce_metrics(self.run_step(step))
+            return reduce_metrics(self.run_step(step), self.metric_weight)
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise DistributedError(

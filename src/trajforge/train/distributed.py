@@ -40,7 +40,7 @@ from trajforge.train.launch import DistributedError
 
 T = TypeVar("T")
 
-SUMMED_METRICS = frozenset({"tokens", "loss_tokens", "pairs", "tokens_per_s"})
+SUMMED_METRICS = frozenset({"tokens", "loss_tokens", "pairs", "tokens_per_s", "micro_batches"})
 """Step metrics that add up over processes; the others are averaged."""
 
 
@@ -130,9 +130,10 @@ def from_main(compute: Callable[[], T]) -> T:
     return value
 
 
-def reduce_metrics(metrics: dict[str, float]) -> dict[str, float]:
+def reduce_metrics(metrics: dict[str, float], weight: str | None = None) -> dict[str, float]:
     """Step metrics over the processes: counts and throughput summed (``SUMMED_METRICS``), the
-    rest averaged over the processes that report them."""
+    rest averaged over the processes that report them, each weighted by its own ``weight``
+    metric when given (a loss that is a mean over a rank's tokens becomes the global mean)."""
     world = world_size()
     if world == 1:
         return metrics
@@ -140,9 +141,16 @@ def reduce_metrics(metrics: dict[str, float]) -> dict[str, float]:
     dist.all_gather_object(gathered, metrics)
     out: dict[str, float] = {}
     for key in list(metrics) + sorted({k for m in gathered for k in m} - metrics.keys()):
-        values = [float(m[key]) for m in gathered if key in m]
-        total = sum(values)
-        out[key] = total if key in SUMMED_METRICS else total / len(values)
+        reports = [m for m in gathered if key in m]
+        if key in SUMMED_METRICS:
+            out[key] = sum(float(m[key]) for m in reports)
+            continue
+        weights = [float(m.get(weight, 0.0)) if weight else 1.0 for m in reports]
+        if sum(weights) <= 0:  # no process trained on anything: a plain mean
+            weights = [1.0] * len(reports)
+        out[key] = sum(w * float(m[key]) for w, m in zip(weights, reports, strict=True)) / sum(
+            weights
+        )
     return out
 
 

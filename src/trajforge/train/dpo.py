@@ -48,6 +48,7 @@ class DPOTrainer(Trainer):
     """Direct preference optimisation over ``PreferencePair``s of trajectories."""
 
     description = "dpo"
+    metric_weight = "pairs"
 
     def __init__(
         self,

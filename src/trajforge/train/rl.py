@@ -122,6 +122,7 @@ class RLTrainer(Trainer):
     """The on-policy loop over an environment from the registry."""
 
     description = "rl"
+    metric_weight = "loss_tokens"
 
     def __init__(
         self,

@@ -59,6 +59,7 @@ class SFTTrainer(Trainer):
     """Behaviour cloning on trajectories; only assistant-sampled tokens are in the loss."""
 
     description = "sft"
+    metric_weight = "loss_tokens"
 
     def __init__(
         self,
