@@ -115,8 +115,11 @@ def _wait(
     """Wait until every process ended, stopping those left ``grace_s`` after one failed;
     true if ``end`` came first (the processes are then stopped)."""
     deadline: float | None = None
-    while any(p.poll() is None for p in procs):
-        if deadline is None and any(p.returncode not in (None, 0) for p in procs):
+    while True:
+        codes = [p.poll() for p in procs]  # every process, each round
+        if None not in codes:
+            return False
+        if deadline is None and any(code not in (None, 0) for code in codes):
             deadline = time.monotonic() + grace_s
         if deadline is not None and time.monotonic() > deadline:
             _stop(procs, stopped)
@@ -125,7 +128,6 @@ def _wait(
             _stop(procs, stopped)
             return True
         time.sleep(_POLL_S)
-    return False
 
 
 def _stop(procs: list[subprocess.Popen[bytes]], stopped: set[int]) -> None:
