@@ -387,7 +387,9 @@ class RLTrainer(Trainer):
             "failed_scores": float(failed_scores),
         }
         metrics["replayed"] = float(self._with_replay(trajs, rewards))
-        metrics.update(self.revisits.metrics(revisited))
+        if self.parts.accelerator.is_main_process:
+            # The main process chooses the tasks, so its pool is the one that counts visits.
+            metrics.update(self.revisits.metrics(revisited))
         trainable = [i for i, t in enumerate(trajs) if t.is_tokenized and t.num_turns > 0]
         trajs = [trajs[i] for i in trainable]
         reward_t = torch.tensor([rewards[i] for i in trainable], dtype=torch.float32)
