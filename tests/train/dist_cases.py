@@ -69,7 +69,8 @@ def common(case: dict[str, Any], out: Path) -> dict[str, Any]:
 
 
 def make_trainer(case: dict[str, Any], out: Path, callbacks: Any = ()) -> Trainer:
-    """The trainer of ``case``: ``kind`` (sft, dpo, rl), ``lora``, ``strategy``, ``steps``."""
+    """The trainer of ``case``: ``kind`` (sft, dpo, rl), ``lora``, ``strategy``, ``steps``, and
+    for RL ``rl`` (more RL settings)."""
     settings = common(case, out)
     steps = case.get("steps", 1)
     if case["kind"] == "sft":
@@ -79,7 +80,8 @@ def make_trainer(case: dict[str, Any], out: Path, callbacks: Any = ()) -> Traine
         dcfg = DPOConfig.model_validate({**settings, "batch_size": 3, "epochs": steps, "beta": 0.5})
         return DPOTrainer(dcfg, dpo_pairs(), callbacks=callbacks)
     store = case.get("store")
-    rcfg = small_rl_config(out, **settings, steps=steps, kl_coef=0.1, max_new_tokens=6, store=store)
+    rl = {"kl_coef": 0.1, "max_new_tokens": 6, **case.get("rl", {})}
+    rcfg = small_rl_config(out, **settings, steps=steps, store=store, **rl)
     return RLTrainer(rcfg, rubric=even_rubric(), callbacks=callbacks)
 
 

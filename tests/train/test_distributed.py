@@ -37,6 +37,25 @@ RESUMED: dict[str, dict[str, Any]] = {
 }
 
 
+RL_MODES: dict[str, dict[str, Any]] = {
+    # Validation episodes run on the main process and sent to the others.
+    "rl-validation-fsdp-full": {
+        "kind": "rl",
+        "strategy": "fsdp",
+        "steps": 2,
+        "rl": {"num_tasks": 4, "validation": {"tasks": 2, "every": 1, "keep_best": False}},
+    },
+    # The next step's rollouts sampled on the main process while this step trains.
+    "rl-async-ddp-lora": {
+        "kind": "rl",
+        "strategy": "ddp",
+        "lora": True,
+        "steps": 2,
+        "rl": {"async_staleness": 1},
+    },
+}
+
+
 def case_name(kind: str, strategy: str, lora: bool) -> str:
     return f"{kind}-{strategy}-{'lora' if lora else 'full'}"
 
@@ -68,6 +87,7 @@ def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for case in cases:  # RL rollouts are stored (by the main process alone)
         if case["name"] == "rl-fsdp-full":
             case["store"] = str(out / "rl-store.db")
+    cases += [{**RL_MODES[name], "name": name} for name in RL_MODES]
     # Two steps with a checkpoint after each: resumed from step 1 in one process below.
     cases += [
         {**RESUMED[name], "name": name, "steps": 2, "checkpoint_every": 1} for name in RESUMED
@@ -111,6 +131,18 @@ def test_a_step_over_two_processes_equals_one_process(
     (logged,) = [json.loads(line) for line in (two_process_runs / name / "metrics.jsonl").open()]
     for key in ("loss", "loss_tokens", "grad_norm"):
         assert logged[key] == pytest.approx(metrics[key], rel=1e-5), key
+
+
+@pytest.mark.parametrize("name", list(RL_MODES))
+def test_rl_modes_over_two_processes_equal_one_process(
+    two_process_runs: Path, tmp_path: Path, name: str
+) -> None:
+    trainer = make_trainer({**RL_MODES[name], "strategy": "ddp"}, tmp_path)
+    before = {n: t.clone() for n, t in trainer.parts.full_state(on_all=False).items()}
+    trainer.train()
+    want = trainer.parts.full_state(on_all=False)
+    assert any(not torch.equal(want[n], before[n]) for n in want)
+    assert_same(torch.load(two_process_runs / f"{name}.pt"), want, atol=1e-5)
 
 
 def test_only_the_main_process_writes_the_store_metrics_and_checkpoints(
