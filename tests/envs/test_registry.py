@@ -30,12 +30,25 @@ def solve_all(entry: EnvEntry, tasks: list[Task]) -> list[float]:
 
 
 def test_builtin_names() -> None:
-    assert builtin_names() == ["calculator", "python", "sql", "search", "gridworld"]
+    assert builtin_names() == [
+        "calculator",
+        "python",
+        "sql",
+        "search",
+        "gridworld",
+        "keydoor",
+        "time",
+    ]
 
 
 @pytest.mark.parametrize(
     ("name", "tools"),
-    [("calculator", ["calculator"]), ("search", ["search", "open"]), ("gridworld", ["move"])],
+    [
+        ("calculator", ["calculator"]),
+        ("search", ["search", "open"]),
+        ("gridworld", ["move"]),
+        ("keydoor", ["move"]),
+    ],
 )
 def test_builtin_entries_make_fresh_envs_tasks_and_experts(name: str, tools: list[str]) -> None:
     entry = get_env(name)

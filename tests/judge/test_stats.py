@@ -5,10 +5,12 @@ import math
 import pytest
 
 from trajforge.judge.stats import (
+    SUCCESS_THRESHOLD,
     is_success,
     mean_ci95,
     mean_pass_at_k,
     pass_at_k,
+    summarize_reward_totals,
     summarize_rewards,
     summarize_rewards_by,
 )
@@ -101,3 +103,23 @@ def test_groups_are_summarised_alike() -> None:
     assert list(groups) == ["a", "b"]
     assert groups["a"] == summarize_rewards([("error", None), ("ok", 1.0)])
     assert (groups["b"].success, groups["b"].reward_mean, groups["b"].scored) == (0.5, 0.5, 2)
+
+
+def test_summaries_from_sql_totals_match_summaries_from_the_rewards() -> None:
+    outcomes = [
+        ("ok", 1.0), ("ok", 0.25), ("ok", None), ("ok", 0.5),
+        ("error", 1.0), ("truncated", 0.75), ("timeout", None), ("ok", 0.9),
+    ]  # fmt: skip
+    totals = []
+    for status in ("ok", "error", "truncated", "timeout"):
+        rewards = [r for s, r in outcomes if s == status and r is not None]
+        n = sum(s == status for s, _ in outcomes)
+        at = sum(r >= SUCCESS_THRESHOLD for r in rewards)
+        totals.append((status, n, len(rewards), sum(rewards), sum(r * r for r in rewards), at))
+    direct, aggregated = summarize_rewards(outcomes), summarize_reward_totals(totals)
+    assert (aggregated.episodes, aggregated.scored, aggregated.successes) == (
+        direct.episodes, direct.scored, direct.successes
+    )  # fmt: skip
+    for field in ("mean", "low", "high"):
+        assert getattr(aggregated.reward, field) == pytest.approx(getattr(direct.reward, field))
+    assert math.isnan(summarize_reward_totals([]).reward.mean)

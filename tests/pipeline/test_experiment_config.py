@@ -54,7 +54,7 @@ def test_a_valid_experiment_passes_the_check(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()  # the check writes nothing
 
 
-@pytest.mark.parametrize("example", ["calculator", "gridworld"])
+@pytest.mark.parametrize("example", ["calculator", "gridworld", "keydoor"])
 def test_shipped_examples_pass_the_check(example: str, tmp_path: Path) -> None:
     exp = load_experiment(EXAMPLES / example / "experiment.yaml")
     assert exp.env == example

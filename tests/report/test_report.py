@@ -9,7 +9,7 @@ import pytest
 from trajforge.errors import DataError
 from trajforge.judge.evaluate import summarize
 from trajforge.report.html import build_report
-from trajforge.schema import Outcome, OutcomeStatus, Trajectory
+from trajforge.schema import Outcome, OutcomeStatus, Role, Trajectory
 from trajforge.schema.synthetic import synthetic_trajectory
 from trajforge.store import TrajectoryStore
 
@@ -59,6 +59,19 @@ def test_report_has_table_plots_and_samples(tmp_path: Path) -> None:
     assert all(len(b64) > 1000 for b64 in images)
     assert "Sample trajectories: before and after training" in html
     assert "calculator(" in html  # tool calls are rendered
+
+
+def test_report_names_the_view_command_and_escapes_stored_text(tmp_path: Path) -> None:
+    run_dir = make_run_folder(tmp_path / "run dir")
+    with TrajectoryStore(run_dir / "store.db") as db:
+        for traj in db.query():  # the samples shown are some of them
+            user = next(m for m in traj.messages if m.role is Role.USER)
+            user.content = "<script>alert(1)</script> what is 2 < 3?"
+            db.put(traj)
+    html = build_report(run_dir).read_text()
+    assert f"<code>trajforge view &#39;{run_dir.resolve()}&#39;</code>" in html
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; what is 2 &lt; 3?" in html
 
 
 def _with_outcome(t: Trajectory, status: OutcomeStatus, reward: float | None) -> Trajectory:

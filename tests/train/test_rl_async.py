@@ -31,7 +31,7 @@ def test_the_next_steps_rollouts_overlap_training(tmp_path: Path, lora: bool) ->
     result = trainer.train()
     assert [h["step"] for h in result.history] == [1, 2, 3]
     assert threads == {1: "MainThread", 2: "trajforge-rollout-ahead", 3: "trajforge-rollout-ahead"}
-    assert trainer.ahead is None
+    assert not trainer.ahead
     # After the last update the rollout weights equal the trained ones.
     trained = trainer._rollout_source().state_dict()
     served = trainer.policy.model.state_dict()

@@ -59,7 +59,7 @@ def envs(env: EnvSpec = None, json_output: JsonOption = False) -> None:
 def _show_env(spec: str, json_output: bool) -> None:
     """One environment's description and, for each tool, its description and parameter schema."""
     entry = get_env(spec)
-    tools = [t.to_openai() for t in entry.make().tools]
+    tools = [t.to_openai() for t in entry.tool_specs()]
     if json_output:
         print_json({"name": entry.name, "description": entry.description, "tools": tools})
         return

@@ -196,6 +196,9 @@ def eval_command(
     run: opts.RunOption = None,
     resume: opts.ResumeOption = None,
     store: StoreOption = None,
+    ray: opts.RayOption = False,
+    ray_address: opts.RayAddressOption = None,
+    ray_actors: opts.RayActorsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Roll out a model on an environment's tasks, score them, and report success, mean reward,
@@ -212,11 +215,12 @@ def eval_command(
     if resume is None:  # a fresh run's scorers are checked before the store is opened
         judging.check()
     extra = {"kind": "eval", "judging": judging.model_dump(mode="json")}
+    on_ray = opts.ray_options(ctx.params)
     # The rollout options reach the run's spec through ctx.params.
     with opts.command_run(ctx, COMMAND, extra) as current:
         if current.resumed:
             judging = Judging.model_validate(current.meta.get("judging", {}))
-        current.roll_out(show=not as_json)
+        current.roll_out(show=not as_json, ray=on_ray)
         # Every episode is stored; an interrupted scoring resumes where it stopped.
         trajectories = current.db.query(run=current.run_id, order_by="task_id")
         scored = asyncio.run(_scored(trajectories, judging, current.db, missing_only=True))

@@ -16,11 +16,13 @@ from trajforge.cli import (
     data_cmds,
     env_cmds,
     eval_cmds,
+    mcp_cmds,
     policy_cmds,
     rollout_cmds,
     run_cmds,
     serve_cmds,
     train_cmds,
+    view_cmds,
 )
 from trajforge.cli.common import err_console
 from trajforge.errors import TrajforgeError
@@ -65,7 +67,9 @@ for module in (
     train_cmds,
     run_cmds,
     serve_cmds,
+    mcp_cmds,
     config_cmds,
+    view_cmds,
 ):
     module.register(app)
 

@@ -73,15 +73,20 @@ def rollout_command(
     batch_size: opts.BatchSizeOption = 16,
     concurrency: opts.ConcurrencyOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
+    ray: opts.RayOption = False,
+    ray_address: opts.RayAddressOption = None,
+    ray_actors: opts.RayActorsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a policy on an environment's tasks; store every trajectory as it finishes.
 
-    Ctrl-C stops the run; the episodes that finished stay stored and --resume runs the rest.
+    Ctrl-C stops the run; the episodes that finished stay stored and --resume runs the rest
+    (with --ray too: the store stays on this machine).
     """
     # The options reach the run's spec through ctx.params.
+    on_ray = opts.ray_options(ctx.params)
     with opts.command_run(ctx, COMMAND) as current:
-        done = current.roll_out(show=not as_json)
+        done = current.roll_out(show=not as_json, ray=on_ray)
         rows = current.db.summaries(run=current.run_id)
     stats = done.stats
     rewards = rewards_of(rows)

@@ -18,9 +18,16 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from trajforge.cli.common import err_console, resolve_store_path
+from trajforge.distributed import LOCAL, RayOptions, on_ray
 from trajforge.errors import ConfigError, StoreError
 from trajforge.precision import Precision
-from trajforge.rollout import RolloutProgress, RolloutRun, RolloutSpec, new_run_id, open_rollout
+from trajforge.rollout import (
+    RolloutProgress,
+    RolloutRun,
+    RolloutSpec,
+    new_run_id,
+    open_rollout,
+)
 from trajforge.store.sqlite import TrajectoryStore
 
 # Where eval's defaults differ from rollout's, the option's help says so.
@@ -89,8 +96,32 @@ ResumeOption = Annotated[
     ),
 ]
 
-# With --resume a run keeps its spec; these options may still be given.
-_RESUME_OPTIONS = frozenset({"resume", "store", "as_json"})
+RayOption = Annotated[
+    bool,
+    typer.Option(
+        "--ray",
+        help="Play the episodes on Ray actors: a local cluster of this machine's CPUs, or "
+        "the one --ray-address names (needs the ray extra).",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="Join this Ray cluster (auto, host:6379, ray://host:10001); implies --ray.",
+    ),
+]
+RayActorsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--ray-actors", min=1, help="Rollout actors on Ray (default: one per CPU of the cluster)."
+    ),
+]
+
+# With --resume a run keeps its spec; these options may still be given (where the episodes
+# are played is not part of the run).
+_RESUME_OPTIONS = frozenset({"resume", "store", "as_json", "ray", "ray_address", "ray_actors"})
 # Spec fields whose option is not simply ``--field-name``.
 _OPTION_OF_FIELD = {
     "count": "--tasks",
@@ -171,15 +202,31 @@ class CommandRun:
     def model(self) -> str:
         return self.spec.policy.name if self.spec.policy is not None else "-"
 
-    def roll_out(self, show: bool) -> RolloutRun:
+    def roll_out(self, show: bool, ray: RayOptions | None = None) -> RolloutRun:
         """Run the episodes the store does not hold yet, storing each as it ends (with a
-        progress bar when ``show``); returns the run, with this invocation's figures."""
-        return asyncio.run(_roll_out(self.spec, self.db, show))
+        progress bar when ``show``; on Ray actors when ``ray``); returns the run, with this
+        invocation's figures."""
+        return asyncio.run(_roll_out(self.spec, self.db, show, ray))
 
 
-async def _roll_out(spec: RolloutSpec, db: TrajectoryStore, show: bool) -> RolloutRun:
+def ray_options(options: Mapping[str, Any]) -> RayOptions | None:
+    """Where ``--ray``, ``--ray-address`` and ``--ray-actors`` ask the episodes to be played
+    (``None``: in this process)."""
+    address: str | None = options.get("ray_address")
+    if not options.get("ray") and address is None:
+        if options.get("ray_actors") is not None:
+            raise ConfigError("--ray-actors: the episodes run on Ray only with --ray")
+        return None
+    return RayOptions(address=address or LOCAL, actors=options.get("ray_actors"))
+
+
+async def _roll_out(
+    spec: RolloutSpec, db: TrajectoryStore, show: bool, ray: RayOptions | None
+) -> RolloutRun:
     hooks = [RolloutProgress(console=err_console)] if show else []
-    async with open_rollout(spec, store=db, hooks=hooks) as stream:
+    live = on_ray(ray)
+    live["store"], live["hooks"] = db, hooks
+    async with open_rollout(spec, **live) as stream:
         async for _ in stream:
             pass
     return stream.run

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from trajforge.cli import rollout_options as opts
 from trajforge.cli.common import (
     NumProcessesOption,
     console,
     launched_as_processes,
     print_json,
 )
+from trajforge.distributed import RayOptions
 from trajforge.judge.stats import format_rate, format_reward, format_scored
-from trajforge.pipeline.config import load_experiment
+from trajforge.pipeline.config import Experiment, load_experiment
 from trajforge.report.html import REPORT_FILE, build_report
 from trajforge.train.launch import launched_rank
+from trajforge.viewer.command import view_command
 
 
 def run_command(
@@ -35,6 +40,9 @@ def run_command(
         Path | None, typer.Option("--out", help="Run folder (default: out_dir/name).")
     ] = None,
     stage: Annotated[str | None, typer.Option("--stage", help="Re-run only this stage.")] = None,
+    ray: opts.RayOption = False,
+    ray_address: opts.RayAddressOption = None,
+    ray_actors: opts.RayActorsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json at the end.")] = False,
     num_processes: NumProcessesOption = 1,
 ) -> None:
@@ -44,6 +52,12 @@ def run_command(
     from trajforge.pipeline.runner import ExperimentRunner  # lazy: its training stages load torch
 
     exp = load_experiment(experiment, overrides or [])
+    on_ray = opts.ray_options(
+        # An experiment whose file has ray: plays on Ray already; the options refine it.
+        {"ray": ray or exp.ray is not None, "ray_address": ray_address, "ray_actors": ray_actors}
+    )
+    if on_ray is not None:  # over the file's ray: settings, as overrides are
+        exp = load_experiment(experiment, [*(overrides or []), *_ray_overrides(exp, on_ray)])
     runner = ExperimentRunner(exp, out)
     results = runner.run(only=stage)
     if launched_rank() != 0:
@@ -70,6 +84,16 @@ def run_command(
         )
     console.print(table)
     console.print(f"report: [bold]{runner.run_dir / REPORT_FILE}[/bold]")
+    console.print(f"browse: [bold]{escape(view_command(runner.run_dir))}[/bold]", soft_wrap=True)
+
+
+def _ray_overrides(exp: Experiment, asked: RayOptions) -> list[str]:
+    """The overrides that make the experiment play on Ray as the options ask, keeping the
+    file's other ``ray:`` settings."""
+    given = asked.model_dump(exclude_defaults=True)
+    if exp.ray is None:
+        return [f"ray={json.dumps(given)}"]
+    return [f"ray.{key}={json.dumps(value)}" for key, value in given.items()]
 
 
 def report_command(
@@ -77,6 +101,7 @@ def report_command(
 ) -> None:
     """(Re)write a run folder's report.html."""
     console.print(f"report: [bold]{build_report(run)}[/bold]")
+    console.print(f"browse: [bold]{escape(view_command(run))}[/bold]", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -122,25 +122,34 @@ def collect(
     run: opts.RunOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
     batch_size: opts.BatchSizeOption = 16,
+    ray: opts.RayOption = False,
+    ray_address: opts.RayAddressOption = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
     """Run an agent program once per task x --n against its own gateway session, recording its
-    model calls as trajectories; every run ends ok, error or timeout, with its reward."""
-    from trajforge.serve.collect import collect_runs  # lazy: uvicorn and fastapi take 0.4 s
+    model calls as trajectories; every run ends ok, error or timeout, with its reward. With
+    --ray the programs run as Ray tasks (the gateway and the store stay here)."""
+    # lazy: uvicorn and fastapi take 0.4 s
+    from trajforge.serve.collect import agents_on_ray, collect_runs
 
+    on_ray = opts.ray_options({"ray": ray, "ray_address": ray_address})
     tasks = _tasks(env, tasks_file, count, split, seed)
     ref = PolicyRef(name=model, precision=precision, batch_size=batch_size)
     run_id = run or new_run_id()
     path = resolve_store_path(store)
-    with TrajectoryStore(path) as db:
+    with TrajectoryStore(path) as db, ExitStack() as stack:
+        where: dict[str, Any] = {}
+        if on_ray is not None:
+            launcher = stack.enter_context(agents_on_ray(on_ray))
+            where = {"launch": launcher, "host": launcher.host}
         db.set_run(run_id, {"kind": "collect", "agent": agent, "model": model, "env": env})
         gateway, _ = open_gateway(ref, db, run_id, env=env)
         try:
             with _progress(len(tasks) * n, not as_json) as on_done:
                 runs = collect_runs(
                     gateway, agent, tasks, n=n, concurrency=concurrency, timeout_s=timeout,
-                    env=env, on_done=on_done,
+                    env=env, on_done=on_done, **where,
                 )  # fmt: skip
         finally:
             asyncio.run(gateway.close())

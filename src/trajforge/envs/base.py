@@ -47,6 +47,11 @@ class Env(ABC):
     async def step(self, action: Message) -> StepResult:
         """Apply the assistant's message; answer every tool call it makes exactly once."""
 
+    async def list_tools(self) -> list[ToolSpec]:
+        """The tools an episode offers, known without running one (an env whose tools come
+        from servers asks them here)."""
+        return list(self.tools)
+
     def adopt_limits(  # noqa: B027 - an env without turn or tool limits of its own takes none
         self, *, max_turns: int | None, tool_timeout_s: float | None
     ) -> None:

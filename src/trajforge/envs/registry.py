@@ -1,8 +1,9 @@
 """The environment registry: built-in names and user environments given as ``module:factory``.
 
-A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``),
-``package.module:factory`` (a module on the Python path or in the current directory) or
-``path/to/file.py:factory``.
+A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``,
+``keydoor``, ``time``), ``package.module:factory`` (a module on the Python path or in the current
+directory), ``path/to/file.py:factory`` or ``path/to/env.yaml`` (an env file: MCP servers, tools,
+tasks and a verifier, see ``trajforge.envs.mcp.envfile``).
 
 A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, seed, split)``
 and ``expert(task, messages)``; its description is ``DESCRIPTION`` or its docstring's first line.
@@ -19,10 +20,12 @@ A user factory is called with the keyword arguments given to ``EnvEntry.make`` a
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -30,7 +33,7 @@ from trajforge.envs.base import Env
 from trajforge.envs.taskset import TEST, TRAIN, TaskSet
 from trajforge.errors import ConfigError
 from trajforge.registry import load_module
-from trajforge.schema import ExpertFn, Message, Task
+from trajforge.schema import ExpertFn, Message, Task, ToolSpec
 
 BUILTIN_MODULES: dict[str, str] = {
     "calculator": "trajforge.envs.builtin.calculator",
@@ -38,8 +41,13 @@ BUILTIN_MODULES: dict[str, str] = {
     "sql": "trajforge.envs.builtin.sql_env",
     "search": "trajforge.envs.builtin.search",
     "gridworld": "trajforge.envs.builtin.gridworld",
+    "keydoor": "trajforge.envs.builtin.keydoor",
+    "time": "trajforge.envs.builtin.time_env",
 }
 USER_TEST_FRACTION = 0.1
+# Imported by name only when an env file is named: it loads the MCP SDK.
+ENV_FILE_MODULE = "trajforge.envs.mcp.envfile"
+ENV_FILE_SUFFIXES = (".yaml", ".yml")
 
 TasksFn = Callable[[int, int, str], list[Task]]
 
@@ -94,9 +102,21 @@ class EnvEntry:
         """The scripted expert's next reply (a pure function of the task and the conversation)."""
         return self._expert(task, messages)
 
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tools a fresh env offers (asked of its servers, for an env that has some)."""
+        env = self.make()
+
+        async def listed() -> list[ToolSpec]:
+            try:
+                return await env.list_tools()
+            finally:
+                await env.close()
+
+        return asyncio.run(listed())
+
     def tool_names(self) -> list[str]:
         """The names of the tools a fresh env offers."""
-        return [spec.name for spec in self.make().tools]
+        return [spec.name for spec in self.tool_specs()]
 
     def __repr__(self) -> str:
         return f"EnvEntry({self.name!r})"
@@ -114,8 +134,7 @@ def _entry_from_module(name: str, module: ModuleType) -> EnvEntry:
     return EnvEntry(name, module.make_env, module.generate_tasks, module.expert, description)
 
 
-def _tasks_from_env(name: str, env: Env) -> TasksFn:
-    declared: list[Task] = list(getattr(env, "tasks", None) or [])
+def _tasks_from_list(name: str, declared: list[Task]) -> TasksFn:
 
     def tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
         if not declared:
@@ -135,7 +154,8 @@ def _entry_from_object(name: str, factory: Callable[..., Any], module: ModuleTyp
     fallback = _first_line(factory.__doc__) or _first_line(module.__doc__)
     if isinstance(made, Env):
         description = getattr(made, "description", "") or fallback
-        return EnvEntry(name, factory, _tasks_from_env(name, made), made.expert, description)
+        declared = list(getattr(made, "tasks", None) or [])
+        return EnvEntry(name, factory, _tasks_from_list(name, declared), made.expert, description)
     if callable(getattr(made, "make", None)):
         return EnvEntry(
             getattr(made, "name", None) or name,
@@ -159,10 +179,15 @@ def get_env(name: str) -> EnvEntry:
         except ImportError as exc:
             raise ConfigError(f"env {name!r}: cannot load {BUILTIN_MODULES[name]}: {exc}") from exc
         return _entry_from_module(name, module)
+    if name.endswith(ENV_FILE_SUFFIXES):
+        factory = importlib.import_module(ENV_FILE_MODULE).EnvFileFactory(Path(name))
+        tasks = _tasks_from_list(name, factory.tasks)
+        return EnvEntry(name, factory, tasks, None, factory.description)
     if ":" not in name:
         known = ", ".join(BUILTIN_MODULES)
         raise ConfigError(
-            f"unknown env {name!r}; built-ins are {known}, or give module:factory or file.py:factory"
+            f"unknown env {name!r}; built-ins are {known}, or give module:factory, "
+            "file.py:factory or env.yaml"
         )
     target, _, attr = name.rpartition(":")
     module = load_module(name, target, "env")

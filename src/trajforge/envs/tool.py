@@ -294,6 +294,10 @@ class Tool:
             raise ToolArgumentError(format_validation_error(exc)) from None
         return {k: getattr(model, k) for k in type(model).model_fields}
 
+    async def prepare(self) -> None:
+        """Get ready to run (an MCP tool starts its server here): a start bounded by its own
+        limit, so ``timeout`` bounds the call alone. A failure raises ``ToolError``."""
+
     async def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> str:
         """Validate ``arguments`` and run the tool; the result as the text the model will read.
 

@@ -95,12 +95,7 @@ class ToolEnv(Env):
         self.name = name
         self.description = description
         self.tool_map: dict[str, Tool] = {}
-        for item in tools:
-            t = item if isinstance(item, Tool) else tool(item)
-            if t.name in self.tool_map:
-                raise EnvError(f"env {name!r}: two tools are named {t.name!r}")
-            self.tool_map[t.name] = t
-        self.tools = [t.spec for t in self.tool_map.values()]
+        self.add_tools(tools)
         self.tasks: list[Task] = list(tasks) if tasks is not None else []
         self.verifier: Verifier = verifier or exact_match_verifier
         try:
@@ -119,6 +114,19 @@ class ToolEnv(Env):
         self.turn = 0
         self.done = False
         self._history: list[tuple[str, str, str]] = []
+
+    def add_tools(self, tools: Iterable[Tool | Callable[..., Any]]) -> None:
+        """Offer more tools (an env whose tools are listed at reset adds them there).
+
+        Raises:
+            EnvError: two tools would have the same name.
+        """
+        for item in tools:
+            t = item if isinstance(item, Tool) else tool(item)
+            if t.name in self.tool_map:
+                raise EnvError(f"env {self.name!r}: two tools are named {t.name!r}")
+            self.tool_map[t.name] = t
+        self.tools = [t.spec for t in self.tool_map.values()]
 
     @property
     def task(self) -> Task:
@@ -252,6 +260,7 @@ class ToolEnv(Env):
             return f"{ERROR_PREFIX} unknown tool {name!r}; available tools: {known}"
         timeout = found.timeout if found.timeout is not None else self.tool_timeout
         try:
+            await found.prepare()
             result = await asyncio.wait_for(found.invoke(arguments, self.context), timeout)
         except ToolArgumentError as exc:
             return f"{ERROR_PREFIX} invalid arguments for tool {name!r}: {exc}"

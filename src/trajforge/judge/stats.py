@@ -45,6 +45,19 @@ def mean_ci95(values: Sequence[float]) -> MeanCI:
     return MeanCI(mean, mean - half, mean + half, n)
 
 
+def mean_ci95_from_moments(n: int, total: float, total_sq: float) -> MeanCI:
+    """``mean_ci95`` from the count, sum and sum of squares of the values (what SQL aggregates
+    give), so a store's millions of rewards never need to be loaded to state their mean."""
+    if n == 0:
+        return MeanCI(math.nan, math.nan, math.nan, 0)
+    mean = total / n
+    if n < 2:
+        return MeanCI(mean, mean, mean, n)
+    var = max(total_sq - n * mean * mean, 0.0) / (n - 1)
+    half = _T95.get(n - 1, 1.96) * math.sqrt(var / n)
+    return MeanCI(mean, mean - half, mean + half, n)
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k of Chen et al. 2021 ("Evaluating Large Language Models Trained on Code"):
 
@@ -184,3 +197,25 @@ def summarize_rewards_by(
     for group, status, reward in rows:
         groups[group].append((status, reward))
     return {g: summarize_rewards(groups[g], threshold) for g in sorted(groups)}
+
+
+def summarize_reward_totals(
+    totals: Iterable[tuple[OutcomeStatus | str, int, int, float, float, int]],
+    threshold: float = SUCCESS_THRESHOLD,
+) -> RewardSummary:
+    """The ``RewardSummary`` of aggregated episodes, from ``(status, episodes, scored,
+    reward_sum, reward_sq, at_threshold)`` rows, ``at_threshold`` counting the rewards of at
+    least ``threshold``: the same figures as ``summarize_rewards`` without the rewards."""
+    episodes = scored = successes = 0
+    total = total_sq = 0.0
+    for status, n, n_scored, rsum, rsq, at_threshold in totals:
+        episodes += n
+        scored += n_scored
+        total += rsum
+        total_sq += rsq
+        # is_success on a reward at the threshold asks only whether the status can succeed.
+        if is_success(status, threshold, threshold):
+            successes += at_threshold
+    return RewardSummary(
+        episodes, scored, successes, mean_ci95_from_moments(scored, total, total_sq)
+    )

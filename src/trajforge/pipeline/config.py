@@ -22,6 +22,7 @@ from trajforge.configfile import (
     read_yaml,
     validate,
 )
+from trajforge.distributed.options import RayOptions
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
 from trajforge.policy.naming import OPENAI_PREFIX
@@ -195,6 +196,12 @@ class Experiment(_Strict):
     """Folder that holds the run folder."""
     eval: EvalSettings = Field(default_factory=EvalSettings)
     """The held-out evaluation of every ``eval`` stage."""
+    ray: RayOptions | None = None
+    """Play the episodes of the eval, demonstration and RL stages on Ray actors, and a collect
+    stage's agent programs as Ray tasks (needs the ``ray`` extra): ``{}`` for a local cluster
+    of this machine's CPUs, or ``{address: auto, actors: 8}`` for an existing one
+    (``address``, ``actors``, ``cpus_per_actor``, ``slots``, ``max_restarts``). The store, the
+    plan, the gateway and the training stay in this process. ``trajforge run --ray`` sets it."""
     stages: list[Stage] = Field(min_length=1, examples=[_EXAMPLE_STAGES])
     """The stages in order; each has a ``kind``: ``eval``, ``demonstrations``, ``collect``,
     ``sft`` or ``rl``."""
@@ -303,6 +310,8 @@ def rl_config(exp: Experiment, index: int, *, model: str, run_dir: Path, attempt
     raw.setdefault("output_dir", str(stage_dir(run_dir, stage, attempt)))
     raw.setdefault("seed", exp.seed)
     raw.setdefault("store", str(run_dir / STORE_FILE))
+    if exp.ray is not None and raw.get("agent") is None:
+        raw.setdefault("ray", exp.ray.model_dump())
     return _validated(exp, raw, RLConfig, at, problems)
 
 

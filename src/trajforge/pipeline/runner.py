@@ -13,11 +13,13 @@ import asyncio
 import json
 import time
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from trajforge.distributed import on_ray
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.judge.evaluate import score_into, summarize
@@ -48,7 +50,7 @@ from trajforge.rollout import (
     arun_rollout,
     run_rollout,
 )
-from trajforge.serve.collect import agent_rollouts_for, collect_runs
+from trajforge.serve.collect import agent_rollouts_for, agents_on_ray, collect_runs
 from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
 from trajforge.train.config import DistributedSettings
@@ -225,7 +227,9 @@ class ExperimentRunner:
 
         async def go() -> list[Any]:
             with TrajectoryStore(self.store_path) as db:
-                trajs = await arun_rollout(spec, store=db, hooks=[RolloutProgress(transient=True)])
+                live = on_ray(self.exp.ray)
+                live["store"], live["hooks"] = db, [RolloutProgress(transient=True)]
+                trajs = await arun_rollout(spec, **live)
                 return await score_into(db, trajs, rubric.scorers)
 
         trajectories = asyncio.run(go())
@@ -254,19 +258,25 @@ class ExperimentRunner:
             run_id=run_id,
             store=self.store_path,
         )
-        trajectories = run_rollout(spec, hooks=[RolloutProgress(transient=True)])
+        live = on_ray(self.exp.ray)
+        live["hooks"] = [RolloutProgress(transient=True)]
+        trajectories = run_rollout(spec, **live)
         solved = sum(1 for t in trajectories if is_success(t.outcome.status, t.outcome.reward))
         text = f"{len(trajectories)} episodes by {stage.policy}, {solved} solved"
         return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}
 
     def _collect(self, stage: CollectStage, model: str, run_id: str) -> dict[str, Any]:
         tasks = get_env(self.exp.env).tasks(stage.tasks, seed=stage.seed, split=stage.split)
-        with TrajectoryStore(self.store_path) as db:
+        with TrajectoryStore(self.store_path) as db, ExitStack() as stack:
+            where: dict[str, Any] = {}
+            if self.exp.ray is not None:
+                launcher = stack.enter_context(agents_on_ray(self.exp.ray))
+                where = {"launch": launcher, "host": launcher.host}
             gateway, _ = open_gateway(self._policy_ref(model), db, run_id, env=self.exp.env)
             try:
                 runs = collect_runs(
                     gateway, stage.agent, tasks, n=stage.n, concurrency=stage.concurrency,
-                    timeout_s=stage.timeout_s, env=self.exp.env,
+                    timeout_s=stage.timeout_s, env=self.exp.env, **where,
                 )  # fmt: skip
             finally:
                 asyncio.run(gateway.close())

@@ -7,13 +7,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader
 
 from trajforge import __version__
 from trajforge.errors import DataError
 from trajforge.judge.stats import format_rate, format_reward, format_scored, is_success
 from trajforge.schema import Role, Trajectory
 from trajforge.store import TrajectoryStore
+from trajforge.viewer.command import view_command
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
@@ -171,9 +172,8 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         sample_pairs = _samples(
             trajectories.get(first, []), trajectories.get(last, []), first, last, samples
         )
-    env = Environment(
-        loader=PackageLoader("trajforge.report", "templates"), autoescape=select_autoescape()
-    )
+    # autoescape on: select_autoescape() would leave a ".html.j2" template unescaped.
+    env = Environment(loader=PackageLoader("trajforge.report", "templates"), autoescape=True)
     html = env.get_template("report.html.j2").render(
         title=results.get("name", run_dir.name),
         env=results.get("env", "?"),
@@ -188,6 +188,7 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         plots=figures,
         samples=sample_pairs,
         version=__version__,
+        view_command=view_command(run_dir.resolve()),
     )
     out = run_dir / REPORT_FILE
     tmp = out.with_suffix(".html.tmp")

@@ -5,9 +5,12 @@ baseline, limits, fault isolation, and hooks for store bookkeeping, resume and p
 from __future__ import annotations
 
 from trajforge.rollout.engine import (
+    EpisodeRunner,
     LiveParts,
+    LocalRunner,
     RolloutStream,
     arun_rollout,
+    new_episode,
     open_rollout,
     run_rollout,
 )
@@ -22,8 +25,10 @@ from trajforge.rollout.stats import RolloutStats
 __all__ = [
     "EndReason",
     "EpisodeKey",
+    "EpisodeRunner",
     "Limits",
     "LiveParts",
+    "LocalRunner",
     "PolicyRef",
     "RolloutError",
     "RolloutHook",
@@ -38,6 +43,7 @@ __all__ = [
     "arun_rollout",
     "derive_seed",
     "group_id_for",
+    "new_episode",
     "new_run_id",
     "open_rollout",
     "run_rollout",

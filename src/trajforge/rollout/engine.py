@@ -16,18 +16,19 @@ them in task x sample order.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from typing import TypedDict, Unpack
 
 from trajforge.envs.registry import EnvEntry, get_env
 from trajforge.policy.base import Policy
-from trajforge.rollout.episode import EnvFactory, Episode
+from trajforge.rollout.episode import EnvFactory, Episode, EpisodeKey
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.lockstep import run_lockstep
 from trajforge.rollout.seeding import group_id_for
 from trajforge.rollout.spec import RolloutError, RolloutSpec, TaskSample
-from trajforge.schema import Task, Trajectory
+from trajforge.schema import ExpertFn, Task, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
 
 
@@ -41,6 +42,8 @@ class LiveParts(TypedDict, total=False):
     trains); the caller keeps it open."""
     store: TrajectoryStore
     """An open store, in place of opening ``spec.store``."""
+    runner: EpisodeRunner
+    """Where the episodes are played (default: a ``LocalRunner`` in this process)."""
     hooks: Sequence[RolloutHook]
     """Called around the run, after the store's own hook."""
 
@@ -85,12 +88,7 @@ async def _run_async(
     async def drive(ep: Episode) -> None:
         try:
             async with limiter:
-                try:
-                    await ep.run()
-                except asyncio.CancelledError:
-                    await ep.abort()
-                    raise
-                traj = await ep.finish()
+                traj = await ep.play()
         except Exception as exc:  # a bug in the engine itself: surface it instead of hanging
             queue.put_nowait(exc)
             return
@@ -109,30 +107,85 @@ async def _run_async(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _episodes(
-    run: RolloutRun, make_env: EnvFactory, policy: Policy, hooks: Sequence[RolloutHook]
-) -> AsyncGenerator[Trajectory, None]:
-    spec = run.spec
-    sampling = spec.sampling.params()
-    episodes = [
-        Episode(
-            key,
-            env_factory=make_env,
-            policy=policy,
-            limits=spec.limits,
-            sampling=sampling,
-            run_id=run.run_id,
-            group_id=group_id_for(run.run_id, key.task.id),
-            seed=spec.seed,
-        )
-        for key in run.todo
-    ]
-    source = (
-        run_lockstep(episodes, spec.concurrency)
-        if spec.lockstep
-        else _run_async(episodes, spec.concurrency)
+def new_episode(
+    spec: RolloutSpec, key: EpisodeKey, make_env: EnvFactory, policy: Policy
+) -> Episode:
+    """Episode ``key`` of the run ``spec`` describes (its ``run_id`` filled in): the same
+    episode whichever process runs it."""
+    assert spec.run_id is not None, "a planned run's spec names its run"
+    return Episode(
+        key,
+        env_factory=make_env,
+        policy=policy,
+        limits=spec.limits,
+        sampling=spec.sampling.params(),
+        run_id=spec.run_id,
+        group_id=group_id_for(spec.run_id, key.task.id),
+        seed=spec.seed,
     )
-    async with aclosing(source) as finished:
+
+
+class EpisodeRunner(ABC):
+    """Where a run's episodes are played: in this process (``LocalRunner``, the default) or
+    elsewhere (Ray actors: ``trajforge.distributed``). The entry point around it keeps the
+    run's bookkeeping (plan, resume, store, hooks) in the calling process."""
+
+    @abstractmethod
+    async def start(self, spec: RolloutSpec) -> str:
+        """Get ready to play ``spec``'s episodes; return the name of the policy playing them."""
+
+    @abstractmethod
+    def play(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
+        """Play ``run.todo``; yield every episode's trajectory exactly once, as it ends."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release what ``start`` took (also called after ``start`` failed)."""
+
+
+class LocalRunner(EpisodeRunner):
+    """Every episode a coroutine of this process's event loop (or the lockstep baseline).
+
+    Args:
+        make_env: Makes a fresh environment per episode.
+        policy: The policy, kept open by the caller (``None``: loaded from the spec by
+            ``start``, with ``expert`` as the scripted expert, and closed by ``close``).
+        expert: The environment's scripted expert, for the ``expert`` policy.
+    """
+
+    def __init__(
+        self, make_env: EnvFactory, policy: Policy | None, expert: ExpertFn | None = None
+    ) -> None:
+        self._make_env = make_env
+        self._policy = policy
+        self._expert = expert
+        self._owned: Policy | None = None
+
+    async def start(self, spec: RolloutSpec) -> str:
+        if self._policy is None:
+            if spec.policy is None:
+                raise RolloutError("spec.policy: name the policy, or pass a live one")
+            self._owned = self._policy = spec.policy.load(expert=self._expert)
+        return self._policy.name
+
+    def play(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
+        assert self._policy is not None, "start() loads the policy"
+        spec = run.spec
+        episodes = [new_episode(spec, key, self._make_env, self._policy) for key in run.todo]
+        if spec.lockstep:
+            return run_lockstep(episodes, spec.concurrency)
+        return _run_async(episodes, spec.concurrency)
+
+    async def close(self) -> None:
+        if self._owned is not None:
+            owned, self._owned = self._owned, None
+            await owned.close()
+
+
+async def _episodes(
+    run: RolloutRun, runner: EpisodeRunner, hooks: Sequence[RolloutHook]
+) -> AsyncGenerator[Trajectory, None]:
+    async with aclosing(runner.play(run)) as finished:
         async for traj in finished:
             run.stats.add(traj)
             for hook in hooks:
@@ -173,30 +226,32 @@ async def open_rollout(
     (also after an error or Ctrl-C); leaving early cancels the episodes still running.
     """
     entry = get_env(spec.env) if spec.env is not None else None
-    make_env = _env_factory(entry, live.get("env"))
     tasks = _tasks(spec, entry)
     async with AsyncExitStack() as stack:
-        policy = live.get("policy")
-        if policy is not None and spec.policy is not None:
-            raise RolloutError("spec.policy: the policy is passed live too; give it once")
-        if policy is None:
-            if spec.policy is None:
-                raise RolloutError("spec.policy: name the policy, or pass a live one")
-            policy = spec.policy.load(expert=entry.expert if entry is not None else None)
-            stack.push_async_callback(policy.close)
+        runner = live.get("runner")
+        if runner is None:
+            policy = live.get("policy")
+            if policy is not None and spec.policy is not None:
+                raise RolloutError("spec.policy: the policy is passed live too; give it once")
+            expert = entry.expert if entry is not None else None
+            runner = LocalRunner(_env_factory(entry, live.get("env")), policy, expert)
+        elif "env" in live or "policy" in live:
+            raise RolloutError("a live env or policy runs in this process; not with a runner")
+        stack.push_async_callback(runner.close)
+        model = await runner.start(spec)
         store = live.get("store")
         if store is None and spec.store is not None:
             store = stack.enter_context(TrajectoryStore(spec.store))
         store_hook = StoreHook(store) if store is not None else None
         hooks: list[RolloutHook] = [store_hook] if store_hook is not None else []
         hooks.extend(live.get("hooks", ()))
-        run = RolloutRun.plan(spec, tasks, policy.name)
+        run = RolloutRun.plan(spec, tasks, model)
         started: list[RolloutHook] = []
         try:
             for hook in hooks:
                 started.append(hook)
                 hook.on_rollout_start(run)
-            source = _episodes(run, make_env, policy, hooks)
+            source = _episodes(run, runner, hooks)
             async with aclosing(source):
                 yield RolloutStream(run, source, store_hook)
         finally:

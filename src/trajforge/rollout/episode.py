@@ -274,6 +274,16 @@ class Episode:
             await self.generate()
             await self.act()
 
+    async def play(self) -> Trajectory:
+        """Run the episode to its end and build its trajectory; cancelled, it releases its
+        environment and re-raises."""
+        try:
+            await self.run()
+        except asyncio.CancelledError:
+            await self.abort()
+            raise
+        return await self.finish()
+
     async def abort(self) -> None:
         """Release the environment of an episode whose run was cancelled (never raises)."""
         if self.env is not None:

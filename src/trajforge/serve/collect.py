@@ -7,7 +7,9 @@ reward is, in order: one posted to ``$TRAJFORGE_SESSION_URL/reward``, a ``{"rewa
 JSON line on stdout, or the environment's verifier on each recorded trajectory. A run that exits
 non-zero is ``error`` and one that outlives ``timeout_s`` is killed (its whole process group)
 and ``timeout``, both with the tail of stderr; a run that made no model call still leaves one
-empty trajectory, so the store holds every task x sample.
+empty trajectory, so the store holds every task x sample. The programs run here
+(``launch_here``) or wherever a given ``AgentLauncher`` starts them (Ray tasks:
+``trajforge.distributed``); the gateway and the store stay in this process.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from trajforge.distributed import RayOptions
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.rules import EnvVerifier
@@ -34,6 +39,9 @@ from trajforge.serve.recorder import GatewaySession
 from trajforge.serve.server import serving
 from trajforge.store import TrajectoryStore
 from trajforge.train.config import RLConfig
+
+if TYPE_CHECKING:
+    from trajforge.serve.ray_agents import RayAgentLauncher
 
 STDERR_TAIL_CHARS = 2000
 KILL_GRACE_S = 2.0
@@ -51,6 +59,64 @@ class AgentRun:
     trajectories: int
 
 
+@dataclass(frozen=True)
+class AgentExit:
+    """How one run of the agent program ended."""
+
+    returncode: int | None
+    """Its exit status (``None``: killed, with everything it started, after the timeout)."""
+    stdout: str
+    stderr: str
+    """The last ``STDERR_TAIL_CHARS`` of it."""
+
+
+AgentLauncher = Callable[[list[str], Mapping[str, str], str, float], Awaitable[AgentExit]]
+"""``launch(argv, env, stdin, timeout_s)``: run the program once in its own process group,
+with ``env`` set over the environment it inherits and ``stdin`` as its input; kill the group
+after ``timeout_s`` or when cancelled."""
+
+
+async def launch_here(
+    argv: list[str], env: Mapping[str, str], stdin: str, timeout_s: float
+) -> AgentExit:
+    """Run the program once in this machine's process tree (the default launcher)."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **env},
+        start_new_session=True,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout_s)
+    except TimeoutError:
+        await _kill_group(process)
+        return AgentExit(None, "", "")
+    except BaseException:
+        await _kill_group(process)
+        raise
+    _kill_stragglers(process)
+    return AgentExit(
+        process.returncode,
+        out.decode(errors="replace"),
+        err.decode(errors="replace")[-STDERR_TAIL_CHARS:],
+    )
+
+
+def agents_on_ray(options: RayOptions) -> AbstractContextManager[RayAgentLauncher]:
+    """The cluster ``options`` name, joined while the block runs, with a launcher that runs
+    each agent program as a Ray task (a clear error when ray is not installed)."""
+    try:
+        # lazy: ray takes seconds to import and is an optional extra
+        from trajforge.serve.ray_agents import ray_agents
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"ray: {exc.name} is not installed; install the extra: pip install 'trajforge[ray]'"
+        ) from None
+    return ray_agents(options)
+
+
 def collect_runs(
     gateway: ChatGateway,
     agent: str,
@@ -61,12 +127,17 @@ def collect_runs(
     timeout_s: float,
     env: str | None = None,
     on_done: Callable[[AgentRun], None] | None = None,
+    launch: AgentLauncher = launch_here,
+    host: str = "127.0.0.1",
 ) -> list[AgentRun]:
-    """Serve ``gateway`` on 127.0.0.1 for as long as ``agent`` runs for every task x ``n``;
-    runs that report no reward are judged by ``env``'s verifier, when it has one."""
+    """Serve ``gateway`` on ``host`` for as long as ``agent`` runs (started by ``launch``) for
+    every task x ``n``; runs that report no reward are judged by ``env``'s verifier, when it
+    has one."""
     verifier = env_verifier(env) if env else None
-    with serving(gateway) as url:
-        collector = Collector(gateway, url, agent, timeout_s=timeout_s, verifier=verifier)
+    with serving(gateway, host=host) as url:
+        collector = Collector(
+            gateway, url, agent, timeout_s=timeout_s, verifier=verifier, launch=launch
+        )
         return asyncio.run(collector.run(tasks, n, concurrency, on_done=on_done))
 
 
@@ -107,6 +178,7 @@ class Collector:
         agent: the command line of the agent program.
         timeout_s: wall-clock limit of one run.
         verifier: the environment's verifier, for runs that report no reward.
+        launch: what starts the program (default: a process here).
     """
 
     def __init__(
@@ -117,8 +189,10 @@ class Collector:
         *,
         timeout_s: float,
         verifier: Verifier | None = None,
+        launch: AgentLauncher = launch_here,
     ) -> None:
         self.gateway = gateway
+        self.launch = launch
         self.base_url = base_url
         self.argv = agent_argv(agent)
         self.timeout_s = timeout_s
@@ -155,41 +229,22 @@ class Collector:
         )
         task_json = task.model_dump_json()
         env = {
-            **os.environ,
             "OPENAI_BASE_URL": f"{self.base_url}/sessions/{session_id}/v1",
             "OPENAI_API_KEY": "trajforge",
             "TRAJFORGE_MODEL": self.gateway.model_names[0],
             "TRAJFORGE_SESSION_URL": f"{self.base_url}/sessions/{session_id}",
             "TRAJFORGE_TASK": task_json,
         }
-        process = await asyncio.create_subprocess_exec(
-            *self.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            out, err = await asyncio.wait_for(
-                process.communicate(task_json.encode()), self.timeout_s
-            )
-        except TimeoutError:
-            await _kill_group(process)
+        done = await self.launch(self.argv, env, task_json, self.timeout_s)
+        if done.returncode is None:
             recorder.fail(session, OutcomeStatus.TIMEOUT, f"no exit after {self.timeout_s:g} s")
-        except BaseException:
-            await _kill_group(process)
-            raise
-        else:
-            _kill_stragglers(process)
-            stderr = err.decode(errors="replace")[-STDERR_TAIL_CHARS:]
-            if process.returncode != 0:
-                why = f"exit status {process.returncode}" + (f": {stderr}" if stderr else "")
-                recorder.fail(session, OutcomeStatus.ERROR, why)
-            elif session.reward is None:
-                reward = _last_json_reward(out.decode(errors="replace"))
-                if reward is not None:
-                    recorder.set_reward(session, reward, {})
+        elif done.returncode != 0:
+            why = f"exit status {done.returncode}" + (f": {done.stderr}" if done.stderr else "")
+            recorder.fail(session, OutcomeStatus.ERROR, why)
+        elif session.reward is None:
+            reward = _last_json_reward(done.stdout)
+            if reward is not None:
+                recorder.set_reward(session, reward, {})
         if session.reward is None and session.failure is None and self.verifier is not None:
             await self._verify(session)
         trajectories = recorder.save_all(session)

@@ -19,8 +19,15 @@ from trajforge.serve.gateway import ChatGateway
 START_TIMEOUT_S = 30.0
 
 
-def _server(app: FastAPI, host: str, port: int) -> uvicorn.Server:
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+def _server(app: FastAPI, host: str, port: int, graceful_s: int | None = None) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=graceful_s,
+    )
     return uvicorn.Server(config)
 
 
@@ -30,10 +37,11 @@ def serve_forever(gateway: ChatGateway, host: str, port: int) -> None:
     serve_app_forever(create_app(gateway), host, port)
 
 
-def serve_app_forever(app: FastAPI, host: str, port: int) -> None:
-    """Serve ``app`` until Ctrl-C or SIGTERM (see ``serve_forever``)."""
+def serve_app_forever(app: FastAPI, host: str, port: int, graceful_s: int | None = None) -> None:
+    """Serve ``app`` until Ctrl-C or SIGTERM (see ``serve_forever``); requests still running
+    ``graceful_s`` seconds later (open event streams) are cancelled (None: wait for them)."""
     with contextlib.suppress(KeyboardInterrupt):
-        _server(app, host, port).run()
+        _server(app, host, port, graceful_s).run()
 
 
 def serving(

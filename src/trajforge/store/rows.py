@@ -139,6 +139,54 @@ def decode_body(body: bytes) -> Trajectory:
     return Trajectory.model_validate_json(text)
 
 
+BODY_JSON_FUNCTION = "trajforge_body_json"
+"""The SQL function (registered on every store connection) giving a body as JSON text, so
+SQLite's JSON functions read plain and compressed bodies alike."""
+
+
+def body_json(body: bytes | None) -> str | None:
+    """A stored body as JSON text (``BODY_JSON_FUNCTION``)."""
+    if body is None:
+        return None
+    return (body if body[:1] == b"{" else zlib.decompress(body)).decode()
+
+
+# Body filters: EXISTS over the row's body, so they compose with the summary filters and cost a
+# body read only for rows the summary filters kept.
+_MODEL_FILTER = (
+    "EXISTS (SELECT 1 FROM bodies b WHERE b.rowid = t.rowid "
+    f"AND json_extract({BODY_JSON_FUNCTION}(b.body), '$.model') = ?)"
+)
+_TEXT_FILTER = (
+    f"EXISTS (SELECT 1 FROM bodies b, json_each({BODY_JSON_FUNCTION}(b.body), '$.messages') m "
+    "WHERE b.rowid = t.rowid AND (instr(lower(json_extract(m.value, '$.content')), ?) > 0 "
+    "OR instr(lower(json_extract(m.value, '$.tool_calls')), ?) > 0))"
+)
+# A body without the text anywhere in its JSON cannot match, and one LIKE over the JSON costs a
+# fifth of walking its messages; it is sound only for text JSON writes as it is (no quotes,
+# backslashes or control characters, which JSON escapes).
+_TEXT_PRECHECK = (
+    "EXISTS (SELECT 1 FROM bodies b WHERE b.rowid = t.rowid "
+    f"AND {BODY_JSON_FUNCTION}(b.body) LIKE ? ESCAPE '\\')"
+)
+
+# The model filter is exact, so its pre-check is a plain substring test of the field as compact
+# JSON writes it (without its opening quote: JSON is full of quotes, which slow the scan).
+_MODEL_PRECHECK = (
+    "EXISTS (SELECT 1 FROM bodies b WHERE b.rowid = t.rowid "
+    f"AND instr({BODY_JSON_FUNCTION}(b.body), ?) > 0)"
+)
+
+
+def _verbatim_in_json(text: str) -> bool:
+    return all(ch >= " " and ch not in '"\\' for ch in text)
+
+
+def _like_pattern(text: str) -> str:
+    """``text`` anywhere (LIKE is case-insensitive for ASCII; the exact test follows it)."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 class StatsTotals:
     """Running totals for one group of the statistics."""
 
@@ -223,7 +271,15 @@ def where_clause(
     max_reward: float | None = None,
     score: str | None = None,
     min_score: float | None = None,
+    max_score: float | None = None,
+    model: str | None = None,
+    text: str | None = None,
 ) -> tuple[str, list[Any]]:
+    """The WHERE clause (over ``trajectories t``) of the store's filters and its parameters.
+
+    ``model`` and ``text`` read bodies: ``text`` is a case-insensitive (ASCII) substring of any
+    message's content or tool calls.
+    """
     clauses: list[str] = []
     params: list[Any] = []
     for column, value in (
@@ -242,13 +298,29 @@ def where_clause(
     if max_reward is not None:
         clauses.append("t.reward <= ?")
         params.append(float(max_reward))
-    if min_score is not None and score is None:
-        raise StoreError("min_score: name the score to filter on with score=")
+    for name, bound in (("min_score", min_score), ("max_score", max_score)):
+        if bound is not None and score is None:
+            raise StoreError(f"{name}: name the score to filter on with score=")
     if score is not None:
         sub = "SELECT 1 FROM scores s WHERE s.traj_rowid = t.rowid AND s.name = ?"
         params.append(score)
         if min_score is not None:
             sub += " AND s.value >= ?"
             params.append(float(min_score))
+        if max_score is not None:
+            sub += " AND s.value <= ?"
+            params.append(float(max_score))
         clauses.append(f"EXISTS ({sub})")
+    if model is not None:
+        if _verbatim_in_json(model):  # bodies are compact JSON: the field as it is written
+            clauses.append(_MODEL_PRECHECK)
+            params.append(f'model":"{model}"')
+        clauses.append(_MODEL_FILTER)
+        params.append(model)
+    if text:
+        if _verbatim_in_json(text):
+            clauses.append(_TEXT_PRECHECK)
+            params.append(_like_pattern(text))
+        clauses.append(_TEXT_FILTER)
+        params.extend([text.lower()] * 2)
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params

@@ -22,15 +22,17 @@ from typing import Any, TypeVar
 from trajforge.errors import StoreError
 from trajforge.formats.jsonl import write_trajectories
 from trajforge.schema import Score, Trajectory
-from trajforge.store import lookup
+from trajforge.store import browse, lookup
 from trajforge.store import rows as store_rows
 from trajforge.store.rows import (
+    BODY_JSON_FUNCTION,
     ORDER_COLUMNS,
     PAGE_SIZE,
     SCHEMA_OBJECTS,
     SCHEMA_SQL,
     SUMMARY_COLUMNS,
     StatsTotals,
+    body_json,
     check_is_store,
     decode_body,
     encode_body,
@@ -89,6 +91,7 @@ class TrajectoryStore:
         except StoreError:
             self._conn.close()
             raise
+        self._conn.create_function(BODY_JSON_FUNCTION, 1, body_json, deterministic=True)
         self._retry(self._setup)
 
     def _setup(self) -> None:
@@ -420,6 +423,34 @@ class TrajectoryStore:
             "by_env": {k: v.as_dict() for k, v in sorted(by_env.items())},
             "by_status": {k: v.as_dict() for k, v in sorted(by_status.items())},
         }
+
+    def page(
+        self,
+        *,
+        order_by: str = "created_at",
+        descending: bool = True,
+        limit: int = browse.DEFAULT_PAGE,
+        offset: int = 0,
+        **filters: Any,
+    ) -> list[dict[str, Any]]:
+        """One page of summary rows matching the filters of ``query`` (with ``max_score``,
+        ``model`` and ``text``), sorted; each row also has its ``rowid`` and ``model``."""
+        return browse.summary_page(self._read, order_by, descending, limit, offset, filters)
+
+    def summaries_after(
+        self, rowid: int, limit: int = browse.DEFAULT_PAGE, **filters: Any
+    ) -> list[dict[str, Any]]:
+        """Summary rows stored after ``rowid`` (oldest first): what a live view has not shown."""
+        return browse.summaries_after(self._read, rowid, limit, filters)
+
+    def last_rowid(self, **filters: Any) -> int:
+        """The rowid of the newest matching trajectory (0 if none): a cursor for ``summaries_after``."""
+        return browse.last_rowid(self._read, filters)
+
+    def reward_totals(self, threshold: float, **filters: Any) -> list[dict[str, Any]]:
+        """Per run and status: episodes, scored, reward sum and sum of squares, and how many
+        rewards reach ``threshold``, in one aggregation over the summary table."""
+        return browse.reward_totals(self._read, threshold, filters)
 
     def completed_keys(self, run_id: str) -> set[tuple[str, int]]:
         """``(task.id, sample_index)`` of every trajectory of a run, so a resumed run can skip them."""

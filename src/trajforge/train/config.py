@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from trajforge import algos
 from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
 from trajforge.configfile import KeyPath, Origin, load_file, raise_problems, validate
+from trajforge.distributed.options import RayOptions
 from trajforge.envs.registry import builtin_names, get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
@@ -318,11 +319,19 @@ class RLConfig(CommonSettings):
     rollout_precision: Precision = Precision.AUTO
     """Weights rollouts sample from: ``auto`` (a bf16 copy while training in bf16), ``fp32``
     (the trained weights) or ``bf16``."""
-    async_staleness: int = Field(default=0, ge=0, le=1)
+    async_staleness: int = Field(default=0, ge=0)
     """0: synchronous (each step samples from the weights it then trains). 1: the next step's
     rollouts run while this step trains, from a copy of the weights one update old (a turn may
-    see the newer ones); PPO's importance ratio against the recorded logprobs corrects for it,
-    as verl's fully asynchronous mode and AReaL do."""
+    see the newer ones); PPO's importance ratio against the recorded logprobs corrects for it
+    (``recompute_old_logprobs: false``), as verl's fully asynchronous mode and AReaL do. k > 1
+    (with ``ray``): the next k steps' rollouts run on the actors at once, from weights at most
+    k updates old."""
+    ray: RayOptions | None = None
+    """Sample the rollouts on Ray actors (``{}``: a local cluster, one actor per CPU;
+    ``{address: auto, actors: 4}``: an existing cluster): each holds a replica of the policy
+    that loads the new weights from the object store after every update, and every
+    trajectory records the weights version it was sampled with (``policy_version``). Needs
+    the ``ray`` extra."""
     store: Path | None = None
     """Also write every rollout to this trajectory store (null: keep none)."""
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
@@ -339,6 +348,17 @@ class RLConfig(CommonSettings):
         if "estimator" in info.data:
             _check_options(value, algos.estimator_options(info.data["estimator"]), "estimator")
         return value
+
+    @model_validator(mode="after")
+    def _ray_rolls_out_env_episodes(self) -> RLConfig:
+        if self.ray is not None and self.agent is not None:
+            raise ValueError("ray: an agent program's rollouts run through the gateway, not on Ray")
+        if self.async_staleness > 1 and self.ray is None:
+            raise ValueError(
+                "async_staleness: more than 1 step ahead needs ray: (in this process, rollouts "
+                "sample one step ahead at most)"
+            )
+        return self
 
     @field_validator("loss_kwargs")
     @classmethod

@@ -23,6 +23,7 @@ import asyncio
 import copy
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,13 +32,14 @@ import torch
 from trajforge.algos import AdvantageInput, compute_advantages, kl_estimate, policy_loss
 from trajforge.algos.advantages import weight_by_sign
 from trajforge.curate import group_key
+from trajforge.distributed import POLICY_VERSION, ray_runner
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import Rubric
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
-from trajforge.rollout import Limits, RolloutSpec, Sampling, run_rollout
+from trajforge.rollout import Limits, PolicyRef, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import OutcomeStatus, Role, Task, Trajectory
 from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
@@ -154,10 +156,15 @@ class RLTrainer(Trainer):
         # The reward: ``rubric`` when given (tests, code), else the config's weighted scorers.
         self.rubric = rubric if rubric is not None else Rubric.from_refs(cfg.scorers, name="reward")
         self.replay = ReplayBuffer(cfg.replay.max_size)
-        self.ahead: Ahead | None = None
+        self.ahead: deque[Ahead] = deque()
+        """The next steps' rollouts under way, oldest first (``async_staleness`` at most)."""
         super().__init__(cfg, parts=parts, callbacks=callbacks)
         self.reference = ReferenceModel(self.parts) if cfg.kl_coef > 0 else None
         self.policy: HFPolicy | None = self._make_policy()
+        # On Ray, the actors' replicas sample the rollouts; ``policy`` still validates. Over
+        # several processes only the main one rolls out, so only it starts the actors.
+        main = self.parts.accelerator.is_main_process
+        self.remote = ray_runner(cfg.ray, persistent=True) if cfg.ray and main else None
         keep = self.validation_tasks and cfg.validation.keep_best
         self.best = BestWeights(self.parts.unwrapped_model()) if keep else None
 
@@ -182,13 +189,18 @@ class RLTrainer(Trainer):
         self.validated = [ValidationPoint(**p) for p in cursor.get("validation", [])]
 
     def train(self, *, resume: bool = False) -> TrainResult:
-        result = super().train(resume=resume)
+        try:
+            result = super().train(resume=resume)
+        finally:
+            if self.remote is not None:
+                self.remote.shutdown()
         result.validation = [p.as_dict() for p in self.validated]
         if self.best is not None and self.best.best is not None:
             result.kept_step = self.best.best.step
         return result
 
     def before_steps(self, start: int) -> None:
+        self._publish(start)
         if not self.validation_tasks:
             return
         if self.validated and self.validated[-1].step == start:
@@ -199,9 +211,8 @@ class RLTrainer(Trainer):
         self._validate(start)
 
     def after_steps(self) -> None:
-        if self.ahead is not None:  # only left after a stop before the last step
-            self.ahead.result()
-            self.ahead = None
+        while self.ahead:  # only left after a stop before the last step
+            self.ahead.popleft().result()
         if self.best is not None and self.best.best is not self.validated[-1]:
             self.best.restore()
 
@@ -268,6 +279,21 @@ class RLTrainer(Trainer):
         if self.policy is not None:
             self.policy.set_weights(source)
 
+    def _publish(self, version: int) -> None:
+        """On Ray, the trained weights (LoRA merged in) to the actors as ``version`` (the
+        updates made so far)."""
+        if self.rl_cfg.ray is None:
+            return
+        # Under FSDP the weights are gathered first, by every process (a collective).
+        model: Any = self._rollout_source() if self.parts.sharded else None
+        if self.remote is None:
+            return  # not the main process
+        if model is None:
+            model = self.parts.unwrapped_model()
+            if self.parts.is_lora:
+                model = copy.deepcopy(model).merge_and_unload()
+        self.remote.publish({k: v.detach().cpu() for k, v in model.state_dict().items()}, version)
+
     def _next_tasks(self) -> tuple[list[Any], int]:
         """This step's tasks: revisits first, then fresh ones from the cursor (a task already
         revisited this step is skipped). Returns them and the number of revisits."""
@@ -310,6 +336,13 @@ class RLTrainer(Trainer):
         if self.agent_rollouts is not None:
             return self.agent_rollouts(f"rl-{cfg.output_dir.name}-step{step}", tasks, self.policy)
         spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, f"step{step}")
+        if self.remote is not None:
+            # Each actor builds this policy, then loads the published weights.
+            precision = Precision.BF16 if self.rollout_dtype is torch.bfloat16 else Precision.FP32
+            actors = PolicyRef(
+                name=cfg.model.spec, batch_size=cfg.max_batch_size, precision=precision
+            )
+            return run_rollout(spec.model_copy(update={"policy": actors}), runner=self.remote)
         # The policy is passed live: it samples from the very weights being trained.
         return run_rollout(spec, policy=self.policy)
 
@@ -348,16 +381,18 @@ class RLTrainer(Trainer):
 
     def _step_rollouts(self, step: int) -> tuple[list[Trajectory], int]:
         """This step's rollouts and how many of its tasks were revisits: sampled now, or, in
-        the asynchronous mode, those sampled while the previous step trained; then the next
-        step's are started before this one trains."""
-        ahead, self.ahead = self.ahead, None
-        if ahead is None:
+        the asynchronous mode, those sampled while earlier steps trained; then the next
+        ``async_staleness`` steps' are under way before this one trains (sampled from weights
+        at most that many updates old)."""
+        if self.ahead:
+            trajs, revisited = self.ahead.popleft().result()
+        else:
             tasks, revisited = self._next_tasks()
             trajs = self._rollout(step, tasks)
-        else:
-            trajs, revisited = ahead.result()
-        if self.rl_cfg.async_staleness and step < self.total_steps():
-            self.ahead = Ahead(self._rollout, step + 1, *self._next_tasks())
+        last = step + len(self.ahead)
+        while len(self.ahead) < self.rl_cfg.async_staleness and last < self.total_steps():
+            last += 1
+            self.ahead.append(Ahead(self._rollout, last, *self._next_tasks()))
         return trajs, revisited
 
     def _scored_rollouts(self, step: int) -> tuple[list[Trajectory], int, float, list[float], int]:
@@ -372,6 +407,7 @@ class RLTrainer(Trainer):
         t0 = time.perf_counter()
         scored = from_main(lambda: self._scored_rollouts(step))
         trajs, revisited, rollout_s, rewards, failed_scores = scored
+        versions = [t.metadata[POLICY_VERSION] for t in trajs if POLICY_VERSION in t.metadata]
         outcomes: dict[int, list[float]] = {}
         for t, r in zip(trajs, rewards, strict=True):
             outcomes.setdefault(self.task_index[t.task.id], []).append(r)
@@ -386,6 +422,8 @@ class RLTrainer(Trainer):
             "rollout_time_s": rollout_s,
             "failed_scores": float(failed_scores),
         }
+        if versions:  # updates the oldest weights lagged behind the ones trained now
+            metrics["policy_staleness_max"] = float(step - 1 - min(versions))
         metrics["replayed"] = float(self._with_replay(trajs, rewards))
         if self.parts.accelerator.is_main_process:
             # The main process chooses the tasks, so its pool is the one that counts visits.
@@ -396,6 +434,7 @@ class RLTrainer(Trainer):
         update = self._update(trajs, reward_t) if trajs else {}
         metrics.update(update)
         self._refresh_policy()
+        self._publish(step)
         metrics["step_time_s"] = time.perf_counter() - t0
         if self._validation_due(step):
             point = self._validate(step)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolContext, ToolError, tool
@@ -127,14 +128,15 @@ async def move(direction: Literal["up", "down", "left", "right"], ctx: ToolConte
     return f"{what}\n{board.render()}"
 
 
-def replay(task: Task, messages: list[Message]) -> Board:
-    """The board after the moves in ``messages`` that the environment accepted (no error)."""
+def replay(task: Task, messages: list[Message], board_type: type[Board] = Board) -> Board:
+    """The board (a ``board_type``) after the moves in ``messages`` that the environment
+    accepted (no error)."""
     accepted = {
         m.tool_call_id
         for m in messages
         if m.role is Role.TOOL and not m.content.startswith(ERROR_PREFIX)
     }
-    board = Board.from_task(task)
+    board = board_type.from_task(task)
     for msg in messages:
         for call in msg.tool_calls:
             if call.id in accepted and call.name == "move" and board.status is Status.PLAYING:
@@ -183,10 +185,14 @@ def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
 
 
 class GridWorldEnv(ToolEnv):
-    """A ``ToolEnv`` whose state is the board, so ``state_key`` hashes the board itself."""
+    """A ``ToolEnv`` whose state is the board, so ``state_key`` hashes the board itself.
+
+    ``board_type`` is the game's rules (a ``Board`` subclass brings its own moves and key)."""
+
+    board_type: type[Board] = Board
 
     async def setup(self, context: ToolContext) -> None:
-        context.state["board"] = Board.from_task(context.task)
+        context.state["board"] = self.board_type.from_task(context.task)
         await super().setup(context)
 
     def state_key(self) -> str:
@@ -196,13 +202,28 @@ class GridWorldEnv(ToolEnv):
         return board.key()
 
 
+BoardEnv = TypeVar("BoardEnv", bound=GridWorldEnv)
+
+
+def board_env(
+    env_class: type[BoardEnv],
+    verifier: Callable[[Task, list[Message]], float],
+    expert: Callable[[Task, list[Message]], str | None],
+    *,
+    max_path: int,
+    **options: Any,
+) -> BoardEnv:
+    """A board game's env: the ``move`` tool, two turns per move of the longest path, and
+    ``options`` (name, description, system prompt, overrides) passed on."""
+    defaults: dict[str, Any] = {"max_turns": 2 * max_path, "tool_timeout": 5.0}
+    return env_class([move], verifier=verifier, expert=expert, **(defaults | options))
+
+
 def make_env(**kwargs: Any) -> GridWorldEnv:
-    options: dict[str, Any] = {
-        "max_turns": 2 * MAX_PATH,
-        "tool_timeout": 5.0,
-        "system_prompt": SYSTEM_PROMPT,
-    }
-    options.update(kwargs)
-    return GridWorldEnv(
-        [move], verifier=verify, name=NAME, description=DESCRIPTION, expert=expert, **options
+    return board_env(
+        GridWorldEnv,
+        verify,
+        expert,
+        max_path=MAX_PATH,
+        **({"name": NAME, "description": DESCRIPTION, "system_prompt": SYSTEM_PROMPT} | kwargs),
     )

@@ -1,0 +1,257 @@
+"""Credit assignment on keydoor: GRPO, turn-level returns and GiGPO from the same SFT weights.
+
+The experiment is ``examples/keydoor/experiment.yaml``: base eval -> expert demonstrations (a
+limited set) -> SFT -> eval, run once; then, from that one SFT checkpoint, its RL stage runs
+once per arm and seed, changing only the advantage estimator:
+
+- ``grpo``: the outcome reward normalised in its group, the same advantage on every turn;
+- ``turn_returns``: per-turn discounted returns (key rewards plus the outcome), normalised in
+  the group (``gamma`` 0.95);
+- ``gigpo``: the episode advantage plus a step advantage from anchor-state groups (the same
+  board, square and keys in several samples of a task; ``gamma`` 0.95, ``omega`` 1).
+
+Every arm has the same rollout budget (steps x groups x samples, the same turn and token
+limits) and the same seeds, and is then evaluated greedily on the same held-out boards. No
+setting is chosen on those boards: the sizes and rates are the experiment file's (``--set``
+changes them, as ``trajforge run`` overrides do), and any validation the RL stage does runs
+on training-split tasks.
+
+    .venv/bin/python bench/credit_assignment.py --model tiny              # micro sizes, ~40 s
+    .venv/bin/python bench/credit_assignment.py --seeds 0 1 2 --out runs/credit
+
+Prints per arm the held-out success with a 95% Wilson interval (episodes of all seeds
+pooled), the per-step training reward and success curves, episodes trained on and GiGPO's
+share of steps in anchor groups (means over seeds) and the wall time, then ONE JSON line. ``ratio`` is GiGPO's held-out gain over SFT divided by GRPO's
+(success points); when GRPO's gain is zero or negative the ratio is null and both gains are
+reported (``ratio_note`` says so): a quotient there would not mean "GiGPO gains more".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from trajforge.pipeline.config import (
+    EvalStage,
+    Experiment,
+    RLStage,
+    SFTStage,
+    load_experiment,
+    rl_config,
+)
+from trajforge.pipeline.runner import ExperimentRunner
+
+HELD_OUT = "held_out"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "keydoor" / "experiment.yaml"
+ARMS: dict[str, tuple[str, dict[str, float]]] = {
+    "grpo": ("grpo", {}),
+    "turn_returns": ("turn_returns", {"gamma": 0.95}),
+    "gigpo": ("gigpo", {"gamma": 0.95, "omega": 1.0}),
+}
+# The micro run that proves the bench end to end with the tiny random model in minutes.
+MICRO = [
+    "eval.tasks=8",
+    "eval.max_turns=6",
+    "eval.max_new_tokens=40",
+    "stages.demonstrations.tasks=8",
+    "stages.sft.train.epochs=1",
+    "stages.sft.train.max_steps=2",
+    "stages.sft.train.batch_size=4",
+    "stages.rl.train.num_tasks=8",
+    "stages.rl.train.steps=2",
+    "stages.rl.train.groups_per_step=2",
+    "stages.rl.train.samples_per_group=4",
+    "stages.rl.train.max_turns=6",
+    "stages.rl.train.max_new_tokens=40",
+]
+
+
+def wilson(successes: int, n: int) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate (sensible at 0 and 1, unlike mean +- t*s)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    z = 1.96
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(centre - half, 4), round(centre + half, 4))
+
+
+def _eval_counts(record: dict[str, Any]) -> tuple[int, int]:
+    summary = record["summary"]
+    return round(summary["success"] * summary["episodes"]), summary["episodes"]
+
+
+def _rate(successes: int, n: int) -> dict[str, Any]:
+    return {"success": round(successes / n, 4) if n else None, "ci95": wilson(successes, n), "n": n}
+
+
+class Plan(NamedTuple):
+    """The experiment up to its first RL stage, and the names the bench reads back."""
+
+    prefix: Experiment
+    rl: RLStage
+    base_eval: str
+    sft: str
+    sft_eval: str
+
+
+def _plan(exp: Experiment) -> Plan:
+    """Split ``exp`` at its first RL stage, which must follow eval, sft, eval (in that order,
+    other stages between them allowed)."""
+    stages = exp.stages
+    rl = next((i for i, s in enumerate(stages) if isinstance(s, RLStage)), len(stages))
+    sft = max((i for i, s in enumerate(stages[:rl]) if isinstance(s, SFTStage)), default=None)
+    base = next((i for i, s in enumerate(stages) if isinstance(s, EvalStage)), None)
+    if rl == len(stages) or sft is None or base is None or base > sft:
+        raise SystemExit(
+            f"{exp.name}: the bench needs an eval stage, an sft stage, an eval stage right "
+            "before the first rl stage, then that rl stage"
+        )
+    rl_stage, sft_eval = stages[rl], stages[rl - 1]
+    if not isinstance(sft_eval, EvalStage) or not isinstance(rl_stage, RLStage):
+        raise SystemExit(f"{exp.name}: the stage right before the first rl stage must be an eval")
+    prefix = exp.model_copy(update={"stages": stages[:rl]})
+    return Plan(prefix, rl_stage, stages[base].name, stages[sft].name, sft_eval.name)
+
+
+def _arm(prefix: Experiment, rl: RLStage, arm: str, seed: int, model: str) -> Experiment:
+    estimator, options = ARMS[arm]
+    train = {**rl.train, "estimator": estimator, "estimator_kwargs": options}
+    return Experiment.model_validate(
+        {
+            **prefix.model_dump(),
+            "name": f"{prefix.name}-{arm}-s{seed}",
+            "model": model,
+            "seed": seed,
+            "stages": [
+                RLStage(name=rl.name, train=train).model_dump(),
+                EvalStage(name=HELD_OUT).model_dump(),
+            ],
+        }
+    )
+
+
+def _record(results: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(s for s in results["stages"] if s["name"] == name and s["status"] == "done")
+
+
+def _curve(histories: list[list[dict[str, Any]]], key: str) -> list[float | None]:
+    """The mean over seeds of metric ``key`` at each step (None at a step some seed lacks it)."""
+    curve: list[float | None] = []
+    for i in range(min(len(h) for h in histories)):
+        values = [h[i].get(key) for h in histories]
+        present = [float(v) for v in values if v is not None]
+        curve.append(round(sum(present) / len(present), 3) if len(present) == len(values) else None)
+    return curve
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--model", default="embedded", help="embedded, tiny (micro sizes) or a folder"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="RL seeds, each arm")
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--experiment", type=Path, default=EXAMPLE)
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="experiment overrides, e.g. stages.rl.train.steps=8")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run folders kept here; finished stages are resumed (default: a temp dir)")  # fmt: skip
+    args = parser.parse_args()
+    if "grpo" not in args.arms or "gigpo" not in args.arms:
+        parser.error("--arms: the ratio needs both grpo and gigpo")
+    overrides = [*(MICRO if args.model == "tiny" else []), f"model={args.model}", *args.set]
+    exp = load_experiment(args.experiment, overrides)
+    plan = _plan(exp)
+    prefix, rl = plan.prefix, plan.rl
+    with tempfile.TemporaryDirectory() as tmp:
+        out = args.out or Path(tmp)
+        started = time.perf_counter()
+        base_results = ExperimentRunner(prefix, run_dir=out / prefix.name).run()
+        sft_wall = time.perf_counter() - started
+        sft_model = _record(base_results, plan.sft)["model"]
+        base = _rate(*_eval_counts(_record(base_results, plan.base_eval)))
+        sft = _rate(*_eval_counts(_record(base_results, plan.sft_eval)))
+        arms: dict[str, dict[str, Any]] = {}
+        for arm in args.arms:
+            wins = episodes = 0
+            per_seed, histories = [], []
+            arm_started = time.perf_counter()
+            for seed in args.seeds:
+                run = _arm(prefix, rl, arm, seed, sft_model)
+                results = ExperimentRunner(run, run_dir=out / run.name).run()
+                won, n = _eval_counts(_record(results, HELD_OUT))
+                wins, episodes = wins + won, episodes + n
+                per_seed.append(round(won / n, 4))
+                histories.append(_record(results, rl.name)["history"])
+            arms[arm] = {
+                **_rate(wins, episodes),
+                "per_seed": per_seed,
+                "gain": round(wins / episodes - sft["success"], 4),
+                "reward_curve": _curve(histories, "reward_mean"),
+                "success_curve": _curve(histories, "success_rate"),
+                # Episodes the update trained on (groups with all-zero advantages are skipped)
+                # and, for GiGPO, the share of steps in an anchor-state group of two or more.
+                "trained_curve": _curve(histories, "trained_trajectories"),
+                "anchor_step_frac_curve": _curve(histories, "adv_anchor_step_frac"),
+                "wall_s": round(time.perf_counter() - arm_started, 1),
+            }
+        total_wall = time.perf_counter() - started
+
+    cfg = rl_config(exp, exp.stages.index(rl), model=exp.model, run_dir=out, attempt=0)
+    budget = cfg.steps * cfg.groups_per_step * cfg.samples_per_group
+    print(
+        f"{exp.env}, model {args.model}, seeds {args.seeds}, {budget} RL episodes per arm and seed"
+    )
+    print(f"  base   held-out success {base['success']:.3f}  95% CI {base['ci95']}")
+    print(
+        f"  sft    held-out success {sft['success']:.3f}  95% CI {sft['ci95']}  ({sft_wall:.0f} s)"
+    )
+    for arm, row in arms.items():
+        print(
+            f"  {arm:<12} held-out success {row['success']:.3f}  95% CI {row['ci95']}  gain "
+            f"{row['gain']:+.3f}  per seed {row['per_seed']}  ({row['wall_s']:.0f} s)"
+        )
+        print(f"  {'':<12} train reward per step {row['reward_curve']}")
+        print(f"  {'':<12} train success per step {row['success_curve']}")
+        print(f"  {'':<12} trained episodes per step {row['trained_curve']}")
+        if arm == "gigpo":
+            print(f"  {'':<12} anchor step share per step {row['anchor_step_frac_curve']}")
+    grpo_gain, gigpo_gain = arms["grpo"]["gain"], arms["gigpo"]["gain"]
+    ratio = round(gigpo_gain / grpo_gain, 3) if grpo_gain > 0 else None
+    note = (
+        "gigpo gain / grpo gain"
+        if ratio is not None
+        else "null: grpo's held-out gain over sft is <= 0, so no ratio; compare the two gains"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "credit_assignment",
+                "model": args.model,
+                "seeds": args.seeds,
+                "rl_episodes_per_arm_and_seed": budget,
+                "cpus": os.cpu_count(),
+                "base": base,
+                "sft": sft,
+                "arms": arms,
+                "grpo_gain": grpo_gain,
+                "gigpo_gain": gigpo_gain,
+                "best_rl_gain": max(row["gain"] for row in arms.values()),
+                "wall_s": round(total_wall, 1),
+                "ratio": ratio,
+                "ratio_note": note,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""``trajforge mcp serve ENV``: an environment's tools as an MCP server (stdio or HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated
+
+import typer
+
+from trajforge.cli.common import err_console
+from trajforge.envs.registry import get_env
+
+mcp_app = typer.Typer(
+    name="mcp",
+    help="Model Context Protocol: serve an environment's tools to any MCP client.",
+    no_args_is_help=True,
+)
+
+
+@mcp_app.command("serve")
+def serve(
+    env: Annotated[
+        str,
+        typer.Argument(
+            help="Environment: a built-in name, module:factory, file.py:factory or env.yaml."
+        ),
+    ],
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http",
+            min=1,
+            max=65535,
+            help="Serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the task the env is set up with.")
+    ] = 0,
+) -> None:
+    """Serve ENV's tools over MCP: stdio by default (for a client that starts this command),
+    or streamable HTTP on 127.0.0.1. Each call runs the env's tool; its errors come back with
+    is_error set."""
+    # lazy: the MCP SDK and uvicorn cost a second at start-up; only this command needs them
+    from trajforge.serve.mcp_server import serve_http, serve_stdio
+
+    entry = get_env(env)
+    if http is None:
+        asyncio.run(serve_stdio(entry, seed=seed))
+        return
+    err_console.print(f"serving {entry.name!r} tools at http://127.0.0.1:{http}/mcp (Ctrl-C stops)")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_http(entry, http, seed=seed))
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to ``app``."""
+    app.add_typer(mcp_app)

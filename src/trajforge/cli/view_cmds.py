@@ -1,0 +1,75 @@
+"""``trajforge view [RUN_DIR | --store PATH]``: browse a store's trajectories in a web browser."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trajforge.cli.common import StoreOption, err_console, resolve_store_path
+from trajforge.errors import ConfigError, StoreError
+from trajforge.pipeline.config import STORE_FILE
+
+DEFAULT_PORT = 8765
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _locate(target: Path | None, store: Path | None) -> tuple[Path, Path | None]:
+    """The store to open and the run folder whose curves to show (if the target is one)."""
+    if target is not None and store is not None:
+        raise ConfigError("view: give a run folder or --store, not both")
+    if target is None:
+        return resolve_store_path(store), None
+    if target.is_dir():
+        path = target / STORE_FILE
+        if not path.is_file():
+            raise StoreError(f"{target}: no {STORE_FILE} here (is it a trajforge run folder?)")
+        return path, target
+    if target.is_file():
+        return target, None
+    raise StoreError(f"{target}: no such run folder or store file")
+
+
+def view(
+    target: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[RUN_DIR]",
+            help="A run folder (runs/<name>/: its store.db and training curves) or a store file.",
+            show_default=False,
+        ),
+    ] = None,
+    store: StoreOption = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port (0: any free one).")
+    ] = DEFAULT_PORT,
+) -> None:
+    """Browse runs and trajectories in a web browser: filters, conversations, tokens and loss
+    mask, groups with their advantages, diffs, live updates of a run being written."""
+    # lazy: the viewer loads fastapi, uvicorn and jinja2 (0.4 s); other commands never need them
+    from trajforge.viewer.app import serve_viewer
+
+    path, run_dir = _locate(target, store)
+    chosen = port or _free_port(host)
+    serve_viewer(
+        path,
+        run_dir,
+        host,
+        chosen,
+        started=lambda: err_console.print(
+            f"viewing {path} at http://{host}:{chosen}/ — Ctrl-C stops", soft_wrap=True
+        ),
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``view`` to ``app``."""
+    app.command("view")(view)

@@ -1,0 +1,236 @@
+"""``RayRunner``: a rollout's episodes played on Ray actors, handed out as slots free up.
+
+The driver keeps a queue of the episodes still to play. Each actor holds at most ``slots`` of
+them at a time (``slots`` per run when several runs share the actors); when one comes back, the next episode goes to the actor that returned it, so
+fast actors take more and a slow one never holds the run. An actor that dies (killed,
+preempted, out of memory) takes none of the run with it: its unfinished episodes go back to the
+front of the queue and it is replaced, up to ``max_restarts`` times over the run. Every
+episode is yielded once, however often it was played.
+
+A ``persistent`` runner keeps its actors from one run to the next (RL rolls out every step on
+the same actors); ``publish`` puts new weights in the object store once and has every actor,
+and every actor started later, load them. An episode handed out after a publish waits on its
+actor for those weights, and its trajectory records the version it started with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections import deque
+from collections.abc import AsyncGenerator, Iterable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
+
+from trajforge.distributed.cluster import actor_count, ray_cluster
+from trajforge.distributed.options import RayOptions
+from trajforge.distributed.worker import remote_worker
+from trajforge.rollout import EpisodeKey, EpisodeRunner, RolloutError, RolloutRun, RolloutSpec
+from trajforge.schema import Trajectory
+
+DEFAULT_SLOTS = 8
+"""Episodes an actor plays at once when neither the options nor the spec say."""
+
+# What an actor's death looks like from the driver: its calls fail, or their results vanish.
+_LOST = (RayActorError, ObjectLostError)
+
+
+@dataclass(eq=False)
+class _Actor:
+    handle: Any
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(exc).__name__
+
+
+class RayRunner(EpisodeRunner):
+    """Plays a rollout's episodes on Ray actors.
+
+    ``start`` joins the cluster ``options.address`` names unless this process has joined one
+    already (then that one is used and left as it was); ``close`` stops the actors and leaves
+    what ``start`` joined (a local cluster stops with it).
+
+    Args:
+        options: Cluster, actors, slots and restarts (default: a local cluster, one actor per
+            CPU).
+        persistent: Keep the actors and the cluster after a run (``close`` leaves them for the
+            next run's ``start``; ``shutdown`` stops them).
+    """
+
+    def __init__(self, options: RayOptions | None = None, *, persistent: bool = False) -> None:
+        self.options = options or RayOptions()
+        self.persistent = persistent
+        self._weights: tuple[Any, int] | None = None
+        self._actors: list[_Actor] = []
+        self._spec_json = ""
+        self._model = ""
+        self._slots = DEFAULT_SLOTS
+        self._restarts_left = self.options.max_restarts
+        self._worker_class: Any = None
+        self._cluster = ExitStack()
+        self._joined = False
+        # Runs may share a persistent runner from several threads (RL's rollouts ahead).
+        self._lock = threading.Lock()
+        self.replaced = 0
+        """Actors that died during the run and were replaced."""
+
+    @property
+    def actors(self) -> list[Any]:
+        """The live actors' handles."""
+        return [a.handle for a in self._actors]
+
+    async def start(self, spec: RolloutSpec) -> str:
+        if spec.lockstep:
+            raise RolloutError(
+                "spec.lockstep: the lockstep baseline runs in one process, not on Ray"
+            )
+        if spec.env is None or spec.policy is None:
+            raise RolloutError(
+                "spec.env and spec.policy: Ray actors build the environment and the policy from "
+                "their names; a live one stays in this process"
+            )
+        if self._actors:  # a persistent runner's actors, kept from the last run
+            built = RolloutSpec.model_validate_json(self._spec_json)
+            if (spec.env, spec.policy) != (built.env, built.policy):
+                raise RolloutError(
+                    f"spec.env and spec.policy: the Ray actors play {built.env} with "
+                    f"{built.policy}, not {spec.env} with {spec.policy}"
+                )
+            return self._model
+        self._spec_json = spec.model_dump_json()
+        self._join()
+        self._worker_class = remote_worker(self.options.cpus_per_actor)
+        count = actor_count(self.options)
+        if self.options.slots is not None:
+            self._slots = self.options.slots
+        elif spec.concurrency is not None:
+            self._slots = math.ceil(spec.concurrency / count)
+        self._actors = [self._new_actor() for _ in range(count)]
+        names = await self._all(a.handle.ready.remote() for a in self._actors)
+        self._model = str(names[0])
+        return self._model
+
+    def _join(self) -> None:
+        if not self._joined:
+            self._cluster.enter_context(ray_cluster(self.options.address))
+            self._joined = True
+
+    @staticmethod
+    async def _all(refs: Iterable[Any]) -> list[Any]:
+        try:
+            return list(await asyncio.gather(*refs))
+        except (RayActorError, RayTaskError) as exc:
+            raise RolloutError(f"a Ray rollout actor failed: {_last_line(exc)}") from None
+
+    def _new_actor(self) -> _Actor:
+        actor = _Actor(self._worker_class.remote(self._spec_json))
+        if self._weights is not None:
+            actor.handle.set_weights.remote(*self._weights)
+        return actor
+
+    def publish(self, state: Mapping[str, Any], version: int) -> None:
+        """Have every actor sample from ``state`` (a state dict) as weights ``version``: the
+        episodes handed out from now on start with it (on an actor, once its sequences in
+        flight end; one that fails to load it fails those episodes). Returns at once; an actor
+        started later loads it first."""
+        self._join()
+        weights = (ray.put(dict(state)), version)
+        with self._lock:
+            self._weights = weights
+            for actor in self._actors:
+                actor.handle.set_weights.remote(*weights)
+
+    def play(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
+        return self._dispatch(run)
+
+    async def _dispatch(self, run: RolloutRun) -> AsyncGenerator[Trajectory, None]:
+        queue = deque(run.todo)
+        spec = ray.put(run.spec.model_dump_json())  # once per run, not once per episode
+        running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]] = {}
+        # This run's episodes on each actor (runs sharing the actors have slots each).
+        busy: dict[_Actor, int] = {}
+        yielded: set[tuple[str, int]] = set()
+        last_death = ""
+        try:
+            while queue or running:
+                self._hand_out(spec, queue, running, busy)
+                if not running:
+                    raise RolloutError(
+                        f"every Ray rollout actor died ({self.replaced} replaced, "
+                        f"{len(queue)} episodes left); last: {last_death}"
+                    )
+                finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for future in finished:
+                    actor, key, _ = running.pop(future)
+                    busy[actor] -= 1
+                    try:
+                        trajectory = future.result()
+                    except _LOST as exc:
+                        queue.appendleft(key)
+                        last_death = _last_line(exc)
+                        self._replace(actor)
+                        continue
+                    except RayTaskError as exc:
+                        raise RolloutError(
+                            f"episode {key.store_key} failed on a Ray actor: {_last_line(exc)}"
+                        ) from None
+                    if key.store_key in yielded:
+                        continue
+                    yielded.add(key.store_key)
+                    yield trajectory
+        finally:
+            for _, _, ref in running.values():
+                ray.cancel(ref)
+
+    def _hand_out(
+        self,
+        spec: Any,
+        queue: deque[EpisodeKey],
+        running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]],
+        busy: dict[_Actor, int],
+    ) -> None:
+        """Fill every actor's free slots from the front of the queue, least busy first."""
+        with self._lock:
+            actors = list(self._actors)
+        while queue:
+            actor = min(actors, key=lambda a: busy.get(a, 0), default=None)
+            if actor is None or busy.get(actor, 0) >= self._slots:
+                return
+            key = queue.popleft()
+            version = self._weights[1] if self._weights is not None else None
+            ref = actor.handle.play.remote(spec, key, version)
+            future: asyncio.Future[Trajectory] = asyncio.wrap_future(ref.future())
+            busy[actor] = busy.get(actor, 0) + 1
+            running[future] = (actor, key, ref)
+
+    def _replace(self, actor: _Actor) -> None:
+        """Drop a dead actor (once) and start another in its place while restarts are left."""
+        with self._lock:
+            if actor not in self._actors:
+                return
+            self._actors.remove(actor)
+            ray.kill(actor.handle, no_restart=True)
+            if self._restarts_left > 0:
+                self._restarts_left -= 1
+                self.replaced += 1
+                self._actors.append(self._new_actor())
+
+    async def close(self) -> None:
+        if not self.persistent:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop the actors and leave what ``start`` joined (a local cluster stops with it)."""
+        actors, self._actors = self._actors, []
+        self._weights = None
+        for actor in actors:
+            ray.kill(actor.handle, no_restart=True)
+        self._cluster.close()
+        self._joined = False

@@ -1,0 +1,224 @@
+"""What the viewer's pages and API show, read from one store (and optionally its run folder).
+
+Each method returns plain dicts (the JSON API returns them as they are; templates render them).
+Every thread gets its own read connection to the store, so requests served on a thread pool
+never share a SQLite connection.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from trajforge.algos.names import Estimator
+from trajforge.errors import StoreError, TrajforgeError
+from trajforge.judge.stats import SUCCESS_THRESHOLD, RewardSummary, summarize_reward_totals
+from trajforge.schema import Trajectory
+from trajforge.store import TrajectoryStore
+from trajforge.viewer.conversation import conversation, outline
+from trajforge.viewer.curves import Curve, run_folder_curves, stage_of
+from trajforge.viewer.diff import diff_trajectories
+from trajforge.viewer.filters import TableQuery
+from trajforge.viewer.tokens import decoder_for, token_view
+
+
+class NotFound(TrajforgeError):
+    """An id, prefix or group names nothing in the store (a 404)."""
+
+
+class BadRequest(TrajforgeError):
+    """A request the viewer cannot answer as asked (a 400); the message names the problem."""
+
+
+def _summary_dict(summary: RewardSummary) -> dict[str, Any]:
+    return {
+        "episodes": summary.episodes,
+        **summary.as_dict(),
+        "success_text": summary.success_text(),
+        "reward_text": summary.reward_text(ci=True),
+        "scored_text": summary.scored_text(),
+    }
+
+
+def _rewards_by_run(rows: list[dict[str, Any]]) -> dict[str, RewardSummary]:
+    grouped: dict[str, list[tuple[str, int, int, float, float, int]]] = {}
+    for r in rows:
+        grouped.setdefault(r["run_id"] or "", []).append(
+            (
+                r["status"],
+                r["episodes"],
+                r["scored"],
+                r["reward_sum"],
+                r["reward_sq"],
+                r["at_threshold"],
+            )
+        )
+    return {run: summarize_reward_totals(totals) for run, totals in grouped.items()}
+
+
+class ViewerData:
+    """The viewer's reads over the store at ``store_path``.
+
+    Args:
+        store_path: An existing trajforge store.
+        run_dir: The run folder the store belongs to (its training curves are shown), if any.
+    """
+
+    def __init__(self, store_path: Path, run_dir: Path | None = None) -> None:
+        self.store_path = store_path
+        self.run_dir = run_dir
+        self._local = threading.local()
+        self._opened: list[TrajectoryStore] = []
+        self._lock = threading.Lock()
+        self.store()  # a missing or foreign store fails now, not on the first page
+
+    def store(self) -> TrajectoryStore:
+        """This thread's connection to the store."""
+        store: TrajectoryStore | None = getattr(self._local, "store", None)
+        if store is None:
+            store = TrajectoryStore(self.store_path, create=False)
+            self._local.store = store
+            with self._lock:
+                self._opened.append(store)
+        return store
+
+    def close(self) -> None:
+        with self._lock:
+            for store in self._opened:
+                store.close()
+            self._opened.clear()
+
+    # ------------------------------------------------------------------ runs
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run: id, creation time, metadata, counts and reward figures."""
+        st = self.store()
+        by_run = _rewards_by_run(st.reward_totals(SUCCESS_THRESHOLD))
+        out = []
+        for run in st.list_runs():
+            summary = by_run.get(run["run_id"]) or summarize_reward_totals([])
+            out.append({**run, **_summary_dict(summary)})
+        return out
+
+    def resolve_run(self, prefix: str) -> str:
+        try:
+            return self.store().resolve_run_id(prefix)
+        except StoreError as exc:
+            raise NotFound(str(exc)) from None
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """One run: its metadata, reward figures, breakdowns by env and status, curves."""
+        st = self.store()
+        stats = st.stats(run=run_id)
+        summary = _rewards_by_run(st.reward_totals(SUCCESS_THRESHOLD, run=run_id)).get(run_id)
+        return {
+            "run_id": run_id,
+            "metadata": st.get_run(run_id) or {},
+            **_summary_dict(summary or summarize_reward_totals([])),
+            "turns_mean": stats["turns_mean"],
+            "tokens_mean": stats["tokens_mean"],
+            "by_env": {k: v["count"] for k, v in stats["by_env"].items()},
+            "by_status": stats["status"],
+            "curves": [c.as_dict() for c in self.curves(run_id)],
+        }
+
+    def curves(self, run_id: str | None = None) -> list[Curve]:
+        """The run folder's training curves: all of them, or those of one run's stage."""
+        stage = None if run_id is None else stage_of(run_id, self.run_dir)
+        if run_id is not None and stage is None:
+            return []
+        return run_folder_curves(self.run_dir, stage)
+
+    # ------------------------------------------------------------------ table
+
+    def table(self, query: TableQuery) -> dict[str, Any]:
+        """One page of the trajectory table: the total that match, the rows, short ids."""
+        st = self.store()
+        filters = query.store_filters()
+        try:
+            total = st.count(**filters)
+            rows = st.page(
+                order_by=query.sort,
+                descending=query.desc,
+                limit=query.limit,
+                offset=query.offset,
+                **filters,
+            )
+        except StoreError as exc:
+            raise BadRequest(str(exc)) from None
+        for row, short in zip(rows, st.short_ids([r["id"] for r in rows]), strict=True):
+            row["short_id"] = short
+        return {
+            "total": total,
+            "offset": query.offset,
+            "limit": query.limit,
+            "sort": query.sort,
+            "desc": query.desc,
+            "rows": rows,
+        }
+
+    # ------------------------------------------------------------------ trajectories
+
+    def get(self, prefix: str) -> Trajectory:
+        st = self.store()
+        try:
+            return st.get(st.resolve_trajectory_id(prefix))
+        except StoreError as exc:
+            raise NotFound(str(exc)) from None
+
+    def trajectory(self, prefix: str) -> dict[str, Any]:
+        """A trajectory's outline, conversation and token view."""
+        traj = self.get(prefix)
+        decoder = decoder_for(traj)
+        return {
+            **outline(traj),
+            "messages": conversation(traj),
+            "token_view": token_view(traj, decoder),
+            "tokenizer": decoder.name if decoder.tokenizer is not None else None,
+            "tokenizer_missing": decoder.missing,
+        }
+
+    def group(self, group_id: str, estimator: str) -> dict[str, Any]:
+        """The samples of one group side by side, with the advantages ``estimator`` gives them."""
+        if estimator not in {e.value for e in Estimator}:
+            names = ", ".join(e.value for e in Estimator)
+            raise BadRequest(f"estimator: {estimator!r} is not one of {names}")
+        trajs = self.store().query(group=group_id, order_by="sample_index")
+        if not trajs:
+            raise NotFound(f"no trajectories in group {group_id!r} in {self.store_path}")
+        # lazy: the estimators are torch functions; only a group page pays for loading torch
+        from trajforge.viewer.advantages import group_advantages
+
+        try:
+            adv = group_advantages(trajs, estimator)
+        except TrajforgeError as exc:
+            raise BadRequest(f"estimator {estimator}: {exc}") from None
+        members = [
+            {**outline(t), "messages": conversation(t), "advantage": a}
+            for t, a in zip(trajs, adv["trajectories"], strict=True)
+        ]
+        return {
+            "group_id": group_id,
+            "estimator": estimator,
+            "estimators": [e.value for e in Estimator],
+            "metrics": adv["metrics"],
+            "members": members,
+        }
+
+    def diff(self, a: str, b: str) -> dict[str, Any]:
+        return diff_trajectories(self.get(a), self.get(b))
+
+    def last_rowid(self, filters: dict[str, Any]) -> int:
+        """The cursor of the newest matching row (0 when none): where a live view starts."""
+        return self.store().last_rowid(**filters)
+
+    def new_rows(
+        self, filters: dict[str, Any], after: int, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Summary rows matching ``filters`` stored after cursor ``after``, oldest first."""
+        st = self.store()
+        rows = st.summaries_after(after, limit, **filters)
+        for row, short in zip(rows, st.short_ids([r["id"] for r in rows]), strict=True):
+            row["short_id"] = short
+        return rows
