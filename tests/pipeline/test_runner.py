@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +207,31 @@ def test_the_whole_experiment_runs_at_the_machines_precision(
             assert len(trajs) == 3
             assert {t.metadata["precision"] for t in trajs} == {machine_precision}
         assert len(store.query(run="rl-rl-val-step0")) == 2
+
+
+@pytest.mark.slow
+def test_run_over_two_processes_trains_over_both_and_writes_once(tmp_path: Path) -> None:
+    data = copy.deepcopy(TINY_EXPERIMENT)
+    data["stages"][2]["train"]["distributed"] = {"strategy": "fsdp"}  # type: ignore[index]
+    path = write_experiment(tmp_path, data)
+    trajforge = str(Path(sys.executable).parent / "trajforge")
+    done = subprocess.run(
+        [trajforge, "run", str(path), "--num-processes", "2", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout)  # one summary, from the main process
+    assert [s["status"] for s in results["stages"]] == ["done"] * 6
+    sft = next(s for s in results["stages"] if s["name"] == "sft")
+    assert len(sft["history"]) == 2
+    run_dir = tmp_path / "runs" / "tiny"
+    assert [json.loads(line)["step"] for line in (run_dir / "sft" / "metrics.jsonl").open()] == [
+        1,
+        2,
+    ]
+    # Rollouts ran once, on the main process: 3 evals x 3 tasks, 6 demonstrations, 2 x 2 RL.
+    with TrajectoryStore(run_dir / "store.db") as store:
+        assert store.count() == 3 * 3 + 6 + 4
+    assert (run_dir / "report.html").is_file()

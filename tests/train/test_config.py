@@ -22,7 +22,7 @@ from trajforge.train.config import (
     model_name_problem,
     parse_config,
 )
-from trajforge.train.model import lr_lambda
+from trajforge.train.model import lr_lambda, make_accelerator
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "calculator"
 
@@ -212,3 +212,13 @@ def test_example_configs_load_and_chain(name: str, cls: type[SFTConfig]) -> None
     assert cfg.model.spec == expected
     if isinstance(cfg, RLConfig):
         assert env_problem(cfg.env) is None
+
+
+def test_accelerate_configured_for_its_own_fsdp_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with pytest.raises(
+        ConfigError, match=r"accelerate is configured for FSDP.*distributed.strategy"
+    ):
+        make_accelerator("no")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ import typer
 from rich.console import Console
 
 from trajforge.judge.stats import RewardSummary, summarize_rewards, summarize_rewards_by
+from trajforge.train.launch import launch_local
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -28,6 +30,38 @@ StoreOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+NumProcessesOption = Annotated[
+    int,
+    typer.Option(
+        "--num-processes",
+        min=1,
+        help="Train as N processes on this machine (gloo on CPUs, nccl on GPUs; "
+        "distributed.strategy picks ddp or fsdp). Several machines: accelerate launch "
+        "(docs/scaling.md).",
+    ),
+]
+
+_LAUNCH_GRACE_S = 60.0
+"""How long the other processes may take to report their own error after one failed."""
+
+
+def launched_as_processes(num_processes: int) -> bool:
+    """With N > 1 in the process the user started: run this same command as N processes over
+    127.0.0.1 and return true once they all finished (each of them sees ``RANK`` and runs it)."""
+    if num_processes == 1 or "RANK" in os.environ:
+        return False
+    argv = sys.argv[1:]
+    for k, arg in enumerate(argv):
+        if arg == "--num-processes":
+            argv = argv[:k] + argv[k + 2 :]
+            break
+        if arg.startswith("--num-processes="):
+            argv = argv[:k] + argv[k + 1 :]
+            break
+    launch_local([sys.executable, "-m", "trajforge", *argv], num_processes, grace_s=_LAUNCH_GRACE_S)
+    return True
 
 
 def resolve_store_path(store: Path | None) -> Path:

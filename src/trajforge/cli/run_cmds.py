@@ -11,11 +11,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from trajforge.cli import rollout_options as opts
-from trajforge.cli.common import console, print_json
+from trajforge.cli.common import (
+    NumProcessesOption,
+    console,
+    launched_as_processes,
+    print_json,
+)
 from trajforge.distributed import RayOptions
 from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.pipeline.config import Experiment, load_experiment
 from trajforge.report.html import REPORT_FILE, build_report
+from trajforge.train.launch import launched_rank
 from trajforge.viewer.command import view_command
 
 
@@ -38,8 +44,11 @@ def run_command(
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json at the end.")] = False,
+    num_processes: NumProcessesOption = 1,
 ) -> None:
     """Run a staged experiment (eval, demonstrations, SFT, RL, ...) and write its report."""
+    if launched_as_processes(num_processes):
+        return
     from trajforge.pipeline.runner import ExperimentRunner  # lazy: its training stages load torch
 
     exp = load_experiment(experiment, overrides or [])
@@ -51,6 +60,8 @@ def run_command(
         exp = load_experiment(experiment, [*(overrides or []), *_ray_overrides(exp, on_ray)])
     runner = ExperimentRunner(exp, out)
     results = runner.run(only=stage)
+    if launched_rank() != 0:
+        return  # one report per run, from the main process
     if as_json:
         print_json(results)
         return

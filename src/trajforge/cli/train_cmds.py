@@ -7,11 +7,18 @@ from typing import Annotated, Any
 
 import typer
 
-from trajforge.cli.common import JsonOption, console, print_json
+from trajforge.cli.common import (
+    JsonOption,
+    NumProcessesOption,
+    console,
+    launched_as_processes,
+    print_json,
+)
 from trajforge.curate import preference_pairs
 from trajforge.errors import DataError
 from trajforge.train.config import DPOConfig, RLConfig, SFTConfig, load_train_config
 from trajforge.train.data import load_source
+from trajforge.train.launch import launched_rank
 
 ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help="YAML config file (validated; errors name the key).")
@@ -41,6 +48,8 @@ def _summary(result: Any, output_dir: Path) -> dict[str, Any]:
 
 
 def _report(summary: dict[str, Any], as_json: bool) -> None:
+    if launched_rank() != 0:
+        return  # one summary per run, from the main process
     if as_json:
         print_json(summary)
         return
@@ -58,8 +67,11 @@ def sft(
     overrides: OverridesArgument = None,
     resume: ResumeOption = False,
     json_out: JsonOption = False,
+    num_processes: NumProcessesOption = 1,
 ) -> None:
     """Supervised fine-tuning on the assistant tokens of stored trajectories."""
+    if launched_as_processes(num_processes):
+        return
     from trajforge.train.sft import SFTTrainer  # lazy: torch loads only when a command trains
 
     cfg = load_train_config(config, SFTConfig, overrides or [])
@@ -73,8 +85,11 @@ def dpo(
     overrides: OverridesArgument = None,
     resume: ResumeOption = False,
     json_out: JsonOption = False,
+    num_processes: NumProcessesOption = 1,
 ) -> None:
     """DPO on preference pairs built from groups of stored trajectories."""
+    if launched_as_processes(num_processes):
+        return
     from trajforge.train.dpo import DPOTrainer  # lazy: torch loads only when a command trains
 
     cfg = load_train_config(config, DPOConfig, overrides or [])
@@ -94,8 +109,11 @@ def rl(
     overrides: OverridesArgument = None,
     resume: ResumeOption = False,
     json_out: JsonOption = False,
+    num_processes: NumProcessesOption = 1,
 ) -> None:
     """On-policy RL: roll out groups, compute advantages, update, repeat."""
+    if launched_as_processes(num_processes):
+        return
     from trajforge.serve.collect import agent_rollouts_for  # lazy: loads uvicorn (0.4 s)
     from trajforge.train.rl import RLTrainer  # lazy: torch loads only when a command trains
 

@@ -53,7 +53,9 @@ from trajforge.rollout import (
 from trajforge.serve.collect import agent_rollouts_for, agents_on_ray, collect_runs
 from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
+from trajforge.train.config import DistributedSettings
 from trajforge.train.data import load_source
+from trajforge.train.distributed import from_main, is_main_process, join_launched_processes
 from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
 
@@ -69,10 +71,14 @@ class ExperimentRunner:
     ) -> None:
         self.exp = experiment
         self.run_dir = run_dir or experiment.out_dir / experiment.name
-        self.console = console or Console(stderr=True)
+        # Under a launcher every process runs the experiment: the training stages over all of
+        # them, the others (rollouts, judging, results.json, the report) on the main one alone.
+        join_launched_processes(DistributedSettings().timeout_s)
+        self.main = is_main_process()
+        self.console = console or Console(stderr=True, quiet=not self.main)
         self.store_path = self.run_dir / STORE_FILE
         self.precision = resolve_precision(experiment.precision)
-        self.results = self._load_results()
+        self.results = from_main(self._load_results)
 
     # -- results.json --------------------------------------------------------------------------
 
@@ -99,6 +105,8 @@ class ExperimentRunner:
         }
 
     def _save_results(self) -> None:
+        if not self.main:
+            return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         path = self.run_dir / RESULTS_FILE
         tmp = path.with_suffix(".json.tmp")
@@ -183,7 +191,8 @@ class ExperimentRunner:
                 f"[green]{stage.name} done[/green] in {record['duration_s']:.0f}s: {record.get('text', '')}"
             )
 
-        build_report(self.run_dir)
+        if self.main:
+            build_report(self.run_dir)
         return self.results
 
     def _run_id(self, stage: Stage, attempt: int) -> str:
@@ -193,11 +202,11 @@ class ExperimentRunner:
         model = self.model_before(index)
         run_id = self._run_id(stage, attempt)
         if isinstance(stage, EvalStage):
-            return self._eval(model, run_id)
+            return from_main(lambda: self._eval(model, run_id))
         if isinstance(stage, DemonstrationStage):
-            return self._demonstrations(stage, run_id)
+            return from_main(lambda: self._demonstrations(stage, run_id))
         if isinstance(stage, CollectStage):
-            return self._collect(stage, model, run_id)
+            return from_main(lambda: self._collect(stage, model, run_id))
         if isinstance(stage, SFTStage):
             return self._sft(index, stage, model, attempt)
         return self._rl(index, model, attempt)

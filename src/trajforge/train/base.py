@@ -1,18 +1,27 @@
-"""The step loop shared by the trainers: resume, checkpoints every N steps, metrics, callbacks."""
+"""The step loop shared by the trainers: resume, checkpoints every N steps, metrics, callbacks;
+and the helpers that split a step over several processes (``trajforge.train.distributed``)."""
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
+from torch.distributed.fsdp import FSDPModule
 
 from trajforge.train.batch import TokenBatch, TokenSequence, micro_batches
 from trajforge.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from trajforge.train.config import CommonSettings
+from trajforge.train.distributed import (
+    DistributedError,
+    pad_to_common_count,
+    reduce_metrics,
+    split_for_rank,
+)
 from trajforge.train.metrics import MetricsLogger
 from trajforge.train.model import TrainParts, build_train_parts, clip_and_step, save_final
 
@@ -40,6 +49,9 @@ class Trainer(ABC):
     """Subclasses implement ``total_steps``, ``run_step`` and the data cursor."""
 
     description = "train"
+    metric_weight: str | None = None
+    """The step metric that weights each process's metrics when they are averaged over the
+    processes (the count its means are taken over); ``None``: a plain mean."""
 
     def __init__(
         self,
@@ -94,7 +106,7 @@ class Trainer(ABC):
         with logger:
             self.before_steps(start)
             for step in range(start + 1, total + 1):
-                metrics = self.run_step(step)
+                metrics = self._step(step)
                 if step % self.cfg.log_every == 0 or step == total:
                     logger.log(step, metrics)
                 every = self.cfg.checkpoint_every
@@ -107,6 +119,21 @@ class Trainer(ABC):
         precision = "bf16" if self.parts.accelerator.mixed_precision == "bf16" else "fp32"
         return TrainResult(total, logger.history, final, start, precision)
 
+    def _step(self, step: int) -> dict[str, float]:
+        """``run_step`` and its metrics over the processes. Over several, an error (often a
+        collective whose peer died) becomes one line naming this process and the step."""
+        acc = self.parts.accelerator
+        if acc.num_processes == 1:
+            return self.run_step(step)
+        try:
+            return reduce_metrics(self.run_step(step), self.metric_weight)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise DistributedError(
+                f"rank {acc.process_index} of {acc.num_processes} failed at step {step}: "
+                f"{type(exc).__name__}: {first}"
+            ) from exc
+
     def before_steps(self, start: int) -> None:
         """Called once before the first step of this call (``start`` steps already made)."""
         return None  # a hook: trainers without validation need nothing here
@@ -117,10 +144,23 @@ class Trainer(ABC):
 
     # Helpers for subclasses.
 
-    def shard(self, items: Sequence[T]) -> list[T]:
-        """This process's share of ``items`` (all of them on a single process)."""
+    def shard(self, items: Sequence[T], sizes: Sequence[int]) -> list[T]:
+        """This process's share of a step's ``items`` of ``sizes`` tokens (all of them on a single
+        process), by ``split_for_rank``."""
         acc = self.parts.accelerator
-        return list(items[acc.process_index :: acc.num_processes])
+        if acc.num_processes == 1:
+            return list(items)
+        return [items[i] for i in split_for_rank(sizes, acc.process_index, acc.num_processes)]
+
+    def even_passes(
+        self, batches: list[TokenBatch], spare: Callable[[], TokenBatch]
+    ) -> list[tuple[TokenBatch, bool]]:
+        """``batches`` as ``(batch, counted)``, padded so every process makes as many passes:
+        with its first batch, or ``spare()`` when it has none, not counted (loss weight 0)."""
+        if self.parts.accelerator.num_processes == 1:
+            return [(b, True) for b in batches]
+        filler = batches[0] if batches else spare()
+        return pad_to_common_count(batches, filler, self.parts.device)
 
     def global_mean_divisor(self, local_count: float) -> float:
         """Divisor that turns a local loss sum into this process's share of the global mean.
@@ -150,8 +190,23 @@ class Trainer(ABC):
         if last:
             acc.backward(loss)
         else:
-            with acc.no_sync(self.parts.logprob_model):
+            with self._no_sync():
                 acc.backward(loss)
+
+    @contextlib.contextmanager
+    def _no_sync(self) -> Iterator[None]:
+        """Gradients accumulate locally (DDP: no all-reduce; FSDP: no reduce-scatter)."""
+        model = self.parts.logprob_model
+        if not self.parts.sharded:
+            with self.parts.accelerator.no_sync(model):
+                yield
+            return
+        sharded = cast(FSDPModule, model)
+        sharded.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            sharded.set_requires_gradient_sync(True)
 
     def optimizer_step(self) -> dict[str, float]:
         lr = float(self.parts.scheduler.get_last_lr()[0])

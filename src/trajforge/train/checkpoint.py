@@ -3,6 +3,10 @@
 A checkpoint is written to a temporary folder and renamed into place, then ``latest`` (a small
 text file naming it) is replaced atomically, so a kill at any moment leaves either the previous
 or the new checkpoint, never a half-written one.
+
+A checkpoint holds whole tensors keyed by parameter name (weights and optimizer state gathered
+from the shards under FSDP), written by the main process alone: it resumes at any world size
+and under either strategy.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 import torch
 
 from trajforge.errors import TrajforgeError
+from trajforge.train.distributed import barrier
 from trajforge.train.model import TrainParts
 
 
@@ -52,15 +57,30 @@ def save_checkpoint(parts: TrainParts, output_dir: Path, step: int, cursor: dict
     """Write checkpoint ``step-<step>`` atomically and point ``latest`` at it."""
     root = checkpoint_root(output_dir)
     final = root / f"step-{step:07d}"
-    if not parts.accelerator.is_main_process:
-        return final
+    # Gathering is a collective: every process takes part, the main one writes.
+    trainable, optimizer = parts.trainable_state(), parts.optimizer_state()
+    if parts.accelerator.is_main_process:
+        _write(parts, root, final, step, cursor, trainable, optimizer)
+    barrier()
+    return final
+
+
+def _write(
+    parts: TrainParts,
+    root: Path,
+    final: Path,
+    step: int,
+    cursor: dict[str, Any],
+    trainable: dict[str, torch.Tensor],
+    optimizer: dict[str, Any],
+) -> None:
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-step-{step:07d}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    torch.save(parts.trainable_state(), tmp / "trainable.pt")
-    torch.save(parts.optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(trainable, tmp / "trainable.pt")
+    torch.save(optimizer, tmp / "optimizer.pt")
     torch.save(parts.scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(rng_state(), tmp / "rng.pt")
     (tmp / "state.json").write_text(
@@ -73,7 +93,6 @@ def save_checkpoint(parts: TrainParts, output_dir: Path, step: int, cursor: dict
     latest_tmp = root / f".latest-{os.getpid()}"
     latest_tmp.write_text(final.name)
     os.replace(latest_tmp, root / "latest")
-    return final
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
@@ -89,7 +108,7 @@ def load_checkpoint(parts: TrainParts, path: Path) -> tuple[int, dict[str, Any]]
     try:
         state = json.loads((path / "state.json").read_text())
         parts.load_trainable_state(torch.load(path / "trainable.pt", weights_only=True))
-        parts.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+        parts.load_optimizer_state(torch.load(path / "optimizer.pt", weights_only=True))
         parts.scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
         set_rng_state(torch.load(path / "rng.pt", weights_only=False))
     except FileNotFoundError as exc:

@@ -127,6 +127,24 @@ class DataSource(_Config):
         return self
 
 
+class Strategy(StrEnum):
+    DDP = "ddp"
+    FSDP = "fsdp"
+
+
+class DistributedSettings(_Config):
+    """How a run spreads over several processes (``trajforge train ... --num-processes N``,
+    ``accelerate launch`` or ``torchrun``); a run in one process ignores it. See docs/scaling.md."""
+
+    strategy: Strategy = Strategy.DDP
+    """``ddp``: every process holds all weights and gradients are averaged; ``fsdp``: weights,
+    gradients and optimizer state are sharded over the processes (FSDP2 ``fully_shard``, one
+    unit per decoder layer)."""
+    timeout_s: float = Field(default=600.0, gt=0)
+    """Seconds a collective waits for the other processes: a process that died ends the run
+    with an error on the others instead of a hang."""
+
+
 class CommonSettings(_Config):
     output_dir: Path = Path("runs/train")
     """Where checkpoints, metrics (``metrics.jsonl``, TensorBoard) and ``final/`` go."""
@@ -151,6 +169,8 @@ class CommonSettings(_Config):
     """Also write TensorBoard event files."""
     progress: bool = True
     """Show a progress bar."""
+    distributed: DistributedSettings = Field(default_factory=DistributedSettings)
+    """Data-parallel or sharded training over several processes."""
 
 
 class SFTConfig(CommonSettings):

@@ -48,6 +48,7 @@ class DPOTrainer(Trainer):
     """Direct preference optimisation over ``PreferencePair``s of trajectories."""
 
     description = "dpo"
+    metric_weight = "pairs"
 
     def __init__(
         self,
@@ -106,12 +107,14 @@ class DPOTrainer(Trainer):
 
     def run_step(self, step: int) -> dict[str, float]:
         t0 = time.perf_counter()
-        pairs = self.shard([self.pairs[i] for i in self.data.next_batch()])
+        step_pairs = [self.pairs[i] for i in self.data.next_batch()]
+        pairs = self.shard(step_pairs, [len(c) + len(r) for c, r in step_pairs])
         divisor = self.global_mean_divisor(len(pairs))
         batches = self._pair_batches(pairs)
+        passes = self.even_passes(batches, lambda: self._pair_batches(step_pairs[:1])[0])
         cfg = self.dpo_cfg
         loss_sum, zs, chosen_r, rejected_r, n_tokens = 0.0, [], [], [], 0
-        for k, mb in enumerate(batches):
+        for k, (mb, counted) in enumerate(passes):
             mb = mb.to(self.parts.device)
             n = mb.input_ids.shape[0] // 2
             ref = self.reference.logprobs(mb).sum(-1)
@@ -126,7 +129,11 @@ class DPOTrainer(Trainer):
                 beta=cfg.beta,
                 label_smoothing=cfg.label_smoothing,
             )
-            self.backward(losses.sum() / divisor, last=k == len(batches) - 1)
+            last = k == len(passes) - 1
+            if not counted:  # a pass that only keeps the processes in step: a zero gradient
+                self.backward(losses.sum() * 0.0, last=last)
+                continue
+            self.backward(losses.sum() / divisor, last=last)
             loss_sum += float(losses.detach().sum())
             zs.append(z.detach())
             chosen_r.append(cfg.beta * (seq[:n].detach() - ref[:n]))
@@ -134,13 +141,16 @@ class DPOTrainer(Trainer):
             n_tokens += mb.num_loss_tokens
         metrics = self.optimizer_step()
         elapsed = time.perf_counter() - t0
-        z_all = torch.cat(zs)
+        metrics["loss"] = loss_sum / max(len(pairs), 1)
+        if zs:  # a process without pairs this step (a batch smaller than the processes) has none
+            z_all = torch.cat(zs)
+            metrics.update(
+                reward_accuracy=float((z_all > 0).float().mean()),
+                reward_margin=float(z_all.mean()),
+                chosen_reward=float(torch.cat(chosen_r).mean()),
+                rejected_reward=float(torch.cat(rejected_r).mean()),
+            )
         metrics.update(
-            loss=loss_sum / len(pairs),
-            reward_accuracy=float((z_all > 0).float().mean()),
-            reward_margin=float(z_all.mean()),
-            chosen_reward=float(torch.cat(chosen_r).mean()),
-            rejected_reward=float(torch.cat(rejected_r).mean()),
             loss_tokens=float(n_tokens),
             tokens_per_s=n_tokens / elapsed,
             step_time_s=elapsed,

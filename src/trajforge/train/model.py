@@ -1,7 +1,8 @@
 """Model loading by spec, LoRA or full fine-tuning, AdamW with a warmup schedule, accelerate.
 
-``accelerate.Accelerator`` places the model and optimizer, so the same trainer runs on a CPU,
-one GPU or several (DDP/FSDP) without code changes. bf16 mixed precision is used where the
+``accelerate.Accelerator`` places the model and optimizer and joins the process group, so the
+same trainer runs on a CPU, one GPU or several processes (DDP through accelerate, FSDP2 applied
+here: see ``trajforge.train.distributed``). bf16 mixed precision is used where the
 hardware computes bf16 natively (``precision: auto``, see ``trajforge.precision``).
 """
 
@@ -9,8 +10,10 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import random
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +21,32 @@ import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
+from accelerate.utils import InitProcessGroupKwargs
 from peft import LoraConfig, get_peft_model
 from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.tensor import DTensor
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trajforge.errors import ConfigError
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.precision import Precision, Resolved, resolve_precision
-from trajforge.train.config import CommonSettings, ModelSettings, OptimSettings, Schedule
+from trajforge.train.config import (
+    CommonSettings,
+    DistributedSettings,
+    ModelSettings,
+    OptimSettings,
+    Schedule,
+    Strategy,
+)
+from trajforge.train.distributed import barrier, on_cpu, shard_model
 from trajforge.train.logprobs import TokenLogprobModel
 
 
@@ -92,7 +112,9 @@ def lr_lambda(schedule: Schedule, warmup: int, total: int) -> Any:
     return fn
 
 
-def make_optimizer(model: nn.Module, optim: OptimSettings) -> torch.optim.AdamW:
+def make_optimizer(
+    model: nn.Module, optim: OptimSettings, *, fused: bool = True
+) -> torch.optim.AdamW:
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ConfigError("model: nothing to train (no parameter requires a gradient)")
@@ -104,7 +126,7 @@ def make_optimizer(model: nn.Module, optim: OptimSettings) -> torch.optim.AdamW:
         betas=optim.betas,
         eps=optim.eps,
         weight_decay=optim.weight_decay,
-        fused=True,
+        fused=fused,
     )
 
 
@@ -119,6 +141,11 @@ class TrainParts:
     scheduler: torch.optim.lr_scheduler.LambdaLR
     accelerator: Any
     is_lora: bool
+    sharded: bool = False
+    """Weights, gradients and optimizer state are sharded over the processes (FSDP2)."""
+    template: nn.Module | None = None
+    """Under FSDP: an unsharded copy of the initial model on the CPU, the skeleton that gathered
+    weights are loaded into (final weights, rollout weights, the frozen reference)."""
 
     @property
     def device(self) -> torch.device:
@@ -130,38 +157,112 @@ class TrainParts:
         return int(pad if pad is not None else self.tokenizer.eos_token_id or 0)
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        """The trainable parameters (the adapter under LoRA), detached on the CPU."""
+        """The trainable parameters (the adapter under LoRA), whole and detached on the CPU.
+
+        Under FSDP the shards are gathered (every process must call this) and only the main
+        process gets them; the others get an empty dict.
+        """
         unwrapped = self.accelerator.unwrap_model(self.logprob_model).model
-        return {
-            name: p.detach().cpu().clone()
-            for name, p in unwrapped.named_parameters()
-            if p.requires_grad
-        }
+        trainable = [name for name, p in unwrapped.named_parameters() if p.requires_grad]
+        if self.sharded:
+            full = self.full_state(on_all=False)
+            return {name: full[name] for name in trainable if name in full}
+        params = dict(unwrapped.named_parameters())
+        return {name: params[name].detach().cpu().clone() for name in trainable}
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Load whole trainable parameters (from ``trainable_state``, at any world size)."""
         unwrapped = self.accelerator.unwrap_model(self.logprob_model).model
         params = dict(unwrapped.named_parameters())
         missing = [n for n, p in params.items() if p.requires_grad and n not in state]
         if missing:
             raise ConfigError(f"checkpoint does not match the model: missing {missing[:3]}")
+        if self.sharded:
+            set_model_state_dict(
+                self.logprob_model,
+                {f"model.{name}": value for name, value in state.items()},
+                options=StateDictOptions(full_state_dict=True, strict=False),
+            )
+            return
         with torch.no_grad():
             for name, value in state.items():
                 params[name].copy_(value.to(params[name].device))
+
+    def full_state(self, *, on_all: bool) -> dict[str, torch.Tensor]:
+        """Every weight of the model, gathered whole (a collective under FSDP), keyed by the
+        model's own names; with ``on_all`` false only the main process gets them (on the CPU)."""
+        wrapper = self.accelerator.unwrap_model(self.logprob_model)
+        options = StateDictOptions(full_state_dict=True, cpu_offload=not on_all)
+        state = get_model_state_dict(wrapper, options=options)
+        return {name.removeprefix("model."): torch.as_tensor(v) for name, v in state.items()}
+
+    def optimizer_state(self) -> dict[str, Any]:
+        """The optimizer state keyed by parameter names with whole tensors: the same at every
+        world size and strategy (a collective under FSDP; the main process gets it)."""
+        wrapper = self.accelerator.unwrap_model(self.logprob_model)
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return dict(get_optimizer_state_dict(wrapper, self._torch_optimizer(), options=options))
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        """Load an ``optimizer_state`` saved at any world size, sharding it where needed."""
+        if not state.get("state"):
+            # Saved before the optimizer first stepped: it has no state yet (its settings come
+            # from the config, the learning rate from the schedule's own checkpoint).
+            return
+        wrapper = self.accelerator.unwrap_model(self.logprob_model)
+        options = StateDictOptions(full_state_dict=True)
+        set_optimizer_state_dict(wrapper, self._torch_optimizer(), state, options=options)
+
+    def _torch_optimizer(self) -> torch.optim.Optimizer:
+        """The torch optimizer inside accelerate's wrapper (which the state functions need)."""
+        inner: torch.optim.Optimizer = getattr(self.optimizer, "optimizer", self.optimizer)
+        return inner
+
+    def gathered_model(self, *, on_all: bool = False) -> nn.Module | None:
+        """The trained model as one plain module: itself when unsharded; under FSDP a copy of
+        the template holding the gathered weights (a collective), on the main process only
+        unless ``on_all`` (``None`` elsewhere)."""
+        if not self.sharded:
+            return self.unwrapped_model()
+        state = self.full_state(on_all=on_all)
+        if not on_all and not self.accelerator.is_main_process:
+            return None
+        assert self.template is not None  # set with sharded by build_train_parts
+        model = copy.deepcopy(self.template)
+        model.load_state_dict(state)
+        return model.to(self.device)
 
     def unwrapped_model(self) -> nn.Module:
         model: nn.Module = self.accelerator.unwrap_model(self.logprob_model).model
         return model
 
 
-def make_accelerator(mode: str) -> Any:
-    """An ``Accelerator`` in mixed-precision ``mode`` ("no" or "bf16")."""
+_FOREIGN_SHARDING = ("FSDP", "DEEPSPEED", "MEGATRON_LM")
+"""accelerate's own sharding plugins, which trajforge does not use (``distributed.strategy``)."""
+
+
+def make_accelerator(mode: str, distributed: DistributedSettings | None = None) -> Any:
+    """An ``Accelerator`` in mixed-precision ``mode`` ("no" or "bf16"); under a launcher it
+    joins the process group, whose collectives wait ``distributed.timeout_s`` at most."""
     # accelerate keeps one process-wide state and refuses a second precision, but one process
     # may train in several (tests, a notebook); the precision part is reset, the distributed
     # part (PartialState) kept.
     shared = AcceleratorState._shared_state
     if shared and shared.get("_mixed_precision") != mode:
         AcceleratorState._reset_state()
-    return Accelerator(mixed_precision=mode)
+    # accelerate launch sets these from its config; trajforge shards by its own config instead.
+    for plugin in _FOREIGN_SHARDING:
+        if os.environ.get(f"ACCELERATE_USE_{plugin}", "").lower() == "true":
+            raise ConfigError(
+                f"accelerate is configured for {plugin}, which trajforge does not use: launch "
+                "with distributed_type MULTI_GPU (accelerate launch --multi_gpu) and set "
+                "distributed.strategy: fsdp in the training config to shard (docs/scaling.md)"
+            )
+    timeout = (distributed or DistributedSettings()).timeout_s
+    group = InitProcessGroupKwargs(timeout=timedelta(seconds=timeout))
+    # accelerate joins CPU processes (gloo) only when told to run on the CPU: without ``cpu``
+    # each launched process would train alone on a machine without an accelerator.
+    return Accelerator(mixed_precision=mode, cpu=on_cpu(), kwargs_handlers=[group])
 
 
 def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
@@ -171,12 +272,23 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
     model = apply_lora(base, cfg.model)
     model.train()
     wrapper = TokenLogprobModel(model)
-    optimizer = make_optimizer(wrapper, cfg.optim)
+    accelerator = make_accelerator(mixed_precision(cfg.model.precision), cfg.distributed)
+    sharded = cfg.distributed.strategy is Strategy.FSDP and accelerator.num_processes > 1
+    template = None
+    if sharded:
+        template = copy.deepcopy(model).eval()
+        wrapper.to(accelerator.device)
+        shard_model(wrapper, model, accelerator.device)
+    # The fused AdamW kernel takes no sharded (DTensor) parameters.
+    optimizer = make_optimizer(wrapper, cfg.optim, fused=not sharded)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lr_lambda(cfg.optim.schedule, cfg.optim.warmup_steps, total_steps)
     )
-    accelerator = make_accelerator(mixed_precision(cfg.model.precision))
-    wrapper, optimizer = accelerator.prepare(wrapper, optimizer)
+    if sharded:
+        # accelerate would wrap a CPU process's model in DDP: the sharded one is left as it is.
+        optimizer = accelerator.prepare(optimizer)
+    else:
+        wrapper, optimizer = accelerator.prepare(wrapper, optimizer)
     return TrainParts(
         model=accelerator.unwrap_model(wrapper).model,
         logprob_model=wrapper,
@@ -185,6 +297,8 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
         scheduler=scheduler,
         accelerator=accelerator,
         is_lora=cfg.model.lora is not None,
+        sharded=sharded,
+        template=template,
     )
 
 
@@ -194,12 +308,13 @@ def clip_and_step(parts: TrainParts, max_grad_norm: float | None) -> float:
     if max_grad_norm is not None:
         norm = parts.accelerator.clip_grad_norm_(params, max_grad_norm)
     else:
-        grads = [p.grad.detach().norm() for p in params if p.grad is not None]
-        norm = torch.stack(grads).norm() if grads else torch.tensor(0.0)
+        grads = [p.grad.detach() for p in params if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm(grads) if grads else torch.tensor(0.0)
     parts.optimizer.step()
     parts.scheduler.step()
     parts.optimizer.zero_grad(set_to_none=True)
-    return float(norm)
+    # Under FSDP the norm is a DTensor over the shards; its whole value is the global norm.
+    return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
 
 
 def save_final(parts: TrainParts, out: Path) -> Path:
@@ -211,12 +326,13 @@ def save_final(parts: TrainParts, out: Path) -> Path:
     its adapter.
     """
     out.mkdir(parents=True, exist_ok=True)
+    model: Any = parts.gathered_model()  # under FSDP a collective: every process calls it
     if parts.accelerator.is_main_process:
-        model: Any = parts.unwrapped_model()
         if callable(getattr(model, "merge_and_unload", None)):
             model.save_pretrained(out / "adapter")
             copy.deepcopy(model).merge_and_unload().save_pretrained(out)
         else:
             model.save_pretrained(out)
         parts.tokenizer.save_pretrained(out)
+    barrier()
     return out

@@ -2,7 +2,8 @@
 
 Under LoRA the reference is the base model itself: the adapter is switched off
 (``model.disable_adapter()``) for the reference pass. Under full fine-tuning a frozen copy of the
-initial weights is kept.
+initial weights is kept; under FSDP that copy is sharded like the trained model (its passes are
+collectives, made by every process alike).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from torch import nn
 
 from trajforge.train.batch import TokenBatch
+from trajforge.train.distributed import shard_model
 from trajforge.train.logprobs import TokenLogprobModel
 from trajforge.train.model import TrainParts
 
@@ -26,11 +28,16 @@ class ReferenceModel:
         self.parts = parts
         self._frozen: nn.Module | None = None
         if not parts.is_lora:
-            frozen = copy.deepcopy(parts.unwrapped_model())
+            # Under FSDP the template holds the initial weights whole (the trained model is sharded).
+            source = parts.template if parts.sharded else parts.unwrapped_model()
+            assert source is not None  # build_train_parts sets the template with sharded
+            frozen = copy.deepcopy(source)
             frozen.eval()
             for p in frozen.parameters():
                 p.requires_grad_(False)
             self._frozen = TokenLogprobModel(frozen).to(parts.device)
+            if parts.sharded:
+                shard_model(self._frozen, frozen, parts.device)
 
     @property
     def shares_weights(self) -> bool:

@@ -9,6 +9,12 @@ always samples from the updated weights. With ``rollout_precision: bf16`` (or
 update (under LoRA, a copy with the adapter merged in): decoding is then about twice as fast on
 hardware with native bf16, and the trainer's own logprobs keep the importance ratios exact to the
 trained weights.
+
+Over several processes the main process rolls out and scores every episode of a step and sends
+them to the others (rollouts on rank 0, then scattered as a share of the batch: an agent program
+or a judge runs once, and only the main process writes the store); every process computes the
+same advantages over the whole step and trains on its share (``trajforge.train.distributed``).
+Under FSDP the main process samples from a plain copy of the gathered weights.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from trajforge.schema import OutcomeStatus, Role, Task, Trajectory
 from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import RLConfig
+from trajforge.train.distributed import from_main
 from trajforge.train.model import TrainParts
 from trajforge.train.reference import ReferenceModel
 from trajforge.train.replay import ReplayBuffer
@@ -117,6 +124,7 @@ class RLTrainer(Trainer):
     """The on-policy loop over an environment from the registry."""
 
     description = "rl"
+    metric_weight = "loss_tokens"
 
     def __init__(
         self,
@@ -152,9 +160,11 @@ class RLTrainer(Trainer):
         """The next steps' rollouts under way, oldest first (``async_staleness`` at most)."""
         super().__init__(cfg, parts=parts, callbacks=callbacks)
         self.reference = ReferenceModel(self.parts) if cfg.kl_coef > 0 else None
-        self.policy = self._make_policy()
-        # On Ray, the actors' replicas sample the rollouts; ``policy`` still validates.
-        self.remote = ray_runner(cfg.ray, persistent=True) if cfg.ray is not None else None
+        self.policy: HFPolicy | None = self._make_policy()
+        # On Ray, the actors' replicas sample the rollouts; ``policy`` still validates. Over
+        # several processes only the main one rolls out, so only it starts the actors.
+        main = self.parts.accelerator.is_main_process
+        self.remote = ray_runner(cfg.ray, persistent=True) if cfg.ray and main else None
         keep = self.validation_tasks and cfg.validation.keep_best
         self.best = BestWeights(self.parts.unwrapped_model()) if keep else None
 
@@ -208,10 +218,14 @@ class RLTrainer(Trainer):
 
     def _validate(self, step: int) -> ValidationPoint:
         """Greedy episodes on the validation tasks with the current weights; the best kept."""
-        trajs = run_rollout(
-            self._spec(self.validation_tasks, 1, 0.0, step, f"val-step{step}"), policy=self.policy
-        )
-        rewards, _ = asyncio.run(self._rewards(trajs))
+
+        def episodes() -> tuple[list[Trajectory], list[float]]:
+            assert self.policy is not None  # the main process has the rollout policy
+            spec = self._spec(self.validation_tasks, 1, 0.0, step, f"val-step{step}")
+            trajs = run_rollout(spec, policy=self.policy)
+            return trajs, asyncio.run(self._rewards(trajs))[0]
+
+        trajs, rewards = from_main(episodes)
         point = validation_point(step, trajs, rewards)
         self.validated.append(point)
         if self.best is not None:
@@ -223,9 +237,11 @@ class RLTrainer(Trainer):
         last = step == self.rl_cfg.steps
         return bool(self.validation_tasks) and (last or (every > 0 and step % every == 0))
 
-    def _make_policy(self) -> HFPolicy:
+    def _make_policy(self) -> HFPolicy | None:
         self.rollout_dtype = self._rollout_dtype()
         model = self._rollout_source()
+        if not self.parts.accelerator.is_main_process:
+            return None  # rollouts run on the main process
         # Rollouts that overlap training need weights of their own.
         separate = self.rollout_dtype is torch.bfloat16 or self.rl_cfg.async_staleness > 0
         if separate and model is self.parts.unwrapped_model():
@@ -245,7 +261,11 @@ class RLTrainer(Trainer):
     def _rollout_source(self) -> Any:
         """The module the rollout weights come from: the trained one, or under LoRA with bf16
         or asynchronous rollouts a copy with the adapter merged in (a plain model the lean
-        decoder runs, loaded into the rollout weights after each update)."""
+        decoder runs, loaded into the rollout weights after each update). Under FSDP: a plain
+        copy of the gathered weights (a collective), LoRA merged in, on the main process only."""
+        if self.parts.sharded:
+            gathered: Any = self.parts.gathered_model()
+            return gathered.merge_and_unload() if gathered and self.parts.is_lora else gathered
         model: Any = self.parts.unwrapped_model()
         own_weights = self.rollout_dtype is torch.bfloat16 or self.rl_cfg.async_staleness > 0
         if self.parts.is_lora and own_weights:
@@ -255,16 +275,23 @@ class RLTrainer(Trainer):
     def _refresh_policy(self) -> None:
         # The policy samples from the trained module itself, or from a bf16 copy; set_weights
         # copies the new weights into the copy and is a no-op when the module is shared.
-        self.policy.set_weights(self._rollout_source())
+        source = self._rollout_source()
+        if self.policy is not None:
+            self.policy.set_weights(source)
 
     def _publish(self, version: int) -> None:
         """On Ray, the trained weights (LoRA merged in) to the actors as ``version`` (the
         updates made so far)."""
-        if self.remote is None:
+        if self.rl_cfg.ray is None:
             return
-        model: Any = self.parts.unwrapped_model()
-        if self.parts.is_lora:
-            model = copy.deepcopy(model).merge_and_unload()
+        # Under FSDP the weights are gathered first, by every process (a collective).
+        model: Any = self._rollout_source() if self.parts.sharded else None
+        if self.remote is None:
+            return  # not the main process
+        if model is None:
+            model = self.parts.unwrapped_model()
+            if self.parts.is_lora:
+                model = copy.deepcopy(model).merge_and_unload()
         self.remote.publish({k: v.detach().cpu() for k, v in model.state_dict().items()}, version)
 
     def _next_tasks(self) -> tuple[list[Any], int]:
@@ -305,6 +332,7 @@ class RLTrainer(Trainer):
 
     def _rollout(self, step: int, tasks: list[Task]) -> list[Trajectory]:
         cfg = self.rl_cfg
+        assert self.policy is not None  # the main process has the rollout policy
         if self.agent_rollouts is not None:
             return self.agent_rollouts(f"rl-{cfg.output_dir.name}-step{step}", tasks, self.policy)
         spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, f"step{step}")
@@ -367,12 +395,19 @@ class RLTrainer(Trainer):
             self.ahead.append(Ahead(self._rollout, last, *self._next_tasks()))
         return trajs, revisited
 
-    def run_step(self, step: int) -> dict[str, float]:
+    def _scored_rollouts(self, step: int) -> tuple[list[Trajectory], int, float, list[float], int]:
+        """This step's rollouts, revisits, rollout seconds, rewards and failed scores."""
         t0 = time.perf_counter()
         trajs, revisited = self._step_rollouts(step)
         rollout_s = time.perf_counter() - t0
-        versions = [t.metadata[POLICY_VERSION] for t in trajs if POLICY_VERSION in t.metadata]
         rewards, failed_scores = asyncio.run(self._rewards(trajs))
+        return trajs, revisited, rollout_s, rewards, failed_scores
+
+    def run_step(self, step: int) -> dict[str, float]:
+        t0 = time.perf_counter()
+        scored = from_main(lambda: self._scored_rollouts(step))
+        trajs, revisited, rollout_s, rewards, failed_scores = scored
+        versions = [t.metadata[POLICY_VERSION] for t in trajs if POLICY_VERSION in t.metadata]
         outcomes: dict[int, list[float]] = {}
         for t, r in zip(trajs, rewards, strict=True):
             outcomes.setdefault(self.task_index[t.task.id], []).append(r)
@@ -390,7 +425,9 @@ class RLTrainer(Trainer):
         if versions:  # updates the oldest weights lagged behind the ones trained now
             metrics["policy_staleness_max"] = float(step - 1 - min(versions))
         metrics["replayed"] = float(self._with_replay(trajs, rewards))
-        metrics.update(self.revisits.metrics(revisited))
+        if self.parts.accelerator.is_main_process:
+            # The main process chooses the tasks, so its pool is the one that counts visits.
+            metrics.update(self.revisits.metrics(revisited))
         trainable = [i for i, t in enumerate(trajs) if t.is_tokenized and t.num_turns > 0]
         trajs = [trajs[i] for i in trainable]
         reward_t = torch.tensor([rewards[i] for i in trainable], dtype=torch.float32)
@@ -431,7 +468,7 @@ class RLTrainer(Trainer):
             metrics["trained_trajectories"] = 0.0
             return metrics
         metrics["trained_trajectories"] = float(len(seqs))
-        return metrics | self._optimize(self.shard(seqs))
+        return metrics | self._optimize(seqs)
 
     @staticmethod
     def _zero_advantage_groups(
@@ -446,9 +483,16 @@ class RLTrainer(Trainer):
         return zero, len(zero) / max(1, len(nonzero))
 
     def _optimize(self, seqs: list[TokenSequence]) -> dict[str, float]:
+        """Update on this process's share of the step's ``seqs`` (all of them in one process)."""
         cfg = self.rl_cfg
         device = self.parts.device
-        batches = [b.to(device) for b in self.micro_batches(seqs)]
+        pad = self.parts.pad_token_id
+        mine = self.shard(seqs, [len(s) for s in seqs])
+        passes = self.even_passes(
+            self.micro_batches(mine), lambda: TokenBatch.collate(seqs[:1], pad_token_id=pad)
+        )
+        batches = [b.to(device) for b, _ in passes]
+        counted = [c for _, c in passes]
         # Logprobs of the tempered policy the rollouts sampled from (greedy rollouts: T = 1).
         temperature = cfg.temperature if cfg.temperature > 0 else 1.0
         # One epoch from the weights that just rolled out: the old logprobs are the training
@@ -469,9 +513,11 @@ class RLTrainer(Trainer):
         refs = (
             [self.reference.logprobs(b, temperature) for b in batches] if self.reference else None
         )
-        n_tokens = sum(b.num_loss_tokens for b in batches)
-        n_rows = sum(len(b.lengths) for b in batches)
+        n_tokens = sum(b.num_loss_tokens for b, c in zip(batches, counted, strict=True) if c)
+        n_rows = sum(len(b.lengths) for b, c in zip(batches, counted, strict=True) if c)
         token_weighted = cfg.aggregation == "token-mean"
+        # This process's part of the global mean (the local count alone in one process).
+        divisor = self.global_mean_divisor(n_tokens if token_weighted else n_rows)
         sums: dict[str, float] = {}
         gaps: list[tuple[float, float]] = []
         t0 = time.perf_counter()
@@ -492,11 +538,11 @@ class RLTrainer(Trainer):
                     aggregation=cfg.aggregation,
                     **cfg.loss_kwargs,
                 )
-                share = (
-                    (b.num_loss_tokens / max(n_tokens, 1))
-                    if token_weighted
-                    else (len(b.lengths) / n_rows)
-                )
+                size = b.num_loss_tokens if token_weighted else len(b.lengths)
+                if not counted[k]:  # a pass that only keeps the processes in step
+                    self.backward(loss * 0.0, last=k == len(batches) - 1)
+                    continue
+                share = size / max(n_tokens if token_weighted else n_rows, 1)
                 if refs is not None:
                     kl = (kl_estimate(cfg.kl_kind, lp, refs[k]) * mask).sum() / mask.sum().clamp(
                         min=1
@@ -510,7 +556,7 @@ class RLTrainer(Trainer):
                 if epoch == 0 and rollout_lp is not None:
                     gap = ((lp.detach() - rollout_lp).abs() * mask).sum() / denom
                     gaps.append((share, float(gap)))
-                self.backward(loss * share, last=k == len(batches) - 1)
+                self.backward(loss * (size / divisor), last=k == len(batches) - 1)
                 for key, value in {"loss": float(loss.detach()), **info}.items():
                     sums[key] = sums.get(key, 0.0) + share * float(value) / cfg.epochs_per_step
             sums.update(self.optimizer_step())

@@ -16,7 +16,7 @@ import torch
 from trajforge.errors import DataError
 from trajforge.schema import Trajectory
 from trajforge.train.base import StepCallback, Trainer
-from trajforge.train.batch import TokenSequence, encode_trajectory
+from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import SFTConfig
 from trajforge.train.model import TrainParts
 
@@ -59,6 +59,7 @@ class SFTTrainer(Trainer):
     """Behaviour cloning on trajectories; only assistant-sampled tokens are in the loss."""
 
     description = "sft"
+    metric_weight = "loss_tokens"
 
     def __init__(
         self,
@@ -87,19 +88,25 @@ class SFTTrainer(Trainer):
 
     def run_step(self, step: int) -> dict[str, float]:
         t0 = time.perf_counter()
-        seqs = self.shard([self.seqs[i] for i in self.data.next_batch()])
+        step_seqs = [self.seqs[i] for i in self.data.next_batch()]
+        seqs = self.shard(step_seqs, [len(s) for s in step_seqs])
         n_loss = sum(s.num_loss_tokens for s in seqs)
         divisor = self.global_mean_divisor(n_loss)
         batches = self.micro_batches(seqs)
+        pad = self.parts.pad_token_id
+        passes = self.even_passes(
+            batches, lambda: TokenBatch.collate(step_seqs[:1], pad_token_id=pad)
+        )
         nll_sum = 0.0
         device = self.parts.device
-        for k, mb in enumerate(batches):
+        for k, (mb, counted) in enumerate(passes):
             mb = mb.to(device)
             with self.parts.accelerator.autocast():
                 lp, _ = self.parts.logprob_model(mb.input_ids, mb.attention_mask, mb.loss_mask)
             total = -(lp * mb.loss_mask).sum()
-            self.backward(total / divisor, last=k == len(batches) - 1)
-            nll_sum += float(total.detach())
+            # A pass that only keeps the processes in step contributes a zero gradient.
+            self.backward(total / divisor if counted else total * 0.0, last=k == len(passes) - 1)
+            nll_sum += float(total.detach()) if counted else 0.0
         metrics = self.optimizer_step()
         elapsed = time.perf_counter() - t0
         n_tokens = sum(len(s) for s in seqs)
