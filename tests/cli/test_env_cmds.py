@@ -20,7 +20,16 @@ def test_envs_json_lists_builtins_with_descriptions_and_tools() -> None:
     result = runner.invoke(app, ["envs", "--json"])
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.output)}
-    assert list(rows) == ["calculator", "python", "sql", "search", "gridworld", "keydoor", "time", "retail"]
+    assert list(rows) == [
+        "calculator",
+        "python",
+        "sql",
+        "search",
+        "gridworld",
+        "keydoor",
+        "time",
+        "retail",
+    ]
     assert rows["calculator"]["tools"] == ["calculator"]
     assert rows["search"]["tools"] == ["search", "open"]
     assert rows["gridworld"]["tools"] == ["move"]

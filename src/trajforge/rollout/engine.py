@@ -299,9 +299,7 @@ async def open_rollout(
                 scripted_user=entry.scripted_user if entry is not None else None,
             )
         elif {"env", "policy", "user_policy"} & live.keys():
-            raise RolloutError(
-                "a live env or policy runs in this process; not with a runner"
-            )
+            raise RolloutError("a live env or policy runs in this process; not with a runner")
         stack.push_async_callback(runner.close)
         model = await runner.start(spec)
         store = live.get("store")
