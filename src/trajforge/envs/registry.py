@@ -1,11 +1,11 @@
 """The environment registry: built-in names and user environments given as ``module:factory``.
 
 A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``,
-``keydoor``, ``time``, ``retail``), ``package.module:factory`` (a module on the Python path or in the current
-directory), ``path/to/file.py:factory``, ``path/to/env.yaml`` (an env file: MCP servers, tools,
-tasks and a verifier, see ``trajforge.envs.mcp.envfile``) or ``tau2-<domain>``: a tau2-bench
-domain through the adapter in ``trajforge.envs.tau2_bench`` (the optional ``tau2`` extra; not
-listed by ``list_envs``).
+``keydoor``, ``time``, ``retail``), ``package.module:factory`` (a module on the Python path or in
+the current directory), ``path/to/file.py:factory``, ``path/to/env.yaml`` (an env file: MCP
+servers, tools, tasks and a verifier, see ``trajforge.envs.mcp.envfile``) or ``tau2-<domain>``: a
+tau2-bench domain through the adapter in ``trajforge.envs.tau2_bench`` (the optional ``tau2``
+extra; not listed by ``list_envs``).
 
 A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, seed, split)``
 and ``expert(task, messages)``; its description is ``DESCRIPTION`` or its docstring's first line.
