@@ -9,7 +9,8 @@ need the host's own bf16 take the ``native_bf16`` fixture (skipped where the hos
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +41,20 @@ def machine_precision(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
         monkeypatch.delenv(NO_NATIVE_BF16_ENV)
         return "bf16"
     return "fp32"
+
+
+def _pids_with(marker: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker.encode() in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.fixture
+def processes_with() -> Callable[[str], list[int]]:
+    """The pids of live processes whose command line contains a marker: what a test left."""
+    return _pids_with

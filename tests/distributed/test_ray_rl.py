@@ -4,13 +4,10 @@ version it was sampled with, and a run resumed from its checkpoint goes on from 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 import torch
 
 from trajforge.distributed import POLICY_VERSION
@@ -21,14 +18,7 @@ from trajforge.store.sqlite import TrajectoryStore
 from trajforge.train.config import RLConfig, parse_config
 from trajforge.train.rl import RLTrainer
 
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster() -> Iterator[None]:
-    """One local cluster of two CPUs for the module; the trainers' runners use it."""
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("cluster")
 
 
 def _config(out: Path, steps: int, **overrides: Any) -> RLConfig:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,14 +29,7 @@ from trajforge.store.sqlite import TrajectoryStore
 AGENT = f"{sys.executable} {Path(__file__).parents[1] / 'serve' / 'agent_program.py'}"
 SLOW_ENV = f"{Path(__file__).parent / 'ray_envs.py'}:slow_calculator"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster() -> Iterator[None]:
-    """One local cluster of two CPUs for the module; runners use it and leave it up."""
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("cluster")
 
 
 def _tokens(trajectory: Trajectory) -> list[list[int] | None]:
@@ -154,18 +146,9 @@ def test_an_experiment_plays_its_stages_on_ray(tmp_path: Path) -> None:
     assert _ray_overrides(exp, RayOptions(actors=2)) == ["ray.actors=2"]
 
 
-def _alive(marker: str) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and marker.encode() in (proc / "cmdline").read_bytes():
-                pids.append(int(proc.name))
-        except OSError:
-            continue
-    return pids
-
-
-def test_collect_runs_the_agent_programs_as_ray_tasks(tmp_path: Path) -> None:
+def test_collect_runs_the_agent_programs_as_ray_tasks(
+    tmp_path: Path, processes_with: Callable[[str], list[int]]
+) -> None:
     marker = f"trajforge-ray-test-{uuid.uuid4().hex}"
     behaviours: list[dict[str, object]] = [{"reward": "post"}, {"reward": "print"}]
     behaviours += [{"crash": True}, {"hang": marker}]
@@ -186,7 +169,7 @@ def test_collect_runs_the_agent_programs_as_ray_tasks(tmp_path: Path) -> None:
     assert summary["runs"] == 4
     assert (summary["status"]["ok"], summary["status"]["error"]) == (2, 1)
     assert summary["status"]["timeout"] == 1
-    assert _alive(marker) == []  # the hung program and its child, killed on the Ray worker
+    assert processes_with(marker) == []  # the hung program and its child, killed on the Ray worker
     with TrajectoryStore(db) as store:
         assert {t.task.id for t in store.query(run="col")} == {"t0", "t1", "t2", "t3"}
 

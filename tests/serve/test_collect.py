@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,19 +29,8 @@ def _task(k: int, **behaviour: object) -> Task:
     )
 
 
-def _alive(marker: str) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and marker.encode() in (proc / "cmdline").read_bytes():
-                pids.append(int(proc.name))
-        except OSError:
-            continue
-    return pids
-
-
 def test_200_runs_with_crashes_and_hangs_are_all_accounted_for(
-    gateway: Gateway, store_path: Path
+    gateway: Gateway, store_path: Path, processes_with: Callable[[str], list[int]]
 ) -> None:
     marker = f"trajforge-test-{uuid.uuid4().hex}"
     tasks = []
@@ -64,7 +54,7 @@ def test_200_runs_with_crashes_and_hangs_are_all_accounted_for(
         )  # fmt: skip
         assert statuses[task.id] is expected, task.id
     assert all(r.reward == 1.0 for r in runs if r.status is OutcomeStatus.OK)
-    assert _alive(marker) == []
+    assert processes_with(marker) == []
     stored = recorded(store_path)
     assert {t.task.id for t in stored} == {t.id for t in tasks}
     crashed = [t for t in stored if t.outcome.status is OutcomeStatus.ERROR]
