@@ -8,7 +8,11 @@ of the weights one update old, while this step trains. The reward curve of each 
 beside its time, so a speed-up bought with learning would show.
 
     .venv/bin/python bench/async_rl.py --model tiny
-    .venv/bin/python bench/async_rl.py --model embedded --steps 4
+    .venv/bin/python bench/async_rl.py --model runs/calculator/sft/final --steps 4
+
+A model that never solves a task (the tiny one, SmolLM2 before SFT) gets no advantage, so its
+updates are skipped and only the sampling is timed; the demo's SFT checkpoint (``make demo``)
+solves some and trains every step.
 
 Prints one JSON line; ``ratio`` is synchronous seconds per step over asynchronous (target >= 1.3).
 """
@@ -31,7 +35,7 @@ def _config(out: Path, model: str, steps: int, staleness: int) -> RLConfig:
     settings: dict[str, Any] = {
         "output_dir": out,
         "env": "calculator",
-        "model": {"spec": model, **({"lora": {"r": 16}} if model == "embedded" else {})},
+        "model": {"spec": model, **({} if model == "tiny" else {"lora": {"r": 16}})},
         "num_tasks": 32,
         "groups_per_step": 4,
         "samples_per_group": 4,
@@ -56,12 +60,18 @@ def _run(model: str, steps: int, staleness: int) -> dict[str, Any]:
     return {
         "s_per_step": round(seconds / steps, 2),
         "reward_curve": [round(h["reward_mean"], 3) for h in result.history],
+        "trained_trajectories": [h.get("trained_trajectories", 0.0) for h in result.history],
+        # Synchronous: sampling time per step; asynchronous: the wait for rollouts sampled
+        # while the previous step trained.
+        "rollout_s_per_step": round(
+            sum(h["rollout_time_s"] for h in result.history) / len(result.history), 2
+        ),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="tiny", help="tiny or embedded")
+    parser.add_argument("--model", default="tiny", help="tiny, embedded or a model folder")
     parser.add_argument("--steps", type=int, default=4)
     args = parser.parse_args()
     synchronous = _run(args.model, args.steps, staleness=0)
