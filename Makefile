@@ -13,9 +13,18 @@ MCP_STAMP := $(NPM_PEERS)/.installed-server-everything-2026.8.31
 .PHONY: setup demo test test-fast lint bench clean
 
 $(APT_STAMP):
-	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = "0" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium chromium-driver nodejs npm >/dev/null; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium chromium-driver nodejs npm >/dev/null; fi; \
+	@# Only what is missing: Debian's npm conflicts with a NodeSource nodejs, which ships npm.
+	@missing=""; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	if [ -n "$$missing" ]; then \
+		sudo=""; [ "$$(id -u)" = "0" ] || sudo=sudo; \
+		echo "apt-get install$$missing"; \
+		$$sudo apt-get update -qq && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@touch $(APT_STAMP)
 
