@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trajforge.cli.main import app
+from trajforge.envs.registry import builtin_names
 
 runner = CliRunner()
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_env" / "my_env.py"
@@ -20,16 +21,7 @@ def test_envs_json_lists_builtins_with_descriptions_and_tools() -> None:
     result = runner.invoke(app, ["envs", "--json"])
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.output)}
-    assert list(rows) == [
-        "calculator",
-        "python",
-        "sql",
-        "search",
-        "gridworld",
-        "keydoor",
-        "time",
-        "retail",
-    ]
+    assert list(rows) == builtin_names()  # every built-in, in registry order
     assert rows["calculator"]["tools"] == ["calculator"]
     assert rows["search"]["tools"] == ["search", "open"]
     assert rows["gridworld"]["tools"] == ["move"]

@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 import trajforge
+from local_servers import free_port, listening
 from trajforge.envs.mcp import MCPEnv, MCPServerSpec
 from trajforge.schema import Message, Role, Task, ToolCall
 
@@ -25,38 +24,15 @@ TRAJFORGE = str(Path(sys.executable).with_name("trajforge"))
 SOURCE_ENV = {"PYTHONPATH": str(Path(trajforge.__file__).parents[1])}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def http_server(env: str) -> Iterator[str]:
     """``trajforge mcp serve ENV --http PORT`` running; yields its URL; stopped with Ctrl-C."""
     port = free_port()
-    process = subprocess.Popen(
-        [TRAJFORGE, "mcp", "serve", env, "--http", str(port)],
-        env={**os.environ, **SOURCE_ENV},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-            assert time.monotonic() < deadline, "the server did not start listening"
-            time.sleep(0.1)
+    argv = [TRAJFORGE, "mcp", "serve", env, "--http", str(port)]
+    with listening(argv, port, {**os.environ, **SOURCE_ENV}, "trajforge mcp serve") as process:
         yield f"http://127.0.0.1:{port}/mcp"
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 0
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 async def check_calculator(session: ClientSession) -> None:

@@ -10,7 +10,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import psutil
 import pytest
 from flaky_env import calls_task, scripted
 
+from local_servers import free_port, listening
 from trajforge.envs.mcp import MCPEnv, MCPServerSpec
 from trajforge.policy.naming import load_policy
 from trajforge.rollout import RolloutSpec, run_rollout
@@ -134,40 +134,19 @@ def test_the_server_gets_the_environment_variables_of_its_spec() -> None:
     assert no_children()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def http_server() -> Iterator[str]:
     """server-everything's streamable-HTTP transport on a free port; yields its URL."""
     assert NODE is not None
     port = free_port()
-    process = subprocess.Popen(
-        [NODE, str(installed_server()), "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            assert process.poll() is None, "server-everything exited at start"
-            assert time.monotonic() < deadline, "server-everything did not start listening"
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
+    argv = [NODE, str(installed_server()), "streamableHttp"]
+    with listening(argv, port, {**os.environ, "PORT": str(port)}, "server-everything") as process:
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
 
 
 def test_16_concurrent_episodes_each_with_its_own_http_session() -> None:
