@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
@@ -32,6 +32,7 @@ MOVES: dict[str, tuple[int, int]] = {
 }
 FLOOR, WALL, HOLE, GOAL, START, AGENT = ".", "#", "H", "G", "S", "@"
 MAX_PATH = 12
+State = TypeVar("State", bound=Hashable)
 
 
 class Status(StrEnum):
@@ -89,24 +90,40 @@ class Board:
 
     def shortest_path(self) -> list[str] | None:
         """Moves from the agent to the goal avoiding holes and walls (None if unreachable)."""
-        queue: deque[tuple[int, int]] = deque([self.pos])
-        came: dict[tuple[int, int], tuple[tuple[int, int], str] | None] = {self.pos: None}
-        while queue:
-            cur = queue.popleft()
-            if self.cell(*cur) == GOAL:
-                path: list[str] = []
-                step = came[cur]
-                while step is not None:
-                    prev, direction = step
-                    path.append(direction)
-                    step = came[prev]
-                return path[::-1]
+
+        def moves(cur: tuple[int, int]) -> Iterator[tuple[str, tuple[int, int]]]:
             for direction, (dr, dc) in MOVES.items():
                 nxt = (cur[0] + dr, cur[1] + dc)
-                if nxt not in came and self.cell(*nxt) not in (WALL, HOLE):
-                    came[nxt] = (cur, direction)
-                    queue.append(nxt)
-        return None
+                if self.cell(*nxt) not in (WALL, HOLE):
+                    yield direction, nxt
+
+        return shortest_moves(self.pos, lambda cur: self.cell(*cur) == GOAL, moves)
+
+
+def shortest_moves(
+    start: State,
+    is_goal: Callable[[State], bool],
+    moves: Callable[[State], Iterable[tuple[str, State]]],
+) -> list[str] | None:
+    """Breadth-first search: the moves of a shortest path from ``start`` to a goal state
+    (None if no goal is reachable); ``moves`` gives each state's moves and where they lead."""
+    came: dict[State, tuple[State, str] | None] = {start: None}
+    queue: deque[State] = deque([start])
+    while queue:
+        state = queue.popleft()
+        if is_goal(state):
+            path: list[str] = []
+            step = came[state]
+            while step is not None:
+                state, direction = step
+                path.append(direction)
+                step = came[state]
+            return path[::-1]
+        for direction, nxt in moves(state):
+            if nxt not in came:
+                came[nxt] = (state, direction)
+                queue.append(nxt)
+    return None
 
 
 @tool

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -44,6 +44,7 @@ from trajforge.envs.builtin.gridworld import (
     Status,
     board_env,
     replay,
+    shortest_moves,
 )
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.formats.tool_calls import format_tool_call
@@ -63,6 +64,7 @@ KEY_REWARD = 0.1
 MIN_PATH, MAX_PATH = 6, 20
 
 Cell = tuple[int, int]
+KeyState = tuple[Cell, frozenset[str]]
 
 
 @dataclass(frozen=True)
@@ -113,31 +115,19 @@ class KeyBoard(Board):
 
     def shortest_path(self) -> list[str] | None:
         """Moves to the goal by breadth-first search over (position, keys held); None if none."""
-        start = (self.pos, self.keys)
-        queue: deque[tuple[Cell, frozenset[str]]] = deque([start])
-        came: dict[tuple[Cell, frozenset[str]], tuple[tuple[Cell, frozenset[str]], str] | None]
-        came = {start: None}
-        while queue:
-            state = queue.popleft()
+
+        def moves(state: KeyState) -> Iterator[tuple[str, KeyState]]:
             (r, c), keys = state
-            if self.cell(r, c) == GOAL:
-                path: list[str] = []
-                step = came[state]
-                while step is not None:
-                    state, direction = step
-                    path.append(direction)
-                    step = came[state]
-                return path[::-1]
             for direction, (dr, dc) in MOVES.items():
                 nr, nc = r + dr, c + dc
-                if not self.passable(nr, nc, keys):
-                    continue
-                found = self.cell(nr, nc)
-                nxt = ((nr, nc), keys | {found} if found in KEYS else keys)
-                if nxt not in came:
-                    came[nxt] = (state, direction)
-                    queue.append(nxt)
-        return None
+                if self.passable(nr, nc, keys):
+                    found = self.cell(nr, nc)
+                    yield direction, ((nr, nc), keys | {found} if found in KEYS else keys)
+
+        def is_goal(state: KeyState) -> bool:
+            return self.cell(*state[0]) == GOAL
+
+        return shortest_moves((self.pos, self.keys), is_goal, moves)
 
 
 def verify(task: Task, messages: list[Message]) -> float:
