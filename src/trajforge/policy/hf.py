@@ -29,6 +29,7 @@ import torch
 from peft import PeftModel
 
 from trajforge.errors import ConfigError, TrajforgeError
+from trajforge.memory import return_freed_memory
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest, completion_of
 from trajforge.policy.engine.hf_engine import DecodeEngine
@@ -91,6 +92,7 @@ class HFPolicy(TokenPolicy):
             raise ConfigError(f"max_batch_size: must be at least 1, got {max_batch_size}")
         if device is not None:
             model = model.to(device)
+        return_freed_memory()
         self.model = model
         self.max_batch_size = max_batch_size
         self.eos_ids = frozenset(

@@ -35,6 +35,7 @@ from torch.distributed.tensor import DTensor
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trajforge.errors import ConfigError
+from trajforge.memory import return_freed_memory
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.precision import Precision, Resolved, resolve_precision
@@ -58,6 +59,7 @@ def seed_everything(seed: int) -> None:
 
 def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
     """``(model, tokenizer)`` for ``tiny``, ``embedded`` or a local Hugging Face folder, in fp32."""
+    return_freed_memory()
     spec = settings.spec
     if spec == "tiny":
         return tiny_model_and_tokenizer(seed=settings.tiny_seed)

@@ -101,10 +101,19 @@ class RowCache:
         self, row: int, columns: torch.Tensor
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Copies of one row's keys and values ``[H, T, D]`` per layer, at ``columns`` (a bool
-        mask over the cache's columns: the row's unpadded ones)."""
-        keys = [layer.keys[row][:, columns] for layer in self.layers]  # type: ignore[index]
-        values = [layer.values[row][:, columns] for layer in self.layers]  # type: ignore[index]
-        return keys, values
+        mask over the cache's columns: the row's unpadded ones).
+
+        The copies are views of one block: a prefix-cache entry lives long, and as dozens of
+        separate megabyte tensors it would pin heap pages between the short-lived tensors of
+        decoding, which glibc then cannot hand back (one block is big enough to be mmapped)."""
+        first = self.layers[0].keys
+        assert first is not None
+        index = columns.nonzero().squeeze(-1)
+        block = first.new_empty((2, len(self.layers), first.shape[1], len(index), first.shape[-1]))
+        for i, layer in enumerate(self.layers):
+            torch.index_select(layer.keys[row], 1, index, out=block[0, i])  # type: ignore[index]
+            torch.index_select(layer.values[row], 1, index, out=block[1, i])  # type: ignore[index]
+        return list(block[0].unbind()), list(block[1].unbind())
 
     @classmethod
     def from_rows(
