@@ -51,12 +51,20 @@ def dpo_pairs() -> list[Any]:
     return preference_pairs(trajs, min_margin=0.5)
 
 
+# AdamW turns a gradient error dg into an update error of at most LR * dg / ADAM_EPS (the slope
+# of g / (|g| + eps) at g = 0). At the default eps (1e-8) a gradient element near zero amplifies
+# fp32 summation-order noise (a few ulps) into 1e-5 of the weights, more or less by CPU kind;
+# at 1e-4 the equivalence tests compare a well-conditioned step (see ``step_tolerance``).
+LR = 1e-3
+ADAM_EPS = 1e-4
+
+
 def common(case: dict[str, Any], out: Path) -> dict[str, Any]:
     lora = {"r": 4, "alpha": 8} if case.get("lora") else None
     return {
         "output_dir": out,
         "model": {"spec": "tiny", "lora": lora, "precision": "fp32"},
-        "optim": {"lr": 1e-3, "max_grad_norm": 1.0},
+        "optim": {"lr": LR, "max_grad_norm": 1.0, "eps": ADAM_EPS},
         "micro_batch_tokens": 160,
         "tensorboard": False,
         "progress": False,
@@ -85,6 +93,20 @@ def make_trainer(case: dict[str, Any], out: Path, callbacks: Any = ()) -> Traine
     return RLTrainer(rcfg, rubric=even_rubric(), callbacks=callbacks)
 
 
+# A rank's gradient scaled by this factor: the faults the equivalence tests must catch.
+FAULTS = {"rank1-gradient-doubled": 2.0, "rank1-gradient-dropped": 0.0}
+
+
+def inject_fault(trainer: Trainer, factor: float) -> None:
+    """Scale this process's share of every backward pass by ``factor``."""
+    backward = trainer.backward
+
+    def faulty(loss: torch.Tensor, *, last: bool) -> None:
+        backward(loss * factor, last=last)
+
+    trainer.backward = faulty  # type: ignore[method-assign]
+
+
 def train_case(case: dict[str, Any], out: Path, *, resume: bool = False) -> dict[str, torch.Tensor]:
     """Train ``case`` into ``out``; the whole weights (on the main process; {} elsewhere)."""
     kill_at = case.get("kill_rank_at_step")
@@ -94,6 +116,8 @@ def train_case(case: dict[str, Any], out: Path, *, resume: bool = False) -> dict
             os.kill(os.getpid(), signal.SIGKILL)
 
     trainer = make_trainer(case, out, callbacks=[kill])
+    if case.get("fault") and os.environ.get("RANK") == "1":
+        inject_fault(trainer, FAULTS[case["fault"]])
     trainer.train(resume=resume)
     return trainer.parts.full_state(on_all=False)
 

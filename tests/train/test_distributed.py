@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
-from dist_cases import common, make_trainer, sft_data
+from dist_cases import ADAM_EPS, FAULTS, LR, common, make_trainer, sft_data
 from safetensors.torch import load_file
 
 from trajforge.formats.jsonl import write_trajectories
@@ -56,6 +56,14 @@ RL_MODES: dict[str, dict[str, Any]] = {
 }
 
 
+# The controls: a rank's gradient scaled wrongly must fail the comparison the tests make.
+FAULTED: dict[str, dict[str, Any]] = {
+    "rank1-gradient-doubled": {"kind": "sft", "strategy": "ddp", "lora": False},
+    "rank1-gradient-dropped": {"kind": "rl", "strategy": "fsdp", "lora": False},
+}
+assert FAULTED.keys() == FAULTS.keys()
+
+
 def case_name(kind: str, strategy: str, lora: bool) -> str:
     return f"{kind}-{strategy}-{'lora' if lora else 'full'}"
 
@@ -67,8 +75,30 @@ def launch(spec: dict[str, Any], path: Path, *, timeout_s: float = 240.0) -> Non
     launch_local(command, 2, grace_s=30.0, timeout_s=timeout_s)
 
 
-def assert_same(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], atol: float) -> None:
+# fp32's unit roundoff.
+U32 = 2.0**-24
+
+
+def step_tolerance(steps: int) -> float:
+    """How far fp32 arithmetic done in another order (over ranks, micro-batches) may move the
+    weights in ``steps`` steps, whatever the CPU's kernels.
+
+    Per step: a gradient clipped to norm <= 1, summed in another order, differs by a few units
+    of roundoff (8 allowed); AdamW turns that into at most ``LR / ADAM_EPS`` times as much in
+    the update; and each weight (|w| <~ 1) rounds to within an ulp either way (4 allowed).
+    """
+    return steps * (LR / ADAM_EPS * 8 * U32 + 4 * U32)
+
+
+def worst_difference(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> float:
     assert got.keys() == want.keys()
+    return max(float((got[n].double() - want[n].double()).abs().max()) for n in want)
+
+
+def assert_same(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], steps: int) -> None:
+    """``got`` equals ``want`` but for ``steps`` steps computed in another order."""
+    assert got.keys() == want.keys()
+    atol = step_tolerance(steps)
     for name, value in want.items():
         torch.testing.assert_close(
             got[name], value, rtol=0.0, atol=atol, msg=lambda m, name=name: f"{name}: {m}"
@@ -92,6 +122,7 @@ def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cases += [
         {**RESUMED[name], "name": name, "steps": 2, "checkpoint_every": 1} for name in RESUMED
     ]
+    cases += [{**FAULTED[fault], "name": fault, "fault": fault} for fault in FAULTED]
     launch({"out": str(out), "cases": cases}, out / "spec.json")
     return out
 
@@ -125,7 +156,7 @@ def test_a_step_over_two_processes_equals_one_process(
     before, want, metrics = one_process(one_process_runs, kind, lora)
     # The step moved the weights (so equality is not the trivial one of untouched weights).
     assert any(not torch.equal(want[n], before[n]) for n in want)
-    assert_same(got, want, atol=1e-5)
+    assert_same(got, want, steps=1)
     # The logged metrics are those of the whole step too.
     name = case_name(kind, strategy, lora)
     (logged,) = [json.loads(line) for line in (two_process_runs / name / "metrics.jsonl").open()]
@@ -142,7 +173,20 @@ def test_rl_modes_over_two_processes_equal_one_process(
     trainer.train()
     want = trainer.parts.full_state(on_all=False)
     assert any(not torch.equal(want[n], before[n]) for n in want)
-    assert_same(torch.load(two_process_runs / f"{name}.pt"), want, atol=1e-5)
+    assert_same(torch.load(two_process_runs / f"{name}.pt"), want, steps=2)
+
+
+@pytest.mark.parametrize("fault", list(FAULTED))
+def test_a_rank_with_a_wrong_gradient_fails_the_comparison(
+    two_process_runs: Path, one_process_runs: dict[str, Any], fault: str
+) -> None:
+    case = FAULTED[fault]
+    _, want, _ = one_process(one_process_runs, case["kind"], case["lora"])
+    got = torch.load(two_process_runs / f"{fault}.pt")
+    # Far outside the tolerance, so the equivalence tests above would catch it.
+    assert worst_difference(got, want) > 10 * step_tolerance(1)
+    with pytest.raises(AssertionError):
+        assert_same(got, want, steps=1)
 
 
 def test_only_the_main_process_writes_the_store_metrics_and_checkpoints(
@@ -186,9 +230,9 @@ def test_a_checkpoint_of_two_processes_resumes_in_one(
     resumed_dir = rewind(two_process_runs / name, tmp_path / "resumed", 1)
     resumed = trained(case, resumed_dir, resume=True)
     # The same run had it not stopped: step 2 made over two processes, as step 1 was.
-    assert_same(resumed, torch.load(two_process_runs / f"{name}.pt"), atol=1e-6)
-    # And a run made in one process throughout (step 1 summed in another order: 1e-5).
-    assert_same(resumed, trained(case, tmp_path / "one-process"), atol=1e-5)
+    assert_same(resumed, torch.load(two_process_runs / f"{name}.pt"), steps=1)
+    # And a run made in one process throughout (step 1 summed in another order).
+    assert_same(resumed, trained(case, tmp_path / "one-process"), steps=1)
 
 
 def test_a_killed_process_ends_the_run_with_an_error_and_the_run_resumes(
@@ -215,9 +259,9 @@ def test_a_killed_process_ends_the_run_with_an_error_and_the_run_resumes(
     launch({"out": str(tmp_path), "cases": resumes}, tmp_path / "b.json")
     # The resumed run ends where the run that was never killed ended.
     resumed = torch.load(tmp_path / "killed.pt")
-    assert_same(resumed, torch.load(two_process_runs / f"{name}.pt"), atol=1e-6)
-    # Step 2 made over two processes instead of one: summed in another order (1e-5).
-    assert_same(torch.load(tmp_path / "from-one.pt"), uninterrupted, atol=1e-5)
+    assert_same(resumed, torch.load(two_process_runs / f"{name}.pt"), steps=0)
+    # Step 2 made over two processes instead of one: summed in another order.
+    assert_same(torch.load(tmp_path / "from-one.pt"), uninterrupted, steps=1)
 
 
 def cli_config(tmp_path: Path, name: str) -> Path:
@@ -248,7 +292,7 @@ def assert_final_is(out: Path, want: dict[str, torch.Tensor]) -> None:
     """``out/final`` holds ``want``'s weights, and only the main process wrote metrics."""
     final = load_file(out / "final" / "model.safetensors")
     assert final and final.keys() <= want.keys()
-    assert_same(final, {n: want[n] for n in final}, atol=1e-6)
+    assert_same(final, {n: want[n] for n in final}, steps=0)
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").open()] == [1]
 
 
