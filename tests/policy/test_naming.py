@@ -10,7 +10,13 @@ import pytest
 
 from trajforge.errors import ConfigError
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
-from trajforge.policy.naming import POLICIES, load_policy, parse_openai_spec, tokenizer_for
+from trajforge.policy.naming import (
+    POLICIES,
+    is_scripted,
+    load_policy,
+    parse_openai_spec,
+    tokenizer_for,
+)
 from trajforge.policy.scripted import ScriptedPolicy
 
 
@@ -20,6 +26,22 @@ def test_expert_needs_the_env_expert(smol_tokenizer: Any) -> None:
     policy = load_policy("expert", expert=lambda task, messages: "done")
     assert isinstance(policy, ScriptedPolicy) and policy.name == "expert"
     assert policy.tokenizer is smol_tokenizer
+
+
+def test_a_scripted_teacher_by_reference(tmp_path: Path, smol_tokenizer: Any) -> None:
+    teacher = tmp_path / "teacher.py"
+    teacher.write_text("def reply(task, messages):\n    return 'The answer is 4.'\nNUMBER = 4\n")
+    spec = f"script:{teacher}:reply"
+    policy = load_policy(spec)
+    assert isinstance(policy, ScriptedPolicy) and policy.name == spec
+    assert policy.tokenizer is smol_tokenizer
+    assert is_scripted(spec) and is_scripted("expert") and not is_scripted("tiny")
+    with pytest.raises(ConfigError, match=r"script:file\.py:function"):
+        load_policy("script:reply")
+    with pytest.raises(ConfigError, match="has no attribute 'nothing'"):
+        load_policy(f"script:{teacher}:nothing")
+    with pytest.raises(ConfigError, match="is not a function"):
+        load_policy(f"script:{teacher}:NUMBER")
 
 
 def test_openai_spec() -> None:
@@ -44,11 +66,11 @@ def test_unknown_names_and_folders(tmp_path: Path) -> None:
 
 
 def test_policies_are_a_registry_of_names_and_prefixes(tmp_path: Path) -> None:
-    assert POLICIES.names() == ["embedded", "expert", "openai:", "tiny"]
+    assert POLICIES.names() == ["embedded", "expert", "openai:", "script:", "tiny"]
     with pytest.raises(
         ConfigError,
         match=r"^unknown policy 'tinny' \(did you mean 'tiny'\?\): expected embedded, expert, tiny, "
-        r"a local model folder, or openai:<base_url>#<model>$",
+        r"a local model folder, script:file.py:function, or openai:<base_url>#<model>$",
     ):
         load_policy("tinny")
     # A name with a colon that no prefix claims is still looked for as a folder.

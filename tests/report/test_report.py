@@ -159,3 +159,36 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     with Image.open(page.screenshot) as shot:
         dark = sum(shot.convert("L").histogram()[:200])
     assert dark > 20_000, "the screenshot is (nearly) blank"
+
+
+def test_report_shows_every_eval_stage_side_by_side_and_what_rl_fixed_first(
+    tmp_path: Path,
+) -> None:
+    """Task 2 failed at base and after SFT and was solved after RL: it comes first, with its
+    three trajectories in stage order; task 1 (fixed by SFT) follows."""
+    solved_at = {"base": set(), "after_sft": {1, 3}, "after_rl": {1, 2, 3}}
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    stages: list[dict[str, object]] = []
+    with TrajectoryStore(run_dir / "store.db") as db:
+        for name, solved in solved_at.items():
+            run_id = f"demo.{name}"
+            trajs = [
+                _with_outcome(
+                    synthetic_trajectory(i, run_id=run_id),
+                    OutcomeStatus.OK,
+                    1.0 if i in solved else 0.0,
+                )
+                for i in range(4)
+            ]
+            db.add_many(trajs)
+            summary = summarize(trajs).as_dict()
+            stages.append({"name": name, "kind": "eval", "run_id": run_id, "summary": summary})
+    results = {"name": "demo", "env": "calculator", "model": "tiny", "stages": stages}
+    (run_dir / "results.json").write_text(json.dumps(results))
+    html = build_report(run_dir, samples=2).read_text()
+    tasks = re.findall(r"<h3>Task (\S+):", html)
+    assert tasks == [synthetic_trajectory(i).task.id for i in (2, 1)]
+    first = html[html.index("<h3>Task") : html.index("<h3>Task", html.index("<h3>Task") + 1)]
+    sides = re.findall(r"<h4>(\w+) · reward [\d.]+ <span class=\"\w+\">([\w ]+)</span>", first)
+    assert sides == [("base", "not solved"), ("after_sft", "not solved"), ("after_rl", "solved")]

@@ -85,8 +85,9 @@ class DemonstrationStage(_Strict):
     name: str = "demonstrations"
     """Stage name, unique in the experiment."""
     policy: str = "expert"
-    """The teacher: ``expert``, ``embedded``, ``tiny``, a model folder or
-    ``openai:<base_url>#<model>``."""
+    """The teacher: ``expert`` (the env's scripted expert), ``script:file.py:function`` (a
+    scripted teacher of your own, called like the expert), ``embedded``, ``tiny``, a model
+    folder or ``openai:<base_url>#<model>``."""
     tasks: int = Field(default=200, ge=1)
     """Episodes, one per task."""
     split: Literal["train", "test"] = "train"

@@ -3,6 +3,8 @@
 - ``embedded``: SmolLM2-135M-Instruct from the installed wheel, through ``HFPolicy``;
 - ``tiny``: the tiny random model (tests), through ``HFPolicy``;
 - ``expert``: an environment's scripted expert through ``ScriptedPolicy`` (pass ``expert=``);
+- ``script:<module:function>`` or ``script:<file.py:function>``: a scripted teacher of the
+  user's, a function of the task and the conversation like an environment's expert;
 - a local folder holding a transformers model and tokenizer, through ``HFPolicy``;
 - ``openai:<base_url>#<model>``: an OpenAI-compatible chat-completions endpoint.
 """
@@ -11,21 +13,42 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.openai_compat import OpenAIPolicy
 from trajforge.policy.scripted import ReplyFn, ScriptedPolicy, ScriptError
-from trajforge.registry import Registry, did_you_mean
+from trajforge.registry import Registry, did_you_mean, is_ref, load_ref
 from trajforge.schema import ExpertFn, Message, Task
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 OPENAI_PREFIX = "openai:"
+SCRIPT_PREFIX = "script:"
 SMOLLM2_NAMES = frozenset({"embedded", "tiny", "expert", "scripted"})
+
+
+def is_scripted(spec: str) -> bool:
+    """Whether ``spec`` names a scripted policy (the env's expert or a ``script:`` teacher),
+    which has no weights."""
+    return spec == "expert" or spec.startswith(SCRIPT_PREFIX)
+
+
+def load_script(spec: str) -> ExpertFn:
+    """The function ``script:<module:function>`` or ``script:<file.py:function>`` names."""
+    ref = spec.removeprefix(SCRIPT_PREFIX)
+    if not is_ref(ref):
+        raise ConfigError(
+            f"policy {spec!r}: write a scripted teacher as script:file.py:function or "
+            "script:module:function"
+        )
+    script = load_ref(ref, "policy")
+    if not callable(script):
+        raise ConfigError(f"policy {spec!r}: {ref} is not a function of (task, messages)")
+    return cast(ExpertFn, script)
 
 
 def parse_openai_spec(spec: str) -> tuple[str, str]:
@@ -69,6 +92,13 @@ def _load_expert(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Poli
     tokenizer = kw.pop("tokenizer", None) or load_tokenizer()
     name = kw.pop("name", "expert")
     return ScriptedPolicy(bind_expert(expert), tokenizer, name=name, **kw)
+
+
+@POLICIES.register(SCRIPT_PREFIX)
+def _load_script(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
+    tokenizer = kw.pop("tokenizer", None) or load_tokenizer()
+    name = kw.pop("name", spec)
+    return ScriptedPolicy(bind_expert(load_script(spec)), tokenizer, name=name, **kw)
 
 
 @POLICIES.register(OPENAI_PREFIX)
@@ -116,7 +146,7 @@ def load_policy(spec: str, *, expert: ExpertFn | None = None, **kw: Any) -> Poli
     names = [n for n in POLICIES.names() if not n.endswith(":")]
     raise ConfigError(
         f"unknown policy {spec!r}{did_you_mean(spec, names)}: expected {', '.join(names)}, "
-        "a local model folder, or openai:<base_url>#<model>"
+        "a local model folder, script:file.py:function, or openai:<base_url>#<model>"
     )
 
 

@@ -69,27 +69,33 @@ def _figures_of(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _samples(
-    before: list[Trajectory], after: list[Trajectory], before_name: str, after_name: str, count: int
-) -> list[dict[str, Any]]:
-    """Pairs of the same task before and after training; tasks the training fixed come first,
-    since that is what a reader wants to see."""
-    after_by_task = {t.task.id: t for t in after}
-    matched = [(b, after_by_task[b.task.id]) for b in before if b.task.id in after_by_task]
-    # Fixed first, then by reward gained (an unscored episode ranks as reward 0).
-    matched.sort(
-        key=lambda p: (
-            _solved(p[0]) - _solved(p[1]),
-            (p[0].outcome.reward or 0.0) - (p[1].outcome.reward or 0.0),
+def _samples(stages: list[tuple[str, list[Trajectory]]], count: int) -> list[dict[str, Any]]:
+    """The same tasks at every eval stage that has trajectories, side by side. First the tasks
+    the last stage solved and the stage before it did not (what the last training added), then
+    those solved at the end and not at the start, then by reward gained (unscored ranks as 0)."""
+    shown = [(name, trajs) for name, trajs in stages if trajs]
+    if len(shown) < 2:
+        return []
+    by_task = [{t.task.id: t for t in trajs} for _, trajs in shown]
+    rows = [
+        [stage[t.task.id] for stage in by_task]
+        for t in shown[0][1]
+        if all(t.task.id in stage for stage in by_task)
+    ]
+    rows.sort(
+        key=lambda row: (
+            _solved(row[-2]) - _solved(row[-1]),
+            _solved(row[0]) - _solved(row[-1]),
+            (row[0].outcome.reward or 0.0) - (row[-1].outcome.reward or 0.0),
         )
     )
     return [
         {
-            "task_id": b.task.id,
-            "prompt": b.task.prompt,
-            "sides": [_side(before_name, b), _side(after_name, a)],
+            "task_id": row[0].task.id,
+            "prompt": row[0].task.prompt,
+            "sides": [_side(name, t) for (name, _), t in zip(shown, row, strict=True)],
         }
-        for b, a in matched[:count]
+        for row in rows[:count]
     ]
 
 
@@ -168,12 +174,7 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
     ]
     trajectories = _load_eval_trajectories(run_dir / results.get("store", "store.db"), evals)
     figures = _figures(stages, evals, trajectories)
-    sample_pairs: list[dict[str, Any]] = []
-    if len(evals) >= 2:
-        first, last = evals[0]["name"], evals[-1]["name"]
-        sample_pairs = _samples(
-            trajectories.get(first, []), trajectories.get(last, []), first, last, samples
-        )
+    sample_pairs = _samples([(s["name"], trajectories.get(s["name"], [])) for s in evals], samples)
     # autoescape on: select_autoescape() would leave a ".html.j2" template unescaped.
     env = Environment(loader=PackageLoader("trajforge.report", "templates"), autoescape=True)
     html = env.get_template("report.html.j2").render(

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy, SamplingParams
-from trajforge.policy.naming import OPENAI_PREFIX, load_policy
+from trajforge.policy.naming import OPENAI_PREFIX, is_scripted, load_policy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.rollout.limits import Limits
 from trajforge.schema import ExpertFn, Task
@@ -66,7 +66,7 @@ class PolicyRef(_Frozen):
     @property
     def is_local_model(self) -> bool:
         """Whether the policy has weights here (not the scripted expert, not an endpoint)."""
-        return self.name != "expert" and not self.name.startswith(OPENAI_PREFIX)
+        return not is_scripted(self.name) and not self.name.startswith(OPENAI_PREFIX)
 
     def load_options(self, field: str = "policy.precision") -> dict[str, Any]:
         """Constructor options: a local model's batch size and the dtype its precision resolves

@@ -23,7 +23,7 @@ from trajforge.envs.registry import builtin_names, get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
 from trajforge.policy.models.smollm2 import gguf_path
-from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
+from trajforge.policy.naming import OPENAI_PREFIX, SCRIPT_PREFIX, load_script, parse_openai_spec
 from trajforge.precision import Precision
 from trajforge.schema import OutcomeStatus
 
@@ -436,6 +436,16 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
         except ConfigError as exc:
             return str(exc)
         return None
+    if spec.startswith(SCRIPT_PREFIX):
+        if trainable:
+            return (
+                "a scripted teacher has no weights to train; use embedded, tiny or a model folder"
+            )
+        try:
+            load_script(spec)
+        except ConfigError as exc:
+            return str(exc)
+        return None
     if spec.startswith(OPENAI_PREFIX):
         if trainable:
             return "an OpenAI-compatible endpoint cannot be trained; use embedded, tiny or a model folder"
@@ -455,7 +465,8 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
     kinds = (
         "embedded, tiny or a model folder"
         if trainable
-        else "embedded, tiny, expert, a model folder or openai:<base_url>#<model>"
+        else "embedded, tiny, expert, script:file.py:function, a model folder or "
+        "openai:<base_url>#<model>"
     )
     return f"unknown model {spec!r}{hint}: no such folder; expected {kinds}"
 
