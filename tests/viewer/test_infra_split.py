@@ -67,3 +67,28 @@ def test_a_trajectory_lost_to_the_infrastructure_says_so(client: TestClient) -> 
     assert 'id="infra-banner"' not in cut.text and '<dd id="fault">policy</dd>' in cut.text
     solved = client.get("/trajectories/solved")
     assert 'id="infra-banner"' not in solved.text and '<dd id="fault">-</dd>' in solved.text
+
+
+def test_a_groups_advantages_leave_out_the_episode_lost_to_the_infrastructure(
+    tmp_path: Path,
+) -> None:
+    rewards = [1.0, 0.0, 0.5]
+    with TrajectoryStore(tmp_path / "store.db") as st:
+        trajs = [synthetic_trajectory(i, run_id="g", samples_per_task=4) for i in range(4)]
+        for t, r in zip(trajs, rewards, strict=False):
+            t.outcome = Outcome(status=OutcomeStatus.OK, reward=r)
+        trajs[3].outcome = Outcome(status=OutcomeStatus.ERROR, error="crash", fault=Fault.INFRA)
+        st.add_many(trajs)
+        group = trajs[0].group_id
+    data = ViewerData(tmp_path / "store.db")
+    with TestClient(create_app(data)) as client:
+        view = client.get(f"/api/groups/{group}", params={"estimator": "rloo"}).json()
+        page = client.get(f"/groups/{group}", params={"estimator": "rloo"}).text
+    data.close()
+    means = {m["sample_index"]: m["advantage"]["mean"] for m in view["members"]}
+    # RLOO over the three that are left: R_i - mean of the other two.
+    assert means[0] == pytest.approx(1.0 - 0.25)
+    assert means[1] == pytest.approx(0.0 - 0.75)
+    assert means[2] == pytest.approx(0.5 - 0.5)
+    assert means[3] is None and view["metrics"]["groups"] == 1.0
+    assert '<td class="n advantage">-</td>' in page
