@@ -17,3 +17,9 @@ class DataError(TrajforgeError):
 
 class StoreError(TrajforgeError):
     """The trajectory store cannot do what was asked."""
+
+
+class InfraError(TrajforgeError):
+    """The infrastructure failed, not the policy: a tool's server crashed or did not start, a
+    sandbox did not start. A tool raising it still answers the model with an error message, and
+    the episode is marked lost to the infrastructure (``Outcome.fault``)."""

@@ -14,7 +14,7 @@ import pytest
 
 from trajforge.cli.main import main
 from trajforge.formats.jsonl import load_trajectories, write_trajectories
-from trajforge.schema import SCHEMA_VERSION
+from trajforge.schema import SCHEMA_VERSION, Fault, Outcome, OutcomeStatus
 from trajforge.schema.synthetic import synthetic_trajectory
 from trajforge.store import TrajectoryStore
 
@@ -325,3 +325,45 @@ def test_non_sqlite_file_is_refused(cli: Cli, tmp_path: Path) -> None:
     db.write_text("hello\n" * 200)
     code, _, err = cli("stats", "--store", db)
     assert (code, err) == (1, f"error: {db} is not a SQLite database, so not a trajforge store\n")
+
+
+def test_stats_splits_failures_into_the_policys_and_the_infrastructures(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """Run a: one solved, one wrong answer, one cut off, two lost to a crashed server (one
+    of them solved anyway, so not a failure); run b: one lost at start-up."""
+    crash = Outcome(status=OutcomeStatus.ERROR, error="MCP server crashed", fault=Fault.INFRA)
+    outcomes = {
+        "a": [
+            Outcome(status=OutcomeStatus.OK, reward=1.0),
+            Outcome(status=OutcomeStatus.OK, reward=0.0),
+            Outcome(status=OutcomeStatus.TRUNCATED, fault=Fault.POLICY),
+            crash,
+            Outcome(status=OutcomeStatus.OK, reward=1.0, error="restarted", fault=Fault.INFRA),
+        ],
+        "b": [crash],
+    }
+    db = tmp_path / "t.db"
+    with TrajectoryStore(db) as store:
+        for run, run_outcomes in outcomes.items():
+            for i, outcome in enumerate(run_outcomes):
+                t = synthetic_trajectory(i, run_id=run, env="calc")
+                store.add(t.model_copy(update={"id": f"{run}{i}", "outcome": outcome}))
+        # Text that merely mentions the marker is not one.
+        fake = synthetic_trajectory(9, run_id="b", env="calc")
+        fake.messages[1].content = 'the config says "fault":"infra"'
+        fake.task.metadata["outcome"] = {"fault": "infra"}
+        wrong = Outcome(status=OutcomeStatus.OK, reward=0.0)
+        store.add(fake.model_copy(update={"id": "b9", "outcome": wrong}))
+    code, out, _ = cli("stats", "--json", "--store", db)
+    assert code == 0
+    result = json.loads(out)
+    figures = lambda agg: (agg["policy_failures"], agg["infra_failures"])  # noqa: E731
+    assert figures(result) == (3, 2)
+    assert figures(result["by_run"]["a"]) == (2, 1)
+    assert figures(result["by_run"]["b"]) == (1, 1)
+    assert figures(result["by_env"]["calc"]) == (3, 2)
+    code, out, _ = cli("stats", "--store", db)
+    assert "policy fail" in out and "infra fail" in out
+    all_row = next(ln for ln in out.splitlines() if ln.startswith("all "))
+    assert all_row.split()[-2:] == ["3", "2"], all_row

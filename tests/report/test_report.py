@@ -9,7 +9,7 @@ import pytest
 from trajforge.errors import DataError
 from trajforge.judge.evaluate import summarize
 from trajforge.report.html import build_report
-from trajforge.schema import Outcome, OutcomeStatus, Role, Trajectory
+from trajforge.schema import Fault, Outcome, OutcomeStatus, Role, Trajectory
 from trajforge.schema.synthetic import synthetic_trajectory
 from trajforge.store import TrajectoryStore
 
@@ -192,3 +192,35 @@ def test_report_shows_every_eval_stage_side_by_side_and_what_rl_fixed_first(
     first = html[html.index("<h3>Task") : html.index("<h3>Task", html.index("<h3>Task") + 1)]
     sides = re.findall(r"<h4>(\w+) · reward [\d.]+ <span class=\"\w+\">([\w ]+)</span>", first)
     assert sides == [("base", "not solved"), ("after_sft", "not solved"), ("after_rl", "solved")]
+
+
+def test_report_splits_failures_into_the_policys_and_the_infrastructures(tmp_path: Path) -> None:
+    """Four episodes: one solved, one wrong answer, two lost to a crashed server (one of them
+    still solved); the RL stage's steps left out three episodes between them."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    outcomes = [
+        Outcome(status=OutcomeStatus.OK, reward=1.0),
+        Outcome(status=OutcomeStatus.OK, reward=0.0),
+        Outcome(status=OutcomeStatus.ERROR, error="MCP server crashed", fault=Fault.INFRA),
+        Outcome(status=OutcomeStatus.OK, reward=1.0, error="server restarted", fault=Fault.INFRA),
+    ]
+    trajs = [
+        synthetic_trajectory(i, run_id="demo.ev").model_copy(update={"outcome": o})
+        for i, o in enumerate(outcomes)
+    ]
+    with TrajectoryStore(run_dir / "store.db") as db:
+        db.add_many(trajs)
+    summary = summarize(trajs).as_dict()
+    assert (summary["policy_failures"], summary["infra_failures"]) == (1, 1)
+    history = [{"step": s, "loss": 0.5, "reward_mean": 0.5, "infra_failures": s} for s in (1, 2)]
+    stages = [
+        {"name": "ev", "kind": "eval", "run_id": "demo.ev", "summary": summary},
+        {"name": "rl", "kind": "rl", "history": history, "text": "2 steps"},
+    ]
+    results = {"name": "demo", "env": "calculator", "model": "tiny", "stages": stages}
+    (run_dir / "results.json").write_text(json.dumps(results))
+    html = build_report(run_dir).read_text()
+    assert "<th>failures</th>" in html
+    assert "<td>policy 1 · infra 1</td>" in html
+    assert "2 steps, 3 episodes lost to the infrastructure" in html

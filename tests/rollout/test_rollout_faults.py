@@ -10,7 +10,7 @@ from rollout_doubles import FakePolicy, FaultyEnv, SandboxCrashed, ToolFailure, 
 from test_rollout_engine import content_of
 
 from trajforge.rollout import EndReason, Limits
-from trajforge.schema import OutcomeStatus, Role, Trajectory
+from trajforge.schema import Fault, OutcomeStatus, Role, Trajectory, is_infra_failure
 
 TURNS = 3
 RATES = {"p_raise": 0.20, "p_hang": 0.10, "p_kill": 0.05}
@@ -66,6 +66,7 @@ def test_200_episodes_with_faults_all_recorded_statuses_right_healthy_ones_uncha
         if fault is None:
             # Healthy: identical to the run without faults (same seeds), message for message.
             assert got.outcome.status is OutcomeStatus.OK
+            assert got.outcome.fault is None
             assert content_of(got) == content_of(ref)
             seen["healthy"] += 1
             continue
@@ -76,6 +77,8 @@ def test_200_episodes_with_faults_all_recorded_statuses_right_healthy_ones_uncha
         # Everything before the fault matches the clean run.
         assert content_of(got)[: len(got.messages) - 1] == content_of(ref)[: len(got.messages) - 1]
         assert got.outcome.reward is None
+        # A tool that raised, hung or lost its process is the infrastructure's failure.
+        assert got.outcome.fault is Fault.INFRA and is_infra_failure(got)
         if kind == "raise":
             assert (
                 got.outcome.status is OutcomeStatus.ERROR

@@ -6,6 +6,7 @@ from pydantic import ValidationError
 from trajforge.schema import (
     Evaluator,
     EvaluatorKind,
+    Fault,
     Message,
     Outcome,
     OutcomeStatus,
@@ -14,6 +15,7 @@ from trajforge.schema import (
     Task,
     ToolCall,
     Trajectory,
+    is_infra_failure,
 )
 
 
@@ -135,3 +137,27 @@ def test_a_score_needs_a_value_or_an_error() -> None:
 def test_incompatible_major_schema_version_is_refused() -> None:
     with pytest.raises(ValidationError, match="major versions differ"):
         Trajectory(task=_task(), schema_version="2.0.0")
+
+
+def test_a_trajectory_stored_before_the_fault_field_reads_as_no_infra_failure() -> None:
+    stored = {
+        "id": "old",
+        "schema_version": "1.0.0",
+        "task": {"id": "t1", "prompt": "What is 2+3?"},
+        "outcome": {"status": "error", "reward": None, "error": "boom", "reason": "env_error"},
+    }
+    old = Trajectory.model_validate(stored)
+    assert old.outcome.fault is None and not is_infra_failure(old)
+    lost = old.model_copy(
+        update={"outcome": Outcome(status=OutcomeStatus.ERROR, fault=Fault.INFRA)}
+    )
+    assert is_infra_failure(lost)
+    text = lost.model_dump_json()
+    assert '"fault":"infra"' in text and is_infra_failure(Trajectory.model_validate_json(text))
+    assert not is_infra_failure(
+        old.model_copy(
+            update={"outcome": Outcome(status=OutcomeStatus.TRUNCATED, fault=Fault.POLICY)}
+        )
+    )
+    with pytest.raises(ValidationError, match="fault"):
+        Outcome(status=OutcomeStatus.ERROR, fault="network")

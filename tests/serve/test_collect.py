@@ -14,7 +14,7 @@ from serve_helpers import assert_token_exact, recorded
 from typer.testing import CliRunner
 
 from trajforge.cli.main import app
-from trajforge.schema import OutcomeStatus, Task
+from trajforge.schema import OutcomeStatus, Task, is_infra_failure
 from trajforge.serve.collect import Collector
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.server import serving
@@ -64,6 +64,8 @@ def test_200_runs_with_crashes_and_hangs_are_all_accounted_for(
     assert all(t.num_turns == 1 for t in crashed)  # the call before the crash is kept
     hung = [t for t in stored if t.outcome.status is OutcomeStatus.TIMEOUT]
     assert len(hung) == 20 and all(not t.messages for t in hung)
+    # A crashed or killed agent program is the infrastructure's failure, not the policy's.
+    assert {t.id for t in stored if is_infra_failure(t)} == {t.id for t in crashed + hung}
     assert_token_exact(store_path)
 
 

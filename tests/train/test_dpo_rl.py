@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +15,13 @@ import yaml
 from rich.console import Console
 from train_helpers import even_rubric, qa_trajectory, small_rl_config
 
-from trajforge.curate import preference_pairs
+from trajforge.algos import AdvantageInput, compute_advantages
+from trajforge.curate import group_key, preference_pairs
 from trajforge.errors import ConfigError
 from trajforge.pipeline.config import load_experiment
 from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
+from trajforge.schema import Fault, Trajectory, is_infra_failure
 from trajforge.store import TrajectoryStore
 from trajforge.train.config import (
     DPOConfig,
@@ -303,3 +307,67 @@ def test_experiment_rl_stage_and_eval_use_user_scorers(tmp_path: Path) -> None:
     with TrajectoryStore(runner.store_path) as db:
         base = db.query(run="scored.base")
     assert base and all({"process", "graded"} <= {s.name for s in t.scores} for t in base)
+
+
+def _lose_to_infra(
+    trainer: RLTrainer, monkeypatch: pytest.MonkeyPatch, per_group: list[int]
+) -> tuple[list[Trajectory], list[Any]]:
+    """Mark the first ``per_group[g]`` episodes of the g-th group of each step's rollouts as
+    lost to the infrastructure (as a crashed tool server leaves them); returns the step's
+    trajectories and the estimator's inputs and outputs as they are made."""
+    rolled: list[Trajectory] = []
+    seen: list[Any] = []
+    rollout = trainer._rollout
+
+    def faulty(step: int, tasks: list[Any]) -> list[Trajectory]:
+        trajs = rollout(step, tasks)
+        groups = list(dict.fromkeys(group_key(t) for t in trajs))
+        for g, n in zip(groups, per_group, strict=True):
+            for t in [t for t in trajs if group_key(t) == g][:n]:
+                t.outcome = t.outcome.model_copy(update={"fault": Fault.INFRA})
+        rolled.extend(trajs)
+        return trajs
+
+    def estimator(name: str, inp: AdvantageInput, **kw: Any) -> Any:
+        out = compute_advantages(name, inp, **kw)
+        seen.append((inp, out))
+        return out
+
+    monkeypatch.setattr(trainer, "_rollout", faulty)
+    monkeypatch.setattr("trajforge.train.rl.compute_advantages", estimator)
+    monkeypatch.setattr(trainer, "_optimize", lambda seqs: {})
+    return rolled, seen
+
+
+def test_rl_leaves_episodes_lost_to_the_infrastructure_out_of_the_advantages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trainer = RLTrainer(small_rl_config(tmp_path, samples_per_group=3), rubric=even_rubric())
+    rolled, seen = _lose_to_infra(trainer, monkeypatch, [1, 2])
+    (metrics,) = trainer.train().history
+    assert metrics["infra_failures"] == 3.0
+    assert metrics["infra_skipped_groups"] == 1.0  # the second group was left with one
+    assert metrics["trained_trajectories"] == 2.0
+    ((inp, out),) = seen
+    kept = [t for t in rolled if not is_infra_failure(t)][:2]
+    assert inp.group_ids == [group_key(t) for t in kept] and len(set(inp.group_ids)) == 1
+    rewards = [asyncio.run(even_rubric().evaluate(t))[0] for t in kept]
+    assert inp.rewards.tolist() == pytest.approx(rewards)
+    # GRPO over the two that are left: +-(r0 - r1) / 2 / (|r0 - r1| / sqrt(2) + eps), or 0.
+    gap = rewards[0] - rewards[1]
+    a = 0.0 if gap == 0 else (gap / 2) / (abs(gap) / math.sqrt(2) + 1e-6)
+    assert out.turn_advantages[:, 0].tolist() == pytest.approx([a, -a], abs=1e-5)
+
+
+def test_rl_infra_failures_zero_trains_on_them_like_any_episode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = small_rl_config(tmp_path, samples_per_group=3, infra_failures="zero")
+    trainer = RLTrainer(cfg, rubric=even_rubric())
+    rolled, seen = _lose_to_infra(trainer, monkeypatch, [1, 2])
+    (metrics,) = trainer.train().history
+    assert metrics["infra_failures"] == 3.0
+    assert "infra_skipped_groups" not in metrics
+    assert metrics["trained_trajectories"] == 6.0
+    ((inp, _),) = seen
+    assert inp.group_ids == [group_key(t) for t in rolled]

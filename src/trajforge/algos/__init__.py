@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
 
 if TYPE_CHECKING:
+    from trajforge.algos._groups import drop_from_groups
     from trajforge.algos.advantages import ESTIMATORS, compute_advantages, estimator_options
     from trajforge.algos.kl import apply_kl_penalty, kl_estimate
     from trajforge.algos.losses import LOSSES, aggregate, loss_options, policy_loss
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from trajforge.algos.types import AdvantageInput, AdvantageOutput, AlgosInputError
 
 _HOMES = {
+    "drop_from_groups": "_groups",
     "ESTIMATORS": "advantages",
     "compute_advantages": "advantages",
     "estimator_options": "advantages",
@@ -49,6 +51,7 @@ __all__ = [
     "aggregate",
     "apply_kl_penalty",
     "compute_advantages",
+    "drop_from_groups",
     "entropy_from_logits",
     "estimator_options",
     "kl_estimate",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from trajforge.algos.types import AdvantageOutput
+from trajforge.algos.types import AdvantageOutput, AlgosInputError
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -24,6 +24,26 @@ def index_sets(keys: Sequence[Hashable]) -> tuple[Tensor, int]:
     ids: dict[Hashable, int] = {}
     out = [ids.setdefault(key, len(ids)) for key in keys]
     return torch.tensor(out, dtype=torch.long), len(ids)
+
+
+def drop_from_groups(
+    group_ids: Sequence[Hashable], dropped: Tensor, *, min_size: int = 2
+) -> tuple[Tensor, int]:
+    """The rows left for the advantages once the ``dropped`` ones are taken out of their groups.
+
+    A row stays when it is not dropped and its group kept at least ``min_size`` rows; a group
+    that lost rows and kept fewer is skipped whole (one sample has no baseline to compare
+    against). A group that lost nothing stays as it is, whatever its size. Returns the ``[B]``
+    bool mask of the rows that stay and the number of groups skipped.
+    """
+    if len(group_ids) != dropped.shape[0]:
+        raise AlgosInputError(f"dropped: {dropped.shape[0]} flags for {len(group_ids)} group ids")
+    gone = dropped.bool()
+    set_index, n_sets = index_sets(group_ids)
+    kept = torch.zeros(n_sets, dtype=torch.long).index_add_(0, set_index, (~gone).long())
+    lost = torch.zeros(n_sets, dtype=torch.long).index_add_(0, set_index, gone.long())
+    skipped = (lost > 0) & (kept < min_size)
+    return ~gone & ~skipped[set_index], int(skipped.sum())
 
 
 def normalise_in_sets(

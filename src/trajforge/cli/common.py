@@ -6,14 +6,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from trajforge.judge.stats import RewardSummary, summarize_rewards, summarize_rewards_by
+from trajforge.judge.stats import (
+    FailureSplit,
+    RewardSummary,
+    split_failures,
+    summarize_rewards,
+    summarize_rewards_by,
+)
 from trajforge.train.launch import launch_local
 
 console = Console(highlight=False)
@@ -90,12 +96,26 @@ def listing_reward_line(rows: Sequence[SummaryRow], total: int) -> str:
     return line if len(rows) >= total else f"{line} (of the {len(rows)} shown)"
 
 
-def add_reward_figures(result: dict[str, Any], rows: Sequence[SummaryRow]) -> dict[str, Any]:
+def add_reward_figures(
+    result: dict[str, Any], rows: Sequence[SummaryRow], infra_ids: Set[str] = frozenset()
+) -> dict[str, Any]:
     """``TrajectoryStore.stats`` output with ``success``, ``scored`` and the mean reward stated
-    by ``RewardSummary``, overall and in its ``by_run`` and ``by_env`` groups."""
+    by ``RewardSummary``, and the failures split into ``policy_failures`` and
+    ``infra_failures`` (``infra_ids``: the rows lost to the infrastructure), overall and in its
+    ``by_run`` and ``by_env`` groups."""
     result.update(rewards_of(rows).as_dict())
+    result.update(_failures_of(rows, infra_ids).as_dict())
     for group, column in (("by_run", "run_id"), ("by_env", "env")):
         keyed = ((r[column] or "", r["status"], r["reward"]) for r in rows)
         for key, summary in summarize_rewards_by(keyed).items():
             result[group].setdefault(key, {}).update(summary.as_dict())
+        members: dict[str, list[SummaryRow]] = {}
+        for r in rows:
+            members.setdefault(r[column] or "", []).append(r)
+        for key, group_rows in members.items():
+            result[group].setdefault(key, {}).update(_failures_of(group_rows, infra_ids).as_dict())
     return result
+
+
+def _failures_of(rows: Iterable[SummaryRow], infra_ids: Set[str]) -> FailureSplit:
+    return split_failures((r["status"], r["reward"], r["id"] in infra_ids) for r in rows)

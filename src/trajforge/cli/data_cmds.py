@@ -267,10 +267,12 @@ def stats(
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
-    """Counts, success, reward mean/std and status breakdown, overall and per run and env."""
+    """Counts, success, reward mean/std, status breakdown and failures (the policy's own, and
+    those lost to the infrastructure), overall and per run and env."""
     with open_store(store) as st:
         filters = _filters(st, run, env, status, min_reward, max_reward)
-        result = add_reward_figures(st.stats(**filters), st.summaries(**filters))
+        infra_ids = {r["id"] for r in st.infra_failures(**filters)}
+        result = add_reward_figures(st.stats(**filters), st.summaries(**filters), infra_ids)
     if as_json:
         print_json(result)
         return
@@ -286,6 +288,8 @@ def stats(
                 _num(agg["turns_mean"], 1),
                 _num(agg["tokens_mean"], 0),
                 _statuses(agg["status"]),
+                str(agg["policy_failures"]),
+                str(agg["infra_failures"]),
             ]
             for key, agg in [*groups.items(), ("all", result)]
         ]
@@ -302,6 +306,8 @@ def stats(
                 ("turns", "right"),
                 ("tokens", "right"),
                 ("status", "left"),
+                ("policy fail", "right"),
+                ("infra fail", "right"),
             ],
             rows,
             drop_order=["std", "tokens", "turns", "status"],

@@ -23,6 +23,9 @@ class StepResult:
     done: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     state_key: str | None = None
+    infra_fault: str | None = None
+    """What of the infrastructure has failed in the episode so far (a tool's server crashed),
+    when something has: the episode goes on, and is recorded as lost to the infrastructure."""
 
 
 class Env(ABC):

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trajforge.errors import TrajforgeError
+from trajforge.errors import InfraError, TrajforgeError
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,9 @@ class SandboxError(TrajforgeError):
     """The sandbox refused to run the code (e.g. it is too long)."""
 
 
-class SandboxUnavailableError(SandboxError):
-    """bubblewrap is missing or cannot create its namespaces on this machine."""
+class SandboxUnavailableError(SandboxError, InfraError):
+    """The sandbox did not start: bubblewrap is missing, cannot create its namespaces on this
+    machine, or its process could not be started (the machine's failure, not the code's)."""
 
 
 class KillReason(StrEnum):
@@ -277,7 +278,8 @@ async def run_python(code: str, config: SandboxConfig | None = None) -> SandboxR
 
     Raises:
         SandboxError: the code is too long or holds a NUL byte.
-        SandboxUnavailableError: bubblewrap cannot run here and ``allow_unsandboxed`` is off.
+        SandboxUnavailableError: bubblewrap cannot run here and ``allow_unsandboxed`` is off,
+            or the sandbox's process could not be started.
     """
     config = config or SandboxConfig()
     if "\x00" in code:
@@ -310,15 +312,18 @@ async def _execute(
     argv: list[str], env: dict[str, str], cwd: str | None, config: SandboxConfig
 ) -> SandboxResult:
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise SandboxUnavailableError(f"the sandbox did not start: {exc}") from None
     assert proc.stdout is not None and proc.stderr is not None
     output = _Output(limit=config.max_output_bytes)
     readers = asyncio.gather(output.pump("stdout", proc.stdout), output.pump("stderr", proc.stderr))

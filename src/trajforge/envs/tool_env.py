@@ -3,7 +3,8 @@
 Every tool call is answered by exactly one tool message. Whatever goes wrong with a call (it
 could not be parsed, names no tool, has bad arguments, raises, or runs past its timeout) becomes
 a tool message starting with ``Error:`` that says precisely what went wrong, and the episode
-goes on. The episode ends when the assistant answers without a tool call (reward = the
+goes on; a tool that raises ``InfraError`` (its server crashed or did not start) also marks the
+step's ``infra_fault``, so the episode is recorded as lost to the infrastructure. The episode ends when the assistant answers without a tool call (reward = the
 verifier's verdict), or after ``max_turns`` assistant turns (``info["truncated"] = True``, reward
 still the verifier's verdict on the conversation so far). The verifier receives the episode's
 ``Evidence`` (task, messages, and the tools' per-episode state); see ``trajforge.schema.evidence``.
@@ -21,7 +22,7 @@ from typing import Any
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.envs.tool import Tool, ToolArgumentError, ToolContext, ToolError, tool
-from trajforge.errors import ConfigError, TrajforgeError
+from trajforge.errors import ConfigError, InfraError, TrajforgeError
 from trajforge.schema import ExpertFn, Message, Role, Score, Task, Timing, ToolCall
 from trajforge.schema.answers import contains_answer
 from trajforge.schema.evidence import Evidence, Verifier, run_verifier, takes_evidence
@@ -114,6 +115,7 @@ class ToolEnv(Env):
         self.turn = 0
         self.done = False
         self._history: list[tuple[str, str, str]] = []
+        self._infra_faults: list[str] = []
 
     def add_tools(self, tools: Iterable[Tool | Callable[..., Any]]) -> None:
         """Offer more tools (an env whose tools are listed at reset adds them there).
@@ -151,6 +153,7 @@ class ToolEnv(Env):
         self.turn = 0
         self.done = False
         self._history = []
+        self._infra_faults = []
         await self.setup(self.context)
         system = task.system if task.system is not None else self.system_prompt
         opening = [Message(role=Role.USER, content=task.prompt)]
@@ -208,7 +211,12 @@ class ToolEnv(Env):
         if self.turn >= self.max_turns:
             return await self._finish(key, observations, truncated=True, info=info)
         return StepResult(
-            observations=observations, reward=0.0, done=False, info=info, state_key=key
+            observations=observations,
+            reward=0.0,
+            done=False,
+            info=info,
+            state_key=key,
+            infra_fault=self._infra_fault(),
         )
 
     async def _finish(
@@ -227,7 +235,12 @@ class ToolEnv(Env):
             raise EnvError(f"env {self.name!r}: the verifier returned {reward}, outside [0, 1]")
         info = {**info, "truncated": truncated, "turns": self.turn}
         return StepResult(
-            observations=observations, reward=reward, done=True, info=info, state_key=key
+            observations=observations,
+            reward=reward,
+            done=True,
+            info=info,
+            state_key=key,
+            infra_fault=self._infra_fault(),
         )
 
     async def _answer(self, call: ToolCall) -> Message:
@@ -262,14 +275,10 @@ class ToolEnv(Env):
         try:
             await found.prepare()
             result = await asyncio.wait_for(found.invoke(arguments, self.context), timeout)
-        except ToolArgumentError as exc:
-            return f"{ERROR_PREFIX} invalid arguments for tool {name!r}: {exc}"
-        except ToolError as exc:
-            return f"{ERROR_PREFIX} {exc}"
-        except TimeoutError:
-            return f"{ERROR_PREFIX} tool {name!r} timed out after {timeout:g} s"
         except Exception as exc:
-            return f"{ERROR_PREFIX} tool {name!r} raised {type(exc).__name__}: {exc}"
+            if isinstance(exc, InfraError):
+                self._infra_faults.append(f"tool {name!r}: {exc}")
+            return f"{ERROR_PREFIX} {_failure_text(name, exc, timeout)}"
         if len(result) > self.max_result_chars:
             cut = len(result) - self.max_result_chars
             result = f"{result[: self.max_result_chars]}\n[... {cut} more characters cut]"
@@ -277,3 +286,19 @@ class ToolEnv(Env):
 
     def expert(self, task: Task, messages: list[Message]) -> str | None:
         return self._expert(task, messages) if self._expert is not None else None
+
+    def _infra_fault(self) -> str | None:
+        """What of the infrastructure has failed in the episode's calls so far (every step
+        says it again, so a subclass's own end of the episode keeps it)."""
+        return "; ".join(self._infra_faults) if self._infra_faults else None
+
+
+def _failure_text(name: str, exc: Exception, timeout: float) -> str:
+    """What the model reads about a call that raised ``exc``."""
+    if isinstance(exc, ToolArgumentError):
+        return f"invalid arguments for tool {name!r}: {exc}"
+    if isinstance(exc, ToolError):
+        return str(exc)
+    if isinstance(exc, TimeoutError):
+        return f"tool {name!r} timed out after {timeout:g} s"
+    return f"tool {name!r} raised {type(exc).__name__}: {exc}"

@@ -12,13 +12,15 @@ from trajforge.judge.process import process_metrics
 from trajforge.judge.scorer import Scorer, score_trajectory
 from trajforge.judge.stats import (
     SUCCESS_THRESHOLD,
+    FailureSplit,
     RewardSummary,
     mean_pass_at_k,
     mean_pass_hat_k,
+    split_failures,
     summarize_rewards,
 )
 from trajforge.judge.stats import is_success as outcome_is_success
-from trajforge.schema import Score, Trajectory
+from trajforge.schema import Score, Trajectory, is_infra_failure
 
 
 @dataclass
@@ -44,6 +46,10 @@ class EvalSummary:
     scores_scored: dict[str, int] = field(default_factory=dict)
     # tau-bench's pass^k (all k samples of a task succeed), for the same k as pass@k.
     pass_hat: dict[int, float] = field(default_factory=dict)
+    # The episodes that did not succeed: the policy's own failures, and those lost to the
+    # infrastructure (a crashed server, a sandbox that did not start).
+    policy_failures: int = 0
+    infra_failures: int = 0
 
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -55,6 +61,16 @@ class EvalSummary:
 def is_success(trajectory: Trajectory, threshold: float = SUCCESS_THRESHOLD) -> bool:
     """``stats.is_success`` of a trajectory's outcome."""
     return outcome_is_success(trajectory.outcome.status, trajectory.outcome.reward, threshold)
+
+
+def failure_split(
+    trajectories: Iterable[Trajectory], threshold: float = SUCCESS_THRESHOLD
+) -> FailureSplit:
+    """The ``FailureSplit`` of trajectories."""
+    return split_failures(
+        ((t.outcome.status, t.outcome.reward, is_infra_failure(t)) for t in trajectories),
+        threshold,
+    )
 
 
 def reward_summary(
@@ -91,6 +107,7 @@ def summarize(
     metrics = [process_metrics(t) for t in trajectories]
     n = len(trajectories)
     ci_low, ci_high = rewards.reward_ci
+    failures = failure_split(trajectories, success_threshold)
     return EvalSummary(
         episodes=n,
         tasks=len(per_task),
@@ -108,6 +125,8 @@ def summarize(
         status=dict(status),
         scores={k: sum(v) / len(v) for k, v in sorted(score_values.items()) if v},
         scores_scored={k: len(v) for k, v in sorted(score_values.items())},
+        policy_failures=failures.policy,
+        infra_failures=failures.infra,
     )
 
 

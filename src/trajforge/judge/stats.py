@@ -1,5 +1,6 @@
-"""Summary statistics for evaluations: mean with a confidence interval, pass@k and pass^k, and the one
-definition of success and mean reward that every command and report uses."""
+"""Summary statistics for evaluations: mean with a confidence interval, pass@k and pass^k, the one
+definition of success and mean reward that every command and report uses, and the split of the
+failures into the policy's and the infrastructure's."""
 
 from __future__ import annotations
 
@@ -124,6 +125,37 @@ def is_success(
     """Whether an episode succeeded: it ended ``ok`` with a reward of at least ``threshold``.
     An unscored episode (no reward: cut off, crashed, timed out) never succeeded."""
     return status == OutcomeStatus.OK and reward is not None and reward >= threshold
+
+
+@dataclass(frozen=True)
+class FailureSplit:
+    """The episodes that did not succeed, by whose failure they are: the policy's own (a wrong
+    answer, a spent budget) or the infrastructure's (``schema.is_infra_failure``)."""
+
+    policy: int
+    infra: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"policy_failures": self.policy, "infra_failures": self.infra}
+
+    def text(self) -> str:
+        return f"policy {self.policy} · infra {self.infra}"
+
+
+def split_failures(
+    outcomes: Iterable[tuple[OutcomeStatus | str, float | None, bool]],
+    threshold: float = SUCCESS_THRESHOLD,
+) -> FailureSplit:
+    """The ``FailureSplit`` of episodes given as ``(status, reward, lost_to_infra)``."""
+    policy = infra = 0
+    for status, reward, lost in outcomes:
+        if is_success(status, reward, threshold):
+            continue
+        if lost:
+            infra += 1
+        else:
+            policy += 1
+    return FailureSplit(policy, infra)
 
 
 def format_rate(rate: float | None) -> str:

@@ -11,7 +11,13 @@ from jinja2 import Environment, PackageLoader
 
 from trajforge import __version__
 from trajforge.errors import DataError
-from trajforge.judge.stats import format_rate, format_reward, format_scored, is_success
+from trajforge.judge.stats import (
+    FailureSplit,
+    format_rate,
+    format_reward,
+    format_scored,
+    is_success,
+)
 from trajforge.schema import Role, Trajectory
 from trajforge.store import TrajectoryStore
 from trajforge.viewer.command import view_command
@@ -66,7 +72,23 @@ def _figures_of(summary: dict[str, Any]) -> dict[str, Any]:
         "episodes_text": (
             str(episodes) if scored is None else f"scored {format_scored(scored, episodes)}"
         ),
+        # A summary from before the split (schema 1.1) has none to show.
+        "failures_text": (
+            FailureSplit(summary["policy_failures"], summary["infra_failures"]).text()
+            if "infra_failures" in summary
+            else "–"
+        ),
     }
+
+
+def _stage_text(stage: dict[str, Any]) -> str:
+    """A non-eval stage's line; an RL stage's says how many episodes its steps left out as
+    lost to the infrastructure (the ``infra_failures`` each step logs)."""
+    text = stage.get("text", _fmt_duration(stage.get("duration_s")))
+    lost = sum(int(h.get("infra_failures", 0)) for h in stage.get("history") or [])
+    if stage.get("kind") == "rl" and lost:
+        text += f", {lost} episodes lost to the infrastructure"
+    return str(text)
 
 
 def _samples(stages: list[tuple[str, list[Trajectory]]], count: int) -> list[dict[str, Any]]:
@@ -167,7 +189,7 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         {
             "name": s["name"],
             "kind": s["kind"],
-            "text": s.get("text", _fmt_duration(s.get("duration_s"))),
+            "text": _stage_text(s),
         }
         for s in stages
         if s.get("kind") != "eval"

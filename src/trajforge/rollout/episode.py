@@ -20,10 +20,11 @@ from pydantic import ValidationError
 from trajforge.envs.base import Env
 from trajforge.envs.user_sim import UserSimEnv
 from trajforge.policy.base import ChatSession, Policy, SamplingParams
-from trajforge.rollout.limits import EndReason, Limits
+from trajforge.rollout.limits import EndReason, Limits, fault_of
 from trajforge.rollout.seeding import derive_seed
 from trajforge.rollout.user import PolicyUser
 from trajforge.schema import (
+    Fault,
     Message,
     Outcome,
     OutcomeStatus,
@@ -109,6 +110,10 @@ class Episode:
         self.status: OutcomeStatus | None = None
         self.reason: EndReason | None = None
         self.error: str | None = None
+        self.fault: Fault | None = None
+        self.infra_fault: str | None = None
+        """What of the infrastructure failed under the episode while it went on (a tool's
+        server crashed), as the env's last step said."""
         self.reward: float | None = None
         self._t0 = 0.0
         self._deadline: float | None = None
@@ -118,9 +123,18 @@ class Episode:
         """True until the episode has ended (for any reason)."""
         return self.status is None
 
-    def _end(self, status: OutcomeStatus, reason: EndReason, error: str | None = None) -> None:
+    def _end(
+        self,
+        status: OutcomeStatus,
+        reason: EndReason,
+        error: str | None = None,
+        fault: Fault | None = None,
+    ) -> None:
+        """Record how the episode ended (the first end only); ``fault`` overrides the one
+        ``reason`` implies."""
         if self.status is None:
             self.status, self.reason, self.error = status, reason, error
+            self.fault = fault or fault_of(reason)
 
     @asynccontextmanager
     async def _phase(
@@ -135,10 +149,13 @@ class Episode:
         except TimeoutError as exc:
             if episode_cm.expired():
                 limit = self.limits.episode_timeout_s
+                # Time spent waiting on the env (a hung tool, a server that never started) is
+                # the infrastructure's; time spent generating is the policy's budget.
                 self._end(
                     OutcomeStatus.TIMEOUT,
                     EndReason.EPISODE_TIMEOUT,
                     f"the episode ran past episode_timeout_s={limit:g}",
+                    Fault.INFRA if failure is EndReason.ENV_ERROR else Fault.POLICY,
                 )
             elif step_cm.expired():
                 self._end(
@@ -266,6 +283,8 @@ class Episode:
         if result is None:
             return
         self.pending = None
+        if result.infra_fault:
+            self.infra_fault = result.infra_fault
         message.state_key = result.state_key
         if not result.done:
             message.reward = result.reward
@@ -336,6 +355,7 @@ class Episode:
             traj = self._trajectory(messages, metadata)
         except ValidationError as exc:
             self.status, self.reason = OutcomeStatus.ERROR, EndReason.INVALID_TRAJECTORY
+            self.fault = fault_of(EndReason.INVALID_TRAJECTORY)
             self.error = (
                 f"the conversation breaks the trajectory contract: {exc.errors()[0]['msg']}"
             )
@@ -351,6 +371,9 @@ class Episode:
     def _trajectory(self, messages: list[Message], metadata: dict[str, Any]) -> Trajectory:
         assert self.status is not None
         env = self.env
+        fault, error = self.fault, self.error
+        if self.infra_fault is not None:
+            fault, error = Fault.INFRA, error or self.infra_fault
         return Trajectory(
             task=self.key.task,
             env=env.name if env is not None else self.key.task.env,
@@ -363,8 +386,9 @@ class Episode:
             outcome=Outcome(
                 status=self.status,
                 reward=self.reward,
-                error=self.error,
+                error=error,
                 reason=None if self.reason is EndReason.DONE else self.reason,
+                fault=fault,
             ),
             usage=self.usage,
             metadata=metadata,

@@ -6,13 +6,20 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trajforge.schema import Fault
+
 # With ``max_turns=None`` the environment decides when an episode ends; this backstop still
 # stops an environment that never says ``done``.
 TURN_BACKSTOP = 256
 
 
 class EndReason(StrEnum):
-    """Why an episode ended; stored in ``Outcome.reason``."""
+    """Why an episode ended; stored in ``Outcome.reason``.
+
+    ``env_error`` (the env raised), ``policy_error`` (the policy backend raised) and
+    ``tool_timeout`` (``env.step`` never returned) are the infrastructure's failures
+    (``INFRA_REASONS``); a spent budget or a broken conversation is the policy's.
+    """
 
     DONE = "done"
     ENV_TRUNCATED = "env_truncated"
@@ -25,6 +32,16 @@ class EndReason(StrEnum):
     ENV_ERROR = "env_error"
     POLICY_ERROR = "policy_error"
     INVALID_TRAJECTORY = "invalid_trajectory"
+
+
+INFRA_REASONS = frozenset({EndReason.ENV_ERROR, EndReason.POLICY_ERROR, EndReason.TOOL_TIMEOUT})
+
+
+def fault_of(reason: EndReason) -> Fault | None:
+    """Whose failure an episode ending for ``reason`` is (``None``: it ended as it should)."""
+    if reason is EndReason.DONE:
+        return None
+    return Fault.INFRA if reason in INFRA_REASONS else Fault.POLICY
 
 
 class Limits(BaseModel):

@@ -101,6 +101,7 @@ class PolicyUser(UserResponder):
                 status=status,
                 reason=agent.outcome.reason,
                 error=agent.outcome.error if status is not OutcomeStatus.OK else None,
+                fault=agent.outcome.fault,
             ),
             usage=self.usage,
             metadata={"side": "user", "linked": agent.id, "seed": self.seed},

@@ -9,6 +9,7 @@ from trajforge.schema.trajectory import (
     Evaluator,
     EvaluatorKind,
     ExpertFn,
+    Fault,
     FunctionSpec,
     Message,
     Outcome,
@@ -22,6 +23,7 @@ from trajforge.schema.trajectory import (
     Trajectory,
     Usage,
     check_conversation,
+    is_infra_failure,
     new_id,
 )
 from trajforge.schema.version import SCHEMA_VERSION
@@ -44,6 +46,7 @@ __all__ = [
     "Evaluator",
     "EvaluatorKind",
     "ExpertFn",
+    "Fault",
     "FunctionSpec",
     "Message",
     "Outcome",
@@ -57,6 +60,7 @@ __all__ = [
     "Trajectory",
     "Usage",
     "check_conversation",
+    "is_infra_failure",
     "json_schema",
     "json_schema_text",
     "new_id",

@@ -40,6 +40,19 @@ class OutcomeStatus(StrEnum):
     TIMEOUT = "timeout"
 
 
+class Fault(StrEnum):
+    """Whose failure an episode's end is.
+
+    ``policy``: the policy's own (a budget of turns, tokens or time ran out, a broken
+    conversation). ``infra``: the infrastructure's (a tool or MCP server crashed or did not
+    start, a sandbox did not start, the env or the policy backend raised, an agent program
+    crashed or was killed): the episode says nothing about the policy, and RL leaves it out.
+    """
+
+    POLICY = "policy"
+    INFRA = "infra"
+
+
 class EvaluatorKind(StrEnum):
     RULE = "rule"
     METRIC = "metric"
@@ -176,6 +189,10 @@ class Outcome(Strict):
     reward: float | None = None
     error: str | None = None
     reason: str | None = None
+    fault: Fault | None = None
+    """Whose failure the episode's end is; ``None`` when it ended as it should (or it was
+    recorded before schema 1.1, which had no such field). An episode that went on after a tool's
+    server crashed under it is ``infra`` whatever its status (``error`` says what failed)."""
 
 
 class Usage(Strict):
@@ -236,6 +253,12 @@ class Trajectory(Strict):
             if s.name == name:
                 return s
         return None
+
+
+def is_infra_failure(trajectory: Trajectory) -> bool:
+    """Whether the episode was lost to the infrastructure (``Outcome.fault`` is ``infra``): the
+    one test RL, statistics, the viewer and the report use."""
+    return trajectory.outcome.fault is Fault.INFRA
 
 
 def check_version(version: str) -> None:

@@ -18,7 +18,7 @@ from trajforge.policy.base import Completion, FinishReason, SamplingParams
 from trajforge.policy.session import RenderedSession
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.rollout import PolicyRef
-from trajforge.schema import Message, OutcomeStatus, Timing, ToolSpec
+from trajforge.schema import Fault, Message, OutcomeStatus, Timing, ToolSpec
 from trajforge.serve.recorder import GatewaySession, Recorder, Recording
 from trajforge.serve.wire import ChatRequest, WireError, sampling_of
 from trajforge.store import TrajectoryStore
@@ -162,7 +162,7 @@ class Gateway:
             sampling = sampling_of(request, room)
         except WireError:
             self.recorder.abort_all(
-                session, recordings, OutcomeStatus.TRUNCATED, "the context is full"
+                session, recordings, OutcomeStatus.TRUNCATED, "the context is full", Fault.POLICY
             )
             raise
         samples = [
@@ -193,12 +193,20 @@ class Gateway:
             )
         except asyncio.CancelledError:
             self.recorder.abort_all(
-                session, recordings, OutcomeStatus.TRUNCATED, "the client disconnected"
+                session,
+                recordings,
+                OutcomeStatus.TRUNCATED,
+                "the client disconnected",
+                Fault.INFRA,
             )
             raise
         except Exception as exc:
             self.recorder.abort_all(
-                session, recordings, OutcomeStatus.ERROR, f"{type(exc).__name__}: {exc}"
+                session,
+                recordings,
+                OutcomeStatus.ERROR,
+                f"{type(exc).__name__}: {exc}",
+                Fault.INFRA,
             )
             raise
         timing = Timing(started_at=started, duration_s=time.perf_counter() - clock)

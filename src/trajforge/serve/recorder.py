@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from trajforge.schema import (
     Evaluator,
     EvaluatorKind,
+    Fault,
     Message,
     Outcome,
     OutcomeStatus,
@@ -95,6 +96,7 @@ class Recording:
     busy: bool = False
     status: OutcomeStatus = OutcomeStatus.OK
     reason: str | None = None
+    fault: Fault | None = None
     reward: float | None = None
     """This trajectory's own reward (a verifier's), used when the session has none."""
     rendering: str | None = None
@@ -253,18 +255,29 @@ class Recorder:
         self.save(session, recording)
 
     def abort(
-        self, session: GatewaySession, recording: Recording, status: OutcomeStatus, why: str
+        self,
+        session: GatewaySession,
+        recording: Recording,
+        status: OutcomeStatus,
+        why: str,
+        fault: Fault,
     ) -> None:
-        """Record that the call in flight never returned a turn (client gone, model error)."""
+        """Record that the call in flight never returned a turn (client gone, model error),
+        and whose failure that is."""
         recording.busy = False
-        recording.status, recording.reason = status, why
+        recording.status, recording.reason, recording.fault = status, why, fault
         self.save(session, recording)
 
     def abort_all(
-        self, session: GatewaySession, recordings: list[Recording], status: OutcomeStatus, why: str
+        self,
+        session: GatewaySession,
+        recordings: list[Recording],
+        status: OutcomeStatus,
+        why: str,
+        fault: Fault,
     ) -> None:
         for recording in recordings:
-            self.abort(session, recording, status, why)
+            self.abort(session, recording, status, why, fault)
 
     def set_reward(self, session: GatewaySession, reward: float, scores: dict[str, float]) -> int:
         """Give every trajectory of the session ``reward`` (and ``scores``); how many."""
@@ -276,8 +289,9 @@ class Recorder:
         return len(session.recordings)
 
     def fail(self, session: GatewaySession, status: OutcomeStatus, error: str) -> None:
-        """Record on every trajectory of the session that its agent program failed."""
-        session.failure = Outcome(status=status, error=error)
+        """Record on every trajectory of the session that its agent program failed (crashed or
+        was killed: the infrastructure's failure, not the policy's)."""
+        session.failure = Outcome(status=status, error=error, fault=Fault.INFRA)
         for recording in session.recordings:
             self.save(session, recording)
 
@@ -311,12 +325,13 @@ class Recorder:
     def trajectory(self, session: GatewaySession, recording: Recording) -> Trajectory:
         messages = list(recording.session.messages)
         task = self._task(session, messages)
-        outcome = Outcome(status=recording.status, reason=recording.reason)
+        outcome = Outcome(status=recording.status, reason=recording.reason, fault=recording.fault)
         last = messages[-1]
         if outcome.status is OutcomeStatus.OK and last.role is Role.ASSISTANT and last.tool_calls:
             outcome = Outcome(
                 status=OutcomeStatus.TRUNCATED,
                 reason="the agent did not answer the last tool calls",
+                fault=Fault.POLICY,
             )
         if session.failure is not None:
             outcome = session.failure

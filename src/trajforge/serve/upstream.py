@@ -24,7 +24,7 @@ from trajforge.formats.openai_chat import messages_from_openai
 from trajforge.policy.base import FinishReason
 from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
 from trajforge.rollout import PolicyRef
-from trajforge.schema import Message, OutcomeStatus, ToolSpec
+from trajforge.schema import Fault, Message, OutcomeStatus, ToolSpec
 from trajforge.serve.gateway import ChatGateway, Choice, Gateway, check_served_model, served_policy
 from trajforge.serve.recorder import GatewaySession, Recorder, Recording
 from trajforge.serve.wire import ChatRequest, WireError
@@ -143,11 +143,17 @@ class UpstreamGateway:
             data = await self._forward(request)
         except asyncio.CancelledError:
             self.recorder.abort_all(
-                session, recordings, OutcomeStatus.TRUNCATED, "the client disconnected"
+                session,
+                recordings,
+                OutcomeStatus.TRUNCATED,
+                "the client disconnected",
+                Fault.INFRA,
             )
             raise
         except WireError as exc:
-            self.recorder.abort_all(session, recordings, OutcomeStatus.ERROR, exc.message)
+            self.recorder.abort_all(
+                session, recordings, OutcomeStatus.ERROR, exc.message, Fault.INFRA
+            )
             raise
         took = time.perf_counter() - clock
         prompt_ids = data.get("prompt_token_ids")

@@ -1,5 +1,5 @@
 """Paged reads for browsing a store: sorted pages of summary rows, the rows stored since a
-cursor, and reward totals per run.
+cursor, reward totals per run, and the episodes lost to the infrastructure.
 
 Every query reads the summary table (and the bodies of returned rows only), with LIMIT/OFFSET
 and aggregates in SQL, so a page costs the same whether the store holds ten trajectories or a
@@ -12,8 +12,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from trajforge.errors import StoreError
+from trajforge.schema import Fault, is_infra_failure
 from trajforge.store.lookup import Read
-from trajforge.store.rows import BODY_JSON_FUNCTION, ORDER_COLUMNS, SUMMARY_COLUMNS, where_clause
+from trajforge.store.rows import (
+    BODY_JSON_FUNCTION,
+    ORDER_COLUMNS,
+    SUMMARY_COLUMNS,
+    decode_body,
+    where_clause,
+)
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
@@ -108,3 +115,25 @@ def reward_totals(read: Read, threshold: float, filters: Mapping[str, Any]) -> l
         f"FROM trajectories t {where} GROUP BY t.run_id, t.status ORDER BY t.run_id, t.status"
     )
     return _rows(read, sql, [float(threshold), *params])
+
+
+# The marker as compact JSON writes it: a body without it cannot be an infrastructure failure,
+# and one substring test costs far less than reading the body.
+_INFRA_MARK = f'"fault":"{Fault.INFRA.value}"'
+
+
+def infra_failures(read: Read, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``id``, ``run_id``, ``env``, ``status`` and ``reward`` of each matching trajectory lost
+    to the infrastructure (``is_infra_failure``); only bodies that carry the marker are decoded."""
+    where, params = where_clause(**filters)
+    mark = f"instr({BODY_JSON_FUNCTION}(b.body), ?) > 0"
+    sql = (
+        "SELECT t.id, t.run_id, t.env, t.status, t.reward, b.body "
+        "FROM trajectories t JOIN bodies b ON b.rowid = t.rowid "
+        f"{where} {'AND' if where else 'WHERE'} {mark}"
+    )
+    return [
+        {"id": traj_id, "run_id": run_id, "env": env, "status": status, "reward": reward}
+        for traj_id, run_id, env, status, reward, body in read(sql, [*params, _INFRA_MARK])
+        if is_infra_failure(decode_body(body))
+    ]

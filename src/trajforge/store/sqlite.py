@@ -452,6 +452,11 @@ class TrajectoryStore:
         rewards reach ``threshold``, in one aggregation over the summary table."""
         return browse.reward_totals(self._read, threshold, filters)
 
+    def infra_failures(self, **filters: Any) -> list[dict[str, Any]]:
+        """``id``, ``run_id``, ``env``, ``status`` and ``reward`` of each matching trajectory
+        lost to the infrastructure (``schema.is_infra_failure``); reads bodies, unlike ``stats``."""
+        return browse.infra_failures(self._read, filters)
+
     def completed_keys(self, run_id: str) -> set[tuple[str, int]]:
         """``(task.id, sample_index)`` of every trajectory of a run, so a resumed run can skip them."""
         rows = self._read(

@@ -38,6 +38,13 @@ class Schedule(StrEnum):
     COSINE = "cosine"
 
 
+class InfraFailures(StrEnum):
+    """What RL does with an episode lost to the infrastructure (``Outcome.fault: infra``)."""
+
+    DROP = "drop"
+    ZERO = "zero"
+
+
 class LoraSettings(_Config):
     """LoRA adapter settings (Hu et al. 2021); without them every weight is trained."""
 
@@ -302,6 +309,12 @@ class RLConfig(CommonSettings):
     """KL estimator: ``k1``, ``k2`` or ``k3`` (Schulman's approximations)."""
     filter_zero_advantage: bool = False
     """Skip groups whose advantages are all zero (every sample scored the same)."""
+    infra_failures: InfraFailures = InfraFailures.DROP
+    """Episodes lost to the infrastructure (a crashed tool or MCP server, a sandbox that did not
+    start, an env or backend that raised, a killed agent program): ``drop`` leaves them out of
+    their group's advantage and of training (the baseline is the rest's; a group left with
+    fewer than two is skipped), ``zero`` trains on them like any episode, one that ended on the
+    failure scoring as a failure. Counted per step as ``infra_failures``."""
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
     """Replay of past successes into failed groups."""
     revisit: TaskRevisitSettings = Field(default_factory=TaskRevisitSettings)

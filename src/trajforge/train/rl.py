@@ -29,7 +29,13 @@ from typing import Any
 
 import torch
 
-from trajforge.algos import AdvantageInput, compute_advantages, kl_estimate, policy_loss
+from trajforge.algos import (
+    AdvantageInput,
+    compute_advantages,
+    drop_from_groups,
+    kl_estimate,
+    policy_loss,
+)
 from trajforge.algos.advantages import weight_by_sign
 from trajforge.curate import group_key
 from trajforge.distributed import POLICY_VERSION, ray_runner
@@ -40,10 +46,10 @@ from trajforge.policy.hf import HFPolicy
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.rollout import Limits, PolicyRef, RolloutSpec, Sampling, run_rollout
-from trajforge.schema import OutcomeStatus, Role, Task, Trajectory
+from trajforge.schema import OutcomeStatus, Role, Task, Trajectory, is_infra_failure
 from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
-from trajforge.train.config import RLConfig
+from trajforge.train.config import InfraFailures, RLConfig
 from trajforge.train.distributed import from_main
 from trajforge.train.model import TrainParts
 from trajforge.train.reference import ReferenceModel
@@ -429,6 +435,7 @@ class RLTrainer(Trainer):
             # The main process chooses the tasks, so its pool is the one that counts visits.
             metrics.update(self.revisits.metrics(revisited))
         trainable = [i for i, t in enumerate(trajs) if t.is_tokenized and t.num_turns > 0]
+        trainable = self._without_infra_failures(trajs, trainable, metrics)
         trajs = [trajs[i] for i in trainable]
         reward_t = torch.tensor([rewards[i] for i in trainable], dtype=torch.float32)
         update = self._update(trajs, reward_t) if trajs else {}
@@ -441,6 +448,19 @@ class RLTrainer(Trainer):
             metrics["val_reward"] = point.reward_mean
             metrics["val_success"] = point.success
         return metrics
+
+    def _without_infra_failures(
+        self, trajs: Sequence[Trajectory], rows: list[int], metrics: dict[str, float]
+    ) -> list[int]:
+        """``rows`` less the episodes lost to the infrastructure and the groups they leave with
+        fewer than two (``infra_failures: drop``); counts both in ``metrics``."""
+        lost = torch.tensor([is_infra_failure(t) for t in trajs], dtype=torch.bool)
+        metrics["infra_failures"] = float(lost.sum())
+        if self.rl_cfg.infra_failures is InfraFailures.ZERO:
+            return rows
+        keep, skipped = drop_from_groups([group_key(t) for t in trajs], lost)
+        metrics["infra_skipped_groups"] = float(skipped)
+        return [i for i in rows if keep[i]]
 
     def _update(self, trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str, float]:
         cfg = self.rl_cfg

@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from trajforge.algos import AdvantageInput, compute_advantages
+from trajforge.algos import AdvantageInput, compute_advantages, drop_from_groups
 from trajforge.curate import group_key
-from trajforge.schema import Role, Trajectory
+from trajforge.schema import Role, Trajectory, is_infra_failure
 
 
 def advantage_input(trajs: Sequence[Trajectory]) -> AdvantageInput:
@@ -53,14 +53,23 @@ def advantage_input(trajs: Sequence[Trajectory]) -> AdvantageInput:
 
 def group_advantages(trajs: Sequence[Trajectory], estimator: str) -> dict[str, Any]:
     """Per trajectory its turn advantages (``turns``) and their mean over its assistant tokens
-    (``mean``), plus the estimator's metrics."""
-    inp = advantage_input(trajs)
-    out = compute_advantages(estimator, inp)
-    rows = []
-    for b, traj in enumerate(trajs):
-        n_turns = traj.num_turns
-        on_turn = inp.token_turn_index[b] >= 0
-        mean = float(out.token_advantages[b][on_turn].mean()) if bool(on_turn.any()) else 0.0
-        rows.append({"turns": [float(v) for v in out.turn_advantages[b, :n_turns]], "mean": mean})
-    metrics = {k: float(v) for k, v in out.metrics.items()}
+    (``mean``), plus the estimator's metrics. As RL does by default, an episode lost to the
+    infrastructure is left out (and a group it leaves with one sample): its ``mean`` is None."""
+    lost = torch.tensor([is_infra_failure(t) for t in trajs], dtype=torch.bool)
+    keep, _ = drop_from_groups([group_key(t) for t in trajs], lost)
+    kept = [b for b in range(len(trajs)) if keep[b]]
+    rows: list[dict[str, Any]] = [{"turns": [], "mean": None} for _ in trajs]
+    metrics: dict[str, float] = {}
+    if kept:
+        inp = advantage_input([trajs[b] for b in kept])
+        out = compute_advantages(estimator, inp)
+        for row, b in enumerate(kept):
+            n_turns = trajs[b].num_turns
+            on_turn = inp.token_turn_index[row] >= 0
+            tokens = out.token_advantages[row][on_turn]
+            rows[b] = {
+                "turns": [float(v) for v in out.turn_advantages[row, :n_turns]],
+                "mean": float(tokens.mean()) if bool(on_turn.any()) else 0.0,
+            }
+        metrics = {k: float(v) for k, v in out.metrics.items()}
     return {"estimator": estimator, "trajectories": rows, "metrics": metrics}

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from trajforge.judge.stats import is_success
-from trajforge.schema import OutcomeStatus, Role, Trajectory
+from trajforge.schema import OutcomeStatus, Role, Trajectory, is_infra_failure
 
 
 def pretty_json(value: Any) -> str:
@@ -69,6 +69,8 @@ def outline(traj: Trajectory) -> dict[str, Any]:
         "marked": status is not OutcomeStatus.OK,
         "reward": traj.outcome.reward,
         "success": is_success(status, traj.outcome.reward),
+        "fault": None if traj.outcome.fault is None else traj.outcome.fault.value,
+        "infra": is_infra_failure(traj),
         "error": traj.outcome.error,
         "reason": traj.outcome.reason,
         "scores": [

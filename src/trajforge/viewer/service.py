@@ -13,7 +13,13 @@ from typing import Any
 
 from trajforge.algos.names import Estimator
 from trajforge.errors import StoreError, TrajforgeError
-from trajforge.judge.stats import SUCCESS_THRESHOLD, RewardSummary, summarize_reward_totals
+from trajforge.judge.stats import (
+    SUCCESS_THRESHOLD,
+    FailureSplit,
+    RewardSummary,
+    split_failures,
+    summarize_reward_totals,
+)
 from trajforge.schema import Trajectory
 from trajforge.store import TrajectoryStore
 from trajforge.viewer.conversation import conversation, outline
@@ -55,6 +61,13 @@ def _rewards_by_run(rows: list[dict[str, Any]]) -> dict[str, RewardSummary]:
             )
         )
     return {run: summarize_reward_totals(totals) for run, totals in grouped.items()}
+
+
+def _failures(summary: RewardSummary, infra_rows: list[dict[str, Any]]) -> FailureSplit:
+    """The failures of episodes summed up in ``summary``, of which those in ``infra_rows``
+    (``TrajectoryStore.infra_failures``) were lost to the infrastructure."""
+    infra = split_failures((r["status"], r["reward"], True) for r in infra_rows).infra
+    return FailureSplit(summary.episodes - summary.successes - infra, infra)
 
 
 class ViewerData:
@@ -112,10 +125,14 @@ class ViewerData:
         st = self.store()
         stats = st.stats(run=run_id)
         summary = _rewards_by_run(st.reward_totals(SUCCESS_THRESHOLD, run=run_id)).get(run_id)
+        summary = summary or summarize_reward_totals([])
+        failures = _failures(summary, st.infra_failures(run=run_id))
         return {
             "run_id": run_id,
             "metadata": st.get_run(run_id) or {},
-            **_summary_dict(summary or summarize_reward_totals([])),
+            **_summary_dict(summary),
+            **failures.as_dict(),
+            "failures_text": failures.text(),
             "turns_mean": stats["turns_mean"],
             "tokens_mean": stats["tokens_mean"],
             "by_env": {k: v["count"] for k, v in stats["by_env"].items()},

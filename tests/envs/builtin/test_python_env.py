@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from trajforge.envs import sandbox
 from trajforge.envs.base import Env
 from trajforge.envs.builtin import python_env
-from trajforge.envs.sandbox import SandboxConfig
+from trajforge.envs.sandbox import SandboxConfig, SandboxError, SandboxUnavailableError
+from trajforge.errors import InfraError
 from trajforge.formats.tool_calls import format_tool_call, parse_tool_calls
-from trajforge.schema import Message, Role, Task
+from trajforge.rollout import PolicyRef, RolloutSpec, run_rollout
+from trajforge.schema import Fault, Message, Role, Task, is_infra_failure
 
 needs_sandbox = pytest.mark.skipif(
     not sandbox.sandbox_available(),
@@ -128,3 +131,37 @@ def test_verifier_reads_the_final_answer() -> None:
     assert python_env.verify(text, said("The answer is: `OLLEH`.")) == 1.0
     assert python_env.verify(text, said("The answer is olleh.")) == 0.0
     assert python_env.verify(text, said("")) == 0.0
+
+
+def _unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "_probe", lambda: "bubblewrap is not installed (simulated)")
+
+
+def test_a_sandbox_that_does_not_start_marks_the_episode_lost_to_the_infrastructure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _unavailable(monkeypatch)
+    tasks = python_env.generate_tasks(2, seed=0)
+    trajs = run_rollout(
+        RolloutSpec(env="python", policy=PolicyRef(name="expert"), tasks=tasks, run_id="py")
+    )
+    for traj in trajs:
+        results = [m.content for m in traj.messages if m.role is Role.TOOL]
+        assert results and all("SandboxUnavailableError" in r for r in results), results
+        assert traj.outcome.fault is Fault.INFRA and is_infra_failure(traj)
+        assert "bubblewrap is not installed (simulated)" in (traj.outcome.error or "")
+
+
+def test_a_sandbox_process_that_cannot_be_spawned_is_an_infra_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _unavailable(monkeypatch)
+    monkeypatch.setattr(sandbox, "_python_executable", lambda: tmp_path / "no-python")
+    config = SandboxConfig(allow_unsandboxed=True, timeout_s=5)
+    with pytest.raises(SandboxUnavailableError, match="the sandbox did not start") as caught:
+        sandbox.run_python_sync("print(1)", config)
+    assert isinstance(caught.value, InfraError)
+    # Code the sandbox refuses is the model's failure, not the machine's.
+    with pytest.raises(SandboxError) as refused:
+        sandbox.run_python_sync("print(1)\x00", config)
+    assert not isinstance(refused.value, InfraError)

@@ -13,7 +13,7 @@ from flaky_env import calls_task, flaky_env, flaky_spec, scripted
 from trajforge.envs.mcp import MCPServerSpec, Scope
 from trajforge.policy.naming import load_policy
 from trajforge.rollout import Limits, RolloutSpec, run_rollout
-from trajforge.schema import OutcomeStatus, Role, Task, Trajectory
+from trajforge.schema import Fault, OutcomeStatus, Role, Task, Trajectory, is_infra_failure
 
 EPISODES = 16
 
@@ -82,8 +82,12 @@ def test_errors_crashes_and_hanging_calls_are_tool_messages_and_episodes_go_on(
         if kind == "crash":
             assert results[0].startswith("Error: MCP server 'flaky'"), results[0]
             assert "is not running: the connection closed" in results[0]
+            # The episode went on, and is marked lost to the infrastructure.
+            assert traj.outcome.fault is Fault.INFRA and is_infra_failure(traj)
+            assert "is not running: the connection closed" in (traj.outcome.error or "")
         else:
             assert results[0] == first_result(kind, int(number)), (i, results)
+            assert traj.outcome.fault is None and not is_infra_failure(traj)
         # The episode's next call reaches a server (restarted after a crash).
         assert results[1] == f"after {number}"
     assert_no_process_left()
@@ -99,6 +103,7 @@ def test_servers_that_never_answer_fail_every_episode_within_the_startup_timeout
     assert [t.outcome.status for t in trajectories] == [OutcomeStatus.ERROR] * EPISODES
     for traj in trajectories:
         assert "did not start within 3 s" in (traj.outcome.error or ""), traj.outcome
+        assert traj.outcome.fault is Fault.INFRA and is_infra_failure(traj)
     assert_no_process_left()
 
 
@@ -108,6 +113,7 @@ def test_servers_that_exit_at_start_fail_every_episode_with_their_stderr() -> No
     assert [t.outcome.status for t in trajectories] == [OutcomeStatus.ERROR] * EPISODES
     for traj in trajectories:
         assert "refusing to start" in (traj.outcome.error or ""), traj.outcome
+        assert traj.outcome.fault is Fault.INFRA and is_infra_failure(traj)
     assert_no_process_left()
 
 

@@ -9,6 +9,7 @@ import psutil
 import pytest
 from flaky_env import calls_task, flaky_env, flaky_spec
 
+from trajforge.envs.base import StepResult
 from trajforge.envs.mcp import MCPEnv, Scope, ToolSelection, close_shared
 from trajforge.envs.tool_env import EnvError
 from trajforge.schema import Message, Role, Task, ToolCall
@@ -40,15 +41,18 @@ async def gone(pid: int, within: float = 5.0) -> bool:
     return False
 
 
-async def call(env: MCPEnv, name: str, **arguments: object) -> str:
-    result = await env.step(
+async def step_call(env: MCPEnv, name: str, **arguments: object) -> StepResult:
+    return await env.step(
         Message(
             role=Role.ASSISTANT,
             content="",
             tool_calls=[ToolCall(id=f"c-{name}", name=name, arguments=dict(arguments))],
         )
     )
-    return result.observations[0].content
+
+
+async def call(env: MCPEnv, name: str, **arguments: object) -> str:
+    return (await step_call(env, name, **arguments)).observations[0].content
 
 
 @pytest.fixture(autouse=True)
@@ -85,10 +89,15 @@ async def test_a_crash_is_a_tool_error_and_the_next_call_restarts_the_server() -
     env = flaky_env(flaky_spec(), max_turns=20)
     try:
         await env.reset(TASK)
-        first = await call(env, "pid")
-        crashed = await call(env, "crash")
+        before = await step_call(env, "pid")
+        first = before.observations[0].content
+        assert before.infra_fault is None
+        step = await step_call(env, "crash")
+        crashed = step.observations[0].content
         assert crashed.startswith("Error: MCP server 'flaky'")
         assert "is not running: the connection closed" in crashed
+        # Not the tool's own failure but its server's: the step says so, for the episode.
+        assert step.infra_fault == f"tool 'crash': {crashed.removeprefix('Error: ')}"
         assert await gone(int(first))
         second = await call(env, "pid")
         assert second.isdigit() and second != first

@@ -31,6 +31,7 @@ from mcp_types import CONNECTION_CLOSED
 
 from trajforge.envs.mcp.spec import MCPServerSpec
 from trajforge.envs.tool import ToolError
+from trajforge.errors import InfraError
 
 STDERR_TAIL_CHARS = 600
 # Bounds the SDK's own shutdown (stdin closed, 2 s, SIGTERM to the group, 2 s, SIGKILL).
@@ -42,8 +43,9 @@ MARK_VARIABLE = "TRAJFORGE_MCP_CONNECTION"
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
-class MCPServerError(ToolError):
-    """An MCP server could not be reached or stopped answering (not a tool's own failure)."""
+class MCPServerError(ToolError, InfraError):
+    """An MCP server could not be reached or stopped answering (not a tool's own failure): the
+    model reads it as a tool error, and the episode is marked lost to the infrastructure."""
 
 
 @dataclass
