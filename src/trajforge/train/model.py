@@ -273,7 +273,7 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
     base, tokenizer = load_base_model(cfg.model)
     model = apply_lora(base, cfg.model)
     model.train()
-    wrapper = TokenLogprobModel(model)
+    wrapper = TokenLogprobModel(model, reference_path=cfg.reference_path)
     accelerator = make_accelerator(mixed_precision(cfg.model.precision), cfg.distributed)
     sharded = cfg.distributed.strategy is Strategy.FSDP and accelerator.num_processes > 1
     template = None
