@@ -44,13 +44,16 @@ def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 
 def _logprobs_and_grads(
-    reference_path: bool,
+    reference_path: bool, dtype: torch.dtype = torch.float32
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     model, _ = tiny_model_and_tokenizer(seed=1)
     ids, attention, mask = _batch()
-    lp, ent = TokenLogprobModel(model, reference_path=reference_path)(
-        ids, attention, mask, True, 0.8
-    )
+    # As the trainer runs bf16: fp32 weights under autocast (emulated where not native).
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is torch.bfloat16):
+        lp, ent = TokenLogprobModel(model, reference_path=reference_path)(
+            ids, attention, mask, True, 0.8
+        )
+    lp = lp.float()
     weights = torch.randn(lp.shape, generator=torch.Generator().manual_seed(2))
     (lp * weights).sum().backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
@@ -91,3 +94,33 @@ def test_a_shared_prefix_gives_the_full_forwards_logprobs_and_gradients(
     # Control: a prefix one token too long (row 0's token 40 given to every row) is caught.
     monkeypatch.setattr(shared_prefix, "shared_prefix_length", lambda *a: real(*a) + 1)
     assert not _close(_logprobs_and_grads(reference_path=False), reference)
+
+
+def _gap(
+    a: tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]],
+    b: tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]],
+) -> tuple[float, float]:
+    """The largest logprob difference and the largest gradient difference relative to its
+    tensor's scale."""
+    grads = max(float((a[2][n] - b[2][n]).abs().max() / b[2][n].abs().max()) for n in b[2])
+    return float((a[0] - b[0]).abs().max()), grads
+
+
+def test_in_bf16_a_shared_prefix_stays_within_bf16s_own_rounding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # bf16 keeps 8 bits (u = 3.9e-3): every matmul of the autocast forward rounds its inputs,
+    # so the tolerance is what bf16 already costs the reference path, its gap to fp32; the
+    # shared prefix (the same matmuls on one row instead of four) must stay within twice that.
+    exact = _logprobs_and_grads(reference_path=True)
+    reference = _logprobs_and_grads(reference_path=True, dtype=torch.bfloat16)
+    shared = _logprobs_and_grads(reference_path=False, dtype=torch.bfloat16)
+    rounding = _gap(reference, exact)
+    assert rounding[0] > LOGPROB_ATOL  # bf16 did round: the yardstick is not fp32's
+    gap = _gap(shared, reference)
+    assert gap[0] <= 2 * rounding[0] and gap[1] <= 2 * rounding[1]
+    # Control: a prefix one token too long moves logprobs far beyond bf16's rounding.
+    real = shared_prefix.shared_prefix_length
+    monkeypatch.setattr(shared_prefix, "shared_prefix_length", lambda *a: real(*a) + 1)
+    faulty = _logprobs_and_grads(reference_path=False, dtype=torch.bfloat16)
+    assert _gap(faulty, reference)[0] > 2 * rounding[0]
