@@ -168,6 +168,12 @@ class CommonSettings(_Config):
     gradients over as many micro-batches as its batch needs."""
     micro_batch_rows: int | None = Field(default=None, ge=1)
     """At most this many sequences per micro-batch (null: only the token budget limits)."""
+    reference_path: bool = False
+    """Compute logprobs the straightforward way: every row of a micro-batch through the whole
+    model (no common prefix run once), and with several ``epochs_per_step`` a separate pass for
+    RL's old logprobs. Equal up to fp32 rounding and slower: what the fast path is tested and
+    benchmarked against (bench/rl_step.py). Under ``distributed.strategy: fsdp`` rows always
+    run whole."""
     checkpoint_every: int = Field(default=0, ge=0)
     """Save a resumable checkpoint every this many steps and at the end (0: never)."""
     log_every: int = Field(default=1, ge=1)

@@ -2,8 +2,11 @@
 
 The output head (vocabulary x hidden, the largest matmul of a small model) and the softmax run
 only at the positions that predict a loss token, so prompts and tool results cost a backbone
-pass and nothing more. ``TokenLogprobModel`` wraps the model as one ``nn.Module`` so that
-``accelerate`` (DDP/FSDP) sees a normal forward call.
+pass and nothing more. Rows that start alike run their common prefix once
+(``trajforge.train.shared_prefix``). The selected tokens' logprobs are gathered from a full
+log-softmax: on a CPU its fused kernel, forward and backward, beat logit minus logsumexp (several
+passes) over 1024 x 49152 logits (docs/benchmarks.md, RL step). ``TokenLogprobModel`` wraps the
+model as one ``nn.Module`` so that ``accelerate`` (DDP/FSDP) sees a normal forward call.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from trajforge.train.shared_prefix import backbone_hidden
 
 
 @dataclass
@@ -51,11 +56,15 @@ def logprobs_from_logits(
 
 
 class TokenLogprobModel(nn.Module):
-    """Wraps a causal LM; ``forward`` returns ``[B, T]`` logprobs of the tokens in ``mask``."""
+    """Wraps a causal LM; ``forward`` returns ``[B, T]`` logprobs of the tokens in ``mask``.
 
-    def __init__(self, model: nn.Module) -> None:
+    ``reference_path`` runs every row through the whole model (no shared prefix): what the fast
+    path is checked against and benchmarked beside."""
+
+    def __init__(self, model: nn.Module, *, reference_path: bool = False) -> None:
         super().__init__()
         self.model = model
+        self.reference_path = reference_path
 
     def forward(
         self,
@@ -68,7 +77,9 @@ class TokenLogprobModel(nn.Module):
         """``temperature`` divides the logits, as the sampler did when it drew the tokens (an RL
         update then differentiates the tempered policy its rollouts came from)."""
         backbone, head = causal_lm_parts(self.model)
-        hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
+        hidden = backbone_hidden(
+            backbone, input_ids, attention_mask, share_prefix=not self.reference_path
+        )
         # Position t - 1 predicts token t: select the hidden states before each loss token.
         select = mask[:, 1:].bool()
         h = hidden[:, :-1][select]

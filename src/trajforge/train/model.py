@@ -273,9 +273,11 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
     base, tokenizer = load_base_model(cfg.model)
     model = apply_lora(base, cfg.model)
     model.train()
-    wrapper = TokenLogprobModel(model)
     accelerator = make_accelerator(mixed_precision(cfg.model.precision), cfg.distributed)
     sharded = cfg.distributed.strategy is Strategy.FSDP and accelerator.num_processes > 1
+    # Under FSDP every row runs whole: a shared prefix calls each sharded layer twice in one
+    # forward, which no test over several processes has checked yet.
+    wrapper = TokenLogprobModel(model, reference_path=cfg.reference_path or sharded)
     template = None
     if sharded:
         template = copy.deepcopy(model).eval()

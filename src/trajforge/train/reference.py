@@ -35,7 +35,10 @@ class ReferenceModel:
             frozen.eval()
             for p in frozen.parameters():
                 p.requires_grad_(False)
-            self._frozen = TokenLogprobModel(frozen).to(parts.device)
+            trained = parts.accelerator.unwrap_model(parts.logprob_model)
+            self._frozen = TokenLogprobModel(frozen, reference_path=trained.reference_path).to(
+                parts.device
+            )
             if parts.sharded:
                 shard_model(self._frozen, frozen, parts.device)
 

@@ -515,16 +515,18 @@ class RLTrainer(Trainer):
         counted = [c for _, c in passes]
         # Logprobs of the tempered policy the rollouts sampled from (greedy rollouts: T = 1).
         temperature = cfg.temperature if cfg.temperature > 0 else 1.0
-        # One epoch from the weights that just rolled out: the old logprobs are the training
-        # forward's own values (ratio 1, its gradient the policy gradient), so the separate
-        # no-grad pass over the batch is skipped.
-        on_policy = cfg.recompute_old_logprobs and cfg.epochs_per_step == 1
+        # The first epoch trains the weights that just rolled out, so the trainer's own old
+        # logprobs are that epoch's forward values (ratio 1, its gradient the policy gradient),
+        # kept for the later epochs: no separate no-grad pass over the batch. The reference
+        # path keeps that pass whenever there are later epochs.
+        own_old = cfg.recompute_old_logprobs or not all(b.has_old_logprobs for b in batches)
+        one_on_policy = cfg.recompute_old_logprobs and cfg.epochs_per_step == 1
+        separate_pass = own_old and cfg.reference_path and not one_on_policy
+        from_first_epoch = own_old and not separate_pass
         # What the rollout policy reported, kept before any recompute: the gap to the training
         # forward shows drift between the two (a stale rollout copy, a precision mismatch).
         sampled = [b.old_logprobs if b.has_old_logprobs else None for b in batches]
-        if not on_policy and (
-            cfg.recompute_old_logprobs or not all(b.has_old_logprobs for b in batches)
-        ):
+        if separate_pass:
             with torch.no_grad(), self.parts.accelerator.autocast():
                 for b in batches:
                     b.old_logprobs = self.parts.logprob_model(
@@ -548,11 +550,13 @@ class RLTrainer(Trainer):
                         b.input_ids, b.attention_mask, b.loss_mask, True, temperature
                     )
                 lp = lp.float()
+                if from_first_epoch and epoch == 0:
+                    b.old_logprobs = lp.detach()
                 mask = b.loss_mask.float()
                 loss, info = policy_loss(
                     cfg.loss,
                     lp,
-                    lp.detach() if on_policy else b.old_logprobs,
+                    b.old_logprobs,
                     b.advantages,
                     mask,
                     aggregation=cfg.aggregation,

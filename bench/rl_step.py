@@ -1,0 +1,149 @@
+"""One RL step of the main job, on the fast logprob path and on the reference path, side by side.
+
+The configuration is the ``rl`` stage of examples/calculator/experiment.yaml (8 groups x 4
+samples, GRPO, PPO-clip, LoRA r16 on its 10 layers, 64 new tokens a turn, 4 turns), read from
+the file, with ``filter_zero_advantage`` off so that every group trains whatever its rewards (the
+base model rarely solves a task, and a step's cost is the same for any advantages). Two trainers
+start from the same weights and seed:
+
+- new: the defaults (a micro-batch's common prefix, the system prompt and a group's prompt, run
+  once; with ``--epochs`` > 1, old logprobs from the first epoch's own forward);
+- reference: ``reference_path: true`` (every row's full forward; a separate old-logprob pass
+  with several epochs).
+
+Neither path changes sampling, so a step's rollouts are sampled once, by the new trainer's
+policy (the same weights as the reference's), timed, and both trainers train on copies of them:
+training is compared on identical token ids, and a shared CPU spends the sampling time once.
+Training is the rest of ``run_step`` (scoring, advantages, the forward and backward passes, the
+optimizer step, the rollout copy's refresh); the two paths take turns to train first.
+
+    nice -n 10 .venv/bin/python bench/rl_step.py --model embedded --precision fp32
+    nice -n 10 .venv/bin/python bench/rl_step.py --model embedded --precision bf16
+
+Prints one JSON line: ``ratio`` = (sampling + reference training) / (sampling + new training),
+the cost of a whole step; ``train_ratio`` the same for training alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trajforge.schema import Task, Trajectory
+from trajforge.train.config import RLConfig
+from trajforge.train.rl import RLTrainer
+
+EXPERIMENT = Path(__file__).parents[1] / "examples" / "calculator" / "experiment.yaml"
+
+
+def rl_stage(model: str, precision: str, epochs: int, reference: bool, out: Path) -> RLConfig:
+    """The experiment's ``rl`` stage as a one-run config (the tiny model's 2 layers get LoRA on
+    both instead of the embedded model's top 10)."""
+    experiment = yaml.safe_load(EXPERIMENT.read_text())
+    stage = next(s for s in experiment["stages"] if s["kind"] == "rl")
+    settings: dict[str, Any] = dict(stage["train"])
+    lora = dict(settings["model"]["lora"])
+    if model == "tiny":
+        lora.pop("layers")
+    settings.update(
+        env=experiment["env"],
+        seed=experiment["seed"],
+        model={"spec": model, "precision": precision, "lora": lora},
+        output_dir=out,
+        epochs_per_step=epochs,
+        filter_zero_advantage=False,
+        validation={"tasks": 0},
+        reference_path=reference,
+        tensorboard=False,
+        progress=False,
+        checkpoint_every=0,
+    )
+    return RLConfig.model_validate(settings)
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (the architecture elsewhere)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.machine()
+
+
+def replaying(trajs: list[Trajectory]) -> Callable[[int, list[Task]], list[Trajectory]]:
+    """A trainer's rollout function handing out copies of ``trajs`` (training adds scores)."""
+    return lambda _step, _tasks: [t.model_copy(deep=True) for t in trajs]
+
+
+def training_seconds(trainer: RLTrainer, step: int) -> tuple[float, float]:
+    """Seconds of ``trainer``'s step past its (replayed) rollouts, and its loss tokens."""
+    metrics = trainer.run_step(step)
+    return metrics["step_time_s"] - metrics["rollout_time_s"], metrics.get("loss_tokens", 0.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=["tiny", "embedded"], default="tiny")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--epochs", type=int, default=1, help="epochs_per_step (the job: 1)")
+    parser.add_argument("--repeats", type=int, default=1, help="steps timed")
+    args = parser.parse_args()
+    sampling: list[float] = []
+    training: dict[str, list[float]] = {"reference": [], "new": []}
+    tokens = {"reference": 0.0, "new": 0.0}
+    with tempfile.TemporaryDirectory() as tmp:
+        trainers = {
+            name: RLTrainer(
+                rl_stage(
+                    args.model, args.precision, args.epochs, name == "reference", Path(tmp) / name
+                )
+            )
+            for name in training
+        }
+        sampler = trainers["new"]
+        for step in range(1, args.repeats + 1):
+            start = time.perf_counter()
+            trajs = sampler._rollout(step, sampler._next_tasks()[0])
+            sampling.append(time.perf_counter() - start)
+            # Turns at training first, so that neither path always meets the busier CPU.
+            for name in list(training)[:: 1 if step % 2 else -1]:
+                trainers[name]._rollout = replaying(trajs)  # type: ignore[method-assign]
+                seconds, loss_tokens = training_seconds(trainers[name], step)
+                training[name].append(seconds)
+                tokens[name] += loss_tokens
+    sample_s = sum(sampling) / len(sampling)
+    train_s = {name: sum(v) / len(v) for name, v in training.items()}
+    step_s = {name: sample_s + t for name, t in train_s.items()}
+    print(
+        json.dumps(
+            {
+                "bench": "rl_step",
+                "model": args.model,
+                "precision": args.precision,
+                "epochs_per_step": args.epochs,
+                "repeats": args.repeats,
+                "cpu": cpu_name(),
+                "cpus": os.cpu_count(),
+                "sampling_s": round(sample_s, 2),
+                "training_s": {name: round(t, 2) for name, t in train_s.items()},
+                "step_s": {name: round(t, 2) for name, t in step_s.items()},
+                "loss_tokens": tokens,
+                "train_ratio": round(train_s["reference"] / train_s["new"], 3),
+                "ratio": round(step_s["reference"] / step_s["new"], 3),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
