@@ -250,8 +250,11 @@ def soak_rl(sizes: Sizes, tmp: Path, interval: float) -> dict[str, Any]:
             return 0.0
 
     began = time.perf_counter()
-    with watch("rl", proc, done, interval) as sampler:
-        finish(proc, "rl", tmp / "rl.log")
+    try:
+        with watch("rl", proc, done, interval) as sampler:
+            finish(proc, "rl", tmp / "rl.log")
+    finally:
+        stop(proc)  # an interrupted bench leaves no run behind
     return sampler.result(
         "rl", time.perf_counter() - began, model="tiny", steps=sizes.rl_steps,
         episodes_per_step=sizes.rl_groups * sizes.rl_samples,
@@ -363,8 +366,11 @@ def soak_eval(sizes: Sizes, tmp: Path, interval: float, model: str) -> dict[str,
         return int(count) / sizes.episodes
 
     began = time.perf_counter()
-    with watch("eval", proc, done, interval) as sampler:
-        finish(proc, "eval", tmp / "eval.log")
+    try:
+        with watch("eval", proc, done, interval) as sampler:
+            finish(proc, "eval", tmp / "eval.log")
+    finally:
+        stop(proc)
     return sampler.result(
         "eval", time.perf_counter() - began, model=model, env="calculator",
         episodes=sizes.episodes,
