@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
-from trajforge.memory import MMAP_THRESHOLD_BYTES, return_freed_memory
+from trajforge.memory import (
+    MMAP_THRESHOLD_BYTES,
+    MemoryUse,
+    MemoryWatchdog,
+    cgroup_limit,
+    mem_available,
+    memory_use,
+    return_freed_memory,
+)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
 
@@ -60,3 +71,62 @@ def test_the_users_own_setting_wins(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
         return_freed_memory.cache_clear()
         assert return_freed_memory() is True
+
+
+def test_the_cgroup_limit_is_read_from_v2_then_v1(tmp_path: Path) -> None:
+    assert cgroup_limit(tmp_path) is None
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    assert cgroup_limit(tmp_path) is None  # v1's "no limit"
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text("4294967296\n")
+    assert cgroup_limit(tmp_path) == 4 * 2**30
+    (tmp_path / "memory.max").write_text("max\n")
+    assert cgroup_limit(tmp_path) is None
+    (tmp_path / "memory.max").write_text("2147483648\n")
+    assert cgroup_limit(tmp_path) == 2 * 2**30
+
+
+def test_memory_use_takes_the_tighter_of_the_cgroup_limit_and_mem_available(
+    tmp_path: Path,
+) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemAvailable:   1048576 kB\n")
+    assert mem_available(meminfo) == 2**30
+    (tmp_path / "memory.max").write_text(f"{2**50}\n")
+    use = memory_use(tmp_path, meminfo)
+    assert use is not None
+    assert use.limit == use.rss + 2**30 and use.source == "resident + MemAvailable"
+    (tmp_path / "memory.max").write_text(f"{use.rss + 2**20}\n")
+    use = memory_use(tmp_path, meminfo)
+    assert use is not None and use.source == "the cgroup limit"
+    assert use.limit - use.rss < 2**21  # the process's RSS moved a little between the reads
+
+
+def test_the_watchdog_warns_once_past_90_percent_with_the_rss_and_the_limit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    readings = iter(
+        [
+            MemoryUse(8 * 2**30, 10 * 2**30, "the cgroup limit"),
+            MemoryUse(int(9.5 * 2**30), 10 * 2**30, "the cgroup limit"),
+            MemoryUse(int(9.9 * 2**30), 10 * 2**30, "the cgroup limit"),
+        ]
+    )
+    watchdog = MemoryWatchdog(read=lambda: next(readings))
+    with caplog.at_level(logging.WARNING, logger="trajforge.memory"):
+        assert watchdog.check() is None
+        message = watchdog.check()
+        assert watchdog.check() is None
+    assert message == (
+        "memory: resident set 9.50 GiB is 95% of the 10.00 GiB this process may use "
+        "(the cgroup limit); the kernel kills it at the limit"
+    )
+    assert [r.getMessage() for r in caplog.records] == [message]
+
+
+def test_the_watchdog_thread_stops_after_its_warning() -> None:
+    watchdog = MemoryWatchdog(read=lambda: MemoryUse(10, 10, "the cgroup limit"))
+    thread = threading.Thread(target=watchdog.watch, args=(0.01, threading.Event()))
+    thread.start()
+    thread.join(timeout=5)
+    assert watchdog.warned and not thread.is_alive()

@@ -26,6 +26,7 @@ from trajforge.cli import (
 )
 from trajforge.cli.common import err_console
 from trajforge.errors import TrajforgeError
+from trajforge.memory import start_memory_watchdog
 
 # trajforge shows its own Rich progress; the libraries' bars and notices would interleave with it,
 # and nothing is ever fetched from a hub at run time.
@@ -56,6 +57,9 @@ def _main(
     debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks on errors.")] = False,
 ) -> None:
     _state["debug"] = debug
+    # Every command that runs long (serve, view, run, eval, train) says in its log when it
+    # nears the memory it may use, before the kernel kills it.
+    start_memory_watchdog()
 
 
 for module in (

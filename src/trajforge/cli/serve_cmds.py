@@ -29,6 +29,7 @@ from trajforge.errors import ConfigError
 from trajforge.precision import Precision
 from trajforge.rollout import PolicyRef, new_run_id
 from trajforge.schema import OutcomeStatus, Task
+from trajforge.serve.recorder import SERVER_SESSIONS
 from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
 
@@ -67,6 +68,7 @@ def serve(
     path = resolve_store_path(store)
     with TrajectoryStore(path) as db:
         gateway, runs_on = open_gateway(ref, db, run_id)
+        gateway.recorder.keep_sessions = SERVER_SESSIONS
         db.set_run(run_id, {"kind": "gateway", "model": model, "runs_on": runs_on})
         err_console.print(
             f"serving {model} ({runs_on}) at http://{host}:{port}/v1 — a session per agent "

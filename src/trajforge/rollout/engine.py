@@ -22,6 +22,7 @@ from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from typing import NamedTuple, TypedDict, Unpack
 
 from trajforge.envs.registry import EnvEntry, get_env
+from trajforge.memory import start_memory_watchdog
 from trajforge.policy.base import Policy
 from trajforge.policy.naming import load_policy
 from trajforge.rollout.episode import EnvFactory, Episode, EpisodeKey
@@ -283,6 +284,7 @@ async def open_rollout(
     the way out. Hooks see the run start before the first episode and end on the way out
     (also after an error or Ctrl-C); leaving early cancels the episodes still running.
     """
+    start_memory_watchdog()
     entry = get_env(spec.env) if spec.env is not None else None
     tasks = _tasks(spec, entry)
     async with AsyncExitStack() as stack:

@@ -130,13 +130,13 @@ def _record(
     recording = Recording(
         id=uuid.uuid4().hex,
         session=RawConversation([prompt, reply]),
-        sequence=len(session.recordings),
+        sequence=next(session.sequences),
         busy=True,
     )
     recording.notes["endpoint"] = "completions"
     recording.notes["weights_versions"] = [completion.weights_version]
     recording.rendering = RAW_RENDERING
-    session.recordings.append(recording)
+    session.add(recording)
     gateway.recorder.finish(session, recording, took)
 
 

@@ -8,6 +8,13 @@ token for token. Any other call (history edited or summarised, a sub-agent, a re
 new trajectory in the same session, linked to it by ``metadata["gateway"]``. Every trajectory is
 written to the store after each call that changes it, so a crash loses at most the call in
 flight.
+
+Memory stays bounded on a server that runs for days: a session keeps its last
+``SESSION_RECORDINGS`` trajectories (the default session, which every call without a session
+shares, would otherwise hold every conversation ever served and scan them all on each call), and
+a recorder with ``keep_sessions`` forgets the least recently used idle sessions beyond that
+many. What is forgotten is in the store already; a call continuing a forgotten trajectory
+starts a new one.
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import count, islice
 from typing import Any, Protocol
 
 from trajforge.schema import (
@@ -35,6 +43,10 @@ from trajforge.schema import (
 )
 from trajforge.serve.wire import WireError, call_arguments_text, wire_content
 from trajforge.store import TrajectoryStore
+
+SESSION_RECORDINGS = 256
+SERVER_SESSIONS = 1024
+"""Sessions a long-running server holds: far more than the agent runs in flight at once."""
 
 
 class Conversation(Protocol):
@@ -145,6 +157,20 @@ class GatewaySession:
     failure: Outcome | None = None
     """How the agent program failed (error, timeout), which every trajectory then records."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    sequences: Iterator[int] = field(default_factory=count)
+    """The sequence numbers of its recordings, in the order they start."""
+
+    @property
+    def idle(self) -> bool:
+        return not self.lock.locked() and not any(r.busy for r in self.recordings)
+
+    def add(self, recording: Recording) -> None:
+        """Keep ``recording``, forgetting the oldest idle ones beyond ``SESSION_RECORDINGS``."""
+        self.recordings.append(recording)
+        excess = len(self.recordings) - SESSION_RECORDINGS
+        if excess > 0:
+            old = {id(r) for r in [r for r in self.recordings[:-1] if not r.busy][:excess]}
+            self.recordings = [r for r in self.recordings if id(r) not in old]
 
 
 class Recorder:
@@ -157,6 +183,8 @@ class Recorder:
         store: where trajectories are written (``None``: kept in memory only).
         run_id: the run every trajectory belongs to.
         env: the environment name recorded on trajectories (``None`` for a free agent).
+        keep_sessions: how many sessions to hold (the least recently used idle ones beyond
+            are forgotten); ``None`` holds all, as a collection that reads them at its end must.
     """
 
     def __init__(
@@ -167,6 +195,7 @@ class Recorder:
         store: TrajectoryStore | None,
         run_id: str,
         env: str | None = None,
+        keep_sessions: int | None = None,
     ) -> None:
         self.start = start
         self.model = model
@@ -174,13 +203,19 @@ class Recorder:
         self.store = store
         self.run_id = run_id
         self.env = env
+        self.keep_sessions = keep_sessions
         self.sessions: dict[str, GatewaySession] = {}
+        """By last use, the most recent last."""
 
     def session(self, session_id: str) -> GatewaySession:
         """The session called ``session_id``, opened on first use."""
-        found = self.sessions.get(session_id)
-        if found is None:
-            found = self.sessions[session_id] = GatewaySession(session_id)
+        found = self.sessions.pop(session_id, None) or GatewaySession(session_id)
+        self.sessions[session_id] = found
+        if self.keep_sessions is not None and len(self.sessions) > self.keep_sessions:
+            excess = len(self.sessions) - self.keep_sessions
+            idle = (k for k, s in self.sessions.items() if s is not found and s.idle)
+            for key in list(islice(idle, excess)):
+                del self.sessions[key]
         return found
 
     def open(
@@ -229,10 +264,10 @@ class Recorder:
         recording = Recording(
             id=uuid.uuid4().hex,
             session=self.start(messages, tools, session.task),
-            sequence=len(session.recordings),
+            sequence=next(session.sequences),
         )
         recording.busy = True
-        session.recordings.append(recording)
+        session.add(recording)
         return recording
 
     def fork(self, session: GatewaySession, recording: Recording) -> Recording:
@@ -240,11 +275,11 @@ class Recorder:
         forked = Recording(
             id=uuid.uuid4().hex,
             session=recording.session.copy(),
-            sequence=len(session.recordings),
+            sequence=next(session.sequences),
             forked_from=recording.id,
             busy=True,
         )
-        session.recordings.append(forked)
+        session.add(forked)
         return forked
 
     def finish(self, session: GatewaySession, recording: Recording, generation_s: float) -> None:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar, cast
 import torch
 from torch.distributed.fsdp import FSDPModule
 
+from trajforge.memory import start_memory_watchdog
 from trajforge.train.batch import TokenBatch, TokenSequence, micro_batches
 from trajforge.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from trajforge.train.config import CommonSettings
@@ -86,6 +87,7 @@ class Trainer(ABC):
 
     def train(self, *, resume: bool = False) -> TrainResult:
         """Run to ``total_steps``; with ``resume``, continue from the latest checkpoint."""
+        start_memory_watchdog()
         start = 0
         if resume:
             ckpt = latest_checkpoint(self.cfg.output_dir)

@@ -1,0 +1,59 @@
+"""The recorder's memory stays bounded on a long-running server: a session keeps its last
+recordings, and a bounded recorder forgets the least recently used idle sessions."""
+
+from __future__ import annotations
+
+from serve_helpers import MODEL, adder_reply
+
+from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.schema import Message, Role
+from trajforge.serve.gateway import Gateway
+from trajforge.serve.recorder import SESSION_RECORDINGS, GatewaySession, Recorder, Recording
+
+
+def _recorder(keep_sessions: int | None = None) -> Recorder:
+    recorder = Gateway(
+        ScriptedPolicy(adder_reply, load_tokenizer(), name=MODEL), None, run_id="gw"
+    ).recorder
+    recorder.keep_sessions = keep_sessions
+    return recorder
+
+
+def _call(recorder: Recorder, session: GatewaySession, text: str, *, finish: bool) -> Recording:
+    recording = recorder.new_recording(session, [Message(role=Role.USER, content=text)], [])
+    if finish:
+        recorder.finish(session, recording, 0.0)
+    return recording
+
+
+def test_a_session_keeps_its_last_recordings_and_any_busy_one() -> None:
+    recorder = _recorder()
+    session = recorder.session("default")
+    busy = _call(recorder, session, "still answering", finish=False)
+    for i in range(SESSION_RECORDINGS + 10):
+        _call(recorder, session, f"question {i}", finish=True)
+    assert len(session.recordings) == SESSION_RECORDINGS
+    assert session.recordings[0] is busy
+    # Sequence numbers go on counting: no two trajectories of the session share one.
+    assert [r.sequence for r in session.recordings[1:]] == list(range(12, SESSION_RECORDINGS + 11))
+
+
+def test_a_bounded_recorder_forgets_the_least_recently_used_idle_sessions() -> None:
+    recorder = _recorder(keep_sessions=2)
+    _call(recorder, recorder.session("a"), "hi", finish=True)
+    _call(recorder, recorder.session("b"), "hi", finish=False)
+    recorder.session("c")
+    assert list(recorder.sessions) == ["b", "c"]
+    recorder.session("b")  # used again: now the most recent
+    recorder.session("d")
+    assert list(recorder.sessions) == ["b", "d"]
+    recorder.session("e")  # b is busy: kept beyond the bound rather than lost mid-call
+    assert list(recorder.sessions) == ["b", "e"]
+
+
+def test_an_unbounded_recorder_holds_every_session() -> None:
+    recorder = _recorder()
+    for i in range(SESSION_RECORDINGS + 1):
+        recorder.session(f"run-{i}")
+    assert len(recorder.sessions) == SESSION_RECORDINGS + 1
