@@ -37,6 +37,7 @@ from trajforge.pipeline.config import (
     check_experiment,
     rl_config,
     sft_config,
+    stage_name,
 )
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.report.html import RESULTS_FILE, build_report
@@ -53,14 +54,16 @@ from trajforge.rollout import (
 from trajforge.serve.collect import agent_rollouts_for, agents_on_ray, collect_runs
 from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
+from trajforge.train.checkpoint import latest_checkpoint
 from trajforge.train.config import DistributedSettings
 from trajforge.train.data import load_source
 from trajforge.train.distributed import from_main, is_main_process, join_launched_processes
+from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
 
 if TYPE_CHECKING:
-    from trajforge.train.base import TrainResult
+    from trajforge.train.base import Trainer, TrainResult
 
 
 class ExperimentRunner:
@@ -180,7 +183,10 @@ class ExperimentRunner:
                     {"name": stage.name, "kind": stage.kind, "status": "failed", "attempt": attempt,
                      "duration_s": time.time() - start, "error": error, "text": f"failed: {error}"}
                 )  # fmt: skip
-                self.console.print(f"[red]{stage.name} failed[/red]")
+                if isinstance(exc, TrainingInterrupted):
+                    self.console.print(f"[yellow]{stage.name} interrupted[/yellow]")
+                else:
+                    self.console.print(f"[red]{stage.name} failed[/red]")
                 raise
             record.update(
                 name=stage.name, kind=stage.kind, status="done", attempt=attempt,
@@ -196,7 +202,7 @@ class ExperimentRunner:
         return self.results
 
     def _run_id(self, stage: Stage, attempt: int) -> str:
-        return f"{self.exp.name}.{stage.name}" + (f".{attempt}" if attempt else "")
+        return f"{self.exp.name}.{stage_name(stage, attempt)}"
 
     def _run_stage(self, index: int, stage: Stage, attempt: int) -> dict[str, Any]:
         model = self.model_before(index)
@@ -297,14 +303,14 @@ class ExperimentRunner:
             demonstrations_run=demo["run_id"],
         )  # fmt: skip
         assert cfg.data is not None  # sft_config always sets it
-        result = SFTTrainer(cfg, load_source(cfg.data)).train(resume=True)
+        result = _train(SFTTrainer(cfg, load_source(cfg.data)), cfg.output_dir)
         last_loss = result.history[-1].get("loss") if result.history else None
         detail = f", final loss {last_loss:.3f}" if last_loss is not None else ""
         return _training_record(result, cfg.output_dir, detail)
 
     def _rl(self, index: int, model: str, attempt: int) -> dict[str, Any]:
         cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt)
-        result = RLTrainer(cfg, agent_rollouts=agent_rollouts_for(cfg)).train(resume=True)
+        result = _train(RLTrainer(cfg, agent_rollouts=agent_rollouts_for(cfg)), cfg.output_dir)
         rewards = [h["reward_mean"] for h in result.history if "reward_mean" in h]
         detail = f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
         if result.validation:
@@ -313,6 +319,13 @@ class ExperimentRunner:
         if result.kept_step is not None:
             detail += f", kept the weights of step {result.kept_step}"
         return _training_record(result, cfg.output_dir, detail)
+
+
+def _train(trainer: Trainer, output_dir: Path) -> TrainResult:
+    """Train a stage: from its latest checkpoint when an interrupted attempt left one, else
+    afresh (whatever a failed attempt left without a checkpoint is cleared)."""
+    resume = from_main(lambda: latest_checkpoint(output_dir) is not None)
+    return trainer.train(resume=resume, overwrite=not resume)
 
 
 def _training_record(result: TrainResult, output_dir: Path, detail: str) -> dict[str, Any]:

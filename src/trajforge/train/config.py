@@ -162,7 +162,10 @@ class CommonSettings(_Config):
     micro_batch_rows: int | None = Field(default=None, ge=1)
     """At most this many sequences per micro-batch (null: only the token budget limits)."""
     checkpoint_every: int = Field(default=0, ge=0)
-    """Save a resumable checkpoint every this many steps and at the end (0: never)."""
+    """Save a resumable checkpoint every this many steps and at the end (0: not by steps)."""
+    checkpoint_every_s: float = Field(default=0.0, ge=0)
+    """Also save one once this many seconds passed since the last, and at the end (0: not by
+    time). Experiment stages default to 300: an interruption loses minutes, not the stage."""
     log_every: int = Field(default=1, ge=1)
     """Log metrics every this many steps."""
     tensorboard: bool = True
@@ -179,11 +182,12 @@ class SFTConfig(CommonSettings):
     data: DataSource | None = None
     """The trajectories to learn from (required)."""
     epochs: int = Field(default=1, ge=1)
-    """Passes over the data."""
+    """Passes over the data (when ``max_steps`` is null)."""
     batch_size: int = Field(default=8, ge=1)
     """Trajectories per optimiser step."""
     max_steps: int | None = Field(default=None, ge=1)
-    """Stop after this many steps (null: after ``epochs``)."""
+    """Make exactly this many steps, cycling the data as often as it takes (null: ``epochs``
+    passes)."""
 
 
 class DPOConfig(CommonSettings):
@@ -201,11 +205,12 @@ class DPOConfig(CommonSettings):
     label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)
     """Assumed rate of flipped preferences (conservative DPO); 0 is plain DPO."""
     epochs: int = Field(default=1, ge=1)
-    """Passes over the pairs."""
+    """Passes over the pairs (when ``max_steps`` is null)."""
     batch_size: int = Field(default=4, ge=1)
     """Pairs per optimiser step."""
     max_steps: int | None = Field(default=None, ge=1)
-    """Stop after this many steps (null: after ``epochs``)."""
+    """Make exactly this many steps, cycling the data as often as it takes (null: ``epochs``
+    passes)."""
 
 
 class ReplaySettings(_Config):
