@@ -39,6 +39,7 @@ from trajforge.memory import return_freed_memory
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.precision import Precision, Resolved, resolve_precision
+from trajforge.registry import did_you_mean
 from trajforge.train.config import (
     CommonSettings,
     DistributedSettings,
@@ -73,6 +74,42 @@ def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     return model, AutoTokenizer.from_pretrained(path)
+
+
+def model_setting_problems(cfg: CommonSettings, model: nn.Module) -> list[str]:
+    """What in ``cfg`` this loaded ``model`` cannot do, each naming the key and the valid
+    range: LoRA layers it does not have, target modules that are none of its linear layers,
+    sequences longer than its position embeddings."""
+    problems = []
+    name = cfg.model.spec
+    config = getattr(model, "config", None)
+    layers = getattr(config, "num_hidden_layers", None)
+    positions = getattr(config, "max_position_embeddings", None)
+    lora = cfg.model.lora
+    if lora is not None and lora.layers is not None and layers is not None:
+        bad = [i for i in lora.layers if not 0 <= i < layers]
+        if bad:
+            problems.append(
+                f"model.lora.layers: {', '.join(map(str, bad))} "
+                f"{'is not a decoder layer' if len(bad) == 1 else 'are not decoder layers'} of "
+                f"model {name!r}, which has {layers} (0 to {layers - 1})"
+            )
+    if lora is not None:
+        linear = sorted(
+            {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear)}
+        )
+        for target in lora.target_modules:
+            if target not in linear:
+                problems.append(
+                    f"model.lora.target_modules: {target!r} is not a linear layer of model "
+                    f"{name!r}{did_you_mean(target, linear)}; its linear layers: {', '.join(linear)}"
+                )
+    if positions is not None and cfg.max_seq_len > positions:
+        problems.append(
+            f"max_seq_len: {cfg.max_seq_len} is longer than model {name!r} can attend over "
+            f"(max_position_embeddings {positions}); at most {positions}"
+        )
+    return problems
 
 
 def apply_lora(model: nn.Module, settings: ModelSettings) -> nn.Module:
@@ -271,6 +308,8 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
     """Load the model, apply LoRA, build AdamW and the schedule, and place them with accelerate."""
     seed_everything(cfg.seed)
     base, tokenizer = load_base_model(cfg.model)
+    if problems := model_setting_problems(cfg, base):
+        raise ConfigError("; ".join(problems))
     model = apply_lora(base, cfg.model)
     model.train()
     wrapper = TokenLogprobModel(model)
