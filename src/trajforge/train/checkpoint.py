@@ -92,9 +92,14 @@ def _write(
     torch.save(optimizer, tmp / "optimizer.pt")
     torch.save(parts.scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(rng_state(), tmp / "rng.pt")
-    (tmp / "state.json").write_text(
-        json.dumps({"step": step, "cursor": cursor, "lora": parts.is_lora}, indent=2)
-    )
+    state = {"step": step, "cursor": cursor, "lora": parts.is_lora, "base": parts.base}
+    (tmp / "state.json").write_text(json.dumps(state, indent=2))
+    # With its adapter's settings and the tokenizer a checkpoint loads as a model by itself
+    # (``trajforge.policy.models.loaders.checkpoint_model``).
+    peft_config = getattr(parts.unwrapped_model(), "peft_config", None)
+    if parts.is_lora and peft_config is not None:
+        peft_config["default"].save_pretrained(str(tmp))
+    parts.tokenizer.save_pretrained(str(tmp))
     _fsync_dir_files(tmp)
     if final.exists():
         shutil.rmtree(final)

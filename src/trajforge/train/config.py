@@ -23,7 +23,7 @@ from trajforge.envs.registry import builtin_names, get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
 from trajforge.policy.models.smollm2 import gguf_path
-from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
+from trajforge.policy.naming import OPENAI_PREFIX, is_checkpoint, parse_openai_spec
 from trajforge.precision import Precision
 from trajforge.schema import OutcomeStatus
 
@@ -60,16 +60,17 @@ class LoraSettings(_Config):
     )
     """Names of the linear layers that get an adapter."""
     layers: list[int] | None = None
-    """Only these decoder layers (e.g. the top few; null: all). The backward pass stops at the
-    lowest adapted layer, which makes steps cheaper."""
+    """Only these decoder layers, counted from 0 (e.g. the top few; null: all); checked against
+    the model before the first step. The backward pass stops at the lowest adapted layer,
+    which makes steps cheaper."""
 
 
 class ModelSettings(_Config):
     """The model to train."""
 
     spec: str = "tiny"
-    """``tiny`` (random test model), ``embedded`` (SmolLM2-135M-Instruct) or a local Hugging
-    Face model folder."""
+    """``tiny`` (random test model), ``embedded`` (SmolLM2-135M-Instruct), a local Hugging
+    Face model folder or a training checkpoint (``runs/x/checkpoints/step-0000004``)."""
     tiny_seed: int = 0
     """Seed of the tiny model's random weights."""
     lora: LoraSettings | None = None
@@ -451,9 +452,12 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
         return None
     folder = Path(spec).expanduser()
     if folder.is_dir():
-        if (folder / "config.json").is_file():
+        if (folder / "config.json").is_file() or is_checkpoint(folder):
             return None
-        return f"folder {folder} holds no transformers model (no config.json)"
+        return (
+            f"folder {folder} holds no transformers model (no config.json) and is no training "
+            "checkpoint (no state.json and trainable.pt)"
+        )
     names = ["embedded", "tiny"] if trainable else ["embedded", "tiny", "expert"]
     close = difflib.get_close_matches(spec, names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""

@@ -37,7 +37,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trajforge.errors import ConfigError
 from trajforge.memory import return_freed_memory
 from trajforge.policy.models.embedded import load_embedded
+from trajforge.policy.models.loaders import checkpoint_model
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
+from trajforge.policy.naming import is_checkpoint
 from trajforge.precision import Precision, Resolved, resolve_precision
 from trajforge.registry import did_you_mean
 from trajforge.train.config import (
@@ -71,6 +73,8 @@ def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
         raise ConfigError(
             f"model.spec: {spec!r} is not 'tiny', 'embedded' or an existing model folder"
         )
+    if is_checkpoint(path):
+        return checkpoint_model(path)
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     return model, AutoTokenizer.from_pretrained(path)
@@ -182,6 +186,9 @@ class TrainParts:
     is_lora: bool
     sharded: bool = False
     """Weights, gradients and optimizer state are sharded over the processes (FSDP2)."""
+    base: dict[str, Any] | None = None
+    """The base model as a checkpoint records it (``spec``, ``tiny_seed``; a folder by its
+    absolute path), so that any checkpoint loads as a model (``checkpoint_model``)."""
     template: nn.Module | None = None
     """Under FSDP: an unsharded copy of the initial model on the CPU, the skeleton that gathered
     weights are loaded into (final weights, rollout weights, the frozen reference)."""
@@ -339,8 +346,18 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
         accelerator=accelerator,
         is_lora=cfg.model.lora is not None,
         sharded=sharded,
+        base=base_record(cfg.model),
         template=template,
     )
+
+
+def base_record(settings: ModelSettings) -> dict[str, Any]:
+    """What a checkpoint records of its base model: ``tiny`` and ``embedded`` by name, a folder
+    by its absolute path (the checkpoint loads from any working directory)."""
+    spec = settings.spec
+    if spec not in ("tiny", "embedded"):
+        spec = str(Path(spec).expanduser().resolve())
+    return {"spec": spec, "tiny_seed": settings.tiny_seed}
 
 
 def clip_and_step(parts: TrainParts, max_grad_norm: float | None) -> float:
