@@ -80,7 +80,7 @@ def run_command(
         if rec.get("kind") != "eval" or not summary:
             continue
         table.add_row(
-            rec["name"],
+            rec["name"] + (" (stale)" if rec.get("status") == "stale" else ""),
             format_rate(summary["success"]),
             format_reward(
                 summary["reward_mean"], summary["reward_ci_low"], summary["reward_ci_high"]

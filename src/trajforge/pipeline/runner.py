@@ -2,9 +2,12 @@
 
 The run folder holds ``store.db`` (every trajectory of every stage), one folder per training
 stage (checkpoints, metrics, the final weights), ``results.json`` (every stage's status and
-metrics, rewritten atomically after each stage) and ``report.html``. A stage that finished is
-skipped when the run is started again, so a crashed run resumes at the stage it was in (and
-rollouts and training resume inside that stage); ``only=`` re-runs one stage alone.
+metrics, what it was made from, rewritten atomically after each stage) and ``report.html``. A
+stage that finished is skipped when the run is started again if what it is made from is
+unchanged (``pipeline.fingerprint``); one whose settings or inputs changed is made again as a
+new attempt, and so is everything downstream. A crashed run resumes at the stage it was in (and
+rollouts and training resume inside that stage); ``only=`` makes one stage again alone and marks
+what used its earlier output stale.
 """
 
 from __future__ import annotations
@@ -38,6 +41,14 @@ from trajforge.pipeline.config import (
     rl_config,
     sft_config,
     stage_name,
+)
+from trajforge.pipeline.fingerprint import (
+    STALE,
+    StageMaking,
+    fingerprint,
+    next_attempt,
+    stage_inputs,
+    what_changed,
 )
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.report.html import RESULTS_FILE, build_report
@@ -135,6 +146,38 @@ class ExperimentRunner:
                 model = rec["model"]
         return model
 
+    # -- what each stage is made from ---------------------------------------------------------
+
+    def _config(self, index: int, stage: Stage) -> dict[str, Any]:
+        demo = self._record(stage.demonstrations) if isinstance(stage, SFTStage) else None
+        made = StageMaking(self.exp, self.run_dir, str(self.precision))
+        return made.config(index, self.model_before(index), (demo or {}).get("run_id"))
+
+    def _passed_over(
+        self, rec: dict[str, Any] | None, config: dict[str, Any], inputs: dict[str, str],
+        after: bool, only: str,
+    ) -> str:  # fmt: skip
+        """A stage ``--stage`` passes over: one after it whose record no longer matches what
+        it would be made from is marked stale (kept, never shown as current). Returns its
+        fingerprint as it stands, marked when it is not done."""
+        if rec is None:
+            return ""
+        if after and rec.get("status") == "done" and (why := what_changed(rec, config, inputs)):
+            rec.update(status=STALE, stale=f"{why} (by --stage {only})")
+            self._put_record(rec)
+        made = str(rec.get("fingerprint", ""))
+        return made if rec.get("status") == "done" else f"{rec.get('status')}:{made}"
+
+    def _check_inputs_done(self, stage: Stage, inputs: dict[str, str]) -> None:
+        """``--stage`` makes a stage from finished, current inputs only."""
+        for name in inputs:
+            status = (self._record(name) or {}).get("status")
+            if status != "done":
+                raise ConfigError(
+                    f"--stage {stage.name}: it uses stage {name!r}, which is "
+                    f"{status or 'not run yet'}; run without --stage first (or --stage {name})"
+                )
+
     # -- running -------------------------------------------------------------------------------
 
     def run(self, *, only: str | None = None) -> dict[str, Any]:
@@ -158,21 +201,33 @@ class ExperimentRunner:
             f"precision: {self.precision} (asked {self.exp.precision}; this machine: {describe_machine()})"
         )
         total = len(self.exp.stages)
+        made: dict[str, str] = {}  # each stage's fingerprint as this run leaves it
         for i, stage in enumerate(self.exp.stages):
             rec = self._record(stage.name)
+            config = self._config(i, stage)
+            inputs = {n: made[n] for n in stage_inputs(self.exp, i)}
             if only is not None and stage.name != only:
+                after = i > names.index(only)
+                made[stage.name] = self._passed_over(rec, config, inputs, after, only)
                 continue
-            if only is None and rec and rec.get("status") == "done":
-                self.console.print(
-                    f"[dim][{i + 1}/{total}] {stage.name}: done already, skipped[/dim]"
-                )
+            attempt, why = next_attempt(rec, what_changed(rec or {}, config, inputs), only)
+            if why is None:
+                assert rec is not None  # only a finished record is skipped
+                made[stage.name] = rec["fingerprint"]
+                self.console.print(f"[dim][{i + 1}/{total}] {stage.name}: done, unchanged[/dim]")
                 continue
+            if only is not None:
+                self._check_inputs_done(stage, inputs)
             self.console.rule(f"[bold][{i + 1}/{total}] {stage.name}[/bold] ({stage.kind})")
-            attempt = (rec or {}).get("attempt", 0) + (1 if only is not None and rec else 0)
+            if why:
+                self.console.print(f"{stage.name}: {why}")
+            made[stage.name] = fingerprint(config, inputs, attempt)
+            made_of = {"config": config, "inputs": inputs, "fingerprint": made[stage.name]}
             start = time.time()
             self._put_record(
-                {"name": stage.name, "kind": stage.kind, "status": "running", "attempt": attempt}
-            )
+                {"name": stage.name, "kind": stage.kind, "status": "running", "attempt": attempt,
+                 **made_of}
+            )  # fmt: skip
             try:
                 record = self._run_stage(i, stage, attempt)
             except BaseException as exc:
@@ -181,7 +236,8 @@ class ExperimentRunner:
                 error = _error_text(exc)
                 self._put_record(
                     {"name": stage.name, "kind": stage.kind, "status": "failed", "attempt": attempt,
-                     "duration_s": time.time() - start, "error": error, "text": f"failed: {error}"}
+                     "duration_s": time.time() - start, "error": error, "text": f"failed: {error}",
+                     **made_of}
                 )  # fmt: skip
                 if isinstance(exc, TrainingInterrupted):
                     self.console.print(f"[yellow]{stage.name} interrupted[/yellow]")
@@ -190,11 +246,17 @@ class ExperimentRunner:
                 raise
             record.update(
                 name=stage.name, kind=stage.kind, status="done", attempt=attempt,
-                duration_s=time.time() - start,
+                duration_s=time.time() - start, **made_of,
             )  # fmt: skip
             self._put_record(record)
             self.console.print(
                 f"[green]{stage.name} done[/green] in {record['duration_s']:.0f}s: {record.get('text', '')}"
+            )
+        stale = [s["name"] for s in self.results["stages"] if s.get("status") == STALE]
+        if stale:
+            self.console.print(
+                f"[yellow]stale[/yellow] (made from what has changed since): {', '.join(stale)}; "
+                "run again without --stage to make them anew"
             )
 
         if self.main:
@@ -347,6 +409,6 @@ def _counts(counts: Counter[str]) -> str:
 
 def _error_text(exc: BaseException) -> str:
     """What results.json says about a failed stage: our errors' own words, else the kind too."""
-    if isinstance(exc, TrajforgeError):
+    if isinstance(exc, TrajforgeError | TrainingInterrupted):
         return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
