@@ -235,3 +235,32 @@ def test_run_over_two_processes_trains_over_both_and_writes_once(tmp_path: Path)
     with TrajectoryStore(run_dir / "store.db") as store:
         assert store.count() == 3 * 3 + 6 + 4
     assert (run_dir / "report.html").is_file()
+
+
+def test_an_interrupted_training_stage_says_where_and_resumes_from_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trajforge.train.interrupted import TrainingInterrupted
+    from trajforge.train.sft import SFTTrainer
+
+    stages = [TINY_EXPERIMENT["stages"][1], TINY_EXPERIMENT["stages"][2]]  # type: ignore[index]
+    experiment = write_experiment(tmp_path, {**TINY_EXPERIMENT, "stages": stages})
+    exp = load_experiment(experiment, ["stages.sft.train.checkpoint_every_s=1e-9"])
+    step = SFTTrainer.run_step
+
+    def ctrl_c_at_two(self: SFTTrainer, at: int) -> dict[str, float]:
+        if at == 2:
+            raise KeyboardInterrupt
+        return step(self, at)
+
+    monkeypatch.setattr(SFTTrainer, "run_step", ctrl_c_at_two)
+    with pytest.raises(TrainingInterrupted) as stopped:
+        ExperimentRunner(exp, console=Console(quiet=True)).run()
+    assert (stopped.value.step, stopped.value.checkpoint_step) == (1, 1)
+    sft = json.loads((tmp_path / "runs" / "tiny" / "results.json").read_text())["stages"][1]
+    assert sft["status"] == "failed" and sft["error"].startswith("sft stopped at step 1 of 2")
+    monkeypatch.setattr(SFTTrainer, "run_step", step)
+    capsys.readouterr()
+    results = ExperimentRunner(exp, console=Console(quiet=True)).run()
+    assert results["stages"][1]["status"] == "done" and results["stages"][1]["attempt"] == 0
+    assert "sft: resuming from step 1 (" in capsys.readouterr().err

@@ -16,8 +16,11 @@ import yaml
 from safetensors.torch import load_file
 from train_helpers import qa_trajectory
 
+from trajforge.errors import ConfigError
 from trajforge.formats.jsonl import write_trajectories
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
+from trajforge.policy.naming import load_policy
+from trajforge.rollout import Limits, PolicyRef, RolloutSpec, Sampling, TaskSample, run_rollout
 from trajforge.train.checkpoint import latest_checkpoint
 from trajforge.train.config import LoraSettings, ModelSettings, OptimSettings, SFTConfig
 from trajforge.train.sft import SFTTrainer
@@ -168,3 +171,54 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
         assert torch.allclose(a[name], b[name], atol=1e-6, rtol=0), name
     untrained = tiny_model_and_tokenizer()[0].state_dict()
     assert any(not torch.equal(a[n], untrained[n]) for n in a)
+
+
+def test_an_intermediate_checkpoint_loads_as_a_model_and_evaluates(tmp_path: Path) -> None:
+    at_two: dict[str, torch.Tensor] = {}
+
+    def keep(step: int, metrics: dict[str, float]) -> None:
+        if step == 2:
+            weights = trainer.parts.unwrapped_model().state_dict()
+            at_two.update({name: value.clone() for name, value in weights.items()})
+
+    cfg = _trainer_cfg(tmp_path, max_steps=3, optim=OptimSettings(lr=1e-2))
+    trainer = SFTTrainer(cfg, _data(), callbacks=[keep])
+    trainer.train()
+    step2 = tmp_path / "checkpoints" / "step-0000002"
+    policy = load_policy(str(step2))
+    loaded = policy.model.state_dict()  # type: ignore[attr-defined]
+    assert loaded.keys() == at_two.keys()
+    for name, value in at_two.items():
+        assert torch.equal(loaded[name], value), name
+    final = load_file(tmp_path / "final" / "model.safetensors")
+    assert any(not torch.equal(final[n], loaded[n]) for n in final)  # step 3 moved on
+    spec = RolloutSpec(
+        env="calculator",
+        policy=PolicyRef(name=str(step2)),
+        tasks=TaskSample(count=1),
+        limits=Limits(max_turns=1, max_new_tokens=4),
+        sampling=Sampling(max_new_tokens=4),
+    )
+    (trajectory,) = run_rollout(spec)
+    assert trajectory.model == str(step2) and trajectory.messages[-1].token_ids
+
+
+def test_a_lora_checkpoint_loads_merged_and_trains_on(tmp_path: Path) -> None:
+    model = ModelSettings(lora=LoraSettings(r=4, alpha=8))
+    SFTTrainer(_trainer_cfg(tmp_path, model=model, max_steps=2), _data()).train()
+    last = load_policy(str(tmp_path / "checkpoints" / "step-0000002"))
+    final = load_policy(str(tmp_path / "final"))
+    a, b = last.model.state_dict(), final.model.state_dict()  # type: ignore[attr-defined]
+    assert a.keys() == b.keys() and not any("lora" in k for k in a)
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-6, rtol=0), name
+    first = str(tmp_path / "checkpoints" / "step-0000001")
+    on = SFTTrainer(
+        _trainer_cfg(tmp_path / "on", model=ModelSettings(spec=first), max_steps=1), _data()
+    ).train()
+    assert on.steps == 1
+
+
+def test_a_folder_that_is_neither_model_nor_checkpoint_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is no training checkpoint"):
+        load_policy(str(tmp_path))

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Iterable, Mapping, Sequence, Set
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from trajforge.judge.stats import (
     FailureSplit,
@@ -20,7 +22,8 @@ from trajforge.judge.stats import (
     summarize_rewards,
     summarize_rewards_by,
 )
-from trajforge.train.launch import launch_local
+from trajforge.train.interrupted import TrainingInterrupted
+from trajforge.train.launch import launch_local, launched_rank
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -68,6 +71,15 @@ def launched_as_processes(num_processes: int) -> bool:
             break
     launch_local([sys.executable, "-m", "trajforge", *argv], num_processes, grace_s=_LAUNCH_GRACE_S)
     return True
+
+
+def stop_interrupted(exc: TrainingInterrupted, hint: list[str]) -> NoReturn:
+    """Say where an interrupted training run stopped and the command ``hint`` that goes on from
+    there, then exit 130 as an interrupted command does."""
+    exc.hint = shlex.join(hint)
+    if launched_rank() == 0:  # one line per run, from the main process
+        err_console.print(f"[red]interrupted:[/red] {escape(str(exc))}", soft_wrap=True)
+    raise typer.Exit(130) from None
 
 
 def resolve_store_path(store: Path | None) -> Path:

@@ -16,11 +16,13 @@ from trajforge.cli.common import (
     console,
     launched_as_processes,
     print_json,
+    stop_interrupted,
 )
 from trajforge.distributed import RayOptions
 from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.pipeline.config import Experiment, load_experiment
 from trajforge.report.html import REPORT_FILE, build_report
+from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.launch import launched_rank
 from trajforge.viewer.command import view_command
 
@@ -59,7 +61,12 @@ def run_command(
     if on_ray is not None:  # over the file's ray: settings, as overrides are
         exp = load_experiment(experiment, [*(overrides or []), *_ray_overrides(exp, on_ray)])
     runner = ExperimentRunner(exp, out)
-    results = runner.run(only=stage)
+    try:
+        results = runner.run(only=stage)
+    except TrainingInterrupted as exc:
+        # A re-run resumes the stage from its checkpoint (and skips the finished ones).
+        again = ["trajforge", "run", str(experiment), *(overrides or [])]
+        stop_interrupted(exc, [*again, *(["--out", str(out)] if out else [])])
     if launched_rank() != 0:
         return  # one report per run, from the main process
     if as_json:
@@ -73,7 +80,7 @@ def run_command(
         if rec.get("kind") != "eval" or not summary:
             continue
         table.add_row(
-            rec["name"],
+            rec["name"] + (" (stale)" if rec.get("status") == "stale" else ""),
             format_rate(summary["success"]),
             format_reward(
                 summary["reward_mean"], summary["reward_ci_low"], summary["reward_ci_high"]

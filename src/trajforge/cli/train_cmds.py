@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,18 +13,29 @@ from trajforge.cli.common import (
     console,
     launched_as_processes,
     print_json,
+    stop_interrupted,
 )
 from trajforge.curate import preference_pairs
 from trajforge.errors import DataError
 from trajforge.train.config import DPOConfig, RLConfig, SFTConfig, load_train_config
 from trajforge.train.data import load_source
+from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.launch import launched_rank
+
+if TYPE_CHECKING:
+    from trajforge.train.base import Trainer, TrainResult
 
 ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help="YAML config file (validated; errors name the key).")
 ]
 ResumeOption = Annotated[
     bool, typer.Option("--resume", help="Continue from the latest checkpoint in output_dir.")
+]
+OverwriteOption = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite", help="Clear output_dir of another run's checkpoints, metrics and weights."
+    ),
 ]
 OverridesArgument = Annotated[
     list[str] | None,
@@ -36,9 +47,21 @@ OverridesArgument = Annotated[
 ]
 
 
-def _summary(result: Any, output_dir: Path) -> dict[str, Any]:
+def _train(trainer: Trainer, kind: str, config: Path, overrides: list[str], resume: bool,
+           overwrite: bool) -> TrainResult:  # fmt: skip
+    """``trainer.train``; on Ctrl-C the interruption names the command that resumes it."""
+    try:
+        return trainer.train(resume=resume, overwrite=overwrite)
+    except TrainingInterrupted as exc:
+        words = ["trajforge", "train", kind, "--config", str(config), *overrides]
+        stop_interrupted(exc, [*words, "--resume" if exc.checkpoint else "--overwrite"])
+
+
+def _summary(result: TrainResult, output_dir: Path) -> dict[str, Any]:
     last = result.history[-1] if result.history else {}
     return {
+        "plan": result.plan,
+        "precision": result.precision,
         "steps": result.steps,
         "resumed_from": result.resumed_from,
         "output_dir": str(output_dir),
@@ -66,6 +89,7 @@ def sft(
     config: ConfigOption,
     overrides: OverridesArgument = None,
     resume: ResumeOption = False,
+    overwrite: OverwriteOption = False,
     json_out: JsonOption = False,
     num_processes: NumProcessesOption = 1,
 ) -> None:
@@ -76,7 +100,8 @@ def sft(
 
     cfg = load_train_config(config, SFTConfig, overrides or [])
     assert cfg.data is not None  # load_train_config refuses a config without data
-    result = SFTTrainer(cfg, load_source(cfg.data)).train(resume=resume)
+    trainer = SFTTrainer(cfg, load_source(cfg.data))
+    result = _train(trainer, "sft", config, overrides or [], resume, overwrite)
     _report(_summary(result, cfg.output_dir), json_out)
 
 
@@ -84,6 +109,7 @@ def dpo(
     config: ConfigOption,
     overrides: OverridesArgument = None,
     resume: ResumeOption = False,
+    overwrite: OverwriteOption = False,
     json_out: JsonOption = False,
     num_processes: NumProcessesOption = 1,
 ) -> None:
@@ -100,7 +126,8 @@ def dpo(
             f"{config}: no preference pairs (no group has two trajectories whose "
             f"{cfg.score or 'reward'} differs by at least {cfg.min_margin})"
         )
-    result = DPOTrainer(cfg, pairs).train(resume=resume)
+    trainer = DPOTrainer(cfg, pairs)
+    result = _train(trainer, "dpo", config, overrides or [], resume, overwrite)
     _report(_summary(result, cfg.output_dir), json_out)
 
 
@@ -108,6 +135,7 @@ def rl(
     config: ConfigOption,
     overrides: OverridesArgument = None,
     resume: ResumeOption = False,
+    overwrite: OverwriteOption = False,
     json_out: JsonOption = False,
     num_processes: NumProcessesOption = 1,
 ) -> None:
@@ -118,7 +146,8 @@ def rl(
     from trajforge.train.rl import RLTrainer  # lazy: torch loads only when a command trains
 
     cfg = load_train_config(config, RLConfig, overrides or [])
-    result = RLTrainer(cfg, agent_rollouts=agent_rollouts_for(cfg)).train(resume=resume)
+    trainer = RLTrainer(cfg, agent_rollouts=agent_rollouts_for(cfg))
+    result = _train(trainer, "rl", config, overrides or [], resume, overwrite)
     _report(_summary(result, cfg.output_dir), json_out)
 
 

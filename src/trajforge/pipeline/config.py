@@ -36,6 +36,9 @@ from trajforge.train.config import (
 )
 
 STORE_FILE = "store.db"
+STAGE_CHECKPOINT_S = 300.0
+"""A training stage saves a checkpoint at least this often (seconds) unless its ``train``
+says otherwise: an interrupted experiment loses minutes, never the whole stage."""
 
 
 class _Strict(BaseModel):
@@ -137,7 +140,7 @@ class SFTStage(_Strict):
     """``SFTConfig`` keys (``trajforge config show sft``). ``model.spec``, ``data.store`` and
     ``data.run`` are set by the experiment (data filters such as ``data.limit`` are the
     stage's; ``data.min_reward`` defaults to 1); ``output_dir`` and ``seed`` default to the
-    run's."""
+    run's, ``checkpoint_every_s`` to 300."""
 
 
 class RLStage(_Strict):
@@ -149,7 +152,8 @@ class RLStage(_Strict):
     """Stage name, unique in the experiment."""
     train: dict[str, Any] = Field(default_factory=dict)
     """``RLConfig`` keys (``trajforge config show rl``). ``model.spec`` is set by the
-    experiment; ``env``, ``output_dir``, ``seed`` and ``store`` default to the run's."""
+    experiment; ``env``, ``output_dir``, ``seed`` and ``store`` default to the run's,
+    ``checkpoint_every_s`` to 300."""
 
 
 Stage = Annotated[
@@ -267,9 +271,16 @@ def _name_stages(data: dict[str, Any]) -> None:
             stage["name"] = defaults[stage["kind"]]
 
 
-def stage_dir(run_dir: Path, stage: Stage, attempt: int) -> Path:
-    """Where a training stage writes: ``run_dir/<name>`` (``<name>.<attempt>`` on re-runs)."""
-    return run_dir / (stage.name + (f".{attempt}" if attempt else ""))
+def stage_name(stage: Stage, attempt: int) -> str:
+    """A stage's attempt as named in run ids and folders: ``<name>``, then ``<name>.<attempt>``."""
+    return stage.name + (f".{attempt}" if attempt else "")
+
+
+def _stage_defaults(exp: Experiment, raw: dict[str, Any], output_dir: Path) -> None:
+    """What a training stage's ``train`` takes from the experiment unless it sets it."""
+    raw.setdefault("output_dir", str(output_dir))
+    raw.setdefault("seed", exp.seed)
+    raw.setdefault("checkpoint_every_s", STAGE_CHECKPOINT_S)
 
 
 def sft_config(
@@ -293,8 +304,7 @@ def sft_config(
         "store": str(run_dir / STORE_FILE),
         "run": demonstrations_run,
     }
-    raw.setdefault("output_dir", str(stage_dir(run_dir, stage, attempt)))
-    raw.setdefault("seed", exp.seed)
+    _stage_defaults(exp, raw, run_dir / stage_name(stage, attempt))
     return _validated(exp, raw, SFTConfig, at, problems)
 
 
@@ -308,8 +318,7 @@ def rl_config(exp: Experiment, index: int, *, model: str, run_dir: Path, attempt
     raw = dict(stage.train)
     raw["model"] = _model_section(exp, raw, model, at, problems)
     raw.setdefault("env", exp.env)
-    raw.setdefault("output_dir", str(stage_dir(run_dir, stage, attempt)))
-    raw.setdefault("seed", exp.seed)
+    _stage_defaults(exp, raw, run_dir / stage_name(stage, attempt))
     raw.setdefault("store", str(run_dir / STORE_FILE))
     if exp.ray is not None and raw.get("agent") is None:
         raw.setdefault("ray", exp.ray.model_dump())

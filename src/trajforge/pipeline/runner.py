@@ -2,9 +2,12 @@
 
 The run folder holds ``store.db`` (every trajectory of every stage), one folder per training
 stage (checkpoints, metrics, the final weights), ``results.json`` (every stage's status and
-metrics, rewritten atomically after each stage) and ``report.html``. A stage that finished is
-skipped when the run is started again, so a crashed run resumes at the stage it was in (and
-rollouts and training resume inside that stage); ``only=`` re-runs one stage alone.
+metrics, what it was made from, rewritten atomically after each stage) and ``report.html``. A
+stage that finished is skipped when the run is started again if what it is made from is
+unchanged (``pipeline.fingerprint``); one whose settings or inputs changed is made again as a
+new attempt, and so is everything downstream. A crashed run resumes at the stage it was in (and
+rollouts and training resume inside that stage); ``only=`` makes one stage again alone and marks
+what used its earlier output stale.
 """
 
 from __future__ import annotations
@@ -37,6 +40,15 @@ from trajforge.pipeline.config import (
     check_experiment,
     rl_config,
     sft_config,
+    stage_name,
+)
+from trajforge.pipeline.fingerprint import (
+    STALE,
+    StageMaking,
+    fingerprint,
+    next_attempt,
+    stage_inputs,
+    what_changed,
 )
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.report.html import RESULTS_FILE, build_report
@@ -53,14 +65,16 @@ from trajforge.rollout import (
 from trajforge.serve.collect import agent_rollouts_for, agents_on_ray, collect_runs
 from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
+from trajforge.train.checkpoint import latest_checkpoint
 from trajforge.train.config import DistributedSettings
 from trajforge.train.data import load_source
 from trajforge.train.distributed import from_main, is_main_process, join_launched_processes
+from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
 
 if TYPE_CHECKING:
-    from trajforge.train.base import TrainResult
+    from trajforge.train.base import Trainer, TrainResult
 
 
 class ExperimentRunner:
@@ -132,6 +146,38 @@ class ExperimentRunner:
                 model = rec["model"]
         return model
 
+    # -- what each stage is made from ---------------------------------------------------------
+
+    def _config(self, index: int, stage: Stage) -> dict[str, Any]:
+        demo = self._record(stage.demonstrations) if isinstance(stage, SFTStage) else None
+        made = StageMaking(self.exp, self.run_dir, str(self.precision))
+        return made.config(index, self.model_before(index), (demo or {}).get("run_id"))
+
+    def _passed_over(
+        self, rec: dict[str, Any] | None, config: dict[str, Any], inputs: dict[str, str],
+        after: bool, only: str,
+    ) -> str:  # fmt: skip
+        """A stage ``--stage`` passes over: one after it whose record no longer matches what
+        it would be made from is marked stale (kept, never shown as current). Returns its
+        fingerprint as it stands, marked when it is not done."""
+        if rec is None:
+            return ""
+        if after and rec.get("status") == "done" and (why := what_changed(rec, config, inputs)):
+            rec.update(status=STALE, stale=f"{why} (by --stage {only})")
+            self._put_record(rec)
+        made = str(rec.get("fingerprint", ""))
+        return made if rec.get("status") == "done" else f"{rec.get('status')}:{made}"
+
+    def _check_inputs_done(self, stage: Stage, inputs: dict[str, str]) -> None:
+        """``--stage`` makes a stage from finished, current inputs only."""
+        for name in inputs:
+            status = (self._record(name) or {}).get("status")
+            if status != "done":
+                raise ConfigError(
+                    f"--stage {stage.name}: it uses stage {name!r}, which is "
+                    f"{status or 'not run yet'}; run without --stage first (or --stage {name})"
+                )
+
     # -- running -------------------------------------------------------------------------------
 
     def run(self, *, only: str | None = None) -> dict[str, Any]:
@@ -155,21 +201,33 @@ class ExperimentRunner:
             f"precision: {self.precision} (asked {self.exp.precision}; this machine: {describe_machine()})"
         )
         total = len(self.exp.stages)
+        made: dict[str, str] = {}  # each stage's fingerprint as this run leaves it
         for i, stage in enumerate(self.exp.stages):
             rec = self._record(stage.name)
+            config = self._config(i, stage)
+            inputs = {n: made[n] for n in stage_inputs(self.exp, i)}
             if only is not None and stage.name != only:
+                after = i > names.index(only)
+                made[stage.name] = self._passed_over(rec, config, inputs, after, only)
                 continue
-            if only is None and rec and rec.get("status") == "done":
-                self.console.print(
-                    f"[dim][{i + 1}/{total}] {stage.name}: done already, skipped[/dim]"
-                )
+            attempt, why = next_attempt(rec, what_changed(rec or {}, config, inputs), only)
+            if why is None:
+                assert rec is not None  # only a finished record is skipped
+                made[stage.name] = rec["fingerprint"]
+                self.console.print(f"[dim][{i + 1}/{total}] {stage.name}: done, unchanged[/dim]")
                 continue
+            if only is not None:
+                self._check_inputs_done(stage, inputs)
             self.console.rule(f"[bold][{i + 1}/{total}] {stage.name}[/bold] ({stage.kind})")
-            attempt = (rec or {}).get("attempt", 0) + (1 if only is not None and rec else 0)
+            if why:
+                self.console.print(f"{stage.name}: {why}")
+            made[stage.name] = fingerprint(config, inputs, attempt)
+            made_of = {"config": config, "inputs": inputs, "fingerprint": made[stage.name]}
             start = time.time()
             self._put_record(
-                {"name": stage.name, "kind": stage.kind, "status": "running", "attempt": attempt}
-            )
+                {"name": stage.name, "kind": stage.kind, "status": "running", "attempt": attempt,
+                 **made_of}
+            )  # fmt: skip
             try:
                 record = self._run_stage(i, stage, attempt)
             except BaseException as exc:
@@ -178,17 +236,27 @@ class ExperimentRunner:
                 error = _error_text(exc)
                 self._put_record(
                     {"name": stage.name, "kind": stage.kind, "status": "failed", "attempt": attempt,
-                     "duration_s": time.time() - start, "error": error, "text": f"failed: {error}"}
+                     "duration_s": time.time() - start, "error": error, "text": f"failed: {error}",
+                     **made_of}
                 )  # fmt: skip
-                self.console.print(f"[red]{stage.name} failed[/red]")
+                if isinstance(exc, TrainingInterrupted):
+                    self.console.print(f"[yellow]{stage.name} interrupted[/yellow]")
+                else:
+                    self.console.print(f"[red]{stage.name} failed[/red]")
                 raise
             record.update(
                 name=stage.name, kind=stage.kind, status="done", attempt=attempt,
-                duration_s=time.time() - start,
+                duration_s=time.time() - start, **made_of,
             )  # fmt: skip
             self._put_record(record)
             self.console.print(
                 f"[green]{stage.name} done[/green] in {record['duration_s']:.0f}s: {record.get('text', '')}"
+            )
+        stale = [s["name"] for s in self.results["stages"] if s.get("status") == STALE]
+        if stale:
+            self.console.print(
+                f"[yellow]stale[/yellow] (made from what has changed since): {', '.join(stale)}; "
+                "run again without --stage to make them anew"
             )
 
         if self.main:
@@ -196,7 +264,7 @@ class ExperimentRunner:
         return self.results
 
     def _run_id(self, stage: Stage, attempt: int) -> str:
-        return f"{self.exp.name}.{stage.name}" + (f".{attempt}" if attempt else "")
+        return f"{self.exp.name}.{stage_name(stage, attempt)}"
 
     def _run_stage(self, index: int, stage: Stage, attempt: int) -> dict[str, Any]:
         model = self.model_before(index)
@@ -297,14 +365,14 @@ class ExperimentRunner:
             demonstrations_run=demo["run_id"],
         )  # fmt: skip
         assert cfg.data is not None  # sft_config always sets it
-        result = SFTTrainer(cfg, load_source(cfg.data)).train(resume=True)
+        result = _train(SFTTrainer(cfg, load_source(cfg.data)), cfg.output_dir)
         last_loss = result.history[-1].get("loss") if result.history else None
         detail = f", final loss {last_loss:.3f}" if last_loss is not None else ""
         return _training_record(result, cfg.output_dir, detail)
 
     def _rl(self, index: int, model: str, attempt: int) -> dict[str, Any]:
         cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt)
-        result = RLTrainer(cfg, agent_rollouts=agent_rollouts_for(cfg)).train(resume=True)
+        result = _train(RLTrainer(cfg, agent_rollouts=agent_rollouts_for(cfg)), cfg.output_dir)
         rewards = [h["reward_mean"] for h in result.history if "reward_mean" in h]
         detail = f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
         if result.validation:
@@ -313,6 +381,13 @@ class ExperimentRunner:
         if result.kept_step is not None:
             detail += f", kept the weights of step {result.kept_step}"
         return _training_record(result, cfg.output_dir, detail)
+
+
+def _train(trainer: Trainer, output_dir: Path) -> TrainResult:
+    """Train a stage: from its latest checkpoint when an interrupted attempt left one, else
+    afresh (whatever a failed attempt left without a checkpoint is cleared)."""
+    resume = from_main(lambda: latest_checkpoint(output_dir) is not None)
+    return trainer.train(resume=resume, overwrite=not resume)
 
 
 def _training_record(result: TrainResult, output_dir: Path, detail: str) -> dict[str, Any]:
@@ -334,6 +409,6 @@ def _counts(counts: Counter[str]) -> str:
 
 def _error_text(exc: BaseException) -> str:
     """What results.json says about a failed stage: our errors' own words, else the kind too."""
-    if isinstance(exc, TrajforgeError):
+    if isinstance(exc, TrajforgeError | TrainingInterrupted):
         return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

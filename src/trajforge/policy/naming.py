@@ -5,7 +5,9 @@
 - ``expert``: an environment's scripted expert through ``ScriptedPolicy`` (pass ``expert=``);
 - ``script:<module:function>`` or ``script:<file.py:function>``: a scripted teacher of the
   user's, a function of the task and the conversation like an environment's expert;
-- a local folder holding a transformers model and tokenizer, through ``HFPolicy``;
+- a local folder holding a transformers model and tokenizer, or a training checkpoint
+  (``runs/x/checkpoints/step-N``: its base model with the checkpoint's weights or adapter
+  merged in), through ``HFPolicy``;
 - ``openai:<base_url>#<model>``: an OpenAI-compatible chat-completions endpoint.
 """
 
@@ -150,9 +152,21 @@ def load_policy(spec: str, *, expert: ExpertFn | None = None, **kw: Any) -> Poli
     )
 
 
+CHECKPOINT_FILES = ("state.json", "trainable.pt")
+"""What makes a folder a training checkpoint (``runs/x/checkpoints/step-N``)."""
+
+
+def is_checkpoint(folder: Path) -> bool:
+    """Whether ``folder`` is a training checkpoint, which loads as a model like ``final/``."""
+    return all((folder / name).is_file() for name in CHECKPOINT_FILES)
+
+
 def _load_folder(folder: Path, **kw: Any) -> Policy:
-    if not (folder / "config.json").is_file():
-        raise ConfigError(f"policy folder {folder} holds no transformers model (no config.json)")
+    if not ((folder / "config.json").is_file() or is_checkpoint(folder)):
+        raise ConfigError(
+            f"policy folder {folder} holds no transformers model (no config.json) and is no "
+            "training checkpoint (no state.json and trainable.pt)"
+        )
     from trajforge.policy.models.loaders import folder_policy  # lazy: loads torch
 
     return folder_policy(folder, kw)

@@ -142,7 +142,7 @@ def _figures(
 
     figures: list[dict[str, str]] = []
     if evals:
-        names = [s["name"] for s in evals]
+        names = [_label(s) for s in evals]
         src = plots.success_per_stage(names, [s["summary"]["success"] for s in evals])
         figures.append({"src": src, "alt": "success per stage"})
     for s in stages:
@@ -167,6 +167,12 @@ def _figures(
     return figures
 
 
+def _label(stage: dict[str, Any]) -> str:
+    """A stage's name as the report shows it: a stale one (made from what has changed since,
+    ``trajforge run --stage`` upstream) never passes for current."""
+    return f"{stage['name']} (stale)" if stage.get("status") == "stale" else str(stage["name"])
+
+
 def build_report(run_dir: Path, *, samples: int = 3) -> Path:
     """Write ``report.html`` for the run in ``run_dir`` from its ``results.json`` and store."""
     results_path = run_dir / RESULTS_FILE
@@ -182,12 +188,12 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
     # pass^1 is the success column already; a summary from before pass^k has none.
     hat_ks = sorted({int(k) for s in evals for k in s["summary"].get("pass_hat", {})} - {1})
     rows = [
-        {"name": s["name"], "time": _fmt_duration(s.get("duration_s")), **_figures_of(s["summary"])}
+        {"name": _label(s), "time": _fmt_duration(s.get("duration_s")), **_figures_of(s["summary"])}
         for s in evals
     ]
     other = [
         {
-            "name": s["name"],
+            "name": _label(s),
             "kind": s["kind"],
             "text": _stage_text(s),
         }

@@ -4,6 +4,7 @@ and the helpers that split a step over several processes (``trajforge.train.dist
 from __future__ import annotations
 
 import contextlib
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -11,18 +12,26 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import torch
+from rich.console import Console
 from torch.distributed.fsdp import FSDPModule
 
 from trajforge.memory import start_memory_watchdog
 from trajforge.train.batch import TokenBatch, TokenSequence, micro_batches
-from trajforge.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from trajforge.train.checkpoint import (
+    claim_output_dir,
+    load_checkpoint,
+    require_checkpoint,
+    save_checkpoint,
+)
 from trajforge.train.config import CommonSettings
 from trajforge.train.distributed import (
     DistributedError,
+    from_main,
     pad_to_common_count,
     reduce_metrics,
     split_for_rank,
 )
+from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.metrics import MetricsLogger
 from trajforge.train.model import TrainParts, build_train_parts, clip_and_step, save_final
 
@@ -42,6 +51,8 @@ class TrainResult:
     """``bf16`` when the steps ran under bf16 autocast, else ``fp32``."""
     validation: list[dict[str, Any]] = field(default_factory=list)
     """Validation points (RL with ``validation.tasks``): step, reward_mean, success, ..."""
+    plan: str = ""
+    """What the run loaded and the steps it made, as printed at its start."""
     kept_step: int | None = None
     """The step whose weights were saved as final, when validation chose them."""
 
@@ -64,6 +75,9 @@ class Trainer(ABC):
         self.cfg = cfg
         self.parts = parts if parts is not None else build_train_parts(cfg, self.schedule_steps())
         self.callbacks = list(callbacks)
+        self._console = Console(stderr=True, highlight=False)
+        self._saved_at = 0.0
+        """When the last checkpoint was saved (``time.monotonic``), for ``checkpoint_every_s``."""
 
     @abstractmethod
     def total_steps(self) -> int:
@@ -85,41 +99,80 @@ class Trainer(ABC):
     def set_cursor(self, cursor: dict[str, Any]) -> None:
         """Continue the data stream from a saved cursor."""
 
-    def train(self, *, resume: bool = False) -> TrainResult:
-        """Run to ``total_steps``; with ``resume``, continue from the latest checkpoint."""
+    def train(self, *, resume: bool = False, overwrite: bool = False) -> TrainResult:
+        """Run to ``total_steps``. With ``resume``, continue from the latest checkpoint in
+        ``output_dir`` (an error when there is none); without it, an ``output_dir`` holding
+        another run is refused unless ``overwrite``, which clears it first. Ctrl-C raises
+        ``TrainingInterrupted``: the step reached and the last checkpoint."""
         start_memory_watchdog()
-        start = 0
+        out = self.cfg.output_dir
+        start, saved = 0, None
         if resume:
-            ckpt = latest_checkpoint(self.cfg.output_dir)
-            if ckpt is not None:
-                start, cursor = load_checkpoint(self.parts, ckpt)
-                self.set_cursor(cursor)
+            saved = require_checkpoint(out)
+            start, cursor = load_checkpoint(self.parts, saved)
+            self.set_cursor(cursor)
+        else:
+            from_main(lambda: claim_output_dir(out, overwrite=overwrite))
         total = self.total_steps()
-        main = self.parts.accelerator.is_main_process
+        self.say(f"{self.description}: {self.plan()}; precision {self.precision()}")
+        if resume:
+            self.say(
+                f"{self.description}: resuming from step {start} ({saved}); "
+                f"{max(total - start, 0)} steps to go"
+            )
         logger = MetricsLogger(
-            self.cfg.output_dir,
+            out,
             total_steps=total,
             start_step=start,
             tensorboard=self.cfg.tensorboard,
             progress=self.cfg.progress,
-            enabled=main,
+            enabled=self.parts.accelerator.is_main_process,
             description=self.description,
         )
-        with logger:
-            self.before_steps(start)
-            for step in range(start + 1, total + 1):
-                metrics = self._step(step)
-                if step % self.cfg.log_every == 0 or step == total:
-                    logger.log(step, metrics)
-                every = self.cfg.checkpoint_every
-                if every and (step % every == 0 or step == total):
-                    save_checkpoint(self.parts, self.cfg.output_dir, step, self.cursor())
-                for cb in self.callbacks:
-                    cb(step, metrics)
-            self.after_steps()
-        final = save_final(self.parts, self.cfg.output_dir / "final")
-        precision = "bf16" if self.parts.accelerator.mixed_precision == "bf16" else "fp32"
-        return TrainResult(total, logger.history, final, start, precision)
+        self._saved_at = time.monotonic()
+        done = start
+        try:
+            with logger:
+                self.before_steps(start)
+                for step in range(start + 1, total + 1):
+                    metrics = self._step(step)
+                    done = step
+                    if step % self.cfg.log_every == 0 or step == total:
+                        logger.log(step, metrics)
+                    if self._checkpoint_due(step, total):
+                        saved = save_checkpoint(self.parts, out, step, self.cursor())
+                        self._saved_at = time.monotonic()
+                    for cb in self.callbacks:
+                        cb(step, metrics)
+                self.after_steps()
+        except KeyboardInterrupt:
+            raise TrainingInterrupted(self.description, done, total, saved, out) from None
+        final = save_final(self.parts, out / "final")
+        return TrainResult(total, logger.history, final, start, self.precision(), plan=self.plan())
+
+    def _checkpoint_due(self, step: int, total: int) -> bool:
+        """A checkpoint after ``step``: every ``checkpoint_every`` steps, once
+        ``checkpoint_every_s`` seconds passed since the last (the main process's clock decides
+        for all), and at the end when either is set."""
+        every, every_s = self.cfg.checkpoint_every, self.cfg.checkpoint_every_s
+        if not (every or every_s):
+            return False
+        if step == total or (every and step % every == 0):
+            return True
+        return bool(every_s) and from_main(lambda: time.monotonic() - self._saved_at >= every_s)
+
+    def precision(self) -> str:
+        """``bf16`` when the steps run under bf16 autocast, else ``fp32``."""
+        return "bf16" if self.parts.accelerator.mixed_precision == "bf16" else "fp32"
+
+    @abstractmethod
+    def plan(self) -> str:
+        """What the run loaded and the steps it will make, in words (printed at its start)."""
+
+    def say(self, line: str) -> None:
+        """One line on stderr from the main process (the plan, a resume)."""
+        if self.parts.accelerator.is_main_process:
+            self._console.print(line, soft_wrap=True)
 
     def _step(self, step: int) -> dict[str, float]:
         """``run_step`` and its metrics over the processes. Over several, an error (often a

@@ -23,11 +23,20 @@ import torch
 
 from trajforge.errors import TrajforgeError
 from trajforge.train.distributed import barrier
+from trajforge.train.interrupted import checkpoint_step
 from trajforge.train.model import TrainParts
 
 
 class CheckpointError(TrajforgeError):
     """A checkpoint is missing or unreadable."""
+
+
+class OutputDirError(TrajforgeError):
+    """An output folder holds another run that a fresh run would mix with."""
+
+
+RUN_ENTRIES = ("metrics.jsonl", "tensorboard", "checkpoints", "final")
+"""What a training run writes in its output folder."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -83,9 +92,14 @@ def _write(
     torch.save(optimizer, tmp / "optimizer.pt")
     torch.save(parts.scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(rng_state(), tmp / "rng.pt")
-    (tmp / "state.json").write_text(
-        json.dumps({"step": step, "cursor": cursor, "lora": parts.is_lora}, indent=2)
-    )
+    state = {"step": step, "cursor": cursor, "lora": parts.is_lora, "base": parts.base}
+    (tmp / "state.json").write_text(json.dumps(state, indent=2))
+    # With its adapter's settings and the tokenizer a checkpoint loads as a model by itself
+    # (``trajforge.policy.models.loaders.checkpoint_model``).
+    peft_config = getattr(parts.unwrapped_model(), "peft_config", None)
+    if parts.is_lora and peft_config is not None:
+        peft_config["default"].save_pretrained(str(tmp))
+    parts.tokenizer.save_pretrained(str(tmp))
     _fsync_dir_files(tmp)
     if final.exists():
         shutil.rmtree(final)
@@ -93,6 +107,45 @@ def _write(
     latest_tmp = root / f".latest-{os.getpid()}"
     latest_tmp.write_text(final.name)
     os.replace(latest_tmp, root / "latest")
+
+
+def require_checkpoint(output_dir: Path) -> Path:
+    """The latest checkpoint in ``output_dir``; an error naming the folder when it has none."""
+    found = latest_checkpoint(output_dir)
+    if found is not None:
+        return found
+    if not output_dir.is_dir():
+        raise CheckpointError(f"resume: {output_dir} does not exist; there is nothing to resume")
+    raise CheckpointError(
+        f"resume: {output_dir} holds no checkpoint (set checkpoint_every or checkpoint_every_s "
+        "to save them); run without --resume to start afresh"
+    )
+
+
+def claim_output_dir(output_dir: Path, *, overwrite: bool) -> None:
+    """Make ``output_dir`` ready for a fresh run: refused when it holds another run's
+    checkpoints, metrics or weights, unless ``overwrite``, which deletes them (a new run mixed
+    with an old one's files would show both runs' curves and resume from the old one)."""
+    found = [output_dir / name for name in RUN_ENTRIES if (output_dir / name).exists()]
+    if not found:
+        return
+    if not overwrite:
+        latest = latest_checkpoint(output_dir)
+        what = ", ".join(p.name + ("/" if p.is_dir() else "") for p in found)
+        resume = (
+            f"continue it from step {checkpoint_step(latest)} with --resume, "
+            if latest is not None
+            else ""
+        )
+        raise OutputDirError(
+            f"output_dir {output_dir} holds another run ({what}): {resume}replace it with "
+            "--overwrite, or choose another output_dir"
+        )
+    for path in found:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:

@@ -23,7 +23,13 @@ from trajforge.envs.registry import builtin_names, get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
 from trajforge.policy.models.smollm2 import gguf_path
-from trajforge.policy.naming import OPENAI_PREFIX, SCRIPT_PREFIX, load_script, parse_openai_spec
+from trajforge.policy.naming import (
+    OPENAI_PREFIX,
+    SCRIPT_PREFIX,
+    is_checkpoint,
+    load_script,
+    parse_openai_spec,
+)
 from trajforge.precision import Precision
 from trajforge.schema import OutcomeStatus
 
@@ -67,16 +73,17 @@ class LoraSettings(_Config):
     )
     """Names of the linear layers that get an adapter."""
     layers: list[int] | None = None
-    """Only these decoder layers (e.g. the top few; null: all). The backward pass stops at the
-    lowest adapted layer, which makes steps cheaper."""
+    """Only these decoder layers, counted from 0 (e.g. the top few; null: all); checked against
+    the model before the first step. The backward pass stops at the lowest adapted layer,
+    which makes steps cheaper."""
 
 
 class ModelSettings(_Config):
     """The model to train."""
 
     spec: str = "tiny"
-    """``tiny`` (random test model), ``embedded`` (SmolLM2-135M-Instruct) or a local Hugging
-    Face model folder."""
+    """``tiny`` (random test model), ``embedded`` (SmolLM2-135M-Instruct), a local Hugging
+    Face model folder or a training checkpoint (``runs/x/checkpoints/step-0000004``)."""
     tiny_seed: int = 0
     """Seed of the tiny model's random weights."""
     lora: LoraSettings | None = None
@@ -175,7 +182,10 @@ class CommonSettings(_Config):
     benchmarked against (bench/rl_step.py). Under ``distributed.strategy: fsdp`` rows always
     run whole."""
     checkpoint_every: int = Field(default=0, ge=0)
-    """Save a resumable checkpoint every this many steps and at the end (0: never)."""
+    """Save a resumable checkpoint every this many steps and at the end (0: not by steps)."""
+    checkpoint_every_s: float = Field(default=0.0, ge=0)
+    """Also save one once this many seconds passed since the last, and at the end (0: not by
+    time). Experiment stages default to 300: an interruption loses minutes, not the stage."""
     log_every: int = Field(default=1, ge=1)
     """Log metrics every this many steps."""
     tensorboard: bool = True
@@ -192,11 +202,12 @@ class SFTConfig(CommonSettings):
     data: DataSource | None = None
     """The trajectories to learn from (required)."""
     epochs: int = Field(default=1, ge=1)
-    """Passes over the data."""
+    """Passes over the data (when ``max_steps`` is null)."""
     batch_size: int = Field(default=8, ge=1)
     """Trajectories per optimiser step."""
     max_steps: int | None = Field(default=None, ge=1)
-    """Stop after this many steps (null: after ``epochs``)."""
+    """Make exactly this many steps, cycling the data as often as it takes (null: ``epochs``
+    passes)."""
 
 
 class DPOConfig(CommonSettings):
@@ -214,11 +225,12 @@ class DPOConfig(CommonSettings):
     label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)
     """Assumed rate of flipped preferences (conservative DPO); 0 is plain DPO."""
     epochs: int = Field(default=1, ge=1)
-    """Passes over the pairs."""
+    """Passes over the pairs (when ``max_steps`` is null)."""
     batch_size: int = Field(default=4, ge=1)
     """Pairs per optimiser step."""
     max_steps: int | None = Field(default=None, ge=1)
-    """Stop after this many steps (null: after ``epochs``)."""
+    """Make exactly this many steps, cycling the data as often as it takes (null: ``epochs``
+    passes)."""
 
 
 class ReplaySettings(_Config):
@@ -475,9 +487,12 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
         return None
     folder = Path(spec).expanduser()
     if folder.is_dir():
-        if (folder / "config.json").is_file():
+        if (folder / "config.json").is_file() or is_checkpoint(folder):
             return None
-        return f"folder {folder} holds no transformers model (no config.json)"
+        return (
+            f"folder {folder} holds no transformers model (no config.json) and is no training "
+            "checkpoint (no state.json and trainable.pt)"
+        )
     names = ["embedded", "tiny"] if trainable else ["embedded", "tiny", "expert"]
     close = difflib.get_close_matches(spec, names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""

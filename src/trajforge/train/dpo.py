@@ -26,7 +26,7 @@ from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory, 
 from trajforge.train.config import DPOConfig
 from trajforge.train.model import TrainParts
 from trajforge.train.reference import ReferenceModel
-from trajforge.train.sft import EpochCursor
+from trajforge.train.sft import EpochCursor, epoch_plan, epoch_steps
 
 
 def dpo_loss(
@@ -79,8 +79,10 @@ class DPOTrainer(Trainer):
         self.reference = ReferenceModel(self.parts)
 
     def total_steps(self) -> int:
-        steps = self.dpo_cfg.epochs * self.data.steps_per_epoch
-        return min(steps, self.dpo_cfg.max_steps) if self.dpo_cfg.max_steps else steps
+        return epoch_steps(self.data, self.dpo_cfg.epochs, self.dpo_cfg.max_steps)
+
+    def plan(self) -> str:
+        return epoch_plan(self.data, "pairs", self.total_steps())
 
     def cursor(self) -> dict[str, Any]:
         return self.data.state()

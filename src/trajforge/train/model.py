@@ -37,8 +37,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trajforge.errors import ConfigError
 from trajforge.memory import return_freed_memory
 from trajforge.policy.models.embedded import load_embedded
+from trajforge.policy.models.loaders import checkpoint_model
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
+from trajforge.policy.naming import is_checkpoint
 from trajforge.precision import Precision, Resolved, resolve_precision
+from trajforge.registry import did_you_mean
 from trajforge.train.config import (
     CommonSettings,
     DistributedSettings,
@@ -70,9 +73,47 @@ def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
         raise ConfigError(
             f"model.spec: {spec!r} is not 'tiny', 'embedded' or an existing model folder"
         )
+    if is_checkpoint(path):
+        return checkpoint_model(path)
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     return model, AutoTokenizer.from_pretrained(path)
+
+
+def model_setting_problems(cfg: CommonSettings, model: nn.Module) -> list[str]:
+    """What in ``cfg`` this loaded ``model`` cannot do, each naming the key and the valid
+    range: LoRA layers it does not have, target modules that are none of its linear layers,
+    sequences longer than its position embeddings."""
+    problems = []
+    name = cfg.model.spec
+    config = getattr(model, "config", None)
+    layers = getattr(config, "num_hidden_layers", None)
+    positions = getattr(config, "max_position_embeddings", None)
+    lora = cfg.model.lora
+    if lora is not None and lora.layers is not None and layers is not None:
+        bad = [i for i in lora.layers if not 0 <= i < layers]
+        if bad:
+            problems.append(
+                f"model.lora.layers: {', '.join(map(str, bad))} "
+                f"{'is not a decoder layer' if len(bad) == 1 else 'are not decoder layers'} of "
+                f"model {name!r}, which has {layers} (0 to {layers - 1})"
+            )
+    if lora is not None:
+        linear = sorted(
+            {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear)}
+        )
+        for target in lora.target_modules:
+            if target not in linear:
+                problems.append(
+                    f"model.lora.target_modules: {target!r} is not a linear layer of model "
+                    f"{name!r}{did_you_mean(target, linear)}; its linear layers: {', '.join(linear)}"
+                )
+    if positions is not None and cfg.max_seq_len > positions:
+        problems.append(
+            f"max_seq_len: {cfg.max_seq_len} is longer than model {name!r} can attend over "
+            f"(max_position_embeddings {positions}); at most {positions}"
+        )
+    return problems
 
 
 def apply_lora(model: nn.Module, settings: ModelSettings) -> nn.Module:
@@ -145,6 +186,9 @@ class TrainParts:
     is_lora: bool
     sharded: bool = False
     """Weights, gradients and optimizer state are sharded over the processes (FSDP2)."""
+    base: dict[str, Any] | None = None
+    """The base model as a checkpoint records it (``spec``, ``tiny_seed``; a folder by its
+    absolute path), so that any checkpoint loads as a model (``checkpoint_model``)."""
     template: nn.Module | None = None
     """Under FSDP: an unsharded copy of the initial model on the CPU, the skeleton that gathered
     weights are loaded into (final weights, rollout weights, the frozen reference)."""
@@ -271,6 +315,8 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
     """Load the model, apply LoRA, build AdamW and the schedule, and place them with accelerate."""
     seed_everything(cfg.seed)
     base, tokenizer = load_base_model(cfg.model)
+    if problems := model_setting_problems(cfg, base):
+        raise ConfigError("; ".join(problems))
     model = apply_lora(base, cfg.model)
     model.train()
     accelerator = make_accelerator(mixed_precision(cfg.model.precision), cfg.distributed)
@@ -302,8 +348,18 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
         accelerator=accelerator,
         is_lora=cfg.model.lora is not None,
         sharded=sharded,
+        base=base_record(cfg.model),
         template=template,
     )
+
+
+def base_record(settings: ModelSettings) -> dict[str, Any]:
+    """What a checkpoint records of its base model: ``tiny`` and ``embedded`` by name, a folder
+    by its absolute path (the checkpoint loads from any working directory)."""
+    spec = settings.spec
+    if spec not in ("tiny", "embedded"):
+        spec = str(Path(spec).expanduser().resolve())
+    return {"spec": spec, "tiny_seed": settings.tiny_seed}
 
 
 def clip_and_step(parts: TrainParts, max_grad_norm: float | None) -> float:

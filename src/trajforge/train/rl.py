@@ -180,6 +180,13 @@ class RLTrainer(Trainer):
     def schedule_steps(self) -> int:
         return self.rl_cfg.steps * self.rl_cfg.epochs_per_step
 
+    def plan(self) -> str:
+        cfg = self.rl_cfg
+        return (
+            f"{len(self.tasks)} {cfg.env} tasks loaded, {cfg.groups_per_step} x "
+            f"{cfg.samples_per_group} episodes per step: {cfg.steps} steps"
+        )
+
     def cursor(self) -> dict[str, Any]:
         return {
             "task_cursor": self.task_cursor,
@@ -194,9 +201,9 @@ class RLTrainer(Trainer):
         self.revisits.load_state(cursor.get("revisit", []))
         self.validated = [ValidationPoint(**p) for p in cursor.get("validation", [])]
 
-    def train(self, *, resume: bool = False) -> TrainResult:
+    def train(self, *, resume: bool = False, overwrite: bool = False) -> TrainResult:
         try:
-            result = super().train(resume=resume)
+            result = super().train(resume=resume, overwrite=overwrite)
         finally:
             if self.remote is not None:
                 self.remote.shutdown()

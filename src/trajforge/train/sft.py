@@ -55,6 +55,22 @@ class EpochCursor:
         self.epoch, self.index = int(state["epoch"]), int(state["index"])
 
 
+def epoch_steps(data: EpochCursor, epochs: int, max_steps: int | None) -> int:
+    """Optimizer steps of an epoch-based run: ``max_steps`` when set (the data cycled as often
+    as it takes), else ``epochs`` passes over the data."""
+    return max_steps if max_steps else epochs * data.steps_per_epoch
+
+
+def epoch_plan(data: EpochCursor, items: str, steps: int) -> str:
+    """``12 trajectories loaded, 4 per step: 8 steps (2.7 epochs)``."""
+    epochs = steps * data.batch_size / data.n
+    shown = f"{epochs:.0f}" if epochs == int(epochs) else f"{epochs:.1f}"
+    return (
+        f"{data.n} {items} loaded, {data.batch_size} per step: {steps} steps "
+        f"({shown} epoch{'' if epochs == 1 else 's'})"
+    )
+
+
 class SFTTrainer(Trainer):
     """Behaviour cloning on trajectories; only assistant-sampled tokens are in the loss."""
 
@@ -77,8 +93,10 @@ class SFTTrainer(Trainer):
         super().__init__(cfg, parts=parts, callbacks=callbacks)
 
     def total_steps(self) -> int:
-        steps = self.sft_cfg.epochs * self.data.steps_per_epoch
-        return min(steps, self.sft_cfg.max_steps) if self.sft_cfg.max_steps else steps
+        return epoch_steps(self.data, self.sft_cfg.epochs, self.sft_cfg.max_steps)
+
+    def plan(self) -> str:
+        return epoch_plan(self.data, "trajectories", self.total_steps())
 
     def cursor(self) -> dict[str, Any]:
         return self.data.state()

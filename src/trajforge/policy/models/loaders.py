@@ -4,15 +4,20 @@ such a policy is asked for."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import torch
+from peft import LoraConfig, get_peft_model
+from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from trajforge.errors import ConfigError
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
+from trajforge.policy.naming import is_checkpoint
 
 
 def embedded_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
@@ -31,8 +36,47 @@ def tiny_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
 
 
 def folder_policy(folder: Path, kw: dict[str, Any]) -> HFPolicy:
-    """The transformers model and tokenizer saved in ``folder``."""
+    """The transformers model and tokenizer saved in ``folder``, or a training checkpoint's."""
     dtype = kw.pop("dtype", None) or torch.float32
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    if is_checkpoint(folder):
+        model, tokenizer = checkpoint_model(folder)
+        model = model.to(dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
     return HFPolicy(model, tokenizer, name=kw.pop("name", str(folder)), **kw)
+
+
+def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:
+    """``(model, tokenizer)`` of training checkpoint ``folder``, in fp32: the base model its
+    ``state.json`` names, with the checkpoint's trained weights loaded, or its LoRA adapter
+    (``adapter_config.json``) merged in, so it serves and trains like any model folder."""
+    state = json.loads((folder / "state.json").read_text())
+    base = state.get("base")
+    if not isinstance(base, dict):
+        raise ConfigError(
+            f"checkpoint {folder} does not name its base model (an older trajforge wrote it); "
+            "load its run's final/ instead"
+        )
+    spec = str(base["spec"])
+    model: nn.Module
+    if spec == "tiny":
+        model, _ = tiny_model_and_tokenizer(seed=int(base.get("tiny_seed", 0)))
+    elif spec == "embedded":
+        model, _ = load_embedded(torch.float32)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(spec, dtype=torch.float32)
+    if state.get("lora"):
+        model = get_peft_model(model, LoraConfig.from_pretrained(str(folder)))
+    trained = torch.load(folder / "trainable.pt", weights_only=True)
+    unexpected = model.load_state_dict(trained, strict=False).unexpected_keys
+    if unexpected:
+        raise ConfigError(
+            f"checkpoint {folder} does not fit its base model {spec!r}: it has "
+            f"{', '.join(unexpected[:3])}, which the model lacks"
+        )
+    merge = getattr(model, "merge_and_unload", None)
+    merged: nn.Module = merge() if callable(merge) else model
+    # PEFT froze the base weights; merged, they are the model's own, trainable as a folder's.
+    merged.requires_grad_(True)
+    return merged, AutoTokenizer.from_pretrained(str(folder))
