@@ -53,14 +53,22 @@ def test_ctrl_c_exits_130_naming_the_step_checkpoint_and_resume_command(tmp_path
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        # Started in the background by a non-interactive shell, the suite may have SIGINT
+        # ignored, and the child would inherit that and never stop.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    metrics = tmp_path / "out" / "metrics.jsonl"
-    deadline = time.monotonic() + 300
-    while not (metrics.exists() and metrics.read_text().count("\n") >= 3):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        metrics = tmp_path / "out" / "metrics.jsonl"
+        deadline = time.monotonic() + 300
+        while not (metrics.exists() and metrics.read_text().count("\n") >= 3):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        # A run that did not stop must not go on writing checkpoints after the test.
+        proc.kill()
+        proc.wait()
     assert proc.returncode == 130, err
     assert "sft: 4 trajectories loaded, 2 per step: 100000 steps" in err
     assert "interrupted: sft stopped at step " in err and "the last checkpoint is step " in err
