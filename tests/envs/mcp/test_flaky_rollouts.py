@@ -118,9 +118,12 @@ def test_servers_that_exit_at_start_fail_every_episode_with_their_stderr() -> No
 
 
 def test_episodes_stuck_in_a_call_time_out_and_leave_no_server() -> None:
-    # No call timeout of the server's own: the episode's time limit stops the hanging calls.
+    # The call timeout far beyond the episode's: the episode's time limit stops the hanging
+    # calls. 30 s leaves time for 16 servers to start on two slow cores (at 8 s a 2-core EPYC
+    # cut some episodes off before their first call).
     tasks = [calls_task(f"t{i}", ("spawn", {}), ("hang", {})) for i in range(EPISODES)]
-    trajectories = rollout(flaky_spec(), tasks, limits=Limits(episode_timeout_s=8.0))
+    spec = flaky_spec(call_timeout_s=600.0)
+    trajectories = rollout(spec, tasks, limits=Limits(episode_timeout_s=30.0))
     assert [t.outcome.status for t in trajectories] == [OutcomeStatus.TIMEOUT] * EPISODES
     assert {t.outcome.reason for t in trajectories} == {"episode_timeout"}
     for traj in trajectories:
