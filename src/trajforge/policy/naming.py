@@ -1,7 +1,8 @@
 """Policies by name, as configs and the CLI write them.
 
 - ``embedded``: SmolLM2-135M-Instruct from the installed wheel, through ``HFPolicy``;
-- ``tiny``: the tiny random model (tests), through ``HFPolicy``;
+- ``tiny``, ``pocket``: small random models built in code (tests; training from scratch),
+  through ``HFPolicy``;
 - ``expert``: an environment's scripted expert through ``ScriptedPolicy`` (pass ``expert=``);
 - ``script:<module:function>`` or ``script:<file.py:function>``: a scripted teacher of the
   user's, a function of the task and the conversation like an environment's expert;
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 OPENAI_PREFIX = "openai:"
 SCRIPT_PREFIX = "script:"
-SMOLLM2_NAMES = frozenset({"embedded", "tiny", "expert", "scripted"})
+SMOLLM2_NAMES = frozenset({"embedded", "tiny", "pocket", "expert", "scripted"})
 
 
 def is_scripted(spec: str) -> bool:
@@ -121,10 +122,11 @@ def _load_embedded(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Po
 
 
 @POLICIES.register("tiny")
-def _load_tiny(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
-    from trajforge.policy.models.loaders import tiny_policy  # lazy: loads torch
+@POLICIES.register("pocket")
+def _load_scratch(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
+    from trajforge.policy.models.loaders import scratch_policy  # lazy: loads torch
 
-    return tiny_policy(spec, kw)
+    return scratch_policy(spec, kw)
 
 
 def _loader_for(spec: str) -> PolicyLoader | None:
