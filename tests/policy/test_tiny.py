@@ -17,9 +17,9 @@ from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.loaders import checkpoint_model
 from trajforge.policy.models.tiny import scratch_model_and_tokenizer, tiny_model_and_tokenizer
 from trajforge.policy.naming import load_policy
+from trajforge.schema import Message, Role, Task, ToolSpec, Trajectory
 from trajforge.train.config import ModelSettings
 from trajforge.train.model import load_base_model
-from trajforge.schema import Message, Role, Task, ToolSpec, Trajectory
 
 
 def test_seeded_weights_copies_and_rng() -> None:

@@ -67,7 +67,7 @@ def test_a_reply_is_one_letter_or_word(reply: str, move: str | None) -> None:
 
 
 def test_the_hand_board_pays_the_key_then_the_goal_and_ends_there() -> None:
-    messages, results = play(KeyDoorCompactEnv(), HAND, list("RRDDLL") + ["R"])
+    messages, results = play(KeyDoorCompactEnv(), HAND, [*"RRDDLL", "R"])
     assert [r.reward for r in results] == [0.0, KEY_REWARD, 0.0, 0.0, 0.0, 1.0]
     assert results[-1].done and results[-1].info["truncated"] is False
     assert [m.content for m in messages if m.role is Role.USER][1:3] == [
