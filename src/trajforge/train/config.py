@@ -186,6 +186,9 @@ class CommonSettings(_Config):
     checkpoint_every_s: float = Field(default=0.0, ge=0)
     """Also save one once this many seconds passed since the last, and at the end (0: not by
     time). Experiment stages default to 300: an interruption loses minutes, not the stage."""
+    keep_checkpoints: int | None = Field(default=3, ge=1)
+    """Keep this many of the latest checkpoints, deleting older ones once a newer one is
+    written (null: keep every one; each holds the trainable weights and the optimizer state)."""
     log_every: int = Field(default=1, ge=1)
     """Log metrics every this many steps."""
     tensorboard: bool = True
