@@ -16,10 +16,12 @@ from trajforge.cli.failures import (
     Failure,
     episode_failure,
     failure_lines,
-    score_failures,
+    scored_failures,
 )
+from trajforge.cli.run_cmds import _stage_failures
 from trajforge.schema import Evaluator, EvaluatorKind, Fault, Outcome, OutcomeStatus, Score
 from trajforge.schema.synthetic import synthetic_trajectory
+from trajforge.store import TrajectoryStore
 
 FLAKY_ENV = f"{Path(__file__).parent / 'flaky_env.py'}:make_env"
 
@@ -61,13 +63,17 @@ def test_an_error_or_an_infra_loss_is_a_failure_with_its_reason() -> None:
     assert failure is not None and failure.reason.endswith("KeyError: 'prompt'")
 
 
-def test_a_scorer_error_is_a_failure() -> None:
+def test_a_scorer_error_is_a_failure_and_a_trajectory_fails_once() -> None:
     judge = Evaluator(kind=EvaluatorKind.LLM, name="judge")
-    traj = synthetic_trajectory(0)
-    traj = traj.model_copy(
-        update={"scores": [Score(name="judge", error="judge server: 503", evaluator=judge)]}
-    )
-    assert score_failures([traj]) == [Failure("scorer judge: judge server: 503", traj.id)]
+    unscored = Score(name="judge", error="judge server: 503", evaluator=judge)
+    traj = synthetic_trajectory(0).model_copy(update={"scores": [unscored, unscored]})
+    assert scored_failures([traj]) == [Failure("scorer judge: judge server: 503", traj.id)]
+    errored = traj.model_copy(update={"outcome": Outcome(status=OutcomeStatus.ERROR, error="Boom")})
+    assert scored_failures([errored]) == [Failure("error: Boom", traj.id)]
+    assert scored_failures([errored], episodes=False) == [
+        Failure("scorer judge: judge server: 503", traj.id)
+    ]
+    assert scored_failures([synthetic_trajectory(1)]) == []
 
 
 def test_rollout_with_lost_episodes_exits_3_and_says_why(run_cli: RunCli, tmp_path: Path) -> None:
@@ -88,7 +94,7 @@ def test_eval_json_stays_whole_on_stdout_with_the_reasons_on_stderr(
     code, out, err = run_cli("eval", *args, "--store", store, "--json")
     assert code == ExitCode.PARTLY_FAILED
     assert json.loads(out)["episodes"] == 4
-    assert "2 of 4 episodes or scores failed:" in err and "lookup server is down" in err
+    assert "2 of 4 episodes failed:" in err and "lookup server is down" in err
 
 
 def test_rollout_without_failures_exits_0(run_cli: RunCli, tmp_path: Path) -> None:
@@ -108,3 +114,24 @@ def test_collect_of_a_missing_agent_program_exits_3_with_its_error(
     assert "stored in" in out
     assert "3 of 3 agent runs failed:" in err
     assert "can't open file" in err and "nothere_agent.py" in err
+
+
+def test_run_counts_the_failed_episodes_of_its_rolling_out_stages(tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    ok = synthetic_trajectory(0, run_id="x.eval").model_copy(
+        update={"outcome": Outcome(reward=1.0)}
+    )
+    lost = synthetic_trajectory(1, run_id="x.eval").model_copy(
+        update={"outcome": Outcome(status=OutcomeStatus.ERROR, error="sandbox did not start")}
+    )
+    other = synthetic_trajectory(2, run_id="x.sft").model_copy(
+        update={"outcome": Outcome(status=OutcomeStatus.ERROR, error="not a stage's run")}
+    )
+    with TrajectoryStore(store) as db:
+        db.add_many([ok, lost, other])
+    results = {"stages": [{"name": "eval", "run_id": "x.eval"}, {"name": "sft"}]}
+    assert _stage_failures(store, results) == (
+        [Failure("error: sandbox did not start", lost.id)],
+        2,
+    )
+    assert _stage_failures(tmp_path / "none.db", results) == ([], 0)

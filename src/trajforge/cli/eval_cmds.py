@@ -13,7 +13,7 @@ from rich.table import Table
 
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
-from trajforge.cli.failures import Failure, episode_failures, finish, score_failures
+from trajforge.cli.failures import finish, scored_failures
 from trajforge.cli.preflight import check_reachable
 from trajforge.errors import ConfigError, StoreError
 from trajforge.judge.evaluate import score_all, score_into, score_missing_into, summarize
@@ -134,10 +134,6 @@ async def _scored(
                 await s.policy.close()
 
 
-def _failures(trajectories: Sequence[Trajectory]) -> list[Failure]:
-    return [*episode_failures(trajectories), *score_failures(trajectories)]
-
-
 def _open_store(store: Path | None) -> TrajectoryStore:
     path = resolve_store_path(store)
     if not path.exists():
@@ -235,13 +231,13 @@ def eval_command(
         scored = asyncio.run(_scored(trajectories, judging, current.db, missing_only=True))
         summary = summarize(scored, ks=sorted({1, current.spec.n}))
         current.db.set_run(current.run_id, {**current.meta, "summary": summary.as_dict()})
-    failures = _failures(scored)
+    failures = scored_failures(scored)
     if as_json:
         print_json({"run_id": current.run_id, **summary.as_dict()})
     else:
         title = f"eval {current.env} / {current.model} (run {current.run_id})"
         console.print(_table(title, _eval_rows(summary)))
-    finish(failures, len(scored), "episodes or scores")
+    finish(failures, len(scored), "episodes")
 
 
 def judge_command(
@@ -278,7 +274,7 @@ def judge_command(
     else:
         rows = [("episodes", str(summary.episodes)), *_score_rows(summary)]
         console.print(_table(f"judge {run_id}", rows))
-    finish(score_failures(scored), len(scored), "trajectories' scores")
+    finish(scored_failures(scored, episodes=False), len(scored), "scorings")
 
 
 def judge_eval_command(

@@ -53,7 +53,8 @@ class Failure:
 
 def _one_line(text: str) -> str:
     """The first non-empty line of ``text``, cut to ``REASON_CHARS``: what groups failures.
-    An agent's stderr tail ends with its real error, so a traceback's last line is kept."""
+    A traceback (or an agent's ``exit status N:`` with its stderr tail) ends with the real
+    error, so its last line is kept (beside the exit status)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return ""
@@ -76,14 +77,27 @@ def episode_failure(trajectory: Trajectory) -> Failure | None:
     return Failure(f"{', '.join(kinds)}: {why}", trajectory.id)
 
 
-def score_failures(trajectories: Iterable[Trajectory]) -> list[Failure]:
-    """Every score a scorer failed to give (``Score.error``)."""
-    return [
-        Failure(f"scorer {score.name}: {_one_line(score.error)}", traj.id)
-        for traj in trajectories
-        for score in traj.scores
-        if score.error is not None
-    ]
+def score_failure(trajectory: Trajectory) -> Failure | None:
+    """The first score a scorer failed to give the trajectory (``Score.error``), or ``None``."""
+    return next(
+        (
+            Failure(f"scorer {score.name}: {_one_line(score.error)}", trajectory.id)
+            for score in trajectory.scores
+            if score.error is not None
+        ),
+        None,
+    )
+
+
+def scored_failures(trajectories: Iterable[Trajectory], *, episodes: bool = True) -> list[Failure]:
+    """One failure per trajectory whose episode failed (with ``episodes``) or that a scorer
+    could not score, so that at most all of them failed."""
+    failures = []
+    for traj in trajectories:
+        failure = (episode_failure(traj) if episodes else None) or score_failure(traj)
+        if failure is not None:
+            failures.append(failure)
+    return failures
 
 
 def episode_failures(
