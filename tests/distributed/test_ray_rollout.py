@@ -161,7 +161,7 @@ def test_collect_runs_the_agent_programs_as_ray_tasks(
         )
     )
     db = tmp_path / "agents.db"
-    args = ["collect", "--agent", AGENT, "--tasks", str(tasks_file), "--model", "tiny"]
+    args = ["collect", "--agent", AGENT, "--tasks-file", str(tasks_file), "--model", "tiny"]
     args += ["--timeout", "5", "--run", "col", "--store", str(db), "--json", "--ray"]
     result = CliRunner().invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output

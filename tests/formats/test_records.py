@@ -143,7 +143,7 @@ def test_sharegpt_roles_parallel_calls_and_string_arguments(tmp_path: Path) -> N
         ("openai", {"messages": "hi"}, ":3: messages: expected a list"),
         ("openai", ["not", "an", "object"], ":3: expected a JSON object"),
         ("adp", {"content": [{"class_": "teleport"}]}, ":3: content.0.class_: unknown ADP item 'teleport'"),
-        ("adp", {"schema_version": "9.0.0", "content": []}, ":3: schema_version: '9.0.0' is not one of"),
+        ("adp", {"schema_version": "9.0.0", "content": []}, ":3: schema_version: '9.0.0' is ADP 9.x; this trajforge reads ADP 1.x"),
     ],
 )  # fmt: skip
 def test_a_bad_record_anywhere_refuses_the_file_and_stores_nothing(

@@ -75,7 +75,17 @@ def test_the_collect_command_on_the_tiny_model(tmp_path: Path) -> None:
         "".join(_task(k, reward="print").model_dump_json() + "\n" for k in range(3))
     )
     store = tmp_path / "c.db"
-    args = ["collect", "--agent", AGENT, "--tasks", str(tasks_file), "--n", "2", "--model", "tiny"]
+    args = [
+        "collect",
+        "--agent",
+        AGENT,
+        "--tasks-file",
+        str(tasks_file),
+        "--n",
+        "2",
+        "--model",
+        "tiny",
+    ]
     result = CliRunner().invoke(app, [*args, "--run", "col", "--store", str(store), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -102,7 +112,7 @@ def test_the_example_openai_agent_is_collected_on_an_env(tmp_path: Path) -> None
     example = Path(__file__).parents[2] / "examples" / "agent_rl" / "agent.py"
     store = tmp_path / "agents.db"
     args = ["collect", "--agent", f"{sys.executable} {example}", "--env", "calculator"]
-    args += ["--count", "2", "--n", "2", "--model", "tiny", "--run", "ex", "--store", str(store)]
+    args += ["--tasks", "2", "--n", "2", "--model", "tiny", "--run", "ex", "--store", str(store)]
     result = CliRunner().invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)

@@ -23,9 +23,12 @@ from trajforge.cli.common import (
     print_json,
     resolve_store_path,
 )
+from trajforge.cli.failures import finish, stored_failures
+from trajforge.cli.preflight import check_reachable, claim_port
 from trajforge.envs.registry import get_env
 from trajforge.envs.taskset import TaskSet
 from trajforge.errors import ConfigError
+from trajforge.policy.naming import check_policy_name
 from trajforge.precision import Precision
 from trajforge.rollout import PolicyRef, new_run_id
 from trajforge.schema import OutcomeStatus, Task
@@ -63,6 +66,8 @@ def serve(
     every call: a session at /sessions/ID/v1 becomes token-exact trajectories in the store."""
     from trajforge.serve.server import serve_forever  # lazy: uvicorn and fastapi take 0.4 s
 
+    port = claim_port(host, port)
+    _check_model(model)
     ref = PolicyRef(name=model, precision=precision, batch_size=batch_size)
     run_id = run or new_run_id()
     path = resolve_store_path(store)
@@ -85,11 +90,20 @@ def serve(
             )
 
 
+def _check_model(model: str) -> None:
+    """Refuse a model that names nothing, or whose server does not answer, before the store."""
+    try:
+        check_policy_name(model)
+    except ConfigError as exc:
+        raise ConfigError(f"--model: {exc}") from None
+    check_reachable(model, "--model")
+
+
 def _tasks(
     env: str | None, tasks_file: Path | None, count: int, split: str, seed: int
 ) -> list[Task]:
     if (env is None) == (tasks_file is None):
-        raise ConfigError("collect: give --env or --tasks FILE.jsonl (one of them)")
+        raise ConfigError("collect: give --env or --tasks-file FILE.jsonl (one of them)")
     if tasks_file is not None:
         return list(TaskSet.from_jsonl(tasks_file, env=env))
     assert env is not None
@@ -105,10 +119,11 @@ def collect(
         str | None, typer.Option("--env", help="Environment whose tasks (and verifier) to use.")
     ] = None,
     tasks_file: Annotated[
-        Path | None, typer.Option("--tasks", help="Tasks as JSONL (one Task per line).")
+        Path | None,
+        typer.Option("--tasks-file", help="Tasks as JSONL (one Task per line) instead of --env's."),
     ] = None,
-    count: Annotated[
-        int, typer.Option("--count", min=1, help="How many of --env's tasks to run.")
+    tasks: Annotated[
+        int, typer.Option("--tasks", min=1, help="How many of --env's tasks to run.")
     ] = 8,
     n: Annotated[int, typer.Option("--n", min=1, help="Runs per task.")] = 1,
     concurrency: Annotated[
@@ -119,8 +134,10 @@ def collect(
         typer.Option("--timeout", min=0.1, help="Seconds one run may take before it is killed."),
     ] = 300.0,
     model: ServeModelOption = "embedded",
-    split: opts.SplitOption = "train",
-    seed: opts.SeedOption = 0,
+    split: Annotated[
+        str, typer.Option("--split", help="Split of --env's tasks: train or test.")
+    ] = "train",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sample of --env's tasks.")] = 0,
     run: opts.RunOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
     batch_size: opts.BatchSizeOption = 16,
@@ -136,7 +153,8 @@ def collect(
     from trajforge.serve.collect import agents_on_ray, collect_runs
 
     on_ray = opts.ray_options({"ray": ray, "ray_address": ray_address})
-    tasks = _tasks(env, tasks_file, count, split, seed)
+    _check_model(model)
+    task_list = _tasks(env, tasks_file, tasks, split, seed)
     ref = PolicyRef(name=model, precision=precision, batch_size=batch_size)
     run_id = run or new_run_id()
     path = resolve_store_path(store)
@@ -148,16 +166,18 @@ def collect(
         db.set_run(run_id, {"kind": "collect", "agent": agent, "model": model, "env": env})
         gateway, _ = open_gateway(ref, db, run_id, env=env)
         try:
-            with _progress(len(tasks) * n, not as_json) as on_done:
+            with _progress(len(task_list) * n, not as_json) as on_done:
                 runs = collect_runs(
-                    gateway, agent, tasks, n=n, concurrency=concurrency, timeout_s=timeout,
+                    gateway, agent, task_list, n=n, concurrency=concurrency, timeout_s=timeout,
                     env=env, on_done=on_done, **where,
                 )  # fmt: skip
         finally:
             asyncio.run(gateway.close())
+        failures = stored_failures(db, run_id)
     summary = _summary(runs, run_id)
     if as_json:
         print_json(summary)
+        finish(failures, len(runs), "agent runs")
         return
     table = Table(title=f"collect {run_id}")
     table.add_column("runs", justify="right")
@@ -172,6 +192,7 @@ def collect(
     )
     console.print(table)
     console.print(f"stored in {path} as run {run_id}")
+    finish(failures, len(runs), "agent runs")
 
 
 @contextmanager
@@ -218,6 +239,7 @@ def otel_receive(
     from trajforge.serve.otel_receiver import TraceCollector, receiver_app
     from trajforge.serve.server import serve_app_forever  # lazy: as above
 
+    port = claim_port(host, port)
     run_id = run or new_run_id()
     path = resolve_store_path(store)
     with TrajectoryStore(path) as db:

@@ -68,6 +68,10 @@ class CheckReport(BaseModel):
     checked: int = 0
     skipped: int = 0
     skipped_ids: list[str] = Field(default_factory=list)
+    skipped_text_only: int = 0
+    """Skipped: no message carries token ids (imported text, a server that reports none)."""
+    skipped_no_tokenizer: int = 0
+    """Skipped: its model's tokenizer is not here (``--tokenizer`` names one)."""
     mismatches: list[Mismatch] = Field(default_factory=list)
 
     @property
@@ -221,10 +225,15 @@ def check_trajectories(
     messages carry no token ids at all (text-only endpoints) are skipped as well."""
     report = CheckReport()
     for traj in trajectories:
-        tokenizer = tokenizer_for(traj)
-        if tokenizer is None or not any(m.token_ids is not None for m in traj.messages):
+        has_ids = any(m.token_ids is not None for m in traj.messages)
+        tokenizer = tokenizer_for(traj) if has_ids else None
+        if tokenizer is None:
             report.skipped += 1
             report.skipped_ids.append(traj.id)
+            if has_ids:
+                report.skipped_no_tokenizer += 1
+            else:
+                report.skipped_text_only += 1
         elif traj.metadata.get("rendering") == RAW_RENDERING:
             report.checked += 1
             report.mismatches += check_raw(traj)
