@@ -105,10 +105,9 @@ def test_duplicate_tool_call_ids_are_refused() -> None:
     ("roles", "error"),
     [
         (["user", "system"], "system message may only come first"),
-        (["assistant"], "starts with system or user"),
-        (["system", "assistant"], "assistant may not follow system"),
-        (["user", "assistant", "assistant"], "assistant may not follow assistant"),
+        (["system", "assistant", "system"], "system message may only come first"),
         (["user", "tool"], "tool may not follow user"),
+        (["tool"], "tool may not follow nothing"),
     ],
 )
 def test_illegal_role_orders_are_refused(roles: list[str], error: str) -> None:
@@ -117,6 +116,22 @@ def test_illegal_role_orders_are_refused(roles: list[str], error: str) -> None:
     ]
     with pytest.raises(ValidationError, match=error):
         Trajectory(task=_task(), messages=messages)
+
+
+@pytest.mark.parametrize(
+    "roles",
+    [
+        ["assistant"],
+        ["assistant", "user"],
+        ["system", "assistant", "user"],
+        ["system", "system", "user"],
+        ["user", "assistant", "assistant"],
+        ["user", "user", "assistant"],
+    ],
+)
+def test_role_orders_openai_takes_are_valid(roles: list[str]) -> None:
+    messages = [Message(role=Role(r), content="x") for r in roles]
+    assert Trajectory(task=_task(), messages=messages).messages == messages
 
 
 def test_token_ids_and_logprobs_must_have_equal_length() -> None:

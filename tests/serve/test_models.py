@@ -13,7 +13,7 @@ import pytest
 from openai import AsyncOpenAI, OpenAI
 from serve_helpers import adder_reply, assert_token_exact, recorded
 
-from trajforge.policy.base import Completion, SamplingParams
+from trajforge.policy.base import Completion, SamplingParams, TokenSink
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.naming import load_policy
 from trajforge.policy.scripted import ScriptedPolicy
@@ -87,10 +87,15 @@ class SlowPolicy(ScriptedPolicy):
     """The adder, taking seconds to answer: long enough for a client to give up."""
 
     async def complete(
-        self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams
+        self,
+        session: RenderedSession,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        on_token: TokenSink | None = None,
     ) -> Completion:
         await asyncio.sleep(30)
-        return await super().complete(session, prompt_ids, sampling)
+        return await super().complete(session, prompt_ids, sampling, on_token=on_token)
 
 
 def _slow() -> SlowPolicy:

@@ -30,7 +30,6 @@ from trajforge.serve.wire import (
     parse_body,
     tools_of,
     wire_calls,
-    wire_content,
 )
 
 
@@ -141,7 +140,7 @@ def _tools(request: ResponsesRequest) -> list[ToolIn]:
 def _output(choice: Choice) -> list[dict[str, Any]]:
     message = choice.message
     items: list[dict[str, Any]] = []
-    text = wire_content(message)
+    text = choice.content
     if text:
         part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
         items.append(
