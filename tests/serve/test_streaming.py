@@ -93,6 +93,32 @@ def test_text_is_sent_while_the_reply_is_sampled_and_calls_never_as_text(
     assert_token_exact(store_path)
 
 
+def test_a_responses_stream_sends_text_while_sampling_and_the_call_after(
+    gated: tuple[OpenAI, GatedPolicy], store_path: Path
+) -> None:
+    client, policy = gated
+    tool = {"type": "function", **ADD_TOOL["function"]}
+    deltas: list[str] = []
+    kinds: list[str] = []
+    final = None
+    with client.responses.stream(model=MODEL, input="2 + 3?", tools=[tool]) as stream:
+        for event in stream:
+            kinds.append(event.type)
+            if event.type == "response.output_text.delta":
+                deltas.append(event.delta)
+                policy.gate.set()
+        final = stream.get_final_response()
+    assert policy.opened_mid_reply
+    assert "".join(deltas) == "Let me add these." and len(deltas) > 1
+    assert not any("<" in d for d in deltas)
+    assert kinds.index("response.output_item.added") < kinds.index("response.output_text.delta")
+    message, call = final.output
+    assert message.type == "message" and call.type == "function_call"
+    assert message.content[0].text == "Let me add these."
+    assert call.arguments == '{"a": 2, "b": 3}'
+    assert_token_exact(store_path)
+
+
 @pytest.fixture
 def tiny(store_path: Path) -> Iterator[OpenAI]:
     policy = load_policy("tiny")

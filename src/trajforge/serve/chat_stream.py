@@ -36,6 +36,48 @@ def choices_usage(choices: list[Choice]) -> dict[str, int]:
     return usage(choices[0].prompt_tokens, sum(c.completion_tokens for c in choices))
 
 
+class SampledCall:
+    """A gateway call whose choices' prose comes out as it is sampled: iterate ``pieces``,
+    then read ``choices``; ``cancel`` stops a call whose client left (recorded truncated)."""
+
+    def __init__(
+        self,
+        gateway: ChatGateway,
+        session_id: str,
+        body: ChatRequest,
+        messages: list[Message],
+        tools: list[ToolSpec],
+    ) -> None:
+        self._pieces: asyncio.Queue[tuple[int, str] | None] = asyncio.Queue()
+        self._call = asyncio.ensure_future(
+            gateway.chat(session_id, body, messages, tools, on_text=self._text)
+        )
+        self._call.add_done_callback(lambda _: self._pieces.put_nowait(None))
+        self.sent = [""] * body.n
+        """Each choice's prose sent so far."""
+
+    def _text(self, index: int, text: str) -> None:
+        self._pieces.put_nowait((index, text))
+
+    async def pieces(self) -> AsyncIterator[tuple[int, str]]:
+        """``(choice index, prose)`` as it settles, until the call ends."""
+        while (piece := await self._pieces.get()) is not None:
+            self.sent[piece[0]] += piece[1]
+            yield piece
+
+    def choices(self) -> list[Choice]:
+        """The call's choices once ``pieces`` ended (its ``WireError`` if it failed)."""
+        return self._call.result()
+
+    def rest(self, index: int, choice: Choice) -> str:
+        """The prose of ``choice`` not sent yet (what was held back to its end)."""
+        sent = self.sent[index]
+        return choice.content[len(sent) :] if choice.content.startswith(sent) else ""
+
+    def cancel(self) -> None:
+        self._call.cancel()  # a no-op once the call is done
+
+
 async def chat_stream(
     gateway: ChatGateway,
     session_id: str,
@@ -46,33 +88,23 @@ async def chat_stream(
     """The SSE events of one streamed chat call (see the module's docstring)."""
     reply_id = new_id("chatcmpl")
 
-    def event(index: int, delta: dict[str, Any], finish: str | None = None) -> str:
-        frame = {"index": index, "delta": delta, "finish_reason": finish}
+    def event(index: int, delta: dict[str, Any]) -> str:
+        frame = {"index": index, "delta": delta, "finish_reason": None}
         return sse(chunk(reply_id, body.model, [frame]))
 
-    pieces: asyncio.Queue[tuple[int, str] | None] = asyncio.Queue()
-    call = asyncio.ensure_future(
-        gateway.chat(
-            session_id, body, messages, tools, on_text=lambda k, t: pieces.put_nowait((k, t))
-        )
-    )
-    call.add_done_callback(lambda _: pieces.put_nowait(None))
-    sent = [""] * body.n
+    call = SampledCall(gateway, session_id, body, messages, tools)
     try:
         for k in range(body.n):
             yield event(k, {"role": "assistant", "content": ""})
-        while (piece := await pieces.get()) is not None:
-            k, text = piece
-            sent[k] += text
+        async for k, text in call.pieces():
             yield event(k, {"content": text})
         try:
-            choices = call.result()
+            choices = call.choices()
         except WireError as exc:
             yield sse(exc.body())
             return
         for k, choice in enumerate(choices):
-            # Whatever was held back: the end of the prose, then the calls.
-            rest = choice.content[len(sent[k]) :] if choice.content.startswith(sent[k]) else ""
+            rest = call.rest(k, choice)
             if rest:
                 yield event(k, {"content": rest})
             for j, tool_call in enumerate(wire_calls(choice.message)):
@@ -89,4 +121,4 @@ async def chat_stream(
             yield sse(chunk(reply_id, body.model, [], choices_usage(choices)))
         yield sse("[DONE]")
     finally:
-        call.cancel()  # a no-op once the call is done; a client that left stops the sampling
+        call.cancel()  # a client that left stops the sampling
