@@ -37,6 +37,16 @@ OPENINGS: dict[str, list[dict[str, Any]]] = {
         {"role": "developer", "content": "Use the add tool."},
         {"role": "user", "content": QUESTION},
     ],
+    "system mid-conversation": [
+        {"role": "user", "content": "Hi."},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "system", "content": "Use the add tool."},
+        {"role": "user", "content": QUESTION},
+    ],
+    "system last": [
+        {"role": "user", "content": QUESTION},
+        {"role": "system", "content": "Use the add tool."},
+    ],
     "consecutive users": [
         {"role": "user", "content": QUESTION},
         {"role": "user", "content": "Please be quick."},

@@ -272,9 +272,9 @@ def check_version(version: str) -> None:
 
 def check_conversation(messages: list[Message], *, allow_open_calls: bool = False) -> None:
     """Validate role order as OpenAI's chat API does, and that every tool call id is answered by
-    exactly one tool message. System messages open the conversation (one or more); user and
-    assistant messages come in any order, an assistant first or several in a row included;
-    tool messages answer the calls of the assistant message right before them.
+    exactly one tool message. System, user and assistant messages come in any order (an
+    assistant first, several of a role in a row, a system message mid-conversation); tool
+    messages answer the calls of the assistant message right before them.
 
     ``allow_open_calls`` lets the last assistant message keep unanswered calls, which happens
     when an episode is cut off (error, timeout, truncation) while its tools were running.
@@ -282,14 +282,8 @@ def check_conversation(messages: list[Message], *, allow_open_calls: bool = Fals
     open_calls: dict[str, int] = {}
     seen_ids: set[str] = set()
     last_assistant = -1
-    opened = False
     for i, msg in enumerate(messages):
         where = f"messages[{i}]"
-        if msg.role is Role.SYSTEM:
-            if opened:
-                raise ValueError(f"{where}.role: a system message may only come first")
-            continue
-        opened = True
         if open_calls and msg.role is not Role.TOOL:
             ids = ", ".join(sorted(open_calls))
             raise ValueError(f"{where}: tool call(s) {ids} were never answered by a tool message")

@@ -197,16 +197,18 @@ def _wire_error_of_data(exc: DataError) -> WireError:
 
 
 def check_messages(messages: list[Message]) -> None:
-    """A conversation the model can answer: valid role order, ending with user or tool."""
+    """A conversation the model can answer: a valid role order, not ending with an assistant
+    message (there would be nothing to answer)."""
     try:
         check_conversation(messages)
     except ValueError as exc:
         text = str(exc)
         raise WireError(text, param=text.split(":", 1)[0].split(".")[0]) from None
-    if messages[-1].role not in (Role.USER, Role.TOOL):
+    if messages[-1].role is Role.ASSISTANT:
         last = f"messages[{len(messages) - 1}]"
         raise WireError(
-            f"{last}.role: the conversation must end with a user or tool message to be answered",
+            f"{last}.role: the conversation ends with an assistant message; it must end with a "
+            "user, system or tool message to be answered",
             param=f"{last}.role",
         )
 
