@@ -141,7 +141,10 @@ def test_text_completions_are_recorded_raw(served: str, store_path: Path) -> Non
     assert len(trajs) == 3 and all(t.metadata["rendering"] == "raw" for t in trajs)
     assert all([m.role for m in t.messages] == [Role.USER, Role.ASSISTANT] for t in trajs)
     assert_token_exact(store_path)
-    refused = httpx.post(
-        f"{served}/v1/completions", json={"model": "tiny", "prompt": "x", "logprobs": 3}
-    )
-    assert refused.status_code == 400 and refused.json()["error"]["param"] == "logprobs"
+    for field, value in [("logprobs", 3), ("echo", True), ("presence_penalty", 1.0)]:
+        refused = httpx.post(
+            f"{served}/v1/completions", json={"model": "tiny", "prompt": "x", field: value}
+        )
+        error = refused.json()["error"]
+        assert refused.status_code == 400 and error["param"] == field
+        assert error["message"].startswith(f"{field}: not supported"), error

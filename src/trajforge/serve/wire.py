@@ -127,11 +127,18 @@ def check_tool_choice(tool_choice: str | dict[str, Any] | None) -> None:
         )
 
 
-UNSUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
-    "top_logprobs": ((0,), "no alternatives are returned with the sampled tokens' logprobs"),
+Unsupported = dict[str, tuple[tuple[Any, ...], str]]
+"""Request fields a route cannot honour: the values that change nothing (accepted, as is
+``null``) and why any other is refused."""
+
+SAMPLING_UNSUPPORTED: Unsupported = {
     "presence_penalty": ((0, 0.0), "sampling applies no penalties"),
     "frequency_penalty": ((0, 0.0), "sampling applies no penalties"),
     "logit_bias": (({},), "sampling applies no logit bias"),
+}
+UNSUPPORTED: Unsupported = {
+    **SAMPLING_UNSUPPORTED,
+    "top_logprobs": ((0,), "no alternatives are returned with the sampled tokens' logprobs"),
     "response_format": (({"type": "text"},), "replies are not constrained to a format"),
     "functions": (([],), "use tools"),
     "function_call": (("auto", "none"), "use tool_choice"),
@@ -141,13 +148,12 @@ UNSUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "reasoning_effort": ((), "the model has no reasoning setting"),
     "web_search_options": ((), "the model has no web search"),
 }
-"""OpenAI request fields the gateway cannot honour: the values that change nothing (accepted,
-as is ``null``) and why any other is refused."""
+"""The chat-completion fields the gateway cannot honour."""
 
 
-def check_supported(body: dict[str, Any]) -> None:
+def check_supported(body: dict[str, Any], unsupported: Unsupported = UNSUPPORTED) -> None:
     """A 400 naming the first field set to something the gateway cannot honour."""
-    for name, (harmless, why) in UNSUPPORTED.items():
+    for name, (harmless, why) in unsupported.items():
         value = body.get(name)
         if value is not None and value not in harmless:
             raise WireError(
