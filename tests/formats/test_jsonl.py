@@ -88,9 +88,9 @@ def test_bad_json_names_line_and_column(tmp_path: Path) -> None:
         ),
         (lambda r: r["messages"].__delitem__(3), "messages.3", "call_0_0 were never answered"),
         (
-            lambda r: r["messages"].insert(2, {"role": "system"}),
+            lambda r: r["messages"].insert(2, {"role": "tool", "tool_call_id": "call_9_9"}),
             "messages.2.role",
-            "system message may only come first",
+            "tool may not follow user",
         ),
         (
             lambda r: r.__setitem__("messages", r["messages"][:3]),

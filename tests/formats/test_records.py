@@ -91,6 +91,15 @@ def test_sharegpt_keeps_messages_calls_and_tools(tmp_path: Path, traj: Trajector
     assert back.tools == traj.tools
 
 
+@pytest.mark.parametrize("name", ["openai", "sharegpt"])
+def test_every_role_order_openai_takes_round_trips(tmp_path: Path, name: str) -> None:
+    roles = ["system", "system", "assistant", "user", "user", "assistant", "system", "user"]
+    messages = [Message(role=Role(r), content=f"{r} {k}") for k, r in enumerate(roles)]
+    traj = Trajectory(task=Task(id="t", prompt="p"), messages=messages)
+    back = _round_trip(tmp_path, traj, name)
+    assert [(m.role, m.content) for m in back.messages] == [(m.role, m.content) for m in messages]
+
+
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

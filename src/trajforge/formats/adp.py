@@ -49,8 +49,8 @@ def to_adp(traj: Trajectory) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     system = None
     for message in traj.messages:
-        if message.role is Role.SYSTEM:
-            system = message.content
+        if message.role is Role.SYSTEM:  # ADP has one system prompt: every one, in order
+            system = message.content if system is None else f"{system}\n\n{message.content}"
         elif message.role is Role.USER:
             content.append(_observation(message.content, "user", reward=message.reward))
         elif message.role is Role.TOOL:

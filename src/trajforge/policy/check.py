@@ -110,11 +110,12 @@ def _compare_ids(
 
 
 def _check_assistant(
-    renderer: ChatRenderer, traj_id: str, index: int, message: Message, turn: int
+    renderer: ChatRenderer, traj: Trajectory, index: int, turn: int
 ) -> list[Mismatch]:
     found: list[Mismatch] = []
+    message = traj.messages[index]
     ids = message.token_ids or []
-    where = {"trajectory_id": traj_id, "message_index": index, "role": message.role.value}
+    where = {"trajectory_id": traj.id, "message_index": index, "role": message.role.value}
     if message.logprobs is not None and len(message.logprobs) != len(ids):
         found.append(
             Mismatch(
@@ -123,6 +124,11 @@ def _check_assistant(
                 detail=f"{len(message.logprobs)} logprobs for {len(ids)} token ids",
             )
         )
+    if message.logprobs is None:
+        # A message given as text that follows no generation prompt holds the template's
+        # opening or the header of its turn first (``ChatRenderer.lead_ids``).
+        lead = renderer.lead_ids(traj.messages[:index], traj.tools)
+        ids = ids[len(lead) :] if ids[: len(lead)] == lead else ids
     eot = list(renderer.end_of_turn_ids)
     stop = next((i + len(eot) for i in range(len(ids)) if ids[i : i + len(eot)] == eot), None)
     if stop is not None and stop < len(ids):
@@ -182,17 +188,17 @@ def check_trajectory(
         return found
     try:
         replay = RenderedSession(renderer, traj.messages, traj.tools, task=traj.task).messages
+        turn = 0
+        for i, (stored, expected) in enumerate(zip(traj.messages, replay, strict=True)):
+            if stored.role is Role.ASSISTANT:
+                found += _check_assistant(renderer, traj, i, turn)
+                turn += 1
+                continue
+            mismatch = _compare_ids(renderer, traj.id, i, stored, expected.token_ids or [])
+            if mismatch is not None:
+                found.append(mismatch)
     except RenderError as exc:
         return [Mismatch(trajectory_id=traj.id, kind=MismatchKind.RENDER, detail=str(exc))]
-    turn = 0
-    for i, (stored, expected) in enumerate(zip(traj.messages, replay, strict=True)):
-        if stored.role is Role.ASSISTANT:
-            found += _check_assistant(renderer, traj.id, i, stored, turn)
-            turn += 1
-            continue
-        mismatch = _compare_ids(renderer, traj.id, i, stored, expected.token_ids or [])
-        if mismatch is not None:
-            found.append(mismatch)
     return found
 
 
