@@ -142,9 +142,19 @@ def load_policy(spec: str, *, expert: ExpertFn | None = None, **kw: Any) -> Poli
     loader = _loader_for(spec)
     if loader is not None:
         return loader(spec, expert, kw)
-    folder = Path(spec).expanduser()
-    if folder.is_dir():
-        return _load_folder(folder, **kw)
+    check_policy_name(spec)
+    return _load_folder(Path(spec).expanduser(), **kw)
+
+
+def check_policy_name(spec: str) -> None:
+    """Refuse a policy name that names nothing (no registered name or prefix, no folder),
+    without loading anything: what a command checks before it creates a run.
+
+    Raises:
+        ConfigError: the name is unknown; the message gives the closest name and every kind.
+    """
+    if _loader_for(spec) is not None or Path(spec).expanduser().is_dir():
+        return
     names = [n for n in POLICIES.names() if not n.endswith(":")]
     raise ConfigError(
         f"unknown policy {spec!r}{did_you_mean(spec, names)}: expected {', '.join(names)}, "
