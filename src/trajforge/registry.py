@@ -53,11 +53,13 @@ class Registry(Generic[T]):
     Args:
         kind: What the objects are, for messages (``scorer``, ``estimator``).
         plural: The plural of ``kind`` when it is not ``kind + "s"``.
+        hint: What else may name one, for the unknown-name error (``or your own: ...``).
     """
 
-    def __init__(self, kind: str, plural: str | None = None) -> None:
+    def __init__(self, kind: str, plural: str | None = None, *, hint: str = "") -> None:
         self.kind = kind
         self.plural = plural or f"{kind}s"
+        self.hint = hint
         self._items: dict[str, T] = {}
 
     def add(self, name: str, item: T) -> T:
@@ -87,9 +89,10 @@ class Registry(Generic[T]):
     def unknown(self, name: str) -> ConfigError:
         """The error for a name nothing is registered under."""
         names = self.names()
+        hint = f"; {self.hint}" if self.hint else ""
         return ConfigError(
             f"unknown {self.kind} {name!r}{did_you_mean(name, names)}; "
-            f"known {self.plural}: {', '.join(names) or 'none'}"
+            f"known {self.plural}: {', '.join(names) or 'none'}{hint}"
         )
 
     def names(self) -> list[str]:

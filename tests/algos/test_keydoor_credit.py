@@ -3,13 +3,11 @@ anchor states tell the moves that fetched the key sooner from the others."""
 
 from __future__ import annotations
 
-import asyncio
-
 import torch
 
+from episodes import play, reward, state_keys
 from trajforge.algos import AdvantageInput, compute_advantages
 from trajforge.envs.builtin import keydoor
-from trajforge.envs.play import play
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
 
@@ -33,11 +31,12 @@ def episode_rows(plan: list[str]) -> tuple[list[float], list[str | None]]:
         turn = sum(1 for m in messages if m.role is Role.ASSISTANT)
         return format_tool_call("move", {"direction": plan[turn]}) if turn < len(plan) else "Stop."
 
-    episode = asyncio.run(play(keydoor.make_env(), HAND, reply))
-    assert episode.reward == 0.0
+    episode = play(keydoor.make_env, HAND, reply)
+    assert reward(episode) == 0.0
     turns = [m for m in episode.messages if m.role is Role.ASSISTANT]
+    assert turns[-1].reward is None
     rewards = [m.reward or 0.0 for m in turns[:-1]] + [0.0]
-    return rewards, episode.state_keys
+    return rewards, state_keys(episode)
 
 
 def batch() -> AdvantageInput:

@@ -11,17 +11,20 @@ import pytest
 from typer.testing import CliRunner
 
 from trajforge.cli.main import app
-from trajforge.envs.registry import builtin_names
+from trajforge.envs.registry import builtin_names, env_names, tau2_names
 
 runner = CliRunner()
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_env" / "my_env.py"
 
 
-def test_envs_json_lists_builtins_with_descriptions_and_tools() -> None:
+def test_envs_json_lists_builtins_and_tau2_with_source_descriptions_and_tools() -> None:
     result = runner.invoke(app, ["envs", "--json"])
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.output)}
-    assert list(rows) == builtin_names()  # every built-in, in registry order
+    assert list(rows) == env_names()  # every built-in in registry order, then tau2's domains
+    assert list(rows)[: len(builtin_names())] == builtin_names()
+    assert {rows[name]["source"] for name in builtin_names()} == {"built-in"}
+    assert all(rows[name]["source"] == "tau2" for name in tau2_names())
     assert rows["calculator"]["tools"] == ["calculator"]
     assert rows["search"]["tools"] == ["search", "open"]
     assert rows["gridworld"]["tools"] == ["move"]

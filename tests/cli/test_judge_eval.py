@@ -4,17 +4,16 @@ scripted judge policy."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from episodes import play
 from trajforge.cli.failures import ExitCode
 from trajforge.cli.main import app
 from trajforge.envs.builtin import calculator
-from trajforge.envs.play import play
 from trajforge.errors import ConfigError
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.judge.scorer import scorer_names
@@ -28,15 +27,13 @@ from trajforge.store import TrajectoryStore
 
 def _episode(task: Task, replies: list[str]) -> Trajectory:
     queue = list(replies)
-    episode = asyncio.run(
-        play(calculator.make_env(), task, lambda t, m: queue.pop(0) if queue else None)
-    )
+    episode = play(calculator.make_env, task, lambda t, m: queue.pop(0) if queue else None)
     return Trajectory(
         task=task,
         env="calculator",
         run_id="judged",
         messages=episode.messages,
-        outcome=Outcome(reward=episode.reward),
+        outcome=Outcome(reward=episode.outcome.reward or 0.0),
     )
 
 

@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
+import importlib.util
 from pathlib import Path
 
 import pytest
 
+from episodes import rewards
 from trajforge.envs.base import Env
-from trajforge.envs.play import play
-from trajforge.envs.registry import EnvEntry, builtin_names, get_env
+from trajforge.envs.registry import EnvEntry, EnvSource, builtin_names, env_names, get_env
 from trajforge.envs.tool_env import ToolEnv
 from trajforge.errors import ConfigError
-from trajforge.schema import Task, Trajectory
+from trajforge.schema import Task
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_env" / "my_env.py"
 
 
 def solve_all(entry: EnvEntry, tasks: list[Task]) -> list[float]:
-    async def go() -> list[float]:
-        rewards = []
-        for task in tasks:
-            episode = await play(entry.make(), task, entry.expert)
-            Trajectory(task=task, messages=episode.messages)
-            rewards.append(episode.reward)
-        return rewards
-
-    return asyncio.run(go())
+    return rewards(entry.make, tasks, entry.expert)
 
 
 def test_builtin_names() -> None:
@@ -105,7 +97,8 @@ def test_factory_may_return_an_entry_like_object(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("nosuchenv", "unknown env 'nosuchenv'; built-ins are calculator"),
+        ("nosuchenv", "unknown env 'nosuchenv'; known envs: calculator, gridworld, keydoor"),
+        ("my_env.py", "env 'my_env.py': name the factory in the file too: my_env.py:make_env"),
         ("no_such_module_xyz:make", "cannot import module 'no_such_module_xyz'"),
         ("/nonexistent/dir/env.py:make", "does not exist"),
         ("trajforge.envs.builtin.calculator:missing", "has no callable 'missing'"),
@@ -154,3 +147,44 @@ def test_the_guide_shows_the_tested_example_verbatim() -> None:
     assert block == EXAMPLE.read_text()
     code_lines = [line for line in block.splitlines() if line.strip()]
     assert len(code_lines) < 30
+
+
+def test_every_source_gives_one_entry_shape_that_names_its_source(tmp_path: Path) -> None:
+    module = tmp_path / "bare_env.py"
+    module.write_text(
+        "from trajforge.envs import ToolEnv, tool\n"
+        "@tool\n"
+        "def ping() -> str:\n"
+        "    '''Ping.'''\n"
+        "    return 'pong'\n"
+        "def make():\n"
+        "    return ToolEnv([ping])\n"
+    )
+    entries = [get_env("calculator"), get_env(f"{module}:make"), get_env(f"{EXAMPLE}:make_env")]
+    assert [type(e) for e in entries] == [EnvEntry] * 3
+    assert [e.source for e in entries] == [EnvSource.BUILTIN, EnvSource.CODE, EnvSource.CODE]
+
+
+def test_an_unknown_name_gets_the_closest_and_every_kind_there_is() -> None:
+    with pytest.raises(ConfigError) as err:
+        get_env("retial")
+    message = str(err.value)
+    assert message.startswith("unknown env 'retial' (did you mean 'retail'?); known envs: ")
+    assert all(name in message for name in env_names())
+    assert message.endswith(
+        "; or your own: module:factory or file.py:factory (your code); "
+        "path/env.yaml (an env file: MCP servers, tools, tasks)"
+    )
+    assert "\n" not in message
+
+
+def test_env_names_are_the_builtins_then_the_tau2_domains_installed() -> None:
+    names = env_names()
+    assert names[: len(builtin_names())] == builtin_names()
+    tau2 = names[len(builtin_names()) :]
+    assert all(name.startswith("tau2-") for name in tau2)
+    if importlib.util.find_spec("tau2") is None:
+        assert tau2 == []
+    else:
+        assert {"tau2-mock", "tau2-airline", "tau2-retail"} <= set(tau2)
+        assert get_env("tau2-mock").source is EnvSource.TAU2

@@ -7,11 +7,12 @@ import time
 
 import pytest
 
+from episodes import assistant_message, play, reward
 from trajforge.envs.builtin import calculator
-from trajforge.envs.play import assistant_message, play
 from trajforge.envs.tool import ToolError, tool
 from trajforge.envs.tool_env import EnvError, ToolEnv
-from trajforge.schema import Message, Role, Task, Trajectory
+from trajforge.schema import Message, OutcomeStatus, Role, Task, Trajectory
+from trajforge.schema.evidence import Evidence
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -198,8 +199,8 @@ def test_episode_continues_after_errors_and_ends_on_a_plain_answer() -> None:
 def test_max_turns_truncates_answers_the_calls_and_still_asks_the_verifier() -> None:
     verdicts: list[int] = []
 
-    def verifier(task: Task, messages: list[Message]) -> float:
-        verdicts.append(len(messages))
+    def verifier(evidence: Evidence) -> float:
+        verdicts.append(len(evidence.messages))
         return 0.25
 
     async def run() -> None:
@@ -222,10 +223,10 @@ def test_max_turns_truncates_answers_the_calls_and_still_asks_the_verifier() -> 
 
 
 def test_async_verifier_and_out_of_range_reward() -> None:
-    async def good(task: Task, messages: list[Message]) -> float:
+    async def good(evidence: Evidence) -> float:
         return 1.0
 
-    def bad(task: Task, messages: list[Message]) -> float:
+    def bad(evidence: Evidence) -> float:
         return 2.0
 
     async def run(verifier: object) -> float:
@@ -275,7 +276,7 @@ def test_malformed_call_mid_episode_is_named_and_the_expert_still_finishes() -> 
             return '<tool_call>{"name": "calculator", "arguments": {"expresion": "1"}}</tool_call>'
         return calculator.expert(t, messages)
 
-    episode = asyncio.run(play(calculator.make_env(), task, reply))
+    episode = play(calculator.make_env, task, reply)
     tool_messages = [m for m in episode.messages if m.role is Role.TOOL]
     assert tool_messages[1].content.startswith("Error: could not parse the tool call: invalid JSON")
     assert tool_messages[1].tool_call_id == "call_1_0"
@@ -283,6 +284,5 @@ def test_malformed_call_mid_episode_is_named_and_the_expert_still_finishes() -> 
         "Error: invalid arguments for tool 'calculator': missing required argument 'expression'; "
         "unexpected argument 'expresion'"
     )
-    assert episode.done and episode.reward == 1.0
+    assert episode.outcome.status is OutcomeStatus.OK and reward(episode) == 1.0
     assert episode.messages[-1].content == f"The answer is {task.answer}."
-    Trajectory(task=task, messages=episode.messages)

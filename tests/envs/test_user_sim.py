@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from trajforge.envs.play import assistant_message
+from episodes import assistant_message
 from trajforge.envs.tool import ToolContext, tool
 from trajforge.envs.tool_env import EnvError
 from trajforge.envs.user_sim import (

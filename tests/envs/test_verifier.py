@@ -7,22 +7,25 @@ import asyncio
 
 import pytest
 
-from trajforge.envs.play import play
+from episodes import play, reward
 from trajforge.envs.tool import ToolContext, tool
 from trajforge.envs.tool_env import EnvError, ToolEnv, exact_match_verifier
 from trajforge.errors import ConfigError
 from trajforge.formats.tool_calls import format_tool_call
+from trajforge.rollout import EndReason
 from trajforge.schema import (
     Evaluator,
     EvaluatorKind,
     ExpertFn,
+    Fault,
     Message,
+    OutcomeStatus,
     Role,
     Score,
     Task,
     ToolCall,
 )
-from trajforge.schema.evidence import Evidence, run_verifier, takes_evidence
+from trajforge.schema.evidence import Evidence, check_verifier, run_verifier
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -65,8 +68,9 @@ def shopper(*buys: tuple[str, int]) -> ExpertFn:
 
 
 def shop_reward(*buys: tuple[str, int]) -> float:
-    env = ToolEnv([add_to_cart], verifier=cart_verifier)
-    return asyncio.run(play(env, ORDER, shopper(*buys))).reward
+    return reward(
+        play(lambda: ToolEnv([add_to_cart], verifier=cart_verifier), ORDER, shopper(*buys))
+    )
 
 
 def test_verifier_reads_the_state_the_tools_wrote() -> None:
@@ -82,9 +86,8 @@ def test_async_evidence_verifier_sees_the_whole_conversation() -> None:
         seen.append(evidence)
         return 1.0 if evidence.answer == "Done." else 0.0
 
-    env = ToolEnv([add_to_cart], verifier=verifier)
-    episode = asyncio.run(play(env, ORDER, shopper(("pear", 1))))
-    assert episode.reward == 1.0
+    episode = play(lambda: ToolEnv([add_to_cart], verifier=verifier), ORDER, shopper(("pear", 1)))
+    assert reward(episode) == 1.0
     (evidence,) = seen
     assert evidence.task is ORDER and evidence.state == {"cart": {"pear": 1}}
     assert [m.role for m in evidence.messages] == [
@@ -92,17 +95,24 @@ def test_async_evidence_verifier_sees_the_whole_conversation() -> None:
     ]  # fmt: skip
 
 
-def test_both_contracts_are_told_apart_by_signature() -> None:
+def test_a_verifier_takes_evidence_and_the_older_form_is_refused_with_the_fix() -> None:
     def old(task: Task, messages: list[Message]) -> float:
         return 0.5
 
-    assert not takes_evidence(old)
-    assert takes_evidence(cart_verifier)
-    assert takes_evidence(lambda evidence, strict=True: 1.0)
+    check_verifier(cart_verifier)
+    check_verifier(lambda evidence, strict=True: 1.0)
     evidence = Evidence(ORDER, [Message(role=Role.USER, content="hi")])
-    assert asyncio.run(run_verifier(old, evidence)) == 0.5
-    with pytest.raises(ConfigError, match="it must take \\(evidence\\) or \\(task, messages\\)"):
-        takes_evidence(lambda a, b, c: 1.0)
+    assert asyncio.run(run_verifier(lambda e: 0.5, evidence)) == 0.5
+    with pytest.raises(
+        ConfigError,
+        match=r"^verifier 'old' takes \(task, messages\); a verifier takes one argument, the "
+        r"episode's evidence: def old\(evidence\) and read evidence\.task and evidence\.messages$",
+    ):
+        check_verifier(old)
+    with pytest.raises(EnvError, match=r"^env 'tool_env': verifier 'old' takes \(task, messages\)"):
+        ToolEnv([add_to_cart], verifier=old)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"it must take one, \(evidence\)"):
+        check_verifier(lambda a, b, c: 1.0)
     with pytest.raises(EnvError, match="env 'tool_env': verifier '<lambda>' takes 3 arguments"):
         ToolEnv([add_to_cart], verifier=lambda a, b, c: 1.0)  # type: ignore[arg-type]
 
@@ -111,9 +121,13 @@ def test_a_failed_score_from_the_verifier_is_an_env_error() -> None:
     def broken(evidence: Evidence) -> Score:
         return Score(name="x", error="database gone", evaluator=Evaluator(kind=EvaluatorKind.ENV))
 
-    env = ToolEnv([add_to_cart], verifier=broken)
-    with pytest.raises(EnvError, match="the verifier failed: database gone"):
-        asyncio.run(play(env, ORDER, shopper()))
+    # Through the rollout path the env's error ends the episode as the infrastructure's fault.
+    episode = play(lambda: ToolEnv([add_to_cart], verifier=broken), ORDER, shopper())
+    assert episode.outcome.status is OutcomeStatus.ERROR
+    assert episode.outcome.reason == EndReason.ENV_ERROR and episode.outcome.fault is Fault.INFRA
+    assert "EnvError: env 'tool_env': the verifier failed: database gone" in (
+        episode.outcome.error or ""
+    )
 
 
 def test_default_verifier_needs_an_answer_not_a_tool_call() -> None:

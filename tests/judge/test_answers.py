@@ -66,4 +66,4 @@ async def test_env_verifier_and_rule_scorers_agree(
     assert (await Contains()(traj)).value == verdict
     if answer.startswith("The answer is"):
         assert (await NormalizedMatch()(traj)).value == verdict
-        assert search.verify(traj.task, list(traj.messages)) == verdict
+        assert search.verify(evidence) == verdict

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from trajforge.judge.criteria import load_criteria
 from trajforge.judge.llm_judge import LLMJudge, llm_judge, parse_verdict, render_trajectory
-from trajforge.judge.rubric import load_rubric
 from trajforge.policy.base import ChatSession, Completion, FinishReason, Policy, SamplingParams
 from trajforge.schema import EvaluatorKind, Message, Role, Task, ToolSpec, Trajectory
 
@@ -75,7 +75,7 @@ async def test_judge_parses_a_good_verdict(make_traj: Make) -> None:
 
 async def test_malformed_verdicts_are_retried_then_recorded_as_failed(make_traj: Make) -> None:
     policy = CannedJudge(["I think it went well.", '{"success": 2}', '{"success": "yes"'])
-    score = await LLMJudge(load_rubric(), policy, max_retries=2)(make_traj("42"))
+    score = await LLMJudge(load_criteria(), policy, max_retries=2)(make_traj("42"))
     assert score.value is None
     assert score.error is not None
     assert "after 3 tries" in score.error
@@ -85,12 +85,12 @@ async def test_malformed_verdicts_are_retried_then_recorded_as_failed(make_traj:
 
 async def test_retry_recovers_when_a_later_verdict_parses(make_traj: Make) -> None:
     policy = CannedJudge(['{"success": 1}', GOOD.replace('"success": 1', '"success": 0')])
-    score = await LLMJudge(load_rubric(), policy, max_retries=1)(make_traj("41"))
+    score = await LLMJudge(load_criteria(), policy, max_retries=1)(make_traj("41"))
     assert score.value == 0.0
 
 
 def test_parse_verdict_is_strict() -> None:
-    rubric = load_rubric()
+    rubric = load_criteria()
     values, explanation = parse_verdict(f"Sure:\n```json\n{GOOD}\n```", rubric)
     assert values["optimality"] == 3
     assert explanation == "ok"
@@ -116,5 +116,5 @@ async def test_long_trajectories_are_condensed_and_the_cut_stated(make_traj: Mak
     assert note is not None and "omitted" in note
     assert "The answer is 42" in text
     policy = CannedJudge([GOOD])
-    await LLMJudge(load_rubric(), policy, max_chars=2000)(traj)
+    await LLMJudge(load_criteria(), policy, max_chars=2000)(traj)
     assert "condensed to fit" in policy.prompts[0]

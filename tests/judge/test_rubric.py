@@ -10,8 +10,8 @@ import pytest
 
 from trajforge.errors import ConfigError
 from trajforge.judge import Rubric, ScorerRef, get_scorer, scorer_names
-from trajforge.judge.rules import EnvVerifier, NumericMatch
-from trajforge.judge.scorer import FunctionScorer
+from trajforge.judge.rules import NumericMatch
+from trajforge.judge.scorer import FunctionScorer, VerifierScorer
 from trajforge.schema import EvaluatorKind, Trajectory
 from trajforge.schema.evidence import Evidence
 
@@ -130,6 +130,6 @@ async def test_env_verifier_reruns_an_evidence_verifier_on_a_stored_trajectory(
         seen.append(evidence)
         return 0.75 if evidence.answer == "The answer is 42" else 0.0
 
-    score = await EnvVerifier(verifier)(make_traj("The answer is 42", reward=0.0))
+    score = await VerifierScorer(verifier)(make_traj("The answer is 42", reward=0.0))
     assert (score.value, score.explanation, score.name) == (0.75, "re-verified", "env_verifier")
     assert seen[0].state == {}  # tool state is not stored with a trajectory

@@ -1,21 +1,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from trajforge.errors import ConfigError
 from trajforge.judge.rules import (
     Contains,
-    EnvVerifier,
     ExactMatch,
     NormalizedMatch,
     NumericMatch,
     RegexMatch,
     TableMatch,
 )
-from trajforge.judge.scorer import get_scorer, score_trajectory, scorer
-from trajforge.schema import EvaluatorKind, Trajectory
+from trajforge.judge.scorer import (
+    EnvVerdict,
+    VerifierScorer,
+    get_scorer,
+    score_trajectory,
+    scorer,
+)
+from trajforge.schema import EvaluatorKind, Message, Task, Trajectory
 
 Make = Callable[..., Trajectory]
 
@@ -78,12 +84,34 @@ async def test_table_match_ignores_row_order_but_not_values(make_traj: Make) -> 
 
 async def test_env_verifier_recorded_and_rerun(make_traj: Make) -> None:
     traj = make_traj("The answer is 42", reward=1.0)
-    assert (await EnvVerifier()(traj)).value == 1.0
-    assert (await EnvVerifier()(make_traj("x"))).error == "no outcome reward recorded"
-    rerun = EnvVerifier(lambda task, messages: 0.25)
+    assert (await EnvVerdict()(traj)).value == 1.0
+    assert (await EnvVerdict()(make_traj("x"))).error == "no outcome reward recorded"
+    rerun = VerifierScorer(lambda evidence: 0.25)
     score = await rerun(traj)
     assert score.value == 0.25
     assert score.evaluator.kind is EvaluatorKind.ENV
+
+
+def test_a_verifier_in_the_older_task_messages_form_is_refused_with_the_fix() -> None:
+    def verify(task: Task, messages: list[Message]) -> float:
+        return 1.0
+
+    with pytest.raises(
+        ConfigError,
+        match=r"^verifier 'verify' takes \(task, messages\); a verifier takes one argument, the episode's evidence: def verify\(evidence\)",
+    ):
+        VerifierScorer(verify)
+
+
+async def test_an_env_verifier_by_reference_is_a_scorer(tmp_path: Path, make_traj: Make) -> None:
+    module = tmp_path / "my_env.py"
+    module.write_text(
+        "def verify(evidence):\n    return 1.0 if evidence.answer == 'The answer is 42' else 0.0\n"
+    )
+    found = get_scorer(f"{module}:verify")
+    assert isinstance(found, VerifierScorer) and found.name == "verify"
+    assert (await found(make_traj("The answer is 42"))).value == 1.0
+    assert (await found(make_traj("The answer is 41"))).value == 0.0
 
 
 async def test_registry_and_decorator(make_traj: Make) -> None:

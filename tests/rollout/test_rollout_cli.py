@@ -153,6 +153,27 @@ def test_an_out_of_range_option_is_named(
     assert not db.exists()  # refused before the store was even opened
 
 
+@pytest.mark.parametrize("command", ["rollout", "eval"])
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--env", "retial", r"^unknown env 'retial' \(did you mean 'retail'\?\); known envs: .*"),
+        ("--env", "nowhere.yaml", r"nowhere\.yaml: config file not found"),
+        ("--model", "exprt", r"^unknown policy 'exprt' \(did you mean 'expert'\?\)"),
+        ("--user", "expret", r"^unknown policy 'expret' \(did you mean 'expert'\?\)"),
+    ],
+)
+def test_a_name_that_names_nothing_is_refused_before_anything_is_created(
+    tmp_path: Path, command: str, option: str, value: str, message: str
+) -> None:
+    db = tmp_path / "s.db"
+    args = {"--env": "retail", "--model": "expert", option: value}
+    argv = [command, *(x for kv in args.items() for x in kv), "--store", str(db)]
+    with pytest.raises(ConfigError, match=message):
+        CliRunner().invoke(app, argv, catch_exceptions=False)
+    assert not db.exists()  # no store, so no run either
+
+
 def test_unscored_episodes_count_as_failures_and_are_reported(tmp_path: Path) -> None:
     spec = env_file(tmp_path, faults={"t1": "step"})
     args = ["--env", spec, "--model", "expert", "--tasks", "4", "--store", str(tmp_path / "s.db")]

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trajforge.judge.rules import EnvVerifier
-from trajforge.judge.scorer import FunctionScorer, Rubric
+from trajforge.judge.scorer import EnvVerdict, FunctionScorer, Rubric
 from trajforge.schema import EvaluatorKind, Message, Outcome, Role, Task, ToolCall, Trajectory
 from trajforge.train.config import RLConfig
 
@@ -101,7 +100,7 @@ def even_token_reward(traj: Trajectory) -> float:
 def even_rubric() -> Rubric:
     """The env's verdict plus the even-token reward, weight 1 each."""
     even = FunctionScorer(even_token_reward, "even", EvaluatorKind.RULE)
-    return Rubric([(EnvVerifier(), 1.0), (even, 1.0)])
+    return Rubric([(EnvVerdict(), 1.0), (even, 1.0)])
 
 
 def small_rl_config(tmp_path: Path, **overrides: Any) -> RLConfig:

@@ -15,7 +15,13 @@ from rich.table import Table
 from rich.text import Text
 
 from trajforge.cli.common import JsonOption, console, err_console, print_json
-from trajforge.envs.registry import builtin_names, get_env
+from trajforge.envs.registry import (
+    TAU2_PREFIX,
+    USER_ENV_KINDS,
+    EnvSource,
+    env_names,
+    get_env,
+)
 from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.errors import ConfigError
 from trajforge.registry import did_you_mean
@@ -25,36 +31,53 @@ EnvSpec = Annotated[
     str | None,
     typer.Option(
         "--env",
-        help="Show this environment's tools with their JSON schemas: a built-in name, "
-        "module:factory (from the Python path or the current directory) or file.py:factory.",
+        help="Show this environment's tools with their JSON schemas: a name `trajforge envs` "
+        "lists, module:factory (from the Python path or the current directory), "
+        "file.py:factory or an env file (env.yaml).",
     ),
 ]
 
 
 def envs(env: EnvSpec = None, json_output: JsonOption = False) -> None:
-    """List the built-in environments with their descriptions and tools, or show one in full."""
+    """List the environments known by name (built-in, and tau2-bench's domains where the tau2
+    extra is installed) with their descriptions and tools, or show one in full."""
     if env is not None:
         _show_env(env, json_output)
         return
     rows: list[dict[str, Any]] = []
-    for name in builtin_names():
+    for name in env_names():
         try:
             entry = get_env(name)
             rows.append(
-                {"name": name, "description": entry.description, "tools": entry.tool_names()}
+                {
+                    "name": name,
+                    "source": entry.source.value,
+                    "description": entry.description,
+                    "tools": entry.tool_names(),
+                }
             )
         except Exception as exc:
-            rows.append({"name": name, "description": f"unavailable: {exc}", "tools": []})
+            source = EnvSource.TAU2 if name.startswith(TAU2_PREFIX) else EnvSource.BUILTIN
+            rows.append(
+                {
+                    "name": name,
+                    "source": source.value,
+                    "description": f"unavailable: {exc}",
+                    "tools": [],
+                }
+            )
     if json_output:
         print_json(rows)
         return
     table = Table(title="environments")
     table.add_column("name", style="bold")
+    table.add_column("source")
     table.add_column("description")
     table.add_column("tools")
     for row in rows:
-        table.add_row(row["name"], row["description"], ", ".join(row["tools"]))
+        table.add_row(row["name"], row["source"], row["description"], ", ".join(row["tools"]))
     console.print(table)
+    console.print(f"[dim]or your own: {escape('; '.join(USER_ENV_KINDS))}[/dim]")
 
 
 def _show_env(spec: str, json_output: bool) -> None:
@@ -83,7 +106,11 @@ def _show_env(spec: str, json_output: bool) -> None:
 
 def call_tool(
     env: Annotated[
-        str, typer.Argument(help="Environment: a built-in name, module:factory or file.py:factory.")
+        str,
+        typer.Argument(
+            help="Environment: a name `trajforge envs` lists, module:factory, file.py:factory "
+            "or an env file (env.yaml)."
+        ),
     ],
     tool: Annotated[str, typer.Argument(help="The tool to call.")],
     args: Annotated[

@@ -16,10 +16,10 @@ from trajforge.cli.common import JsonOption, StoreOption, console, print_json, r
 from trajforge.cli.failures import finish, scored_failures
 from trajforge.cli.preflight import check_reachable
 from trajforge.errors import ConfigError, StoreError
+from trajforge.judge.criteria import load_criteria
 from trajforge.judge.evaluate import score_all, score_into, score_missing_into, summarize
 from trajforge.judge.llm_judge import LLMJudge
 from trajforge.judge.meta_eval import meta_evaluate, read_labels
-from trajforge.judge.rubric import load_rubric
 from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
 from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.policy.naming import load_policy
@@ -28,8 +28,8 @@ from trajforge.registry import absolute_ref
 from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
+    from trajforge.judge.criteria import JudgeCriteria
     from trajforge.judge.evaluate import EvalSummary, ScoreSink
-    from trajforge.judge.rubric import JudgeRubric
     from trajforge.schema import Trajectory
 
 COMMAND = "eval"
@@ -81,14 +81,14 @@ class Judging(BaseModel):
         # A user scorer file is kept by its absolute path, so --resume finds it from anywhere.
         return [absolute_ref(name) for name in scorers]
 
-    def rubric_to_use(self) -> JudgeRubric | None:
+    def rubric_to_use(self) -> JudgeCriteria | None:
         """The LLM judge's rubric, or None without a judge model."""
         if self.judge_model is None:
             if self.rubric is not None:
                 raise ConfigError("--rubric: give --judge-model too (it is the LLM judge's rubric)")
             return None
         try:
-            return load_rubric(self.rubric or DEFAULT_RUBRIC)
+            return load_criteria(self.rubric or DEFAULT_RUBRIC)
         except ConfigError as exc:
             raise ConfigError(f"--rubric: {exc}") from None
 

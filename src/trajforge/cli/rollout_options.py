@@ -195,8 +195,14 @@ def spec_from_options(options: Mapping[str, Any]) -> RolloutSpec:
         field = next((str(p) for p in reversed(err["loc"]) if isinstance(p, str)), "")
         option = _OPTION_OF_FIELD.get(field, "--" + field.replace("_", "-"))
         raise ConfigError(f"{option}: {_explain(err)}") from None
+    # Names that name nothing, and bf16 on a machine without it, are refused before the
+    # store is opened (or created) and before a run id is printed.
+    if spec.env is not None:
+        get_env(spec.env)
+    for policy in (spec.policy, spec.user):
+        if policy is not None:
+            check_policy_name(policy.name)
     if spec.policy is not None:
-        # bf16 on a machine without it is refused before the store is opened (or created).
         spec.policy.load_options(field="--precision")
     check_names(spec)
     return spec

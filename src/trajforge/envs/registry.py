@@ -1,16 +1,24 @@
-"""The environment registry: built-in names and user environments given as ``module:factory``.
+"""The environment registry: every environment, whatever its source, as one ``EnvEntry``.
 
-A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``,
-``keydoor``, ``keydoor-compact``, ``time``, ``retail``), ``package.module:factory`` (a module on
-the Python path or in the current directory), ``path/to/file.py:factory``, ``path/to/env.yaml`` (an env file: MCP
-servers, tools, tasks and a verifier, see ``trajforge.envs.mcp.envfile``) or ``tau2-<domain>``: a
-tau2-bench domain through the adapter in ``trajforge.envs.tau2_bench`` (the optional ``tau2``
-extra; not listed by ``list_envs``).
+``ENVS`` (a ``trajforge.registry.Registry``) holds the environments known by name: the
+built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``, ``keydoor``,
+``keydoor-compact``, ``time``, ``retail``) and, where the optional ``tau2`` extra is installed, ``tau2-<domain>`` for each
+tau2-bench domain (through the adapter in ``trajforge.envs.tau2_bench``). ``get_env`` also
+takes a user's environment by where it is:
+
+- ``package.module:factory`` (a module on the Python path or in the current directory) or
+  ``path/to/file.py:factory``: code (``EnvSource.CODE``);
+- ``path/to/env.yaml``: an env file (MCP servers, tools, tasks and a verifier, see
+  ``trajforge.envs.mcp.envfile``; ``EnvSource.ENV_FILE``).
+
+Every source produces the same ``EnvEntry``: a name, where it came from, a factory called once
+per episode, its tasks, its scripted expert, its scripted user (envs with a simulated user),
+and a description. An unknown name is one ``ConfigError`` with the closest known name and every
+kind there is.
 
 A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, seed, split)``
-and ``expert(task, messages)``; its description is ``DESCRIPTION`` or its docstring's first line.
-An env with a simulated user also has ``scripted_user(task, view)``: the user's scripted replies
-(what the ``expert`` policy plays on the user's side).
+and ``expert(task, messages)``, and optionally ``scripted_user(task, view)``; its description
+is ``DESCRIPTION`` or its docstring's first line.
 
 A user factory is called with the keyword arguments given to ``EnvEntry.make`` and returns either
 
@@ -26,9 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import inspect
 from collections.abc import Callable
-from functools import cache
+from enum import StrEnum
+from functools import cache, partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,7 +46,7 @@ from typing import Any
 from trajforge.envs.base import Env
 from trajforge.envs.taskset import TEST, TRAIN, TaskSet
 from trajforge.errors import ConfigError
-from trajforge.registry import load_module
+from trajforge.registry import Registry, is_ref, load_module
 from trajforge.schema import ExpertFn, Message, Task, ToolSpec
 
 BUILTIN_MODULES: dict[str, str] = {
@@ -51,13 +61,27 @@ BUILTIN_MODULES: dict[str, str] = {
     "retail": "trajforge.envs.builtin.retail",
 }
 TAU2_PREFIX = "tau2-"
+# Imported by name, only when a tau2 env is named or listed: tau2 takes seconds to import.
 TAU2_ADAPTER = "trajforge.envs.tau2_bench.adapter"
 USER_TEST_FRACTION = 0.1
 # Imported by name only when an env file is named: it loads the MCP SDK.
 ENV_FILE_MODULE = "trajforge.envs.mcp.envfile"
 ENV_FILE_SUFFIXES = (".yaml", ".yml")
+USER_ENV_KINDS = (
+    "module:factory or file.py:factory (your code)",
+    "path/env.yaml (an env file: MCP servers, tools, tasks)",
+)
 
 TasksFn = Callable[[int, int, str], list[Task]]
+
+
+class EnvSource(StrEnum):
+    """Where an environment comes from."""
+
+    BUILTIN = "built-in"
+    TAU2 = "tau2"
+    CODE = "code"
+    ENV_FILE = "env file"
 
 
 def _no_expert(task: Task, messages: list[Message]) -> str | None:
@@ -75,6 +99,7 @@ class EnvEntry:
         description: One line for ``trajforge envs``.
         scripted_user: ``(task, view) -> str | None``: the scripted simulated user's next
             reply (envs with a simulated user only).
+        source: Where the environment comes from.
     """
 
     def __init__(
@@ -85,8 +110,10 @@ class EnvEntry:
         expert: ExpertFn | None = None,
         description: str = "",
         scripted_user: ExpertFn | None = None,
+        source: EnvSource = EnvSource.CODE,
     ) -> None:
         self.name = name
+        self.source = source
         self.scripted_user = scripted_user
         self.description = description
         self._factory = factory
@@ -131,22 +158,77 @@ class EnvEntry:
         return [spec.name for spec in self.tool_specs()]
 
     def __repr__(self) -> str:
-        return f"EnvEntry({self.name!r})"
+        return f"EnvEntry({self.name!r}, {self.source.value})"
+
+
+EnvLoader = Callable[[], EnvEntry]
+
+ENVS: Registry[EnvLoader] = Registry("env", hint="or your own: " + "; ".join(USER_ENV_KINDS))
+"""The environments known by name: the built-ins, and the tau2 domains once ``tau2_names``
+has looked for them."""
 
 
 def _first_line(doc: str | None) -> str:
     return inspect.cleandoc(doc).splitlines()[0] if doc else ""
 
 
-def _entry_from_module(name: str, module: ModuleType) -> EnvEntry:
+def _builtin(name: str, module_name: str) -> EnvEntry:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"env {name!r}: cannot load {module_name}: {exc}") from exc
     for attr in ("make_env", "generate_tasks", "expert"):
         if not callable(getattr(module, attr, None)):
             raise ConfigError(f"env {name!r}: module {module.__name__} has no function {attr}()")
-    description = getattr(module, "DESCRIPTION", None) or _first_line(module.__doc__)
-    scripted_user = getattr(module, "scripted_user", None)
     return EnvEntry(
-        name, module.make_env, module.generate_tasks, module.expert, description, scripted_user
+        name,
+        module.make_env,
+        module.generate_tasks,
+        module.expert,
+        getattr(module, "DESCRIPTION", None) or _first_line(module.__doc__),
+        getattr(module, "scripted_user", None),
+        EnvSource.BUILTIN,
     )
+
+
+for _name, _module in BUILTIN_MODULES.items():
+    ENVS.add(_name, partial(_builtin, _name, _module))
+
+
+def _tau2_adapter(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(TAU2_ADAPTER)
+    except ImportError as exc:
+        raise ConfigError(
+            f"env {name!r} needs tau2-bench: pip install 'trajforge[tau2]' ({exc})"
+        ) from exc
+
+
+def _tau2_entry(name: str) -> EnvEntry:
+    entry: EnvEntry = _tau2_adapter(name).entry(name.removeprefix(TAU2_PREFIX))
+    return entry
+
+
+@cache
+def tau2_names() -> list[str]:
+    """``tau2-<domain>`` for each domain package of the installed tau2 (none without the
+    ``tau2`` extra), registered in ``ENVS``. Found without importing tau2, which takes seconds:
+    a mistyped name is answered at once. (tau2's own registry may add variants of these
+    domains, such as ``telecom-workflow``; ``get_env`` asks it for a tau2 name not listed.)"""
+    found = importlib.util.find_spec("tau2")
+    if found is None:
+        return []
+    folders = [Path(root) / "domains" for root in found.submodule_search_locations or []]
+    names = sorted(
+        TAU2_PREFIX + domain.name
+        for folder in folders
+        if folder.is_dir()
+        for domain in folder.iterdir()
+        if (domain / "__init__.py").is_file()
+    )
+    for name in names:
+        ENVS.add(name, partial(_tau2_entry, name))
+    return names
 
 
 def _tasks_from_list(name: str, declared: list[Task]) -> TasksFn:
@@ -164,13 +246,23 @@ def _tasks_from_list(name: str, declared: list[Task]) -> TasksFn:
     return tasks
 
 
-def _entry_from_object(name: str, factory: Callable[..., Any], module: ModuleType) -> EnvEntry:
+def _from_env_file(name: str) -> EnvEntry:
+    factory = importlib.import_module(ENV_FILE_MODULE).EnvFileFactory(Path(name))
+    tasks = _tasks_from_list(name, factory.tasks)
+    return EnvEntry(name, factory, tasks, None, factory.description, source=EnvSource.ENV_FILE)
+
+
+def _from_code(name: str) -> EnvEntry:
+    target, _, attr = name.rpartition(":")
+    module = load_module(name, target, "env")
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ConfigError(f"env {name!r}: {target} has no callable {attr!r}")
     made = factory()
     fallback = _first_line(factory.__doc__) or _first_line(module.__doc__)
     if isinstance(made, Env):
         description = getattr(made, "description", "") or fallback
-        declared = list(getattr(made, "tasks", None) or [])
-        tasks = _tasks_from_list(name, declared)
+        tasks = _tasks_from_list(name, list(getattr(made, "tasks", None) or []))
         user = getattr(made, "user_script", None)
         return EnvEntry(name, factory, tasks, made.expert, description, user)
     if callable(getattr(made, "make", None)):
@@ -190,44 +282,34 @@ def _entry_from_object(name: str, factory: Callable[..., Any], module: ModuleTyp
 
 @cache
 def get_env(name: str) -> EnvEntry:
-    """The registry entry for a built-in name, ``module:factory`` or ``path/file.py:factory``."""
-    if name in BUILTIN_MODULES:
-        try:
-            module = importlib.import_module(BUILTIN_MODULES[name])
-        except ImportError as exc:
-            raise ConfigError(f"env {name!r}: cannot load {BUILTIN_MODULES[name]}: {exc}") from exc
-        return _entry_from_module(name, module)
+    """The entry of env ``name``: a name in ``ENVS`` (a built-in, ``tau2-<domain>``),
+    ``module:factory``, ``path/file.py:factory`` or ``path/env.yaml``.
+
+    Raises:
+        ConfigError: nothing is known or found by that name; the message gives the closest
+            name and every kind of env there is.
+    """
+    if name.startswith(TAU2_PREFIX) and name not in tau2_names():
+        # tau2's registry decides: a variant it registers loads, any other name is refused.
+        _tau2_adapter(name).check_domain(name.removeprefix(TAU2_PREFIX))
+        ENVS.add(name, partial(_tau2_entry, name))
+    if name in ENVS:
+        return ENVS.get(name)()
     if name.endswith(ENV_FILE_SUFFIXES):
-        factory = importlib.import_module(ENV_FILE_MODULE).EnvFileFactory(Path(name))
-        tasks = _tasks_from_list(name, factory.tasks)
-        return EnvEntry(name, factory, tasks, None, factory.description)
-    if name.startswith(TAU2_PREFIX):
-        try:
-            adapter = importlib.import_module(TAU2_ADAPTER)
-        except ImportError as exc:
-            raise ConfigError(
-                f"env {name!r} needs tau2-bench: pip install 'trajforge[tau2]' ({exc})"
-            ) from exc
-        entry: EnvEntry = adapter.entry(name.removeprefix(TAU2_PREFIX))
-        return entry
-    if ":" not in name:
-        known = ", ".join(BUILTIN_MODULES)
-        raise ConfigError(
-            f"unknown env {name!r}; built-ins are {known}, or give module:factory, "
-            "file.py:factory or env.yaml"
-        )
-    target, _, attr = name.rpartition(":")
-    module = load_module(name, target, "env")
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise ConfigError(f"env {name!r}: {target} has no callable {attr!r}")
-    return _entry_from_object(name, factory, module)
+        return _from_env_file(name)
+    if is_ref(name):
+        return _from_code(name)
+    if name.endswith(".py"):
+        raise ConfigError(f"env {name!r}: name the factory in the file too: {name}:make_env")
+    tau2_names()  # they are among the names the error lists
+    raise ENVS.unknown(name)
 
 
-def list_envs() -> list[EnvEntry]:
-    """Every built-in environment, in registry order."""
-    return [get_env(name) for name in BUILTIN_MODULES]
+def env_names() -> list[str]:
+    """Every env known by name: the built-ins in registry order, then the tau2 domains."""
+    return [*BUILTIN_MODULES, *tau2_names()]
 
 
 def builtin_names() -> list[str]:
+    """The built-in envs, in registry order."""
     return list(BUILTIN_MODULES)

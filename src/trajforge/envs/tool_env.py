@@ -25,7 +25,7 @@ from trajforge.envs.tool import Tool, ToolArgumentError, ToolContext, ToolError,
 from trajforge.errors import ConfigError, InfraError, TrajforgeError
 from trajforge.schema import ExpertFn, Message, Role, Score, Task, Timing, ToolCall
 from trajforge.schema.answers import contains_answer
-from trajforge.schema.evidence import Evidence, Verifier, run_verifier, takes_evidence
+from trajforge.schema.evidence import Evidence, Verifier, check_verifier, run_verifier
 
 Hook = Callable[[ToolContext], Awaitable[None] | None]
 
@@ -100,7 +100,7 @@ class ToolEnv(Env):
         self.tasks: list[Task] = list(tasks) if tasks is not None else []
         self.verifier: Verifier = verifier or exact_match_verifier
         try:
-            takes_evidence(self.verifier)
+            check_verifier(self.verifier)
         except ConfigError as exc:
             raise EnvError(f"env {name!r}: {exc}") from None
         self.max_turns = max_turns

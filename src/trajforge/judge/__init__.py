@@ -1,4 +1,5 @@
-"""Layer 4: judging. Scorers, ``Rubric`` (weighted scorers), rule scorers, process metrics.
+"""Layer 4: judging. Scorers (an env's verifier among them), ``Rubric`` (weighted scorers), rule
+scorers, process metrics.
 
 Importing the package registers the built-in scorers where they are defined (``rules``,
 ``process``), so ``get_scorer`` knows them whichever judge module was imported first.
@@ -7,7 +8,6 @@ Importing the package registers the built-in scorers where they are defined (``r
 from trajforge.judge.process import ProcessScorer
 from trajforge.judge.rules import (
     Contains,
-    EnvVerifier,
     ExactMatch,
     NormalizedMatch,
     NumericMatch,
@@ -16,9 +16,11 @@ from trajforge.judge.rules import (
 )
 from trajforge.judge.scorer import (
     SCORERS,
+    EnvVerdict,
     Rubric,
     Scorer,
     ScorerRef,
+    VerifierScorer,
     get_scorer,
     score_trajectory,
     scorer,
@@ -29,7 +31,7 @@ from trajforge.judge.scorer import (
 __all__ = [
     "SCORERS",
     "Contains",
-    "EnvVerifier",
+    "EnvVerdict",
     "ExactMatch",
     "NormalizedMatch",
     "NumericMatch",
@@ -39,6 +41,7 @@ __all__ = [
     "Scorer",
     "ScorerRef",
     "TableMatch",
+    "VerifierScorer",
     "get_scorer",
     "score_trajectory",
     "scorer",

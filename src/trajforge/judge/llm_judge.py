@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from trajforge.judge.rubric import JudgeRubric, load_rubric
+from trajforge.judge.criteria import JudgeCriteria, load_criteria
 from trajforge.policy.base import Policy, SamplingParams
 from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Trajectory
 
@@ -59,7 +59,7 @@ def render_trajectory(trajectory: Trajectory, max_chars: int) -> tuple[str, str 
     return "\n\n".join([*head, cut, *kept]), note
 
 
-def judge_prompt(rubric: JudgeRubric, trajectory: Trajectory, max_chars: int) -> list[Message]:
+def judge_prompt(rubric: JudgeCriteria, trajectory: Trajectory, max_chars: int) -> list[Message]:
     convo, cut_note = render_trajectory(trajectory, max_chars)
     dims = "\n".join(
         f'- "{d.name}": {d.description} Allowed values: {d.values}.' for d in rubric.dimensions
@@ -77,7 +77,7 @@ def judge_prompt(rubric: JudgeRubric, trajectory: Trajectory, max_chars: int) ->
     return [Message(role=Role.SYSTEM, content=system), Message(role=Role.USER, content=user)]
 
 
-def parse_verdict(text: str, rubric: JudgeRubric) -> tuple[dict[str, int], str]:
+def parse_verdict(text: str, rubric: JudgeCriteria) -> tuple[dict[str, int], str]:
     """Parse a verdict strictly: one JSON object, every dimension present with an allowed value."""
     match = _OBJECT.search(text)
     if match is None:
@@ -112,7 +112,7 @@ class LLMJudge:
 
     def __init__(
         self,
-        rubric: JudgeRubric,
+        rubric: JudgeCriteria,
         policy: Policy,
         *,
         name: str = "llm_judge",
@@ -164,10 +164,10 @@ class LLMJudge:
 
 
 def llm_judge(
-    rubric: JudgeRubric | str = "agentrewardbench", policy: Policy | None = None, **options: Any
+    rubric: JudgeCriteria | str = "agentrewardbench", policy: Policy | None = None, **options: Any
 ) -> LLMJudge:
     """Build an LLM judge from a rubric (object, built-in name or file) and a judge policy."""
     if policy is None:
         raise ValueError("llm_judge needs a policy to act as the judge")
-    loaded = load_rubric(rubric) if isinstance(rubric, str) else rubric
+    loaded = load_criteria(rubric) if isinstance(rubric, str) else rubric
     return LLMJudge(loaded, policy, **options)

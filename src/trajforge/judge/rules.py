@@ -18,7 +18,6 @@ from trajforge.schema.answers import (
     parse_table,
     tables_equal,
 )
-from trajforge.schema.evidence import Evidence, Verifier, run_verifier
 
 
 class RuleScorer(ABC):
@@ -133,31 +132,3 @@ class TableMatch(RuleScorer):
         gold_rows = [list(r) if isinstance(r, list | tuple) else [r] for r in gold]
         ok = tables_equal(table, gold_rows, ordered=self.ordered, digits=self.digits)
         return self._score(float(ok), f"{len(table)} answer rows vs {len(gold_rows)} gold rows")
-
-
-@scorer_class
-class EnvVerifier:
-    """The environment's own verdict as a scorer: the recorded outcome reward, or a re-run of
-    a verifier (``(evidence)`` or ``(task, messages)``) on the stored conversation. A re-run
-    sees no tool state (it is not stored), so verifiers that read ``evidence.state`` are
-    judged by their recorded reward."""
-
-    name = "env_verifier"
-    kind = EvaluatorKind.ENV
-
-    def __init__(self, verifier: Verifier | None = None) -> None:
-        self.verifier = verifier
-
-    async def __call__(self, trajectory: Trajectory) -> Score:
-        evaluator = Evaluator(kind=self.kind, name=self.name)
-        if self.verifier is None:
-            reward = trajectory.outcome.reward
-            if reward is None:
-                return Score(
-                    name=self.name, evaluator=evaluator, error="no outcome reward recorded"
-                )
-            return Score(name=self.name, value=reward, evaluator=evaluator, explanation="recorded")
-        verdict = await run_verifier(self.verifier, Evidence.of(trajectory))
-        if isinstance(verdict, Score):
-            return verdict.model_copy(update={"name": self.name, "evaluator": evaluator})
-        return Score(name=self.name, value=verdict, evaluator=evaluator, explanation="re-verified")

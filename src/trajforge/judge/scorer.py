@@ -1,10 +1,15 @@
 """The scorer contract, the scorer registry, and ``Rubric``: weighted scorers.
 
-A scorer is any async callable taking a ``Trajectory`` and returning a ``Score``. ``@scorer``
-turns a plain (sync or async) function into one and registers it under a name, so configs and
-the CLI can name scorers (``scorers: [numeric_match, process]``). User scorers load by
-reference: ``module:function`` or ``file.py:function``, a function ``(trajectory) -> float |
-Score`` (sync or async), or a scorer class built with the given options.
+A scorer is any async callable taking a ``Trajectory`` and returning a ``Score``: the one
+judging contract. ``@scorer`` turns a plain (sync or async) function into one and registers it
+under a name, so configs and the CLI can name scorers (``scorers: [numeric_match, process]``).
+User scorers load by reference: ``module:function`` or ``file.py:function``, a function
+``(trajectory) -> float | Score`` (sync or async), a scorer class built with the given options,
+or an environment's verifier, a function ``(evidence) -> float | Score`` (its one argument
+named ``evidence``), which ``VerifierScorer`` runs on each trajectory's ``Evidence.of``.
+
+An environment's own verdict is a scorer too: ``env_verifier`` (``EnvVerdict``) reports the
+reward the env's verifier gave the episode when it ended (with the tool state it saw).
 
 A ``Rubric`` is weighted scorers; it is what an evaluation and the RL reward use. The built-in
 scorers register where they are defined (``rules``, ``process``); importing ``trajforge.judge``
@@ -22,6 +27,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from trajforge.errors import ConfigError
 from trajforge.registry import Registry, is_ref
 from trajforge.schema import Evaluator, EvaluatorKind, Score, Trajectory
+from trajforge.schema.evidence import Evidence, Verifier, check_verifier, run_verifier
 
 
 class Scorer(Protocol):
@@ -50,6 +56,31 @@ class FunctionScorer:
             return result
         evaluator = Evaluator(kind=self.kind, name=self.name)
         return Score(name=self.name, value=float(result), evaluator=evaluator)
+
+
+class VerifierScorer:
+    """An environment's verifier ``(evidence) -> float | Score`` as a scorer of stored
+    trajectories: run on ``Evidence.of(trajectory)``, the task and messages without the tool
+    state (it is not stored), so a verifier that reads ``evidence.state`` is judged by the
+    reward it recorded (``env_verifier``) instead.
+
+    Raises:
+        ConfigError: ``verifier`` does not take ``(evidence)``.
+    """
+
+    kind = EvaluatorKind.ENV
+
+    def __init__(self, verifier: Verifier, name: str = "env_verifier") -> None:
+        check_verifier(verifier)
+        self.verifier = verifier
+        self.name = name
+
+    async def __call__(self, trajectory: Trajectory) -> Score:
+        evaluator = Evaluator(kind=self.kind, name=self.name)
+        verdict = await run_verifier(self.verifier, Evidence.of(trajectory))
+        if isinstance(verdict, Score):
+            return verdict.model_copy(update={"name": self.name, "evaluator": evaluator})
+        return Score(name=self.name, value=verdict, evaluator=evaluator, explanation="re-verified")
 
 
 SCORERS: Registry[Callable[..., Scorer]] = Registry("scorer")
@@ -85,6 +116,31 @@ def scorer_class(cls: ScorerClass) -> ScorerClass:
     return cls
 
 
+@scorer_class
+class EnvVerdict:
+    """The environment's verdict on the episode, as recorded when it ended: the outcome reward
+    its verifier gave (having seen the tool state)."""
+
+    name = "env_verifier"
+    kind = EvaluatorKind.ENV
+
+    async def __call__(self, trajectory: Trajectory) -> Score:
+        evaluator = Evaluator(kind=self.kind, name=self.name)
+        reward = trajectory.outcome.reward
+        if reward is None:
+            return Score(name=self.name, evaluator=evaluator, error="no outcome reward recorded")
+        return Score(name=self.name, value=reward, evaluator=evaluator, explanation="recorded")
+
+
+def _is_verifier(fn: Callable[..., Any]) -> bool:
+    """Whether user function ``fn`` is a verifier: its one argument is named ``evidence``."""
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return False
+    return params[:1] == ["evidence"]
+
+
 def get_scorer(name: str, **options: Any) -> Scorer:
     """The scorer ``name`` built with ``options``: a registered name, or user code
     ``module:attr`` / ``file.py:attr``.
@@ -118,6 +174,8 @@ def _load_user_scorer(ref: str, options: dict[str, Any]) -> Scorer:
         raise ConfigError(f"scorer {ref!r}: {attr} takes no options (only a scorer class does)")
     if isinstance(getattr(found, "name", None), str) and callable(found):
         return found  # already a scorer (e.g. made by @scorer)
+    if callable(found) and _is_verifier(found):
+        return VerifierScorer(found, name=attr)
     if callable(found):
         return FunctionScorer(found, attr, EvaluatorKind.RULE)
     raise ConfigError(f"scorer {ref!r}: {attr} is a {type(found).__name__}, not a function")

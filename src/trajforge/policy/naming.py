@@ -149,8 +149,12 @@ def load_policy(spec: str, *, expert: ExpertFn | None = None, **kw: Any) -> Poli
 
 
 def check_policy_name(spec: str) -> None:
-    """Refuse a policy name that names nothing (no loader, no local folder), loading nothing:
-    what a command checks before it creates anything."""
+    """Refuse a policy name that names nothing (no registered name or prefix, no folder),
+    without loading anything: what a command checks before it creates a run.
+
+    Raises:
+        ConfigError: the name is unknown; the message gives the closest name and every kind.
+    """
     if _loader_for(spec) is not None or Path(spec).expanduser().is_dir():
         return
     names = [n for n in POLICIES.names() if not n.endswith(":")]

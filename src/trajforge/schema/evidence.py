@@ -4,10 +4,11 @@ An environment's verifier is a scorer of the live episode. It is called once, wh
 ends, with an ``Evidence``: the task, the whole conversation, and the per-episode ``state`` the
 tools wrote (``ToolContext.state``), so a verifier reads what the tools did (a cart, a board)
 instead of re-deriving it from tool messages. It returns a reward in [0, 1], or a ``Score``
-whose ``value`` is that reward; sync or async.
+whose ``value`` is that reward; sync or async. The judge layer runs the same function as a
+scorer of stored trajectories (``trajforge.judge.VerifierScorer``), on ``Evidence.of``.
 
-The older contract ``verifier(task, messages)`` still works: a callable taking two positional
-arguments is called that way.
+A verifier takes that one argument. The older form ``verifier(task, messages)`` is refused
+with the one-line change that fixes it (``check_verifier``).
 """
 
 from __future__ import annotations
@@ -15,16 +16,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from trajforge.errors import ConfigError
 from trajforge.schema.answers import final_answer
 from trajforge.schema.trajectory import Message, Score, Task, Trajectory
 
 Verdict = float | Score
-EvidenceVerifier = Callable[["Evidence"], Verdict | Awaitable[Verdict]]
-TaskVerifier = Callable[[Task, list[Message]], float | Awaitable[float]]
-Verifier = EvidenceVerifier | TaskVerifier
+Verifier = Callable[["Evidence"], Verdict | Awaitable[Verdict]]
 
 
 @dataclass(frozen=True)
@@ -53,33 +52,35 @@ class Evidence:
         return cls(task=trajectory.task, messages=list(trajectory.messages))
 
 
-def takes_evidence(verifier: Callable[..., Any]) -> bool:
-    """True for ``verifier(evidence)``, False for the older ``verifier(task, messages)``.
+def check_verifier(verifier: Callable[..., Any]) -> None:
+    """Refuse a callable that is not a verifier ``(evidence)``.
 
     Raises:
-        ConfigError: the callable fits neither (it needs more than two arguments).
+        ConfigError: it takes the older ``(task, messages)``, or more than one argument.
     """
     try:
         params = inspect.signature(verifier).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature: assume the current contract
-        return True
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    required = [p for p in params if p.kind in positional and p.default is p.empty]
-    if len(required) > 2:
-        name = getattr(verifier, "__name__", type(verifier).__name__)
+    required = [p.name for p in params if p.kind in positional and p.default is p.empty]
+    if len(required) <= 1:
+        return
+    name = getattr(verifier, "__name__", type(verifier).__name__)
+    if len(required) == 2:
         raise ConfigError(
-            f"verifier {name!r} takes {len(required)} arguments; it must take (evidence) "
-            "or (task, messages)"
+            f"verifier {name!r} takes ({', '.join(required)}); a verifier takes one argument, "
+            f"the episode's evidence: def {name}(evidence) and read evidence.task and "
+            "evidence.messages"
         )
-    return len(required) < 2
+    raise ConfigError(
+        f"verifier {name!r} takes {len(required)} arguments; it must take one, (evidence)"
+    )
 
 
 async def run_verifier(verifier: Verifier, evidence: Evidence) -> Verdict:
-    """Call ``verifier`` on ``evidence`` by its contract and await it if needed."""
-    if takes_evidence(verifier):
-        result: Any = cast(EvidenceVerifier, verifier)(evidence)
-    else:
-        result = cast(TaskVerifier, verifier)(evidence.task, list(evidence.messages))
+    """Call ``verifier`` on ``evidence`` and await it if needed."""
+    result: Any = verifier(evidence)
     if inspect.isawaitable(result):
         result = await result
     if isinstance(result, Score):

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from trajforge.distributed import RayOptions
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
-from trajforge.judge.rules import EnvVerifier
+from trajforge.judge.scorer import VerifierScorer
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.schema import OutcomeStatus, Score, Task, Trajectory
 from trajforge.schema.evidence import Verifier
@@ -258,7 +258,8 @@ class Collector:
         )
 
     async def _verify(self, session: GatewaySession) -> None:
-        scorer = EnvVerifier(self.verifier)
+        assert self.verifier is not None, "runs only judged by a verifier come here"
+        scorer = VerifierScorer(self.verifier)
         for recording in session.recordings:
             trajectory = self.gateway.recorder.trajectory(session, recording)
             score: Score = await scorer(trajectory)

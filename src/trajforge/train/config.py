@@ -19,7 +19,7 @@ from trajforge import algos
 from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
 from trajforge.configfile import KeyPath, Origin, load_file, raise_problems, validate
 from trajforge.distributed.options import RayOptions
-from trajforge.envs.registry import builtin_names, get_env
+from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
 from trajforge.policy.models.smollm2 import gguf_path
@@ -509,8 +509,7 @@ def env_problem(name: str) -> str | None:
     try:
         get_env(name)
     except ConfigError as exc:
-        close = [] if ":" in name else difflib.get_close_matches(name, builtin_names(), n=1)
-        return str(exc) + (f" (did you mean {close[0]!r}?)" if close else "")
+        return str(exc)
     except Exception as exc:  # a user's env module can fail in any way while it loads
         return f"env {name!r} failed to load: {type(exc).__name__}: {exc}"
     return None

@@ -8,28 +8,19 @@ import time
 
 import pytest
 
+from episodes import rewards
 from trajforge.envs.builtin import calculator
 from trajforge.envs.builtin.arith import safe_eval
-from trajforge.envs.play import play
 from trajforge.envs.tool import ToolError
 from trajforge.formats.tool_calls import TOOL_CALL_OPEN
-from trajforge.schema import Message, Role, Task, Trajectory
+from trajforge.schema import ExpertFn, Message, Role, Task
+from trajforge.schema.evidence import Evidence
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def run_all(tasks: list[Task], reply: object) -> list[float]:
-    async def go() -> list[float]:
-        rewards = []
-        for task in tasks:
-            env = calculator.make_env()
-            episode = await play(env, task, reply)  # type: ignore[arg-type]
-            Trajectory(task=task, messages=episode.messages)
-            rewards.append(episode.reward)
-            await env.close()
-        return rewards
-
-    return asyncio.run(go())
+def run_all(tasks: list[Task], reply: ExpertFn) -> list[float]:
+    return rewards(calculator.make_env, tasks, reply)
 
 
 def test_expert_solves_100_seeded_tasks_with_one_call_per_turn() -> None:
@@ -75,9 +66,9 @@ def test_verifier_uses_the_last_assistant_message_with_tolerance() -> None:
     def say(text: str) -> list[Message]:
         return [Message(role=Role.USER, content="q"), Message(role=Role.ASSISTANT, content=text)]
 
-    assert calculator.verify(task, say("The answer is 21.")) == 1.0
-    assert calculator.verify(task, say("The answer is 21.0000000001")) == 1.0
-    assert calculator.verify(task, say("The answer is 22.")) == 0.0
+    assert calculator.verify(Evidence(task, say("The answer is 21."))) == 1.0
+    assert calculator.verify(Evidence(task, say("The answer is 21.0000000001"))) == 1.0
+    assert calculator.verify(Evidence(task, say("The answer is 22."))) == 0.0
 
 
 @pytest.mark.parametrize(

@@ -7,25 +7,17 @@ import random
 
 import pytest
 
+from episodes import play, rewards, state_keys
 from trajforge.envs.builtin import gridworld
 from trajforge.envs.builtin.gridworld import Board, Status
-from trajforge.envs.play import play
 from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Task, Trajectory
+from trajforge.schema import ExpertFn, Task
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def run_all(tasks: list[Task], reply: object) -> list[float]:
-    async def go() -> list[float]:
-        rewards = []
-        for task in tasks:
-            episode = await play(gridworld.make_env(), task, reply)  # type: ignore[arg-type]
-            Trajectory(task=task, messages=episode.messages)
-            rewards.append(episode.reward)
-        return rewards
-
-    return asyncio.run(go())
+def run_all(tasks: list[Task], reply: ExpertFn) -> list[float]:
+    return rewards(gridworld.make_env, tasks, reply)
 
 
 def test_expert_wins_100_seeded_boards() -> None:
@@ -74,12 +66,12 @@ def test_state_key_is_the_board_so_revisited_states_share_a_key() -> None:
 
         return reply
 
-    async def keys(moves: list[str]) -> tuple[list[str | None], float]:
-        episode = await play(gridworld.make_env(), task, scripted(moves))  # type: ignore[arg-type]
-        return episode.state_keys, episode.reward
+    def keys(moves: list[str]) -> tuple[list[str | None], float | None]:
+        episode = play(gridworld.make_env, task, scripted(moves))
+        return state_keys(episode), episode.outcome.reward
 
-    detour, reward = asyncio.run(keys(plan))
-    direct, reward2 = asyncio.run(keys(other_plan))
+    detour, reward = keys(plan)
+    direct, reward2 = keys(other_plan)
     assert reward == reward2 == 1.0
     assert detour[0] == detour[2] == direct[0]
     assert detour[1] != detour[0]
@@ -110,7 +102,7 @@ def test_several_moves_in_one_turn_apply_in_order_and_match_the_verifier() -> No
     def reply(t: Task, messages: list[object]) -> str:
         return text if len(messages) == 2 else "I reached the goal."
 
-    episode = asyncio.run(play(gridworld.make_env(), task, reply))  # type: ignore[arg-type]
+    episode = play(gridworld.make_env, task, reply)  # type: ignore[arg-type]
     results = [m.content for m in episode.messages if m.role == "tool"]
     assert len(results) == len(path) and results[-1].startswith("You reached the goal!")
-    assert episode.reward == 1.0
+    assert episode.outcome.reward == 1.0

@@ -3,19 +3,21 @@ once per key, and states reached by different episodes share a key."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 
+from episodes import assistant_turns, play, reward, rewards, state_keys
 from trajforge.envs.builtin import keydoor
 from trajforge.envs.builtin.gridworld import MOVES
 from trajforge.envs.builtin.keydoor import KEY_REWARD, MAX_PATH, MIN_PATH, KeyBoard
-from trajforge.envs.play import PlayedEpisode, play
 from trajforge.envs.registry import get_env
 from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Message, Role, Task, Trajectory
+from trajforge.rollout import EndReason
+from trajforge.schema import Message, OutcomeStatus, Role, Task, Trajectory
+from trajforge.schema.evidence import Evidence
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -39,23 +41,21 @@ def scripted(moves: list[str]) -> Reply:
     return reply
 
 
-def played(task: Task, reply: Reply) -> PlayedEpisode:
-    episode = asyncio.run(play(keydoor.make_env(), task, reply))
-    Trajectory(task=task, messages=episode.messages)  # a valid trajectory
-    return episode
+def played(task: Task, reply: Reply) -> Trajectory:
+    return play(keydoor.make_env, task, reply)
 
 
-def turn_rewards(episode: PlayedEpisode) -> list[float | None]:
-    return [m.reward for m in episode.messages if m.role is Role.ASSISTANT]
+def turn_rewards(episode: Trajectory) -> list[float | None]:
+    """Each turn's reward; the last turn's is the outcome's (the engine stores none there)."""
+    *turns, last = assistant_turns(episode)
+    assert last.reward is None
+    return [m.reward for m in turns] + [episode.outcome.reward]
 
 
 def test_expert_wins_every_one_of_300_train_and_50_test_boards() -> None:
     tasks = keydoor.generate_tasks(300, seed=0) + keydoor.generate_tasks(50, seed=0, split="test")
 
-    async def go() -> list[float]:
-        return [(await play(keydoor.make_env(), t, keydoor.expert)).reward for t in tasks]
-
-    assert asyncio.run(go()) == [1.0] * 350
+    assert rewards(keydoor.make_env, tasks, keydoor.expert) == [1.0] * 350
 
 
 def test_boards_need_6_to_20_moves_and_the_goal_is_unreachable_without_keys() -> None:
@@ -100,31 +100,31 @@ def test_a_wrong_sequence_earns_the_key_reward_once_and_no_outcome() -> None:
     # Picks the key up, walks away and back over its square (no second reward), bumps a wall.
     moves = ["right", "right", "left", "right", "up", "left"]
     episode = played(HAND, scripted(moves))
-    assert episode.reward == 0.0
+    assert reward(episode) == 0.0
     assert turn_rewards(episode) == [0.0, KEY_REWARD, 0.0, 0.0, 0.0, 0.0, 0.0]
 
 
 def test_the_episode_ends_on_the_turn_that_reaches_the_goal() -> None:
     episode = played(HAND, scripted(SOLUTION))
-    assert episode.reward == 1.0 and episode.done
+    assert reward(episode) == 1.0 and episode.outcome.status is OutcomeStatus.OK
     assert turn_rewards(episode) == [0.0, KEY_REWARD, 0.0, 0.0, 0.0, 1.0]
     assert episode.messages[-1].content.startswith("You reached the goal!")
-    assert keydoor.verify(HAND, episode.messages) == 1.0
+    assert keydoor.verify(Evidence(HAND, episode.messages)) == 1.0
     # Reached on the last turn allowed, the goal is still a win, not a cut-off episode.
-    last = asyncio.run(play(keydoor.make_env(max_turns=len(SOLUTION)), HAND, scripted(SOLUTION)))
-    assert last.reward == 1.0 and last.info["truncated"] is False
-    early = asyncio.run(play(keydoor.make_env(max_turns=5), HAND, scripted(SOLUTION)))
-    assert early.reward == 0.0 and early.info["truncated"] is True
+    last = play(partial(keydoor.make_env, max_turns=len(SOLUTION)), HAND, scripted(SOLUTION))
+    assert reward(last) == 1.0 and last.outcome.status is OutcomeStatus.OK
+    early = play(partial(keydoor.make_env, max_turns=5), HAND, scripted(SOLUTION))
+    assert reward(early) == 0.0 and early.outcome.reason == EndReason.ENV_TRUNCATED
 
 
 def test_state_keys_repeat_across_episodes_reaching_the_same_state() -> None:
-    detour = played(HAND, scripted(["right", "left", *SOLUTION])).state_keys
-    direct = played(HAND, scripted(SOLUTION)).state_keys
+    detour = state_keys(played(HAND, scripted(["right", "left", *SOLUTION])))
+    direct = state_keys(played(HAND, scripted(SOLUTION)))
     assert detour[0] == detour[2] == direct[0]
     assert detour[1] == direct[1] != detour[0]
     assert detour[2:] == direct
     # The same square with and without the key is a different state.
-    back = played(HAND, scripted(["right", "right", "left", "right", "left"])).state_keys
+    back = state_keys(played(HAND, scripted(["right", "right", "left", "right", "left"])))
     assert back[1] == direct[1] and back[3] != back[1]
 
 
@@ -136,7 +136,5 @@ def test_random_moves_rarely_win() -> None:
     def reply(task: Task, messages: list[Message]) -> str:
         return format_tool_call("move", {"direction": rng.choice(moves)})
 
-    async def go() -> list[float]:
-        return [(await play(keydoor.make_env(max_turns=20), t, reply)).reward for t in tasks]
-
-    assert sum(asyncio.run(go())) / len(tasks) <= 0.1
+    won = rewards(partial(keydoor.make_env, max_turns=20), tasks, reply)
+    assert sum(won) / len(tasks) <= 0.1

@@ -16,6 +16,7 @@ from trajforge.errors import InfraError
 from trajforge.formats.tool_calls import format_tool_call, parse_tool_calls
 from trajforge.rollout import PolicyRef, RolloutSpec, run_rollout
 from trajforge.schema import Fault, Message, Role, Task, is_infra_failure
+from trajforge.schema.evidence import Evidence
 
 needs_sandbox = pytest.mark.skipif(
     not sandbox.sandbox_available(),
@@ -125,12 +126,12 @@ def test_verifier_reads_the_final_answer() -> None:
     def said(content: str) -> list[Message]:
         return [Message(role=Role.USER, content="?"), Message(role=Role.ASSISTANT, content=content)]
 
-    assert python_env.verify(number, said("The answer is 1,234.")) == 1.0
-    assert python_env.verify(number, said("I ran it.\n1234")) == 1.0
-    assert python_env.verify(number, said("The answer is 1235.")) == 0.0
-    assert python_env.verify(text, said("The answer is: `OLLEH`.")) == 1.0
-    assert python_env.verify(text, said("The answer is olleh.")) == 0.0
-    assert python_env.verify(text, said("")) == 0.0
+    assert python_env.verify(Evidence(number, said("The answer is 1,234."))) == 1.0
+    assert python_env.verify(Evidence(number, said("I ran it.\n1234"))) == 1.0
+    assert python_env.verify(Evidence(number, said("The answer is 1235."))) == 0.0
+    assert python_env.verify(Evidence(text, said("The answer is: `OLLEH`."))) == 1.0
+    assert python_env.verify(Evidence(text, said("The answer is olleh."))) == 0.0
+    assert python_env.verify(Evidence(text, said(""))) == 0.0
 
 
 def _unavailable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from episodes import assistant_message
 from trajforge.envs.builtin import retail
 from trajforge.envs.builtin.retail_db import TOOLS, WRITE_TOOLS, build_db
 from trajforge.envs.builtin.retail_tasks import KINDS, all_tasks
-from trajforge.envs.play import assistant_message
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 from trajforge.policy.check import check_trajectory

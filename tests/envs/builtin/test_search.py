@@ -6,24 +6,17 @@ import asyncio
 
 import pytest
 
+from episodes import rewards
 from trajforge.envs.builtin import search
 from trajforge.envs.builtin.search_corpus import build_corpus
-from trajforge.envs.play import play
-from trajforge.schema import Message, Role, Task, Trajectory
+from trajforge.schema import ExpertFn, Message, Role, Task
+from trajforge.schema.evidence import Evidence
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def run_all(tasks: list[Task], reply: object) -> list[float]:
-    async def go() -> list[float]:
-        rewards = []
-        for task in tasks:
-            episode = await play(search.make_env(), task, reply)  # type: ignore[arg-type]
-            Trajectory(task=task, messages=episode.messages)
-            rewards.append(episode.reward)
-        return rewards
-
-    return asyncio.run(go())
+def run_all(tasks: list[Task], reply: ExpertFn) -> list[float]:
+    return rewards(search.make_env, tasks, reply)
 
 
 def test_expert_solves_100_seeded_tasks_with_two_searches() -> None:
@@ -77,7 +70,7 @@ def test_tools_report_bad_input() -> None:
 def test_verifier_normalises() -> None:
     task = Task(id="t", prompt="p", answer="New Brebeia")
     reply = lambda text: [Message(role=Role.ASSISTANT, content=text)]  # noqa: E731
-    assert search.verify(task, reply("The answer is new brebeia.")) == 1.0
-    assert search.verify(task, reply("The answer is: The New Brebeia!")) == 1.0
-    assert search.verify(task, reply("New Brebeia")) == 1.0
-    assert search.verify(task, reply("The answer is Old Brebeia.")) == 0.0
+    assert search.verify(Evidence(task, reply("The answer is new brebeia."))) == 1.0
+    assert search.verify(Evidence(task, reply("The answer is: The New Brebeia!"))) == 1.0
+    assert search.verify(Evidence(task, reply("New Brebeia"))) == 1.0
+    assert search.verify(Evidence(task, reply("The answer is Old Brebeia."))) == 0.0

@@ -10,6 +10,7 @@ from trajforge.envs.builtin import sql_env
 from trajforge.envs.builtin.sql_db import SCHEMAS, database_bytes, open_readonly, table_names
 from trajforge.formats.tool_calls import format_tool_call, parse_tool_calls
 from trajforge.schema import Message, Role, Task
+from trajforge.schema.evidence import Evidence
 
 Reply = Callable[[Task, list[Message]], str | None]
 
@@ -157,10 +158,13 @@ def test_result_set_comparison() -> None:
 def test_verifier_uses_the_last_sql_block() -> None:
     task = next(t for t in sql_env.generate_tasks(30, seed=8) if not t.data["ordered"])
     gold = task.data["gold_sql"]
-    assert sql_env.verify(task, _said(f"```sql\n{gold}\n```")) == 1.0
-    assert sql_env.verify(task, _said(f"```sql\n{gold}\n```\nor\n```sql\nSELECT 0\n```")) == 0.0
-    assert sql_env.verify(task, _said(gold)) == 0.0
-    assert sql_env.verify(task, _said("```sql\nDROP TABLE books\n```")) == 0.0
+    assert sql_env.verify(Evidence(task, _said(f"```sql\n{gold}\n```"))) == 1.0
+    assert (
+        sql_env.verify(Evidence(task, _said(f"```sql\n{gold}\n```\nor\n```sql\nSELECT 0\n```")))
+        == 0.0
+    )
+    assert sql_env.verify(Evidence(task, _said(gold))) == 0.0
+    assert sql_env.verify(Evidence(task, _said("```sql\nDROP TABLE books\n```"))) == 0.0
     values = ", ".join("(" + ", ".join(repr(v) for v in row) + ")" for row in reversed(task.answer))
     literal = f"```sql\nSELECT * FROM (VALUES {values})\n```"
-    assert sql_env.verify(task, _said(literal)) == 1.0
+    assert sql_env.verify(Evidence(task, _said(literal))) == 1.0

@@ -16,6 +16,7 @@ import trajforge
 from trajforge.envs.builtin import time_env
 from trajforge.rollout import PolicyRef, RolloutSpec, TaskSample, run_rollout
 from trajforge.schema import Message, OutcomeStatus, Role
+from trajforge.schema.evidence import Evidence
 from trajforge.store import TrajectoryStore
 
 TRAJFORGE = str(Path(sys.executable).with_name("trajforge"))
@@ -40,7 +41,7 @@ def test_the_verifier_reads_the_last_clock_time_of_the_final_answer() -> None:
     hour, minute = task.answer.split(":")
 
     def said(text: str) -> float:
-        return time_env.verify(task, [Message(role=Role.ASSISTANT, content=text)])
+        return time_env.verify(Evidence(task, [Message(role=Role.ASSISTANT, content=text)]))
 
     assert said(f"The answer is {task.answer}.") == 1.0
     assert said(f"The answer is {int(hour)}:{minute}.") == 1.0

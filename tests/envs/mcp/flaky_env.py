@@ -35,9 +35,7 @@ def calls_task(task_id: str, *calls: tuple[str, dict[str, Any]]) -> Task:
 
 
 def flaky_env(spec: MCPServerSpec, tasks: list[Task] | None = None, **options: Any) -> MCPEnv:
-    return MCPEnv(
-        [spec], tasks=tasks, expert=scripted, verifier=lambda task, messages: 1.0, **options
-    )
+    return MCPEnv([spec], tasks=tasks, expert=scripted, verifier=lambda evidence: 1.0, **options)
 
 
 def hanging_env() -> MCPEnv:

@@ -35,8 +35,12 @@ def shout(text: str) -> str:
     return text.upper()
 
 
-def verify(task, messages):
-    return 1.0 if task.answer in messages[-1].content else 0.0
+def verify(evidence):
+    return 1.0 if evidence.task.answer in evidence.messages[-1].content else 0.0
+
+
+def old_verify(task, messages):
+    return 1.0
 '''
 
 
@@ -100,6 +104,11 @@ async def test_an_env_file_offers_its_servers_and_local_tools_and_verifies(
         (
             ("verifier: helpers.py:verify", "verifier: helpers.py:nope"),
             r"env\.yaml:12: verifier: .*has no attribute 'nope'",
+        ),
+        (
+            ("verifier: helpers.py:verify", "verifier: helpers.py:old_verify"),
+            r"env\.yaml:12: verifier: verifier 'old_verify' takes \(task, messages\); a verifier "
+            r"takes one argument",
         ),
         (
             ("    command: python\n", "    url: http://127.0.0.1:1/mcp\n"),

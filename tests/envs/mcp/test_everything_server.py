@@ -66,9 +66,7 @@ def installed_server() -> Path:
 
 
 def everything_env(spec: MCPServerSpec) -> MCPEnv:
-    return MCPEnv(
-        [spec], expert=scripted, verifier=lambda task, messages: 1.0, max_turns=len(CALLS) + 2
-    )
+    return MCPEnv([spec], expert=scripted, verifier=lambda evidence: 1.0, max_turns=len(CALLS) + 2)
 
 
 def task(i: int) -> Task:

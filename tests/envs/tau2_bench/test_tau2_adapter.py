@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from episodes import assistant_message
+
 pytest.importorskip(
     "tau2", reason="the tau2 extra is not installed (pip install 'trajforge[tau2]')"
 )
 
-from trajforge.envs.play import assistant_message
 from trajforge.envs.registry import get_env
 from trajforge.envs.tau2_bench import adapter
 from trajforge.errors import ConfigError
@@ -120,24 +121,16 @@ def test_rollout_scores_every_mock_task_through_the_engine(tmp_path: Path) -> No
 
 
 PROBE = """
-import asyncio, json, socket, sys
+import json, sys
 events = []
 def audit(name, args):
     if name in ("socket.connect", "socket.getaddrinfo"):
         events.append([name, repr(args)[:80]])
 sys.addaudithook(audit)
-from trajforge.envs.play import assistant_message
-from trajforge.envs.registry import get_env
-entry = get_env("tau2-mock")
-async def main():
-    task = entry.tasks(9, split="test")[0]
-    env = entry.make()
-    await env.reset(task)
-    for turn in range(30):
-        r = await env.step(assistant_message(entry.expert(task, list(env.messages)) or "", turn))
-        if r.done:
-            return r.reward
-print(json.dumps({"reward": asyncio.run(main()), "network": events}))
+from trajforge.rollout import RolloutSpec, run_rollout
+spec = {"env": "tau2-mock", "policy": {"name": "expert"}, "tasks": {"count": 1, "split": "test"}}
+[episode] = run_rollout(RolloutSpec.model_validate(spec))
+print(json.dumps({"reward": episode.outcome.reward, "network": events}))
 """
 
 

@@ -16,7 +16,7 @@ from trajforge.envs.tool import tool
 from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
-from trajforge.schema.answers import final_answer
+from trajforge.schema.evidence import Evidence
 
 NAME = "calculator"
 DESCRIPTION = "Multi-step arithmetic word problems; one safe calculator tool."
@@ -134,12 +134,12 @@ def parse_final_number(text: str) -> float | None:
         return None
 
 
-def verify(task: Task, messages: list[Message]) -> float:
+def verify(evidence: Evidence) -> float:
     """1.0 when the final reply's number equals the gold answer (relative tolerance 1e-6)."""
-    value = parse_final_number(final_answer(messages) or "")
-    if value is None or task.answer is None:
+    value = parse_final_number(evidence.answer or "")
+    if value is None or evidence.task.answer is None:
         return 0.0
-    gold = float(task.answer)
+    gold = float(evidence.task.answer)
     return 1.0 if abs(value - gold) <= 1e-6 * max(1.0, abs(gold)) else 0.0
 
 

@@ -20,6 +20,7 @@ from trajforge.envs.tool import ToolContext, ToolError, tool
 from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
+from trajforge.schema.evidence import Evidence
 
 NAME = "gridworld"
 DESCRIPTION = "FrozenLake-like text game: walk to the goal, avoid holes; one move tool."
@@ -161,9 +162,10 @@ def replay(task: Task, messages: list[Message], board_type: type[Board] = Board)
     return board
 
 
-def verify(task: Task, messages: list[Message]) -> float:
+def verify(evidence: Evidence) -> float:
     """1.0 when the accepted moves reach the goal, else 0.0."""
-    return 1.0 if replay(task, messages).status is Status.WON else 0.0
+    won = replay(evidence.task, list(evidence.messages)).status is Status.WON
+    return 1.0 if won else 0.0
 
 
 def expert(task: Task, messages: list[Message]) -> str | None:
@@ -224,7 +226,7 @@ BoardEnv = TypeVar("BoardEnv", bound=GridWorldEnv)
 
 def board_env(
     env_class: type[BoardEnv],
-    verifier: Callable[[Task, list[Message]], float],
+    verifier: Callable[[Evidence], float],
     expert: Callable[[Task, list[Message]], str | None],
     *,
     max_path: int,

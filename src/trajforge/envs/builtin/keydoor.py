@@ -49,6 +49,7 @@ from trajforge.envs.builtin.gridworld import (
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Task
+from trajforge.schema.evidence import Evidence
 
 NAME = "keydoor"
 DESCRIPTION = (
@@ -130,9 +131,10 @@ class KeyBoard(Board):
         return shortest_moves((self.pos, self.keys), is_goal, moves)
 
 
-def verify(task: Task, messages: list[Message]) -> float:
+def verify(evidence: Evidence) -> float:
     """1.0 when the accepted moves reach the goal, else 0.0."""
-    return 1.0 if replay(task, messages, KeyBoard).status is Status.WON else 0.0
+    won = replay(evidence.task, list(evidence.messages), KeyBoard).status is Status.WON
+    return 1.0 if won else 0.0
 
 
 def expert(task: Task, messages: list[Message]) -> str | None:

@@ -19,7 +19,7 @@ from trajforge.envs.tool import Tool, ToolError
 from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
-from trajforge.schema.answers import final_answer
+from trajforge.schema.evidence import Evidence
 
 NAME = "python"
 DESCRIPTION = "Computational problems solved by running Python in a sandbox (run_python tool)."
@@ -173,9 +173,10 @@ def parse_answer(text: str) -> str | None:
     return found.strip().rstrip(".").strip().strip("`'\"*").strip()
 
 
-def verify(task: Task, messages: list[Message]) -> float:
+def verify(evidence: Evidence) -> float:
     """1.0 when the final reply's answer equals the gold answer (integers compared as numbers)."""
-    found = parse_answer(final_answer(messages) or "")
+    task = evidence.task
+    found = parse_answer(evidence.answer or "")
     if found is None or task.answer is None:
         return 0.0
     if isinstance(task.answer, int):

@@ -16,7 +16,8 @@ from trajforge.envs.tool import ToolError, tool
 from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
-from trajforge.schema.answers import answer_span, final_answer, normalize_answer
+from trajforge.schema.answers import answer_span, normalize_answer
+from trajforge.schema.evidence import Evidence
 
 NAME = "search"
 DESCRIPTION = "Two-hop questions over a generated corpus; BM25 search and open tools."
@@ -124,10 +125,11 @@ def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
     return generate_unique(NAME, _make_one, n, seed, split)
 
 
-def verify(task: Task, messages: list[Message]) -> float:
+def verify(evidence: Evidence) -> float:
     """1.0 when the final answer (after "answer is", if present) matches the gold, normalised."""
-    reply = normalize_answer(answer_span(final_answer(messages) or ""))
-    return 1.0 if task.answer is not None and reply == normalize_answer(str(task.answer)) else 0.0
+    gold = evidence.task.answer
+    reply = normalize_answer(answer_span(evidence.answer or ""))
+    return 1.0 if gold is not None and reply == normalize_answer(str(gold)) else 0.0
 
 
 def expert(task: Task, messages: list[Message]) -> str | None:

@@ -32,7 +32,7 @@ from trajforge.envs.tool import ToolContext, ToolError, tool
 from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
-from trajforge.schema.answers import final_answer
+from trajforge.schema.evidence import Evidence
 
 NAME = "sql"
 DESCRIPTION = "Questions over generated SQLite databases; list_tables, describe, read-only query."
@@ -264,9 +264,10 @@ def same_result(got: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]], ord
     )
 
 
-def verify(task: Task, messages: list[Message]) -> float:
+def verify(evidence: Evidence) -> float:
     """1.0 when the final ```sql block returns the gold result set on the task's database."""
-    sql = answer_query(final_answer(messages) or "")
+    task = evidence.task
+    sql = answer_query(evidence.answer or "")
     if sql is None:
         return 0.0
     try:

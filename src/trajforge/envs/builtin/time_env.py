@@ -18,7 +18,7 @@ from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool_env import ERROR_PREFIX
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.schema import Message, Role, Task
-from trajforge.schema.answers import final_answer
+from trajforge.schema.evidence import Evidence
 
 NAME = "time"
 DESCRIPTION = "Convert clock times between timezones; convert_time from the MCP time server."
@@ -74,13 +74,13 @@ def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
     return generate_unique(NAME, _make_one, n, seed, split)
 
 
-def verify(task: Task, messages: list[Message]) -> float:
+def verify(evidence: Evidence) -> float:
     """1.0 when the last HH:MM in the final reply is the gold time."""
-    found = _CLOCK.findall(final_answer(messages) or "")
-    if not found or task.answer is None:
+    found = _CLOCK.findall(evidence.answer or "")
+    if not found or evidence.task.answer is None:
         return 0.0
     hour, minute = found[-1]
-    return 1.0 if f"{int(hour):02d}:{minute}" == task.answer else 0.0
+    return 1.0 if f"{int(hour):02d}:{minute}" == evidence.task.answer else 0.0
 
 
 def expert(task: Task, messages: list[Message]) -> str | None:

@@ -28,6 +28,7 @@ from trajforge.envs.tool import Tool
 from trajforge.errors import ConfigError
 from trajforge.registry import load_ref
 from trajforge.schema import Task
+from trajforge.schema.evidence import check_verifier
 
 
 class EnvFile(BaseModel):
@@ -113,6 +114,7 @@ class EnvFileFactory:
         if config.verifier is not None:
             try:
                 self._verifier = load_ref(_beside(folder, config.verifier), "verifier")
+                check_verifier(self._verifier)
             except ConfigError as exc:
                 problems.append(origin.problem(("verifier",), str(exc)))
         self.tasks: list[Task] = []

@@ -41,12 +41,13 @@ from tau2.environment.toolkit import ToolType
 from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 from tau2.registry import registry
 
-from trajforge.envs.registry import TAU2_PREFIX, EnvEntry
+from trajforge.envs.registry import TAU2_PREFIX, EnvEntry, EnvSource
 from trajforge.envs.taskset import TEST, TRAIN, TaskSet
 from trajforge.envs.tool import ToolContext
 from trajforge.envs.tool_env import EnvError
 from trajforge.envs.user_sim import UserSignal, UserSimEnv, plan_reply
 from trajforge.errors import ConfigError
+from trajforge.registry import did_you_mean
 from trajforge.schema import (
     Evaluator,
     EvaluatorKind,
@@ -71,10 +72,14 @@ def domains() -> list[str]:
     return list(registry.get_domains())
 
 
-def _check_domain(domain: str) -> None:
-    if domain not in registry.get_domains():
-        known = ", ".join(TAU2_PREFIX + d for d in registry.get_domains())
-        raise ConfigError(f"unknown tau2 domain {domain!r}; tau2 envs are {known}")
+def check_domain(domain: str) -> None:
+    """Raise a ``ConfigError`` naming the closest domain unless ``domain`` is installed."""
+    known = domains()
+    if domain not in known:
+        raise ConfigError(
+            f"unknown tau2 domain {domain!r}{did_you_mean(domain, known)}; "
+            f"tau2 envs are {', '.join(TAU2_PREFIX + d for d in known)}"
+        )
 
 
 def _environment(domain: str) -> Environment:
@@ -232,7 +237,7 @@ class Tau2Env(UserSimEnv):
     """
 
     def __init__(self, domain: str, **options: Any) -> None:
-        _check_domain(domain)
+        check_domain(domain)
         template = _environment(domain)
         options.setdefault("max_turns", MAX_TURNS)
         options.setdefault("max_user_turns", MAX_USER_TURNS)
@@ -298,7 +303,7 @@ def scripted_user(task: Task, view: list[Message]) -> str | None:
 
 def entry(domain: str) -> EnvEntry:
     """The registry entry of ``tau2-<domain>``."""
-    _check_domain(domain)
+    check_domain(domain)
 
     def tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
         pool = TaskSet(list(_tasks(domain)[split]), name=TAU2_PREFIX + domain)
@@ -318,4 +323,5 @@ def entry(domain: str) -> EnvEntry:
         expert,
         f"tau2-bench's {domain} domain (tasks, db, policy, tools), scored by tau2's evaluator",
         scripted_user,
+        EnvSource.TAU2,
     )

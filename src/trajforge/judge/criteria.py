@@ -1,6 +1,8 @@
-"""Judge rubrics are data: a versioned YAML/JSON file naming the dimensions an LLM judge scores.
+"""What an LLM judge grades: ``JudgeCriteria``, a versioned YAML/JSON file (a "rubric" in the
+LLM-as-judge sense; the built-in ones are in ``rubrics/``) of instructions and dimensions, each
+``Criterion`` graded on a scale of values.
 
-(The weighted-scorers ``Rubric`` is in ``trajforge.judge.scorer``.)
+(Not to be confused with ``trajforge.judge.scorer.Rubric``: weighted scorers summed.)
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from trajforge.errors import ConfigError
 RUBRIC_DIR = Path(__file__).with_name("rubrics")
 
 
-class RubricDimension(BaseModel):
+class Criterion(BaseModel):
+    """One dimension the judge grades, on one of ``values``."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
@@ -24,17 +28,19 @@ class RubricDimension(BaseModel):
     values: list[int] = Field(min_length=2)
 
 
-class JudgeRubric(BaseModel):
+class JudgeCriteria(BaseModel):
+    """Instructions and the criteria an LLM judge grades; ``success_dimension`` is success."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: str
     version: str
     instructions: str
-    dimensions: list[RubricDimension] = Field(min_length=1)
+    dimensions: list[Criterion] = Field(min_length=1)
     success_dimension: str = "success"
 
     @model_validator(mode="after")
-    def _success_is_a_dimension(self) -> JudgeRubric:
+    def _success_is_a_dimension(self) -> JudgeCriteria:
         names = [d.name for d in self.dimensions]
         if len(set(names)) != len(names):
             raise ValueError("dimensions: names must be unique")
@@ -42,11 +48,11 @@ class JudgeRubric(BaseModel):
             raise ValueError(f"success_dimension: {self.success_dimension!r} is not one of {names}")
         return self
 
-    def dimension(self, name: str) -> RubricDimension:
+    def dimension(self, name: str) -> Criterion:
         return next(d for d in self.dimensions if d.name == name)
 
 
-def load_rubric(name_or_path: str | Path = "agentrewardbench") -> JudgeRubric:
+def load_criteria(name_or_path: str | Path = "agentrewardbench") -> JudgeCriteria:
     """Load a built-in rubric by name, or a rubric file (.yaml, .yml, .json)."""
     path = Path(name_or_path)
     if not path.suffix:
@@ -60,7 +66,7 @@ def load_rubric(name_or_path: str | Path = "agentrewardbench") -> JudgeRubric:
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
     try:
-        return JudgeRubric.model_validate(data)
+        return JudgeCriteria.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
