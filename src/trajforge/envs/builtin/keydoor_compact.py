@@ -98,11 +98,6 @@ def replay(task: Task, messages: list[Message]) -> KeyBoard:
     return board
 
 
-def verify(task: Task, messages: list[Message]) -> float:
-    """1.0 when the moves reach the goal, else 0.0."""
-    return 1.0 if replay(task, messages).status is Status.WON else 0.0
-
-
 def expert(task: Task, messages: list[Message]) -> str | None:
     """The first move of a shortest path, as its letter; None once the goal is reached."""
     board = replay(task, messages)
