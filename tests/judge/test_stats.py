@@ -5,8 +5,6 @@ import math
 import pytest
 
 from trajforge.judge.stats import (
-    SUCCESS_THRESHOLD,
-    is_success,
     mean_ci95,
     mean_pass_at_k,
     mean_pass_hat_k,
@@ -16,7 +14,7 @@ from trajforge.judge.stats import (
     summarize_rewards,
     summarize_rewards_by,
 )
-from trajforge.schema import OutcomeStatus
+from trajforge.schema import SUCCESS_THRESHOLD
 
 
 @pytest.mark.parametrize(
@@ -83,23 +81,6 @@ def test_mean_ci95_uses_student_t() -> None:
     assert ci.low == pytest.approx(0.5 - half)
     assert ci.high == pytest.approx(0.5 + half)
     assert mean_ci95([0.7]).half_width == 0.0
-
-
-@pytest.mark.parametrize(
-    ("status", "reward", "expected"),
-    [
-        (OutcomeStatus.OK, 1.0, True),
-        ("ok", 1.0, True),  # store rows carry the status as text
-        (OutcomeStatus.OK, 0.99, False),
-        (OutcomeStatus.OK, None, False),
-        (OutcomeStatus.TRUNCATED, 1.0, False),  # rewarded but cut off
-        (OutcomeStatus.ERROR, None, False),
-    ],
-)
-def test_success_needs_an_ok_end_and_a_full_reward(
-    status: OutcomeStatus | str, reward: float | None, expected: bool
-) -> None:
-    assert is_success(status, reward) is expected
 
 
 def test_unscored_episodes_fail_and_stay_out_of_the_mean() -> None:

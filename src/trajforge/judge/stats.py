@@ -1,6 +1,6 @@
-"""Summary statistics for evaluations: mean with a confidence interval, pass@k and pass^k, the one
-definition of success and mean reward that every command and report uses, and the split of the
-failures into the policy's and the infrastructure's."""
+"""Summary statistics for evaluations: mean with a confidence interval, pass@k and pass^k, the
+success rate (``schema.is_success``) and mean reward that every command and report states, and
+the split of the failures into the policy's and the infrastructure's."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from trajforge.schema import OutcomeStatus
+from trajforge.schema import SUCCESS_THRESHOLD, OutcomeStatus, is_success
 
 # Two-sided 95% quantiles of Student's t for small samples; the normal 1.96 beyond 30.
 _T95 = {
@@ -113,18 +113,6 @@ def mean_pass_hat_k(results: Iterable[tuple[str, bool]], k: int) -> float:
     if not per_task:
         return math.nan
     return sum(pass_hat_k(len(v), sum(v), k) for v in per_task.values()) / len(per_task)
-
-
-# An episode succeeds when it ended ``ok`` with at least this reward.
-SUCCESS_THRESHOLD = 1.0
-
-
-def is_success(
-    status: OutcomeStatus | str, reward: float | None, threshold: float = SUCCESS_THRESHOLD
-) -> bool:
-    """Whether an episode succeeded: it ended ``ok`` with a reward of at least ``threshold``.
-    An unscored episode (no reward: cut off, crashed, timed out) never succeeded."""
-    return status == OutcomeStatus.OK and reward is not None and reward >= threshold
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.judge.evaluate import score_into, summarize
 from trajforge.judge.scorer import Rubric
-from trajforge.judge.stats import format_rate, format_reward, format_scored, is_success
+from trajforge.judge.stats import format_rate, format_reward, format_scored
 from trajforge.pipeline.config import (
     STORE_FILE,
     CollectStage,
@@ -62,6 +62,7 @@ from trajforge.rollout import (
     arun_rollout,
     run_rollout,
 )
+from trajforge.schema import is_success
 from trajforge.serve.collect import agent_rollouts_for, agents_on_ray, collect_runs
 from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore

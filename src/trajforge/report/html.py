@@ -16,9 +16,8 @@ from trajforge.judge.stats import (
     format_rate,
     format_reward,
     format_scored,
-    is_success,
 )
-from trajforge.schema import Role, Trajectory
+from trajforge.schema import Role, Trajectory, is_success
 from trajforge.store import TrajectoryStore
 from trajforge.viewer.command import view_command
 

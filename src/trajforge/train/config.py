@@ -234,12 +234,14 @@ class DPOConfig(CommonSettings):
 
 
 class ReplaySettings(_Config):
-    """Replay of past successes: stored trajectories with reward >= ``min_reward``."""
+    """Replay of past successes: trajectories that ended ``ok`` with reward >= ``min_reward``
+    (``schema.is_success`` at that threshold)."""
 
     enabled: bool = False
     """Add a past success to groups in which every sample failed."""
     min_reward: float = 1.0
-    """A trajectory with at least this reward is a success."""
+    """A trajectory that ended ``ok`` with at least this reward is a success (one cut short
+    never is)."""
     max_size: int = Field(default=256, ge=1)
     """Successes kept."""
     per_step: int = Field(default=2, ge=0)

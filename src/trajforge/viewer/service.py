@@ -14,13 +14,12 @@ from typing import Any
 from trajforge.algos.names import Estimator
 from trajforge.errors import StoreError, TrajforgeError
 from trajforge.judge.stats import (
-    SUCCESS_THRESHOLD,
     FailureSplit,
     RewardSummary,
     split_failures,
     summarize_reward_totals,
 )
-from trajforge.schema import Trajectory
+from trajforge.schema import SUCCESS_THRESHOLD, Trajectory
 from trajforge.store import TrajectoryStore
 from trajforge.viewer.conversation import conversation, outline
 from trajforge.viewer.curves import Curve, run_folder_curves, stage_of
