@@ -183,3 +183,17 @@ def test_a_user_scorer_that_does_not_load_is_refused_before_the_run(tmp_path: Pa
         result.exception
     )
     assert not db.exists()
+
+
+def test_eval_runs_each_env_to_its_own_turn_limit(tmp_path: Path) -> None:
+    """retail's expert takes up to 8 turns (its env allows 16): no episode is cut off."""
+    store = tmp_path / "retail.db"
+    args = ["eval", "--env", "retail", "--model", "expert", "--tasks", "10", "--n", "2"]
+    result = CliRunner().invoke(app, [*args, "--store", str(store), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["status"] == {"ok": 20}
+    assert (summary["success"], summary["reward_mean"]) == (1.0, 1.0)
+    with TrajectoryStore(store) as db:
+        meta = db.get_run(summary["run_id"])
+    assert meta is not None and meta["spec"]["limits"]["max_turns"] is None

@@ -187,7 +187,7 @@ def eval_command(
     split: opts.SplitOption = "test",
     seed: opts.SeedOption = 0,
     temperature: opts.TemperatureOption = 0.0,
-    max_turns: opts.MaxTurnsOption = 6,
+    max_turns: opts.MaxTurnsOption = None,
     max_new_tokens: opts.MaxNewTokensOption = 256,
     batch_size: opts.BatchSizeOption = 16,
     concurrency: opts.ConcurrencyOption = None,
@@ -206,7 +206,7 @@ def eval_command(
     """Roll out a model on an environment's tasks, score them, and report success, mean reward,
     pass@k, pass^k (all k samples succeed) and process metrics.
 
-    Defaults that differ from rollout's: greedy (--temperature 0), test split, at most 6 turns.
+    Defaults that differ from rollout's: greedy (--temperature 0), the test split.
     Ctrl-C stops the run; --resume finishes it.
     """
     # A rubric file is stored by its absolute path, so --resume finds it from anywhere.

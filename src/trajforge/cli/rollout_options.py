@@ -70,7 +70,7 @@ MaxTurnsOption = Annotated[
     int | None,
     typer.Option(
         "--max-turns",
-        help="Assistant turns per episode (rollout: the environment decides, eval: 6).",
+        help="Assistant turns per episode (default: the environment's own limit).",
     ),
 ]
 MaxNewTokensOption = Annotated[

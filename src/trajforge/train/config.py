@@ -345,8 +345,8 @@ class RLConfig(CommonSettings):
     """Nucleus sampling of rollouts."""
     max_new_tokens: int = Field(default=128, ge=1)
     """Tokens per assistant turn."""
-    max_turns: int = Field(default=6, ge=1)
-    """Assistant turns per episode."""
+    max_turns: int | None = Field(default=None, ge=1)
+    """Assistant turns per episode (null: the environment's own limit)."""
     max_batch_size: int = Field(default=16, ge=1)
     """Sequences the rollout policy decodes together."""
     rollout_precision: Precision = Precision.AUTO
