@@ -20,7 +20,7 @@ from trajforge.judge.stats import (
     summarize_reward_totals,
 )
 from trajforge.schema import SUCCESS_THRESHOLD, Trajectory
-from trajforge.store import TrajectoryStore
+from trajforge.store import TrajectoryFilter, TrajectoryStore
 from trajforge.viewer.conversation import conversation, outline
 from trajforge.viewer.curves import Curve, run_folder_curves, stage_of
 from trajforge.viewer.diff import diff_trajectories
@@ -151,15 +151,15 @@ class ViewerData:
     def table(self, query: TableQuery) -> dict[str, Any]:
         """One page of the trajectory table: the total that match, the rows, short ids."""
         st = self.store()
-        filters = query.store_filters()
+        where = query.filter()
         try:
-            total = st.count(**filters)
+            total = st.count(where)
             rows = st.page(
+                where,
                 order_by=query.sort,
                 descending=query.desc,
                 limit=query.limit,
                 offset=query.offset,
-                **filters,
             )
         except StoreError as exc:
             raise BadRequest(str(exc)) from None
@@ -225,16 +225,16 @@ class ViewerData:
     def diff(self, a: str, b: str) -> dict[str, Any]:
         return diff_trajectories(self.get(a), self.get(b))
 
-    def last_rowid(self, filters: dict[str, Any]) -> int:
+    def last_rowid(self, where: TrajectoryFilter) -> int:
         """The cursor of the newest matching row (0 when none): where a live view starts."""
-        return self.store().last_rowid(**filters)
+        return self.store().last_rowid(where)
 
     def new_rows(
-        self, filters: dict[str, Any], after: int, limit: int = 100
+        self, where: TrajectoryFilter, after: int, limit: int = 100
     ) -> list[dict[str, Any]]:
-        """Summary rows matching ``filters`` stored after cursor ``after``, oldest first."""
+        """Summary rows matching ``where`` stored after cursor ``after``, oldest first."""
         st = self.store()
-        rows = st.summaries_after(after, limit, **filters)
+        rows = st.summaries_after(after, where, limit=limit)
         for row, short in zip(rows, st.short_ids([r["id"] for r in rows]), strict=True):
             row["short_id"] = short
         return rows
