@@ -197,3 +197,17 @@ def test_eval_runs_each_env_to_its_own_turn_limit(tmp_path: Path) -> None:
     with TrajectoryStore(store) as db:
         meta = db.get_run(summary["run_id"])
     assert meta is not None and meta["spec"]["limits"]["max_turns"] is None
+
+
+def test_eval_says_when_the_split_has_fewer_tasks_than_asked(tmp_path: Path) -> None:
+    """The example env declares 29 tasks, of which its test split holds 3."""
+    env = str(Path(__file__).parents[2] / "examples" / "custom_env" / "my_env.py") + ":make_env"
+    args = ["eval", "--env", env, "--model", "expert", "--json"]
+    result = CliRunner().invoke(app, [*args, "--tasks", "5", "--store", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    assert "asked for 5 tasks; the test split of" in result.stderr
+    assert "my_env.py:make_env has 3, so 3 run" in result.stderr
+    assert json.loads(result.stdout)["tasks"] == 3
+    fits = CliRunner().invoke(app, [*args, "--tasks", "2", "--store", str(tmp_path / "t.db")])
+    assert fits.exit_code == 0, fits.output
+    assert "asked for" not in fits.stderr

@@ -14,10 +14,11 @@ from typing import Any
 
 from trajforge.errors import StoreError
 from trajforge.schema import Role, Trajectory
+from trajforge.store.text_index import TEXTS_SQL
 
 # The run and env indexes cover every column stats() reads, in its GROUP BY order, so statistics
 # (filtered by run or env, or not at all) read one index in order: no table lookups, no sort.
-SCHEMA_SQL = """
+SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS trajectories (
     rowid INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -56,7 +57,7 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5(text, tokenize = 'trigram');
+{TEXTS_SQL};
 """
 
 # The summary columns, in the order of ``summary_row``; a table called ``trajectories`` without
