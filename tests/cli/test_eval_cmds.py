@@ -26,7 +26,10 @@ def test_eval_rolls_out_scores_and_summarises(tmp_path: Path) -> None:
     assert (summary["success"], summary["scored"], summary["reward_mean"]) == (1.0, 8, 1.0)
     assert summary["pass_at"] == {"1": 1.0, "2": 1.0}
     assert summary["pass_hat"] == {"1": 1.0, "2": 1.0}
-    assert summary["reward_ci_low"] == summary["reward_ci_high"] == 1.0
+    # Wilson's interval of 8 successes in 8: 8 episodes are no certainty.
+    assert (summary["reward_ci_low"], summary["reward_ci_high"]) == pytest.approx(
+        (0.6756, 1.0), abs=1e-4
+    )
     assert summary["scores"] == {"env_verifier": 1.0, "process": 1.0}
     assert summary["scores_scored"] == {"env_verifier": 8, "process": 8}
     with TrajectoryStore(store) as db:
@@ -50,7 +53,7 @@ def test_eval_table_states_success_reward_and_how_many_were_scored(tmp_path: Pat
         if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 2
     }
     assert rows["success"] == "100.0%"
-    assert rows["mean reward (95% CI)"] == "1.000 [1.000, 1.000]"
+    assert rows["mean reward (95% CI)"] == "1.000 [0.342, 1.000]"  # Wilson's, 2 of 2
     assert rows["scored"] == "2/2"
     assert rows["score process"] == "1.000 (scored 2/2)"
 

@@ -28,7 +28,7 @@ from trajforge.formats.records import (
     write_pair_records,
     write_records,
 )
-from trajforge.judge.stats import format_rate, format_reward, format_scored
+from trajforge.judge.stats import format_reward, format_scored, format_success
 from trajforge.policy.naming import tokenizer_for
 from trajforge.policy.renderer import ChatRenderer
 from trajforge.policy.text_render import render_text_only
@@ -272,7 +272,7 @@ def stats(
             [
                 key or "-",
                 str(agg["count"]),
-                format_rate(agg["success"]),
+                format_success(agg["success"], agg["scored"], agg["count"]),
                 format_reward(agg["reward_mean"]),
                 format_scored(agg["scored"], agg["count"]),
                 _num(agg["reward_std"]),

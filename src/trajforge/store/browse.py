@@ -83,12 +83,13 @@ def last_rowid(read: Read, where: TrajectoryFilter) -> int:
 
 def reward_totals(read: Read, threshold: float, where: TrajectoryFilter) -> list[dict[str, Any]]:
     """Per ``(run_id, status)``: ``episodes``, ``scored``, ``reward_sum``, ``reward_sq`` and
-    ``at_threshold`` (rewards of at least ``threshold``)."""
+    ``at_threshold`` (rewards of at least ``threshold``), ``reward_min`` and ``reward_max``."""
     sql_where, params = where_clause(where)
     sql = (
         "SELECT t.run_id, t.status, count(*) AS episodes, count(t.reward) AS scored, "
         "total(t.reward) AS reward_sum, total(t.reward * t.reward) AS reward_sq, "
-        "count(CASE WHEN t.reward >= ? THEN 1 END) AS at_threshold "
+        "count(CASE WHEN t.reward >= ? THEN 1 END) AS at_threshold, "
+        "min(t.reward) AS reward_min, max(t.reward) AS reward_max "
         f"FROM trajectories t {sql_where} GROUP BY t.run_id, t.status ORDER BY t.run_id, t.status"
     )
     return _rows(read, sql, [float(threshold), *params])

@@ -38,7 +38,7 @@ from trajforge.store.rows import (
     decode_body,
     encode_body,
 )
-from trajforge.store.text_index import CONTAINS_FUNCTION, contains, search_text
+from trajforge.store.text_index import search_text
 from trajforge.store.transaction import Transaction, is_busy
 
 T = TypeVar("T")
@@ -93,7 +93,6 @@ class TrajectoryStore:
             self._conn.close()
             raise
         self._conn.create_function(BODY_JSON_FUNCTION, 1, body_json, deterministic=True)
-        self._conn.create_function(CONTAINS_FUNCTION, 2, contains, deterministic=True)
         self._retry(self._setup)
 
     def _setup(self) -> None:

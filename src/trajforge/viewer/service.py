@@ -16,9 +16,11 @@ from trajforge.errors import StoreError, TrajforgeError
 from trajforge.judge.stats import (
     FailureSplit,
     RewardSummary,
+    RewardTotals,
     split_failures,
     summarize_reward_totals,
 )
+from trajforge.rollout import is_generated_run_id
 from trajforge.schema import SUCCESS_THRESHOLD, Trajectory
 from trajforge.store import TrajectoryFilter, TrajectoryStore
 from trajforge.viewer.conversation import conversation, outline
@@ -47,7 +49,7 @@ def _summary_dict(summary: RewardSummary) -> dict[str, Any]:
 
 
 def _rewards_by_run(rows: list[dict[str, Any]]) -> dict[str, RewardSummary]:
-    grouped: dict[str, list[tuple[str, int, int, float, float, int]]] = {}
+    grouped: dict[str, list[RewardTotals]] = {}
     for r in rows:
         grouped.setdefault(r["run_id"] or "", []).append(
             (
@@ -57,6 +59,8 @@ def _rewards_by_run(rows: list[dict[str, Any]]) -> dict[str, RewardSummary]:
                 r["reward_sum"],
                 r["reward_sq"],
                 r["at_threshold"],
+                r["reward_min"],
+                r["reward_max"],
             )
         )
     return {run: summarize_reward_totals(totals) for run, totals in grouped.items()}
@@ -67,6 +71,20 @@ def _failures(summary: RewardSummary, infra_rows: list[dict[str, Any]]) -> Failu
     (``TrajectoryStore.infra_failures``) were lost to the infrastructure."""
     infra = split_failures((r["status"], r["reward"], True) for r in infra_rows).infra
     return FailureSplit(summary.episodes - summary.successes - infra, infra)
+
+
+def run_labels(run_id: str, metadata: dict[str, Any]) -> dict[str, str | None]:
+    """What a run is, from the metadata the command that made it stored: ``name`` (the run
+    id when someone named the run, ``None`` for a generated one), ``kind`` (eval, rollout,
+    collect, gateway...), ``env`` and ``model`` (``None`` where it does not say)."""
+    spec = metadata.get("spec") or {}
+    policy = spec.get("policy") or {}
+    return {
+        "name": None if is_generated_run_id(run_id) else run_id,
+        "kind": metadata.get("command") or metadata.get("kind"),
+        "env": spec.get("env") or metadata.get("env"),
+        "model": policy.get("name") or metadata.get("model"),
+    }
 
 
 class ViewerData:
@@ -104,13 +122,16 @@ class ViewerData:
     # ------------------------------------------------------------------ runs
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every run: id, creation time, metadata, counts and reward figures."""
+        """Every run: id, name, kind, env, model, creation time, metadata, counts and reward
+        figures."""
         st = self.store()
         by_run = _rewards_by_run(st.reward_totals(SUCCESS_THRESHOLD))
         out = []
         for run in st.list_runs():
             summary = by_run.get(run["run_id"]) or summarize_reward_totals([])
-            out.append({**run, **_summary_dict(summary)})
+            out.append(
+                {**run, **run_labels(run["run_id"], run["metadata"]), **_summary_dict(summary)}
+            )
         return out
 
     def resolve_run(self, prefix: str) -> str:
