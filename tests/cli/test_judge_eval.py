@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from trajforge.cli.main import app
 from trajforge.envs.builtin import calculator
 from trajforge.envs.play import play
-from trajforge.errors import ConfigError
+from trajforge.errors import ConfigError, DataError
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.judge.scorer import scorer_names
 from trajforge.policy import naming
@@ -302,6 +302,6 @@ def test_judge_eval_with_no_labelled_trajectory_stored_says_so(
     stray.write_text('{"trajectory_id": "zzz-not-stored", "label": true}\n')
     args = ["judge-eval", "--labels", str(stray), "--scorer", "numeric_match"]
     result = CliRunner().invoke(app, [*args, "--store", str(store)])
-    assert result.exit_code != 0
-    assert "nothing was compared: none of the 1 trajectories" in result.output
-    assert "0.000" not in result.output
+    assert result.exit_code != 0 and isinstance(result.exception, DataError)
+    assert "nothing was compared: none of the 1 trajectories" in str(result.exception)
+    assert "0.000" not in result.output  # no table of zeros
