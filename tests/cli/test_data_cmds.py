@@ -367,3 +367,17 @@ def test_stats_splits_failures_into_the_policys_and_the_infrastructures(
     assert "policy fail" in out and "infra fail" in out
     all_row = next(ln for ln in out.splitlines() if ln.startswith("all "))
     assert all_row.split()[-2:] == ["3", "2"], all_row
+
+
+def test_ls_and_stats_say_n_a_for_success_when_nothing_was_scored(cli: Cli, tmp_path: Path) -> None:
+    db = tmp_path / "unscored.db"
+    crashed = Outcome(status=OutcomeStatus.ERROR, reward=None, error="boom")
+    with TrajectoryStore(db) as st:
+        st.add_many(
+            [synthetic_trajectory(i).model_copy(update={"outcome": crashed}) for i in range(2)]
+        )
+    code, out, _ = cli("ls", "--store", db)
+    assert code == 0 and "success n/a · mean reward - · scored 0/2" in out
+    code, out, _ = cli("stats", "--store", db)
+    all_row = next(ln for ln in out.splitlines() if ln.strip("│ ").startswith("all"))
+    assert code == 0 and "n/a" in all_row and "0.0%" not in all_row

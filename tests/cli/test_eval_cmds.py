@@ -26,7 +26,10 @@ def test_eval_rolls_out_scores_and_summarises(tmp_path: Path) -> None:
     assert (summary["success"], summary["scored"], summary["reward_mean"]) == (1.0, 8, 1.0)
     assert summary["pass_at"] == {"1": 1.0, "2": 1.0}
     assert summary["pass_hat"] == {"1": 1.0, "2": 1.0}
-    assert summary["reward_ci_low"] == summary["reward_ci_high"] == 1.0
+    # Wilson's interval of 8 successes in 8: 8 episodes are no certainty.
+    assert (summary["reward_ci_low"], summary["reward_ci_high"]) == pytest.approx(
+        (0.6756, 1.0), abs=1e-4
+    )
     assert summary["scores"] == {"env_verifier": 1.0, "process": 1.0}
     assert summary["scores_scored"] == {"env_verifier": 8, "process": 8}
     with TrajectoryStore(store) as db:
@@ -50,7 +53,7 @@ def test_eval_table_states_success_reward_and_how_many_were_scored(tmp_path: Pat
         if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 2
     }
     assert rows["success"] == "100.0%"
-    assert rows["mean reward (95% CI)"] == "1.000 [1.000, 1.000]"
+    assert rows["mean reward (95% CI)"] == "1.000 [0.342, 1.000]"  # Wilson's, 2 of 2
     assert rows["scored"] == "2/2"
     assert rows["score process"] == "1.000 (scored 2/2)"
 
@@ -183,3 +186,31 @@ def test_a_user_scorer_that_does_not_load_is_refused_before_the_run(tmp_path: Pa
         result.exception
     )
     assert not db.exists()
+
+
+def test_eval_runs_each_env_to_its_own_turn_limit(tmp_path: Path) -> None:
+    """retail's expert takes up to 8 turns (its env allows 16): no episode is cut off."""
+    store = tmp_path / "retail.db"
+    args = ["eval", "--env", "retail", "--model", "expert", "--tasks", "10", "--n", "2"]
+    result = CliRunner().invoke(app, [*args, "--store", str(store), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["status"] == {"ok": 20}
+    assert (summary["success"], summary["reward_mean"]) == (1.0, 1.0)
+    with TrajectoryStore(store) as db:
+        meta = db.get_run(summary["run_id"])
+    assert meta is not None and meta["spec"]["limits"]["max_turns"] is None
+
+
+def test_eval_says_when_the_split_has_fewer_tasks_than_asked(tmp_path: Path) -> None:
+    """The example env declares 29 tasks, of which its test split holds 3."""
+    env = str(Path(__file__).parents[2] / "examples" / "custom_env" / "my_env.py") + ":make_env"
+    args = ["eval", "--env", env, "--model", "expert", "--json"]
+    result = CliRunner().invoke(app, [*args, "--tasks", "5", "--store", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    assert "asked for 5 tasks; the test split of" in result.stderr
+    assert "my_env.py:make_env has 3, so 3 run" in result.stderr
+    assert json.loads(result.stdout)["tasks"] == 3
+    fits = CliRunner().invoke(app, [*args, "--tasks", "2", "--store", str(tmp_path / "t.db")])
+    assert fits.exit_code == 0, fits.output
+    assert "asked for" not in fits.stderr

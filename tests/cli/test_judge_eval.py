@@ -14,7 +14,7 @@ from episodes import play
 from trajforge.cli.failures import ExitCode
 from trajforge.cli.main import app
 from trajforge.envs.builtin import calculator
-from trajforge.errors import ConfigError
+from trajforge.errors import ConfigError, DataError
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.judge.scorer import scorer_names
 from trajforge.policy import naming
@@ -276,3 +276,33 @@ def test_an_unparsable_judge_leaves_every_episode_unscored(
     with TrajectoryStore(small) as db:
         failed = [t.score("llm_judge") for t in db.query(run="judged")]
     assert all(s is not None and s.error and "unparsable verdict" in s.error for s in failed)
+
+
+def test_judge_eval_takes_the_short_ids_ls_prints(labelled: tuple[Path, Path]) -> None:
+    store, labels = labelled
+    rows = [json.loads(line) for line in labels.read_text().splitlines()]
+    with TrajectoryStore(store) as db:
+        shorts = db.short_ids([r["trajectory_id"] for r in rows], minimum=8)
+    short_labels = labels.with_name("short.labels.jsonl")
+    short_labels.write_text(
+        "".join(
+            json.dumps({**r, "trajectory_id": s}) + "\n" for r, s in zip(rows, shorts, strict=True)
+        )
+    )
+    assert any(len(s) < len(r["trajectory_id"]) for r, s in zip(rows, shorts, strict=True))
+    by_short = _judge_eval(store, short_labels, "numeric_match")
+    assert by_short["overall"] == _judge_eval(store, labels, "numeric_match")["overall"]
+    assert by_short["missing"] == []
+
+
+def test_judge_eval_with_no_labelled_trajectory_stored_says_so(
+    labelled: tuple[Path, Path], tmp_path: Path
+) -> None:
+    store, _ = labelled
+    stray = tmp_path / "stray.labels.jsonl"
+    stray.write_text('{"trajectory_id": "zzz-not-stored", "label": true}\n')
+    args = ["judge-eval", "--labels", str(stray), "--scorer", "numeric_match"]
+    result = CliRunner().invoke(app, [*args, "--store", str(store)])
+    assert result.exit_code != 0 and isinstance(result.exception, DataError)
+    assert "nothing was compared: none of the 1 trajectories" in str(result.exception)
+    assert "0.000" not in result.output  # no table of zeros

@@ -5,8 +5,6 @@ import math
 import pytest
 
 from trajforge.judge.stats import (
-    SUCCESS_THRESHOLD,
-    is_success,
     mean_ci95,
     mean_pass_at_k,
     mean_pass_hat_k,
@@ -15,8 +13,9 @@ from trajforge.judge.stats import (
     summarize_reward_totals,
     summarize_rewards,
     summarize_rewards_by,
+    wilson_ci95,
 )
-from trajforge.schema import OutcomeStatus
+from trajforge.schema import SUCCESS_THRESHOLD
 
 
 @pytest.mark.parametrize(
@@ -76,30 +75,28 @@ def test_pass_hat_k_rejects_impossible_counts_and_averages_over_tasks() -> None:
 
 
 def test_mean_ci95_uses_student_t() -> None:
-    ci = mean_ci95([1.0, 0.0, 1.0, 0.0])
-    # sd = sqrt(1/3), se = sd / 2, t(3) = 3.182
-    half = 3.182 * math.sqrt(1 / 3) / 2
-    assert ci.mean == 0.5
-    assert ci.low == pytest.approx(0.5 - half)
-    assert ci.high == pytest.approx(0.5 + half)
+    ci = mean_ci95([2.0, 0.0, 2.0, 0.0])  # rewards beyond [0, 1]: nothing bounds the mean
+    # sd = sqrt(4/3), se = sd / 2, t(3) = 3.182
+    half = 3.182 * math.sqrt(4 / 3) / 2
+    assert ci.mean == 1.0
+    assert ci.low == pytest.approx(1.0 - half)
+    assert ci.high == pytest.approx(1.0 + half)
     assert mean_ci95([0.7]).half_width == 0.0
 
 
-@pytest.mark.parametrize(
-    ("status", "reward", "expected"),
-    [
-        (OutcomeStatus.OK, 1.0, True),
-        ("ok", 1.0, True),  # store rows carry the status as text
-        (OutcomeStatus.OK, 0.99, False),
-        (OutcomeStatus.OK, None, False),
-        (OutcomeStatus.TRUNCATED, 1.0, False),  # rewarded but cut off
-        (OutcomeStatus.ERROR, None, False),
-    ],
-)
-def test_success_needs_an_ok_end_and_a_full_reward(
-    status: OutcomeStatus | str, reward: float | None, expected: bool
-) -> None:
-    assert is_success(status, reward) is expected
+def test_mean_ci95_of_zeros_and_ones_is_wilsons() -> None:
+    # p = 0.5, n = 4, z = 1.96: (0.5 + 0.4802 +- 1.96 sqrt(0.0625 + 0.0600)) / 1.9604
+    ci = mean_ci95([1.0, 0.0, 1.0, 0.0])
+    assert (ci.mean, ci.low, ci.high) == pytest.approx((0.5, 0.1500, 0.8500), abs=1e-4)
+    assert wilson_ci95(8, 8) == pytest.approx((0.6756, 1.0), abs=1e-4)
+    assert wilson_ci95(0, 3) == pytest.approx((0.0, 0.5615), abs=1e-4)
+    assert mean_ci95([1.0]).low < 1.0 == mean_ci95([1.0]).high  # one success is no certainty
+
+
+def test_mean_ci95_of_rewards_in_the_unit_interval_stays_in_it() -> None:
+    """The interval once printed as [0.633, 1.145]."""
+    ci = mean_ci95([1.0, 1.0, 0.6, 1.0, 0.35])
+    assert 0.0 <= ci.low < ci.mean < ci.high == 1.0
 
 
 def test_unscored_episodes_fail_and_stay_out_of_the_mean() -> None:
@@ -123,7 +120,7 @@ def test_nothing_scored_has_no_mean_reward() -> None:
         "reward_ci_low": None,
         "reward_ci_high": None,
     }
-    assert summary.line() == "success 0.0% · mean reward - · scored 0/2"
+    assert summary.line() == "success n/a · mean reward - · scored 0/2"  # nothing to judge by
     assert summarize_rewards([]).line() == "success - · mean reward - · scored 0/0"
 
 
@@ -145,7 +142,10 @@ def test_summaries_from_sql_totals_match_summaries_from_the_rewards() -> None:
         rewards = [r for s, r in outcomes if s == status and r is not None]
         n = sum(s == status for s, _ in outcomes)
         at = sum(r >= SUCCESS_THRESHOLD for r in rewards)
-        totals.append((status, n, len(rewards), sum(rewards), sum(r * r for r in rewards), at))
+        low, high = (min(rewards), max(rewards)) if rewards else (None, None)
+        totals.append(
+            (status, n, len(rewards), sum(rewards), sum(r * r for r in rewards), at, low, high)
+        )
     direct, aggregated = summarize_rewards(outcomes), summarize_reward_totals(totals)
     assert (aggregated.episodes, aggregated.scored, aggregated.successes) == (
         direct.episodes, direct.scored, direct.successes
@@ -153,3 +153,5 @@ def test_summaries_from_sql_totals_match_summaries_from_the_rewards() -> None:
     for field in ("mean", "low", "high"):
         assert getattr(aggregated.reward, field) == pytest.approx(getattr(direct.reward, field))
     assert math.isnan(summarize_reward_totals([]).reward.mean)
+    binary = [("ok", 3, 3, 2.0, 2.0, 2, 0.0, 1.0)]  # rewards 1, 1, 0: Wilson, as from the rewards
+    assert summarize_reward_totals(binary).reward == mean_ci95([1.0, 1.0, 0.0])

@@ -109,9 +109,9 @@ def test_report_states_how_many_episodes_were_scored(tmp_path: Path) -> None:
         re.S,
     )
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
-        ("base", "0.0%", "-", "scored 0/3"),
-        ("old", "100.0%", "1.000 [1.000, 1.000]", "3"),
-        ("after", "100.0%", "1.000 [1.000, 1.000]", "scored 3/3"),
+        ("base", "n/a", "-", "scored 0/3"),  # nothing scored: no success rate to state
+        ("old", "100.0%", "1.000 [0.439, 1.000]", "3"),  # Wilson's interval of 3 of 3
+        ("after", "100.0%", "1.000 [0.439, 1.000]", "scored 3/3"),
     ]
     assert html.count('reward unscored <span class="bad">not solved</span>') == 3
     assert html.count('reward 1.00 <span class="ok">solved</span>') == 3

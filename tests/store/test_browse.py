@@ -1,5 +1,5 @@
 """Paged reads for browsing a store: sorted pages, the rows after a cursor, reward totals and
-the filters that read bodies (model, text)."""
+the model and text filters."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_pages_filter_and_carry_the_model(store: TrajectoryStore) -> None:
 @pytest.mark.parametrize(
     ("text", "hits"),
     [
-        ('"50%_off"', 1),  # quotes: JSON escapes them, so no LIKE pre-check
+        ('"50%_off"', 1),  # quotes inside the phrase
         ("50%_off", 1),  # LIKE's wildcards taken literally
         ("50%x", 0),
         ("5_%_off", 0),

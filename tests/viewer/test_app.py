@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from trajforge.store import TrajectoryFilter
 from trajforge.viewer.app import create_app
 from trajforge.viewer.service import ViewerData
 
@@ -200,7 +201,7 @@ def test_bad_ids_and_filters_answer_an_error_page(
 
 
 def test_events_stream_new_trajectories_of_a_run(data: ViewerData, client: TestClient) -> None:
-    start = data.last_rowid({"run": RUN}) - 2
+    start = data.last_rowid(TrajectoryFilter(run=RUN)) - 2
     with client.stream(
         "GET", f"/api/runs/{RUN}/events", params={"after": start, "max_s": 0.2}
     ) as response:

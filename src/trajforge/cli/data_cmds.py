@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,12 +33,13 @@ from trajforge.formats.records import (
     write_pair_records,
     write_records,
 )
-from trajforge.judge.stats import format_rate, format_reward, format_scored
+from trajforge.judge.stats import format_reward, format_scored, format_success
 from trajforge.policy.naming import tokenizer_for
 from trajforge.policy.renderer import ChatRenderer
 from trajforge.policy.text_render import render_text_only
 from trajforge.schema import OutcomeStatus, Trajectory, json_schema_text
-from trajforge.store import TrajectoryStore
+from trajforge.store import TrajectoryFilter, TrajectoryStore
+from trajforge.store.filters import validate_named
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -75,6 +75,10 @@ _LS_COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
 _LS_DROP_ORDER = ("sample", "tokens", "created", "turns", "env", "run", "task")
 
 
+def _option(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
 def _filters(
     st: TrajectoryStore,
     run: str | None,
@@ -82,21 +86,14 @@ def _filters(
     status: str | None,
     min_reward: float | None,
     max_reward: float | None,
-) -> dict[str, Any]:
-    """The store filters the options ask for, with ``--run`` resolved from a unique prefix.
+) -> TrajectoryFilter:
+    """The store filter the options ask for, with ``--run`` resolved from a unique prefix.
 
     A value that cannot match (a misspelt status or env, an empty reward range) is refused
     rather than answered with an empty listing that looks like missing data.
     """
-    if status is not None and status not in STATUSES:
-        raise ConfigError(f"--status: {status!r} is not one of {', '.join(STATUSES)}")
-    for option, value in (("--min-reward", min_reward), ("--max-reward", max_reward)):
-        if value is not None and not math.isfinite(value):
-            raise ConfigError(f"{option}: must be a finite number, got {value}")
-    if min_reward is not None and max_reward is not None and min_reward > max_reward:
-        raise ConfigError(
-            f"--min-reward: {min_reward:g} is above --max-reward {max_reward:g}; nothing can match"
-        )
+    fields = {"status": status, "min_reward": min_reward, "max_reward": max_reward}
+    found = validate_named(TrajectoryFilter, fields, _option, ConfigError)
     if env is not None:
         known = st.envs()
         if known and env not in known:
@@ -108,13 +105,7 @@ def _filters(
             run = st.resolve_run_id(run)
         except StoreError as exc:
             raise StoreError(f"--run: {exc}") from None
-    return {
-        "run": run,
-        "env": env,
-        "status": status,
-        "min_reward": min_reward,
-        "max_reward": max_reward,
-    }
+    return found.model_copy(update={"run": run, "env": env})
 
 
 def _check_limit(limit: int | None) -> None:
@@ -259,8 +250,8 @@ def ls(
     _check_limit(limit)
     with open_store(store) as st:
         filters = _filters(st, run, env, status, min_reward, max_reward)
-        rows = st.summaries(limit=limit, **filters)
-        total = st.count(**filters)
+        rows = st.summaries(filters, limit=limit)
+        total = st.count(filters)
         short_ids = st.short_ids([r["id"] for r in rows], minimum=SHORT_ID_LENGTH)
     if as_json:
         print_json(rows)
@@ -326,8 +317,8 @@ def stats(
     those lost to the infrastructure), overall and per run and env."""
     with open_store(store) as st:
         filters = _filters(st, run, env, status, min_reward, max_reward)
-        infra_ids = {r["id"] for r in st.infra_failures(**filters)}
-        result = add_reward_figures(st.stats(**filters), st.summaries(**filters), infra_ids)
+        infra_ids = {r["id"] for r in st.infra_failures(filters)}
+        result = add_reward_figures(st.stats(filters), st.summaries(filters), infra_ids)
     if as_json:
         print_json(result)
         return
@@ -336,7 +327,7 @@ def stats(
             [
                 key or "-",
                 str(agg["count"]),
-                format_rate(agg["success"]),
+                format_success(agg["success"], agg["scored"], agg["count"]),
                 format_reward(agg["reward_mean"]),
                 format_scored(agg["scored"], agg["count"]),
                 _num(agg["reward_std"]),
@@ -402,7 +393,7 @@ def export(
     with open_store(store) as st:
         filters = _filters(st, run, env, status, min_reward, max_reward)
         with console.status(f"exporting to {out}"):
-            found = st.iter_query(limit=limit, **filters)
+            found = st.iter_query(filters, limit=limit)
             if record_format.write_pair is not None:
                 found = list(found)
                 pairs = [(p.chosen, p.rejected) for p in preference_pairs(found)]

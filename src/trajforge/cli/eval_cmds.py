@@ -15,17 +15,18 @@ from trajforge.cli import rollout_options as opts
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.cli.failures import finish, scored_failures
 from trajforge.cli.preflight import check_reachable
-from trajforge.errors import ConfigError, StoreError
+from trajforge.errors import ConfigError, DataError, StoreError
 from trajforge.judge.criteria import load_criteria
 from trajforge.judge.evaluate import score_all, score_into, score_missing_into, summarize
 from trajforge.judge.llm_judge import LLMJudge
 from trajforge.judge.meta_eval import meta_evaluate, read_labels
 from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
-from trajforge.judge.stats import format_rate, format_reward, format_scored
+from trajforge.judge.stats import format_rate, format_reward, format_scored, format_success
 from trajforge.policy.naming import load_policy
 from trajforge.precision import Precision
 from trajforge.registry import absolute_ref
 from trajforge.store import TrajectoryStore
+from trajforge.store.lookup import AmbiguousIdError
 
 if TYPE_CHECKING:
     from trajforge.judge.criteria import JudgeCriteria
@@ -166,7 +167,7 @@ def _eval_rows(summary: EvalSummary) -> list[tuple[str, str]]:
     return [
         ("episodes", str(summary.episodes)),
         ("tasks", str(summary.tasks)),
-        ("success", format_rate(summary.success)),
+        ("success", format_success(summary.success, summary.scored, summary.episodes)),
         ("mean reward (95% CI)", reward),
         ("scored", format_scored(summary.scored, summary.episodes)),
         *((f"pass@{k}", format_rate(v)) for k, v in summary.pass_at.items()),
@@ -190,7 +191,7 @@ def eval_command(
     split: opts.SplitOption = "test",
     seed: opts.SeedOption = 0,
     temperature: opts.TemperatureOption = 0.0,
-    max_turns: opts.MaxTurnsOption = 6,
+    max_turns: opts.MaxTurnsOption = None,
     max_new_tokens: opts.MaxNewTokensOption = 256,
     batch_size: opts.BatchSizeOption = 16,
     concurrency: opts.ConcurrencyOption = None,
@@ -209,7 +210,7 @@ def eval_command(
     """Roll out a model on an environment's tasks, score them, and report success, mean reward,
     pass@k, pass^k (all k samples succeed) and process metrics.
 
-    Defaults that differ from rollout's: greedy (--temperature 0), test split, at most 6 turns.
+    Defaults that differ from rollout's: greedy (--temperature 0), the test split.
     Ctrl-C stops the run; --resume finishes it.
     """
     # A rubric file is stored by its absolute path, so --resume finds it from anywhere.
@@ -315,14 +316,25 @@ def judge_eval_command(
     name = LLM_JUDGE_NAME if judge_model else get_scorer(judging.scorers[0]).name
     label_list = read_labels(labels)
     with _open_store(store) as db:
-        found = [db.get(lab.trajectory_id) for lab in label_list if lab.trajectory_id in db]
+        # A label may name its trajectory by the short id ``ls`` prints (a unique prefix).
+        full_ids = {
+            lab.trajectory_id: _stored_id(db, lab.trajectory_id, labels) for lab in label_list
+        }
+        found = [db.get(i) for i in dict.fromkeys(i for i in full_ids.values() if i is not None)]
+        store_path = db.path
     if found and not stored:
         found = asyncio.run(_scored(found, judging))
-    predictions: dict[str, tuple[float | None, str | None]] = {}
+    verdicts: dict[str, tuple[float | None, str | None]] = {}
     for traj in found:
         verdict = traj.score(name)
-        predictions[traj.id] = (verdict.value if verdict else None, traj.env)
+        verdicts[traj.id] = (verdict.value if verdict else None, traj.env)
+    predictions = {lab: verdicts[full] for lab, full in full_ids.items() if full is not None}
     report = meta_evaluate(name, predictions, label_list, threshold=threshold)
+    if report.overall.n == 0:
+        raise DataError(
+            f"judge-eval: nothing was compared: none of the {len(label_list)} trajectories "
+            f"{labels} labels is in {store_path}"
+        )
     if as_json:
         print_json(report.as_dict())
         return
@@ -340,6 +352,16 @@ def judge_eval_command(
         console.print(
             f"[yellow]{len(report.missing)} labelled trajectories not in the store[/yellow]"
         )
+
+
+def _stored_id(db: TrajectoryStore, label_id: str, labels: Path) -> str | None:
+    """The stored trajectory a label names by its id or a unique prefix (``None``: none)."""
+    try:
+        return db.resolve_trajectory_id(label_id)
+    except AmbiguousIdError as exc:
+        raise DataError(f"{labels}: {exc}") from None
+    except StoreError:
+        return None
 
 
 def register(app: typer.Typer) -> None:

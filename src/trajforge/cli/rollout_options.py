@@ -25,6 +25,7 @@ from trajforge.errors import ConfigError, StoreError
 from trajforge.policy.naming import check_policy_name
 from trajforge.precision import Precision
 from trajforge.rollout import (
+    RolloutHook,
     RolloutProgress,
     RolloutRun,
     RolloutSpec,
@@ -76,7 +77,7 @@ MaxTurnsOption = Annotated[
     int | None,
     typer.Option(
         "--max-turns",
-        help="Assistant turns per episode (rollout: the environment decides, eval: 6).",
+        help="Assistant turns per episode (default: the environment's own limit).",
     ),
 ]
 MaxNewTokensOption = Annotated[
@@ -258,10 +259,21 @@ def ray_options(options: Mapping[str, Any]) -> RayOptions | None:
     return RayOptions(address=address or LOCAL, actors=options.get("ray_actors"))
 
 
+class SampleNotice(RolloutHook):
+    """Says, before the first episode, that the env's split has fewer tasks than ``--tasks``."""
+
+    def on_rollout_start(self, run: RolloutRun) -> None:
+        shortfall = run.sample_shortfall()
+        if shortfall is not None:
+            err_console.print(f"[yellow]note:[/yellow] {shortfall}", soft_wrap=True)
+
+
 async def _roll_out(
     spec: RolloutSpec, db: TrajectoryStore, show: bool, ray: RayOptions | None
 ) -> RolloutRun:
-    hooks = [RolloutProgress(console=err_console)] if show else []
+    hooks: list[RolloutHook] = [SampleNotice()]
+    if show:
+        hooks.append(RolloutProgress(console=err_console))
     live = on_ray(ray)
     live["store"], live["hooks"] = db, hooks
     async with open_rollout(spec, **live) as stream:

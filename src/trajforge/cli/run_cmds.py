@@ -20,7 +20,7 @@ from trajforge.cli.common import (
 )
 from trajforge.cli.failures import Failure, finish, stored_failures
 from trajforge.distributed import RayOptions
-from trajforge.judge.stats import format_rate, format_reward, format_scored
+from trajforge.judge.stats import format_reward, format_scored, format_success
 from trajforge.pipeline.config import STORE_FILE, Experiment, load_experiment
 from trajforge.report.html import REPORT_FILE, build_report
 from trajforge.store import TrajectoryStore
@@ -85,7 +85,7 @@ def run_command(
             continue
         table.add_row(
             rec["name"] + (" (stale)" if rec.get("status") == "stale" else ""),
-            format_rate(summary["success"]),
+            format_success(summary["success"], summary["scored"], summary["episodes"]),
             format_reward(
                 summary["reward_mean"], summary["reward_ci_low"], summary["reward_ci_high"]
             ),

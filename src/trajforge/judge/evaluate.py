@@ -11,7 +11,6 @@ from typing import Protocol
 from trajforge.judge.process import process_metrics
 from trajforge.judge.scorer import Scorer, score_trajectory
 from trajforge.judge.stats import (
-    SUCCESS_THRESHOLD,
     FailureSplit,
     RewardSummary,
     mean_pass_at_k,
@@ -19,8 +18,13 @@ from trajforge.judge.stats import (
     split_failures,
     summarize_rewards,
 )
-from trajforge.judge.stats import is_success as outcome_is_success
-from trajforge.schema import Score, Trajectory, is_infra_failure
+from trajforge.schema import (
+    SUCCESS_THRESHOLD,
+    Score,
+    Trajectory,
+    is_infra_failure,
+    is_success,
+)
 
 
 @dataclass
@@ -58,11 +62,6 @@ class EvalSummary:
         return data
 
 
-def is_success(trajectory: Trajectory, threshold: float = SUCCESS_THRESHOLD) -> bool:
-    """``stats.is_success`` of a trajectory's outcome."""
-    return outcome_is_success(trajectory.outcome.status, trajectory.outcome.reward, threshold)
-
-
 def failure_split(
     trajectories: Iterable[Trajectory], threshold: float = SUCCESS_THRESHOLD
 ) -> FailureSplit:
@@ -91,7 +90,10 @@ def summarize(
     """Summarise finished trajectories: success and mean reward as ``RewardSummary`` defines
     them, pass@k and pass^k, process metrics, and per scorer the mean of each trajectory's latest score."""
     rewards = reward_summary(trajectories, success_threshold)
-    successes = [(t.task.id, is_success(t, success_threshold)) for t in trajectories]
+    successes = [
+        (t.task.id, is_success(t.outcome.status, t.outcome.reward, success_threshold))
+        for t in trajectories
+    ]
     per_task: dict[str, int] = defaultdict(int)
     status: dict[str, int] = defaultdict(int)
     score_values: dict[str, list[float]] = defaultdict(list)

@@ -1,6 +1,6 @@
-"""Summary statistics for evaluations: mean with a confidence interval, pass@k and pass^k, the one
-definition of success and mean reward that every command and report uses, and the split of the
-failures into the policy's and the infrastructure's."""
+"""Summary statistics for evaluations: mean with a confidence interval, pass@k and pass^k, the
+success rate (``schema.is_success``) and mean reward that every command and report states, and
+the split of the failures into the policy's and the infrastructure's."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from trajforge.schema import OutcomeStatus
+from trajforge.schema import SUCCESS_THRESHOLD, OutcomeStatus, is_success
 
 # Two-sided 95% quantiles of Student's t for small samples; the normal 1.96 beyond 30.
 _T95 = {
@@ -32,31 +32,67 @@ class MeanCI:
         return (self.high - self.low) / 2
 
 
+_Z95 = 1.959964
+
+
+def wilson_ci95(successes: float, n: int) -> tuple[float, float]:
+    """The Wilson score 95% interval of a proportion (Wilson 1927, "Probable Inference, the Law
+    of Succession, and Statistical Inference"): with p = successes / n and z = 1.96,
+
+        (p + z^2 / 2n +- z sqrt(p (1 - p) / n + z^2 / 4n^2)) / (1 + z^2 / n)
+
+    It lies in [0, 1] and has width even at p = 0 or 1, unlike p +- z sqrt(p (1 - p) / n)."""
+    p = successes / n
+    z2 = _Z95 * _Z95
+    centre = p + z2 / (2 * n)
+    spread = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    scale = 1 + z2 / n
+    return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)
+
+
+def _interval(
+    n: int, mean: float, var: float, lowest: float, highest: float, binary: bool
+) -> MeanCI:
+    """The 95% interval of a mean of ``n`` values in [``lowest``, ``highest``]: Wilson's for
+    values that are all 0 or 1 (a proportion), Student's t otherwise, cut to [0, 1] when the
+    values lie in it (their mean cannot leave it)."""
+    if binary:
+        low, high = wilson_ci95(mean * n, n)
+        return MeanCI(mean, low, high, n)
+    if n < 2:
+        return MeanCI(mean, mean, mean, n)
+    half = _T95.get(n - 1, 1.96) * math.sqrt(var / n)
+    low, high = mean - half, mean + half
+    if lowest >= 0.0 and highest <= 1.0:
+        low, high = max(low, 0.0), min(high, 1.0)
+    return MeanCI(mean, low, high, n)
+
+
 def mean_ci95(values: Sequence[float]) -> MeanCI:
-    """Mean and a 95% Student-t confidence interval (zero width for fewer than two values)."""
+    """Mean and a 95% confidence interval: Wilson's when every value is 0 or 1, else Student's
+    t (cut to [0, 1] for values in [0, 1]; zero width for one value)."""
     n = len(values)
     if n == 0:
         return MeanCI(math.nan, math.nan, math.nan, 0)
     mean = sum(values) / n
-    if n < 2:
-        return MeanCI(mean, mean, mean, n)
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    t = _T95.get(n - 1, 1.96)
-    half = t * math.sqrt(var / n)
-    return MeanCI(mean, mean - half, mean + half, n)
+    var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
+    binary = all(v in (0.0, 1.0) for v in values)
+    return _interval(n, mean, var, min(values), max(values), binary)
 
 
-def mean_ci95_from_moments(n: int, total: float, total_sq: float) -> MeanCI:
-    """``mean_ci95`` from the count, sum and sum of squares of the values (what SQL aggregates
-    give), so a store's millions of rewards never need to be loaded to state their mean."""
+def mean_ci95_from_moments(
+    n: int, total: float, total_sq: float, lowest: float, highest: float
+) -> MeanCI:
+    """``mean_ci95`` from the count, sum, sum of squares, least and greatest of the values (what
+    SQL aggregates give), so a store's millions of rewards never need to be loaded to state
+    their mean. Values in [0, 1] are all 0 or 1 exactly when their sum equals their sum of
+    squares (x = x^2 only there, and x > x^2 between)."""
     if n == 0:
         return MeanCI(math.nan, math.nan, math.nan, 0)
     mean = total / n
-    if n < 2:
-        return MeanCI(mean, mean, mean, n)
-    var = max(total_sq - n * mean * mean, 0.0) / (n - 1)
-    half = _T95.get(n - 1, 1.96) * math.sqrt(var / n)
-    return MeanCI(mean, mean - half, mean + half, n)
+    var = max(total_sq - n * mean * mean, 0.0) / (n - 1) if n > 1 else 0.0
+    binary = lowest >= 0.0 and highest <= 1.0 and math.isclose(total, total_sq, abs_tol=1e-9)
+    return _interval(n, mean, var, lowest, highest, binary)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -115,18 +151,6 @@ def mean_pass_hat_k(results: Iterable[tuple[str, bool]], k: int) -> float:
     return sum(pass_hat_k(len(v), sum(v), k) for v in per_task.values()) / len(per_task)
 
 
-# An episode succeeds when it ended ``ok`` with at least this reward.
-SUCCESS_THRESHOLD = 1.0
-
-
-def is_success(
-    status: OutcomeStatus | str, reward: float | None, threshold: float = SUCCESS_THRESHOLD
-) -> bool:
-    """Whether an episode succeeded: it ended ``ok`` with a reward of at least ``threshold``.
-    An unscored episode (no reward: cut off, crashed, timed out) never succeeded."""
-    return status == OutcomeStatus.OK and reward is not None and reward >= threshold
-
-
 @dataclass(frozen=True)
 class FailureSplit:
     """The episodes that did not succeed, by whose failure they are: the policy's own (a wrong
@@ -160,6 +184,14 @@ def split_failures(
 
 def format_rate(rate: float | None) -> str:
     return "-" if rate is None else f"{100 * rate:.1f}%"
+
+
+def format_success(success: float | None, scored: int, episodes: int) -> str:
+    """A success rate as a table shows it: ``-`` without episodes, ``n/a`` when none of them
+    was scored (nothing says whether one succeeded), else a percentage."""
+    if not episodes:
+        return "-"
+    return "n/a" if not scored else format_rate(success)
 
 
 def format_reward(mean: float | None, low: float | None = None, high: float | None = None) -> str:
@@ -214,7 +246,7 @@ class RewardSummary:
         }
 
     def success_text(self) -> str:
-        return format_rate(self.success if self.episodes else None)
+        return format_success(self.success, self.scored, self.episodes)
 
     def reward_text(self, *, ci: bool = False) -> str:
         low, high = self.reward_ci if ci else (None, None)
@@ -257,23 +289,33 @@ def summarize_rewards_by(
     return {g: summarize_rewards(groups[g], threshold) for g in sorted(groups)}
 
 
+RewardTotals = tuple[OutcomeStatus | str, int, int, float, float, int, float | None, float | None]
+"""``(status, episodes, scored, reward_sum, reward_sq, at_threshold, reward_min, reward_max)``
+of a group of episodes, as ``TrajectoryStore.reward_totals`` aggregates them."""
+
+
 def summarize_reward_totals(
-    totals: Iterable[tuple[OutcomeStatus | str, int, int, float, float, int]],
-    threshold: float = SUCCESS_THRESHOLD,
+    totals: Iterable[RewardTotals], threshold: float = SUCCESS_THRESHOLD
 ) -> RewardSummary:
-    """The ``RewardSummary`` of aggregated episodes, from ``(status, episodes, scored,
-    reward_sum, reward_sq, at_threshold)`` rows, ``at_threshold`` counting the rewards of at
-    least ``threshold``: the same figures as ``summarize_rewards`` without the rewards."""
+    """The ``RewardSummary`` of aggregated episodes (``RewardTotals`` rows, ``at_threshold``
+    counting the rewards of at least ``threshold``): the same figures as ``summarize_rewards``
+    without the rewards."""
     episodes = scored = successes = 0
     total = total_sq = 0.0
-    for status, n, n_scored, rsum, rsq, at_threshold in totals:
+    lowest, highest = math.inf, -math.inf
+    for status, n, n_scored, rsum, rsq, at_threshold, rmin, rmax in totals:
         episodes += n
         scored += n_scored
         total += rsum
         total_sq += rsq
+        if rmin is not None and rmax is not None:
+            lowest, highest = min(lowest, rmin), max(highest, rmax)
         # is_success on a reward at the threshold asks only whether the status can succeed.
         if is_success(status, threshold, threshold):
             successes += at_threshold
     return RewardSummary(
-        episodes, scored, successes, mean_ci95_from_moments(scored, total, total_sq)
+        episodes,
+        scored,
+        successes,
+        mean_ci95_from_moments(scored, total, total_sq, lowest, highest),
     )

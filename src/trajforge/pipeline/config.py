@@ -58,8 +58,8 @@ class EvalSettings(_Strict):
     """Seed of the task sample and of sampling."""
     temperature: float = Field(default=0.0, ge=0)
     """Sampling temperature (0: greedy)."""
-    max_turns: int = Field(default=4, ge=1)
-    """Assistant turns per episode."""
+    max_turns: int | None = Field(default=None, ge=1)
+    """Assistant turns per episode (null: the environment's own limit)."""
     max_new_tokens: int = Field(default=96, ge=1)
     """Tokens per assistant turn."""
     max_batch_size: int = Field(default=25, ge=1)
@@ -97,8 +97,8 @@ class DemonstrationStage(_Strict):
     """The env's task split."""
     seed: int = 0
     """Seed of the task sample."""
-    max_turns: int = Field(default=6, ge=1)
-    """Assistant turns per episode."""
+    max_turns: int | None = Field(default=None, ge=1)
+    """Assistant turns per episode (null: the environment's own limit)."""
 
 
 class CollectStage(_Strict):

@@ -27,7 +27,7 @@ from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.judge.evaluate import score_into, summarize
 from trajforge.judge.scorer import Rubric
-from trajforge.judge.stats import format_rate, format_reward, format_scored, is_success
+from trajforge.judge.stats import format_reward, format_scored, format_success
 from trajforge.pipeline.config import (
     STORE_FILE,
     CollectStage,
@@ -62,6 +62,7 @@ from trajforge.rollout import (
     arun_rollout,
     run_rollout,
 )
+from trajforge.schema import is_success
 from trajforge.serve.collect import agent_rollouts_for, agents_on_ray, collect_runs
 from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
@@ -303,7 +304,7 @@ class ExperimentRunner:
         trajectories = asyncio.run(go())
         summary = summarize(trajectories, ks=sorted({1, ev.n}))
         text = (
-            f"success {format_rate(summary.success)}, mean reward "
+            f"success {format_success(summary.success, summary.scored, summary.episodes)}, mean reward "
             f"{format_reward(summary.reward_mean)} (scored {format_scored(summary.scored, summary.episodes)})"
         )
         return {"run_id": run_id, "model": model, "summary": summary.as_dict(), "text": text}

@@ -13,12 +13,11 @@ from trajforge import __version__
 from trajforge.errors import DataError
 from trajforge.judge.stats import (
     FailureSplit,
-    format_rate,
     format_reward,
     format_scored,
-    is_success,
+    format_success,
 )
-from trajforge.schema import Role, Trajectory
+from trajforge.schema import Role, Trajectory, is_success
 from trajforge.store import TrajectoryStore
 from trajforge.viewer.command import view_command
 
@@ -65,7 +64,9 @@ def _figures_of(summary: dict[str, Any]) -> dict[str, Any]:
     scored = summary.get("scored")
     return {
         **summary,
-        "success_text": format_rate(summary["success"]),
+        "success_text": format_success(
+            summary["success"], episodes if scored is None else scored, episodes
+        ),
         "reward_text": format_reward(
             summary["reward_mean"], summary["reward_ci_low"], summary["reward_ci_high"]
         ),

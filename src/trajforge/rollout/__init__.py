@@ -19,7 +19,7 @@ from trajforge.rollout.episode import EpisodeKey
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.limits import EndReason, Limits
 from trajforge.rollout.progress import RolloutProgress
-from trajforge.rollout.seeding import derive_seed, group_id_for, new_run_id
+from trajforge.rollout.seeding import derive_seed, group_id_for, is_generated_run_id, new_run_id
 from trajforge.rollout.spec import PolicyRef, RolloutError, RolloutSpec, Sampling, TaskSample
 from trajforge.rollout.stats import RolloutStats
 
@@ -45,6 +45,7 @@ __all__ = [
     "arun_rollout",
     "derive_seed",
     "group_id_for",
+    "is_generated_run_id",
     "new_episode",
     "new_run_id",
     "open_rollout",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from trajforge.rollout.episode import EpisodeKey
 from trajforge.rollout.seeding import new_run_id
-from trajforge.rollout.spec import RolloutError, RolloutSpec
+from trajforge.rollout.spec import RolloutError, RolloutSpec, TaskSample
 from trajforge.rollout.stats import RolloutStats
 from trajforge.schema import Task, Trajectory
 
@@ -60,6 +60,20 @@ class RolloutRun:
         """Leave out the episodes ``done`` names (those a resumed run has already)."""
         self.todo = [k for k in self.todo if k.store_key not in done]
         self.stats.total = len(self.todo)
+
+    def sample_shortfall(self) -> str | None:
+        """One line when the environment's split holds fewer tasks than the spec's sample asks
+        for (all of them run), else ``None``."""
+        sample = self.spec.tasks
+        if not isinstance(sample, TaskSample):
+            return None
+        have = len({k.task.id for k in self.keys})
+        if have >= sample.count:
+            return None
+        return (
+            f"asked for {sample.count} tasks; the {sample.split} split of {self.spec.env} "
+            f"has {have}, so {have} run"
+        )
 
     @property
     def resumed(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 
 SEED_BITS = 31  # fits every backend's seed type (torch, numpy, OpenAI-compatible servers)
@@ -24,6 +25,14 @@ def group_id_for(run_id: str, task_id: str) -> str:
     return _digest("group", run_id, task_id).hex()[:24]
 
 
+_GENERATED_RUN_ID = re.compile(r"run-[0-9a-f]{12}")
+
+
 def new_run_id() -> str:
     """A fresh run id (used when the caller does not name the run)."""
     return f"run-{uuid.uuid4().hex[:12]}"
+
+
+def is_generated_run_id(run_id: str) -> bool:
+    """Whether ``run_id`` is one ``new_run_id`` made (not a name someone gave the run)."""
+    return _GENERATED_RUN_ID.fullmatch(run_id) is not None

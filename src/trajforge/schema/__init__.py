@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from trajforge.schema.success import SUCCESS_THRESHOLD, is_success
 from trajforge.schema.trajectory import (
     Evaluator,
     EvaluatorKind,
@@ -43,6 +44,7 @@ def json_schema_text() -> str:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "SUCCESS_THRESHOLD",
     "Evaluator",
     "EvaluatorKind",
     "ExpertFn",
@@ -61,6 +63,7 @@ __all__ = [
     "Usage",
     "check_conversation",
     "is_infra_failure",
+    "is_success",
     "json_schema",
     "json_schema_text",
     "new_id",

@@ -8,19 +8,13 @@ million and nothing is loaded whole into memory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from trajforge.errors import StoreError
 from trajforge.schema import Fault, is_infra_failure
+from trajforge.store.filters import TrajectoryFilter, where_clause
 from trajforge.store.lookup import Read
-from trajforge.store.rows import (
-    BODY_JSON_FUNCTION,
-    ORDER_COLUMNS,
-    SUMMARY_COLUMNS,
-    decode_body,
-    where_clause,
-)
+from trajforge.store.rows import BODY_JSON_FUNCTION, ORDER_COLUMNS, SUMMARY_COLUMNS, decode_body
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
@@ -41,37 +35,20 @@ def _rows(read: Read, sql: str, params: list[Any]) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cur]
 
 
-def _with_models(read: Read, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add each row's ``model`` (kept in its body) with one statement for the whole page."""
-    if not rows:
-        return rows
-    marks = ",".join("?" * len(rows))
-    models = dict(
-        read(
-            f"SELECT rowid, json_extract({BODY_JSON_FUNCTION}(body), '$.model') FROM bodies "
-            f"WHERE rowid IN ({marks})",
-            [r["rowid"] for r in rows],
-        ).fetchall()
-    )
-    for row in rows:
-        row["model"] = models.get(row["rowid"])
-    return rows
-
-
 def summary_page(
     read: Read,
     order_by: str,
     descending: bool,
     limit: int,
     offset: int,
-    filters: Mapping[str, Any],
+    where: TrajectoryFilter,
 ) -> list[dict[str, Any]]:
     """Summary rows ``offset`` to ``offset + limit`` of the matches, sorted by ``order_by``
-    (ties by insertion order), with ``rowid`` and ``model``."""
+    (ties by insertion order), with ``rowid``."""
     if order_by not in ORDER_COLUMNS:
         raise StoreError(f"order_by: {order_by!r} is not one of {', '.join(sorted(ORDER_COLUMNS))}")
     _check_page(limit, offset)
-    where, params = where_clause(**filters)
+    sql_where, params = where_clause(where)
     direction = "DESC" if descending else "ASC"
     # NULL rewards sort last either way: a listing by reward shows scored episodes first.
     nulls = " NULLS LAST" if order_by == "reward" else ""
@@ -81,38 +58,39 @@ def summary_page(
     # costs a fraction of sorting whole rows (100 ms rather than 250 at 100,000 rows).
     sql = (
         f"SELECT {_COLUMNS} FROM trajectories t JOIN "
-        f"(SELECT t.rowid AS page_rowid FROM trajectories t {where} {order} LIMIT ? OFFSET ?) "
+        f"(SELECT t.rowid AS page_rowid FROM trajectories t {sql_where} {order} LIMIT ? OFFSET ?) "
         f"ON t.rowid = page_rowid {order}"
     )
-    return _with_models(read, _rows(read, sql, [*params, limit, offset]))
+    return _rows(read, sql, [*params, limit, offset])
 
 
 def summaries_after(
-    read: Read, rowid: int, limit: int, filters: Mapping[str, Any]
+    read: Read, rowid: int, limit: int, where: TrajectoryFilter
 ) -> list[dict[str, Any]]:
-    """Matching summary rows with a rowid above ``rowid``, oldest first, with ``model``."""
+    """Matching summary rows with a rowid above ``rowid``, oldest first."""
     _check_page(limit, 0)
-    where, params = where_clause(**filters)
-    where = f"{where} AND t.rowid > ?" if where else "WHERE t.rowid > ?"
-    sql = f"SELECT {_COLUMNS} FROM trajectories t {where} ORDER BY t.rowid LIMIT ?"
-    return _with_models(read, _rows(read, sql, [*params, int(rowid), limit]))
+    sql_where, params = where_clause(where)
+    sql_where = f"{sql_where} AND t.rowid > ?" if sql_where else "WHERE t.rowid > ?"
+    sql = f"SELECT {_COLUMNS} FROM trajectories t {sql_where} ORDER BY t.rowid LIMIT ?"
+    return _rows(read, sql, [*params, int(rowid), limit])
 
 
-def last_rowid(read: Read, filters: Mapping[str, Any]) -> int:
-    where, params = where_clause(**filters)
-    row = read(f"SELECT max(t.rowid) FROM trajectories t {where}", params).fetchone()
+def last_rowid(read: Read, where: TrajectoryFilter) -> int:
+    sql_where, params = where_clause(where)
+    row = read(f"SELECT max(t.rowid) FROM trajectories t {sql_where}", params).fetchone()
     return int(row[0] or 0)
 
 
-def reward_totals(read: Read, threshold: float, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
+def reward_totals(read: Read, threshold: float, where: TrajectoryFilter) -> list[dict[str, Any]]:
     """Per ``(run_id, status)``: ``episodes``, ``scored``, ``reward_sum``, ``reward_sq`` and
-    ``at_threshold`` (rewards of at least ``threshold``)."""
-    where, params = where_clause(**filters)
+    ``at_threshold`` (rewards of at least ``threshold``), ``reward_min`` and ``reward_max``."""
+    sql_where, params = where_clause(where)
     sql = (
         "SELECT t.run_id, t.status, count(*) AS episodes, count(t.reward) AS scored, "
         "total(t.reward) AS reward_sum, total(t.reward * t.reward) AS reward_sq, "
-        "count(CASE WHEN t.reward >= ? THEN 1 END) AS at_threshold "
-        f"FROM trajectories t {where} GROUP BY t.run_id, t.status ORDER BY t.run_id, t.status"
+        "count(CASE WHEN t.reward >= ? THEN 1 END) AS at_threshold, "
+        "min(t.reward) AS reward_min, max(t.reward) AS reward_max "
+        f"FROM trajectories t {sql_where} GROUP BY t.run_id, t.status ORDER BY t.run_id, t.status"
     )
     return _rows(read, sql, [float(threshold), *params])
 
@@ -122,15 +100,15 @@ def reward_totals(read: Read, threshold: float, filters: Mapping[str, Any]) -> l
 _INFRA_MARK = f'"fault":"{Fault.INFRA.value}"'
 
 
-def infra_failures(read: Read, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
+def infra_failures(read: Read, where: TrajectoryFilter) -> list[dict[str, Any]]:
     """``id``, ``run_id``, ``env``, ``status`` and ``reward`` of each matching trajectory lost
     to the infrastructure (``is_infra_failure``); only bodies that carry the marker are decoded."""
-    where, params = where_clause(**filters)
+    sql_where, params = where_clause(where)
     mark = f"instr({BODY_JSON_FUNCTION}(b.body), ?) > 0"
     sql = (
         "SELECT t.id, t.run_id, t.env, t.status, t.reward, b.body "
         "FROM trajectories t JOIN bodies b ON b.rowid = t.rowid "
-        f"{where} {'AND' if where else 'WHERE'} {mark}"
+        f"{sql_where} {'AND' if sql_where else 'WHERE'} {mark}"
     )
     return [
         {"id": traj_id, "run_id": run_id, "env": env, "status": status, "reward": reward}

@@ -81,6 +81,10 @@ def values_with_prefix(
     return sorted(found)[:limit]
 
 
+class AmbiguousIdError(StoreError):
+    """A short id that starts several stored ids; the message lists some of them."""
+
+
 def resolve_prefix(
     read: Read, sources: Sources, kind: str, prefix: str, where: os.PathLike[str]
 ) -> str:
@@ -96,7 +100,7 @@ def resolve_prefix(
     if len(found) > 1:
         shown = ", ".join(found[:CANDIDATES_SHOWN])
         more = ", ..." if len(found) > CANDIDATES_SHOWN else ""
-        raise StoreError(
+        raise AmbiguousIdError(
             f"{prefix!r} is the start of several {kind} ids in {where}: {shown}{more}; "
             "give more characters"
         )

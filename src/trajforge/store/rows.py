@@ -14,10 +14,11 @@ from typing import Any
 
 from trajforge.errors import StoreError
 from trajforge.schema import Role, Trajectory
+from trajforge.store.text_index import TEXTS_SQL
 
 # The run and env indexes cover every column stats() reads, in its GROUP BY order, so statistics
 # (filtered by run or env, or not at all) read one index in order: no table lookups, no sort.
-SCHEMA_SQL = """
+SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS trajectories (
     rowid INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -30,7 +31,8 @@ CREATE TABLE IF NOT EXISTS trajectories (
     reward REAL,
     turns INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    model TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS trajectories_run_task_sample
     ON trajectories (coalesce(run_id, ''), task_id, sample_index) WHERE sample_index IS NOT NULL;
@@ -41,6 +43,7 @@ CREATE INDEX IF NOT EXISTS trajectories_env_cover
 CREATE INDEX IF NOT EXISTS trajectories_task ON trajectories (task_id);
 CREATE INDEX IF NOT EXISTS trajectories_group ON trajectories (group_id);
 CREATE INDEX IF NOT EXISTS trajectories_created ON trajectories (created_at);
+CREATE INDEX IF NOT EXISTS trajectories_model ON trajectories (model);
 CREATE TABLE IF NOT EXISTS bodies (rowid INTEGER PRIMARY KEY, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS scores (
     traj_rowid INTEGER NOT NULL,
@@ -54,10 +57,11 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
+{TEXTS_SQL};
 """
 
 # The summary columns, in the order of ``summary_row``; a table called ``trajectories`` without
-# them belongs to some other program.
+# them (bar ``ADDED_COLUMNS``) belongs to some other program.
 SUMMARY_COLUMNS = (
     "id",
     "run_id",
@@ -70,7 +74,11 @@ SUMMARY_COLUMNS = (
     "turns",
     "tokens",
     "created_at",
+    "model",
 )
+
+ADDED_COLUMNS = ("model",)
+"""Summary columns added after the first stores were written; ``store.migrate`` adds them."""
 
 ORDER_COLUMNS = frozenset(
     {
@@ -84,6 +92,7 @@ ORDER_COLUMNS = frozenset(
         "env",
         "status",
         "sample_index",
+        "model",
     }
 )
 _ASSISTANT = Role.ASSISTANT
@@ -112,7 +121,7 @@ def check_is_store(conn: sqlite3.Connection, path: Path, *, create: bool) -> Non
         raise StoreError(f"{path} is not a SQLite database, so not a trajforge store") from None
     if "trajectories" in names:
         have = {row[1] for row in conn.execute("PRAGMA table_info(trajectories)")}
-        missing = [c for c in SUMMARY_COLUMNS if c not in have]
+        missing = [c for c in SUMMARY_COLUMNS if c not in have and c not in ADDED_COLUMNS]
         if missing:
             raise StoreError(
                 f"{path} is a SQLite database but not a trajforge store "
@@ -149,42 +158,6 @@ def body_json(body: bytes | None) -> str | None:
     if body is None:
         return None
     return (body if body[:1] == b"{" else zlib.decompress(body)).decode()
-
-
-# Body filters: EXISTS over the row's body, so they compose with the summary filters and cost a
-# body read only for rows the summary filters kept.
-_MODEL_FILTER = (
-    "EXISTS (SELECT 1 FROM bodies b WHERE b.rowid = t.rowid "
-    f"AND json_extract({BODY_JSON_FUNCTION}(b.body), '$.model') = ?)"
-)
-_TEXT_FILTER = (
-    f"EXISTS (SELECT 1 FROM bodies b, json_each({BODY_JSON_FUNCTION}(b.body), '$.messages') m "
-    "WHERE b.rowid = t.rowid AND (instr(lower(json_extract(m.value, '$.content')), ?) > 0 "
-    "OR instr(lower(json_extract(m.value, '$.tool_calls')), ?) > 0))"
-)
-# A body without the text anywhere in its JSON cannot match, and one LIKE over the JSON costs a
-# fifth of walking its messages; it is sound only for text JSON writes as it is (no quotes,
-# backslashes or control characters, which JSON escapes).
-_TEXT_PRECHECK = (
-    "EXISTS (SELECT 1 FROM bodies b WHERE b.rowid = t.rowid "
-    f"AND {BODY_JSON_FUNCTION}(b.body) LIKE ? ESCAPE '\\')"
-)
-
-# The model filter is exact, so its pre-check is a plain substring test of the field as compact
-# JSON writes it (without its opening quote: JSON is full of quotes, which slow the scan).
-_MODEL_PRECHECK = (
-    "EXISTS (SELECT 1 FROM bodies b WHERE b.rowid = t.rowid "
-    f"AND instr({BODY_JSON_FUNCTION}(b.body), ?) > 0)"
-)
-
-
-def _verbatim_in_json(text: str) -> bool:
-    return all(ch >= " " and ch not in '"\\' for ch in text)
-
-
-def _like_pattern(text: str) -> str:
-    """``text`` anywhere (LIKE is case-insensitive for ASCII; the exact test follows it)."""
-    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 class StatsTotals:
@@ -258,69 +231,5 @@ def summary_row(traj: Trajectory) -> tuple[Any, ...]:
         turns,
         tokens,
         traj.created_at,
+        traj.model,
     )
-
-
-def where_clause(
-    run: str | None = None,
-    env: str | None = None,
-    status: str | None = None,
-    task: str | None = None,
-    group: str | None = None,
-    min_reward: float | None = None,
-    max_reward: float | None = None,
-    score: str | None = None,
-    min_score: float | None = None,
-    max_score: float | None = None,
-    model: str | None = None,
-    text: str | None = None,
-) -> tuple[str, list[Any]]:
-    """The WHERE clause (over ``trajectories t``) of the store's filters and its parameters.
-
-    ``model`` and ``text`` read bodies: ``text`` is a case-insensitive (ASCII) substring of any
-    message's content or tool calls.
-    """
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (
-        ("run_id", run),
-        ("env", env),
-        ("status", status),
-        ("task_id", task),
-        ("group_id", group),
-    ):
-        if value is not None:
-            clauses.append(f"t.{column} = ?")
-            params.append(str(value))
-    if min_reward is not None:
-        clauses.append("t.reward >= ?")
-        params.append(float(min_reward))
-    if max_reward is not None:
-        clauses.append("t.reward <= ?")
-        params.append(float(max_reward))
-    for name, bound in (("min_score", min_score), ("max_score", max_score)):
-        if bound is not None and score is None:
-            raise StoreError(f"{name}: name the score to filter on with score=")
-    if score is not None:
-        sub = "SELECT 1 FROM scores s WHERE s.traj_rowid = t.rowid AND s.name = ?"
-        params.append(score)
-        if min_score is not None:
-            sub += " AND s.value >= ?"
-            params.append(float(min_score))
-        if max_score is not None:
-            sub += " AND s.value <= ?"
-            params.append(float(max_score))
-        clauses.append(f"EXISTS ({sub})")
-    if model is not None:
-        if _verbatim_in_json(model):  # bodies are compact JSON: the field as it is written
-            clauses.append(_MODEL_PRECHECK)
-            params.append(f'model":"{model}"')
-        clauses.append(_MODEL_FILTER)
-        params.append(model)
-    if text:
-        if _verbatim_in_json(text):
-            clauses.append(_TEXT_PRECHECK)
-            params.append(_like_pattern(text))
-        clauses.append(_TEXT_FILTER)
-        params.extend([text.lower()] * 2)
-    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params

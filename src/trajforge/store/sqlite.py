@@ -24,20 +24,21 @@ from trajforge.formats.jsonl import write_trajectories
 from trajforge.schema import Score, Trajectory
 from trajforge.store import browse, lookup
 from trajforge.store import rows as store_rows
+from trajforge.store.filters import TrajectoryFilter, as_filter, where_clause
+from trajforge.store.migrate import create_or_upgrade
 from trajforge.store.rows import (
     BODY_JSON_FUNCTION,
     ORDER_COLUMNS,
     PAGE_SIZE,
     SCHEMA_OBJECTS,
-    SCHEMA_SQL,
     SUMMARY_COLUMNS,
     StatsTotals,
     body_json,
     check_is_store,
     decode_body,
     encode_body,
-    where_clause,
 )
+from trajforge.store.text_index import search_text
 from trajforge.store.transaction import Transaction, is_busy
 
 T = TypeVar("T")
@@ -109,9 +110,7 @@ class TrajectoryStore:
         if present >= SCHEMA_OBJECTS:
             return  # opening a complete store only reads: it never waits on a busy writer
         with self._write() as cur:
-            for statement in SCHEMA_SQL.split(";"):
-                if statement.strip():
-                    cur.execute(statement)
+            create_or_upgrade(cur)
 
     # ----------------------------------------------------------------- context management
 
@@ -153,6 +152,7 @@ class TrajectoryStore:
         marks = ",".join("?" * len(SUMMARY_COLUMNS))
         summary_sql = f"{verb} INTO trajectories ({_SUMMARY_LIST}) VALUES ({marks})"
         bodies: list[tuple[int | None, bytes]] = []
+        texts: list[tuple[int | None, str]] = []
         scores: list[tuple[int | None, str, float | None]] = []
         with self._write() as cur:
             for traj, body in rows:
@@ -167,8 +167,10 @@ class TrajectoryStore:
                 if cur.rowcount == 0:
                     continue
                 bodies.append((cur.lastrowid, body))
+                texts.append((cur.lastrowid, search_text(traj)))
                 scores.extend((cur.lastrowid, s.name, s.value) for s in traj.scores)
             cur.executemany("INSERT INTO bodies (rowid, body) VALUES (?, ?)", bodies)
+            cur.executemany("INSERT INTO texts (rowid, text) VALUES (?, ?)", texts)
             cur.executemany(
                 "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)", scores
             )
@@ -186,6 +188,7 @@ class TrajectoryStore:
                 if found is not None:
                     cur.execute("DELETE FROM trajectories WHERE rowid = ?", found)
                     cur.execute("DELETE FROM bodies WHERE rowid = ?", found)
+                    cur.execute("DELETE FROM texts WHERE rowid = ?", found)
                     cur.execute("DELETE FROM scores WHERE traj_rowid = ?", found)
                 marks = ",".join("?" * len(SUMMARY_COLUMNS))
                 cur.execute(
@@ -194,6 +197,9 @@ class TrajectoryStore:
                 )
                 rowid = cur.lastrowid
                 cur.execute("INSERT INTO bodies (rowid, body) VALUES (?, ?)", (rowid, body))
+                cur.execute(
+                    "INSERT INTO texts (rowid, text) VALUES (?, ?)", (rowid, search_text(traj))
+                )
                 cur.executemany(
                     "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)",
                     [(rowid, s.name, s.value) for s in traj.scores],
@@ -303,68 +309,40 @@ class TrajectoryStore:
 
     def query(
         self,
-        run: str | None = None,
-        env: str | None = None,
-        status: str | None = None,
-        task: str | None = None,
-        group: str | None = None,
-        min_reward: float | None = None,
-        max_reward: float | None = None,
-        score: str | None = None,
-        min_score: float | None = None,
+        where: TrajectoryFilter | None = None,
+        /,
+        *,
         order_by: str = "created_at",
         descending: bool = False,
         limit: int | None = None,
+        **fields: Any,
     ) -> list[Trajectory]:
-        """Trajectories matching every given filter, sorted, at most ``limit`` of them.
-
-        ``score`` alone keeps trajectories that have a score of that name; with ``min_score``
-        its latest value must be at least ``min_score``.
-        """
+        """Trajectories matching ``where`` (a ``TrajectoryFilter``) with ``fields`` (its
+        fields as keywords) applied over it, sorted, at most ``limit`` of them."""
         return list(
-            self.iter_query(
-                run=run,
-                env=env,
-                status=status,
-                task=task,
-                group=group,
-                min_reward=min_reward,
-                max_reward=max_reward,
-                score=score,
-                min_score=min_score,
-                order_by=order_by,
-                descending=descending,
-                limit=limit,
-            )
+            self.iter_query(where, order_by=order_by, descending=descending, limit=limit, **fields)
         )
 
     def iter_query(
         self,
-        run: str | None = None,
-        env: str | None = None,
-        status: str | None = None,
-        task: str | None = None,
-        group: str | None = None,
-        min_reward: float | None = None,
-        max_reward: float | None = None,
-        score: str | None = None,
-        min_score: float | None = None,
+        where: TrajectoryFilter | None = None,
+        /,
+        *,
         order_by: str = "created_at",
         descending: bool = False,
         limit: int | None = None,
+        **fields: Any,
     ) -> Iterator[Trajectory]:
         """Like ``query`` but streaming, decoding one body at a time."""
         if order_by not in ORDER_COLUMNS:
             raise StoreError(
                 f"order_by: {order_by!r} is not one of {', '.join(sorted(ORDER_COLUMNS))}"
             )
-        where, params = where_clause(
-            run, env, status, task, group, min_reward, max_reward, score, min_score
-        )
+        sql_where, params = where_clause(as_filter(where, fields))
         direction = "DESC" if descending else "ASC"
         # Rowids first, bodies after: sorting the matches with their bodies attached would drag
         # every matching body through the sorter, not just the ``limit`` returned.
-        sql = f"SELECT t.rowid FROM trajectories t {where} ORDER BY t.{order_by} {direction}, t.rowid {direction}"
+        sql = f"SELECT t.rowid FROM trajectories t {sql_where} ORDER BY t.{order_by} {direction}, t.rowid {direction}"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
@@ -378,10 +356,12 @@ class TrajectoryStore:
             for rowid in chunk:
                 yield decode_body(bodies[rowid])
 
-    def summaries(self, limit: int | None = None, **filters: Any) -> list[dict[str, Any]]:
-        """Summary rows (no bodies) matching the filters of ``query``, newest first."""
-        where, params = where_clause(**filters)
-        sql = f"SELECT {_SUMMARY_LIST} FROM trajectories t {where} ORDER BY t.created_at DESC, t.rowid DESC"
+    def summaries(
+        self, where: TrajectoryFilter | None = None, /, *, limit: int | None = None, **fields: Any
+    ) -> list[dict[str, Any]]:
+        """Summary rows (no bodies) matching the filter of ``query``, newest first."""
+        sql_where, params = where_clause(as_filter(where, fields))
+        sql = f"SELECT {_SUMMARY_LIST} FROM trajectories t {sql_where} ORDER BY t.created_at DESC, t.rowid DESC"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
@@ -389,20 +369,22 @@ class TrajectoryStore:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
 
-    def count(self, **filters: Any) -> int:
-        """How many trajectories match the filters of ``query``."""
-        where, params = where_clause(**filters)
-        return int(self._read(f"SELECT count(*) FROM trajectories t {where}", params).fetchone()[0])
+    def count(self, where: TrajectoryFilter | None = None, /, **fields: Any) -> int:
+        """How many trajectories match the filter of ``query``."""
+        sql_where, params = where_clause(as_filter(where, fields))
+        return int(
+            self._read(f"SELECT count(*) FROM trajectories t {sql_where}", params).fetchone()[0]
+        )
 
-    def stats(self, **filters: Any) -> dict[str, Any]:
+    def stats(self, where: TrajectoryFilter | None = None, /, **fields: Any) -> dict[str, Any]:
         """Counts, reward mean/std (population), turns and tokens, overall and per run, env, status.
 
         Computed in one SQL aggregation over the summary table; bodies are not read.
         """
-        where, params = where_clause(**filters)
+        sql_where, params = where_clause(as_filter(where, fields))
         rows = self._read(
             "SELECT run_id, env, status, count(*), count(reward), total(reward), total(reward * reward), "
-            f"total(turns), total(tokens) FROM trajectories t {where} GROUP BY run_id, env, status",
+            f"total(turns), total(tokens) FROM trajectories t {sql_where} GROUP BY run_id, env, status",
             params,
         ).fetchall()
         overall = StatsTotals()
@@ -426,36 +408,49 @@ class TrajectoryStore:
 
     def page(
         self,
+        where: TrajectoryFilter | None = None,
+        /,
         *,
         order_by: str = "created_at",
         descending: bool = True,
         limit: int = browse.DEFAULT_PAGE,
         offset: int = 0,
-        **filters: Any,
+        **fields: Any,
     ) -> list[dict[str, Any]]:
-        """One page of summary rows matching the filters of ``query`` (with ``max_score``,
-        ``model`` and ``text``), sorted; each row also has its ``rowid`` and ``model``."""
-        return browse.summary_page(self._read, order_by, descending, limit, offset, filters)
+        """One page of summary rows matching the filter of ``query``, sorted; each row also
+        has its ``rowid``."""
+        found = as_filter(where, fields)
+        return browse.summary_page(self._read, order_by, descending, limit, offset, found)
 
     def summaries_after(
-        self, rowid: int, limit: int = browse.DEFAULT_PAGE, **filters: Any
+        self,
+        rowid: int,
+        where: TrajectoryFilter | None = None,
+        /,
+        *,
+        limit: int = browse.DEFAULT_PAGE,
+        **fields: Any,
     ) -> list[dict[str, Any]]:
         """Summary rows stored after ``rowid`` (oldest first): what a live view has not shown."""
-        return browse.summaries_after(self._read, rowid, limit, filters)
+        return browse.summaries_after(self._read, rowid, limit, as_filter(where, fields))
 
-    def last_rowid(self, **filters: Any) -> int:
+    def last_rowid(self, where: TrajectoryFilter | None = None, /, **fields: Any) -> int:
         """The rowid of the newest matching trajectory (0 if none): a cursor for ``summaries_after``."""
-        return browse.last_rowid(self._read, filters)
+        return browse.last_rowid(self._read, as_filter(where, fields))
 
-    def reward_totals(self, threshold: float, **filters: Any) -> list[dict[str, Any]]:
+    def reward_totals(
+        self, threshold: float, where: TrajectoryFilter | None = None, /, **fields: Any
+    ) -> list[dict[str, Any]]:
         """Per run and status: episodes, scored, reward sum and sum of squares, and how many
         rewards reach ``threshold``, in one aggregation over the summary table."""
-        return browse.reward_totals(self._read, threshold, filters)
+        return browse.reward_totals(self._read, threshold, as_filter(where, fields))
 
-    def infra_failures(self, **filters: Any) -> list[dict[str, Any]]:
+    def infra_failures(
+        self, where: TrajectoryFilter | None = None, /, **fields: Any
+    ) -> list[dict[str, Any]]:
         """``id``, ``run_id``, ``env``, ``status`` and ``reward`` of each matching trajectory
         lost to the infrastructure (``schema.is_infra_failure``); reads bodies, unlike ``stats``."""
-        return browse.infra_failures(self._read, filters)
+        return browse.infra_failures(self._read, as_filter(where, fields))
 
     def completed_keys(self, run_id: str) -> set[tuple[str, int]]:
         """``(task.id, sample_index)`` of every trajectory of a run, so a resumed run can skip them."""
@@ -465,9 +460,15 @@ class TrajectoryStore:
         )
         return {(task_id, int(sample)) for task_id, sample in rows}
 
-    def export_jsonl(self, path: str | os.PathLike[str], **filters: Any) -> int:
+    def export_jsonl(
+        self,
+        path: str | os.PathLike[str],
+        where: TrajectoryFilter | None = None,
+        /,
+        **fields: Any,
+    ) -> int:
         """Write the matching trajectories to a JSONL file atomically; returns how many."""
-        return write_trajectories(path, self.iter_query(**filters))
+        return write_trajectories(path, self.iter_query(where, **fields))
 
     # ----------------------------------------------------------------- plumbing
 

@@ -237,12 +237,14 @@ class DPOConfig(CommonSettings):
 
 
 class ReplaySettings(_Config):
-    """Replay of past successes: stored trajectories with reward >= ``min_reward``."""
+    """Replay of past successes: trajectories that ended ``ok`` with reward >= ``min_reward``
+    (``schema.is_success`` at that threshold)."""
 
     enabled: bool = False
     """Add a past success to groups in which every sample failed."""
     min_reward: float = 1.0
-    """A trajectory with at least this reward is a success."""
+    """A trajectory that ended ``ok`` with at least this reward is a success (one cut short
+    never is)."""
     max_size: int = Field(default=256, ge=1)
     """Successes kept."""
     per_step: int = Field(default=2, ge=0)
@@ -346,8 +348,8 @@ class RLConfig(CommonSettings):
     """Nucleus sampling of rollouts."""
     max_new_tokens: int = Field(default=128, ge=1)
     """Tokens per assistant turn."""
-    max_turns: int = Field(default=6, ge=1)
-    """Assistant turns per episode."""
+    max_turns: int | None = Field(default=None, ge=1)
+    """Assistant turns per episode (null: the environment's own limit)."""
     max_batch_size: int = Field(default=16, ge=1)
     """Sequences the rollout policy decodes together."""
     rollout_precision: Precision = Precision.AUTO

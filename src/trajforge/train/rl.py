@@ -46,7 +46,7 @@ from trajforge.policy.hf import HFPolicy
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.rollout import Limits, PolicyRef, RolloutSpec, Sampling, run_rollout
-from trajforge.schema import OutcomeStatus, Role, Task, Trajectory, is_infra_failure
+from trajforge.schema import OutcomeStatus, Role, Task, Trajectory, is_infra_failure, is_success
 from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import InfraFailures, RLConfig
@@ -376,13 +376,17 @@ class RLTrainer(Trainer):
         rcfg = self.rl_cfg.replay
         if not rcfg.enabled:
             return 0
-        successes = [t for t, r in zip(trajs, rewards, strict=True) if r >= rcfg.min_reward]
+        solved = [
+            is_success(t.outcome.status, r, rcfg.min_reward)
+            for t, r in zip(trajs, rewards, strict=True)
+        ]
+        successes = [t for t, ok in zip(trajs, solved, strict=True) if ok]
         added = 0
         groups: dict[str, list[int]] = {}
         for i, t in enumerate(trajs):
             groups.setdefault(group_key(t), []).append(i)
         for idx in groups.values():
-            if added >= rcfg.per_step or any(rewards[i] >= rcfg.min_reward for i in idx):
+            if added >= rcfg.per_step or any(solved[i] for i in idx):
                 continue
             past = self.replay.for_task(trajs[idx[0]].task.id)
             if past is not None:
@@ -429,7 +433,10 @@ class RLTrainer(Trainer):
         metrics: dict[str, float] = {
             "reward_mean": float(reward_t.mean()),
             "reward_std": float(reward_t.std()) if len(rewards) > 1 else 0.0,
-            "success_rate": float((reward_t >= 1.0).float().mean()),
+            "success_rate": sum(
+                is_success(t.outcome.status, r) for t, r in zip(trajs, rewards, strict=True)
+            )
+            / len(trajs),
             "error_rate": sum(t.outcome.status is OutcomeStatus.ERROR for t in trajs) / len(trajs),
             "turns_mean": sum(t.num_turns for t in trajs) / len(trajs),
             "rollout_time_s": rollout_s,

@@ -19,8 +19,7 @@ from torch import nn
 
 from trajforge.envs.registry import EnvEntry
 from trajforge.errors import ConfigError
-from trajforge.judge.stats import is_success
-from trajforge.schema import Task, Trajectory
+from trajforge.schema import Task, Trajectory, is_success
 from trajforge.train.config import ValidationSettings
 
 

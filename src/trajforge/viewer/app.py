@@ -177,7 +177,7 @@ def create_app(data: ViewerData) -> FastAPI:
             run=data.run(resolved),
             curves=data.curves(resolved),
             live=query.offset == 0 and query.sort == "created_at" and query.desc,
-            live_cursor=data.last_rowid(query.store_filters()),
+            live_cursor=data.last_rowid(query.filter()),
             **table_context(query, f"/runs/{resolved}"),
         )
 
@@ -222,10 +222,10 @@ def create_app(data: ViewerData) -> FastAPI:
         for name, text in (("Last-Event-ID", header), ("after", after_text)):
             if text is not None and not text.isdigit():
                 raise BadRequest(f"{name}: {text!r} is not a trajectory cursor (a rowid)")
-        filters = query.store_filters()
+        where = query.filter()
         cursor_text = header if header is not None else after_text
-        cursor = int(cursor_text) if cursor_text is not None else data.last_rowid(filters)
-        stream = trajectory_events(data, filters, cursor, max_s, request.is_disconnected)
+        cursor = int(cursor_text) if cursor_text is not None else data.last_rowid(where)
+        stream = trajectory_events(data, where, cursor, max_s, request.is_disconnected)
         return StreamingResponse(
             stream,
             media_type="text/event-stream",

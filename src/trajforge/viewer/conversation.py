@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trajforge.judge.stats import is_success
-from trajforge.schema import OutcomeStatus, Role, Trajectory, is_infra_failure
+from trajforge.schema import OutcomeStatus, Role, Trajectory, is_infra_failure, is_success
 
 
 def pretty_json(value: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from anyio import to_thread
 
+from trajforge.store import TrajectoryFilter
 from trajforge.viewer.service import ViewerData
 
 POLL_S = 0.5
@@ -28,18 +29,18 @@ def event_text(row: dict[str, Any]) -> str:
 
 async def trajectory_events(
     data: ViewerData,
-    filters: dict[str, Any],
+    where: TrajectoryFilter,
     after: int,
     max_s: float,
     disconnected: Callable[[], Awaitable[bool]],
 ) -> AsyncIterator[str]:
-    """The SSE stream of rows matching ``filters`` stored after cursor ``after``."""
+    """The SSE stream of rows matching ``where`` stored after cursor ``after``."""
     deadline = time.monotonic() + max_s
     last_sent = time.monotonic()
     cursor = after
     yield f"retry: {RETRY_MS}\n\n"
     while time.monotonic() < deadline and not await disconnected():
-        rows = await to_thread.run_sync(data.new_rows, filters, cursor)
+        rows = await to_thread.run_sync(data.new_rows, where, cursor)
         for row in rows:
             cursor = row["rowid"]
             yield event_text(row)

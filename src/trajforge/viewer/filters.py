@@ -1,7 +1,8 @@
-"""The trajectory table's query string: filters, sort and page, checked field by field.
+"""The trajectory table's query string: the store's ``TrajectoryFilter`` plus sort and page,
+checked field by field.
 
 A bad value or an unknown parameter is a ``FilterError`` naming the parameter, which the app
-answers with a 400 (a page or JSON); valid queries become the store's filter keywords.
+answers with a 400 (a page or JSON). The filter's ``text`` is the parameter ``q``.
 """
 
 from __future__ import annotations
@@ -10,66 +11,46 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from trajforge.errors import TrajforgeError
-from trajforge.schema import OutcomeStatus
+from trajforge.store import TrajectoryFilter
 from trajforge.store.browse import DEFAULT_PAGE, MAX_PAGE
+from trajforge.store.filters import FILTER_FIELDS, validate_named
 from trajforge.store.rows import ORDER_COLUMNS
+
+TEXT_PARAMETER = "q"
 
 
 class FilterError(TrajforgeError):
     """A query parameter of the trajectory table is wrong; the message names it."""
 
 
-class TableQuery(BaseModel):
-    """What the trajectory table shows: filters (all optional, combined with AND), sort, page."""
+class TableQuery(TrajectoryFilter):
+    """What the trajectory table shows: a filter, the sort and the page."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    run: str | None = None
-    env: str | None = None
-    status: OutcomeStatus | None = None
-    task: str | None = None
-    group: str | None = None
-    model: str | None = None
-    min_reward: float | None = None
-    max_reward: float | None = None
-    score: str | None = None
-    min_score: float | None = None
-    max_score: float | None = None
-    q: str | None = Field(default=None, description="text in any message")
     sort: str = "created_at"
     desc: bool = True
     offset: int = Field(default=0, ge=0)
     limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE)
 
-    def store_filters(self) -> dict[str, Any]:
-        """The store's filter keywords (``TrajectoryStore.page`` / ``count``)."""
-        return {
-            "run": self.run,
-            "env": self.env,
-            "status": None if self.status is None else self.status.value,
-            "task": self.task,
-            "group": self.group,
-            "model": self.model,
-            "min_reward": self.min_reward,
-            "max_reward": self.max_reward,
-            "score": self.score,
-            "min_score": self.min_score,
-            "max_score": self.max_score,
-            "text": self.q,
-        }
+    def filter(self) -> TrajectoryFilter:
+        """The store filter of this query."""
+        return TrajectoryFilter.model_validate(self.model_dump(include=set(FILTER_FIELDS)))
 
     def url_params(self, **changes: Any) -> str:
         """This query as a query string (defaults left out), with ``changes`` applied."""
         data = self.model_dump(mode="json", exclude_defaults=True) | changes
         defaults = TableQuery().model_dump(mode="json")
-        kept = {k: v for k, v in data.items() if v is not None and v != defaults.get(k)}
+        kept = {_parameter(k): v for k, v in data.items() if v is not None and v != defaults.get(k)}
         return urlencode({k: str(v).lower() if isinstance(v, bool) else v for k, v in kept.items()})
 
 
-_FIELDS = frozenset(TableQuery.model_fields)
+def _parameter(field: str) -> str:
+    return TEXT_PARAMETER if field == "text" else field
+
+
+_PARAMETERS = frozenset(_parameter(f) for f in TableQuery.model_fields)
 
 
 def parse_table_query(
@@ -83,27 +64,15 @@ def parse_table_query(
     """
     data: dict[str, Any] = {}
     for key, value in params.items():
-        if key not in _FIELDS:
+        if key not in _PARAMETERS:
             raise FilterError(
-                f"unknown parameter {key!r}; the table takes {', '.join(sorted(_FIELDS))}"
+                f"unknown parameter {key!r}; the table takes {', '.join(sorted(_PARAMETERS))}"
             )
         if value.strip():
-            data[key] = value.strip()
+            data["text" if key == TEXT_PARAMETER else key] = value.strip()
     data.update(fixed or {})
     if data.get("sort", "created_at") not in ORDER_COLUMNS:
         raise FilterError(
             f"sort: {data['sort']!r} is not one of {', '.join(sorted(ORDER_COLUMNS))}"
         )
-    try:
-        query = TableQuery.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "query"
-        raise FilterError(f"{where}: {first['msg']} (got {first.get('input')!r})") from None
-    for low, high in (("min_reward", "max_reward"), ("min_score", "max_score")):
-        lo, hi = getattr(query, low), getattr(query, high)
-        if lo is not None and hi is not None and lo > hi:
-            raise FilterError(f"{low}: {lo} is above {high} {hi}, so nothing can match")
-    if (query.min_score is not None or query.max_score is not None) and query.score is None:
-        raise FilterError("score: name the score that min_score/max_score filter on")
-    return query
+    return validate_named(TableQuery, data, _parameter, FilterError)

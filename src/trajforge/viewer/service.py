@@ -14,14 +14,15 @@ from typing import Any
 from trajforge.algos.names import Estimator
 from trajforge.errors import StoreError, TrajforgeError
 from trajforge.judge.stats import (
-    SUCCESS_THRESHOLD,
     FailureSplit,
     RewardSummary,
+    RewardTotals,
     split_failures,
     summarize_reward_totals,
 )
-from trajforge.schema import Trajectory
-from trajforge.store import TrajectoryStore
+from trajforge.rollout import is_generated_run_id
+from trajforge.schema import SUCCESS_THRESHOLD, Trajectory
+from trajforge.store import TrajectoryFilter, TrajectoryStore
 from trajforge.viewer.conversation import conversation, outline
 from trajforge.viewer.curves import Curve, run_folder_curves, stage_of
 from trajforge.viewer.diff import diff_trajectories
@@ -48,7 +49,7 @@ def _summary_dict(summary: RewardSummary) -> dict[str, Any]:
 
 
 def _rewards_by_run(rows: list[dict[str, Any]]) -> dict[str, RewardSummary]:
-    grouped: dict[str, list[tuple[str, int, int, float, float, int]]] = {}
+    grouped: dict[str, list[RewardTotals]] = {}
     for r in rows:
         grouped.setdefault(r["run_id"] or "", []).append(
             (
@@ -58,6 +59,8 @@ def _rewards_by_run(rows: list[dict[str, Any]]) -> dict[str, RewardSummary]:
                 r["reward_sum"],
                 r["reward_sq"],
                 r["at_threshold"],
+                r["reward_min"],
+                r["reward_max"],
             )
         )
     return {run: summarize_reward_totals(totals) for run, totals in grouped.items()}
@@ -68,6 +71,20 @@ def _failures(summary: RewardSummary, infra_rows: list[dict[str, Any]]) -> Failu
     (``TrajectoryStore.infra_failures``) were lost to the infrastructure."""
     infra = split_failures((r["status"], r["reward"], True) for r in infra_rows).infra
     return FailureSplit(summary.episodes - summary.successes - infra, infra)
+
+
+def run_labels(run_id: str, metadata: dict[str, Any]) -> dict[str, str | None]:
+    """What a run is, from the metadata the command that made it stored: ``name`` (the run
+    id when someone named the run, ``None`` for a generated one), ``kind`` (eval, rollout,
+    collect, gateway...), ``env`` and ``model`` (``None`` where it does not say)."""
+    spec = metadata.get("spec") or {}
+    policy = spec.get("policy") or {}
+    return {
+        "name": None if is_generated_run_id(run_id) else run_id,
+        "kind": metadata.get("command") or metadata.get("kind"),
+        "env": spec.get("env") or metadata.get("env"),
+        "model": policy.get("name") or metadata.get("model"),
+    }
 
 
 class ViewerData:
@@ -105,13 +122,16 @@ class ViewerData:
     # ------------------------------------------------------------------ runs
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every run: id, creation time, metadata, counts and reward figures."""
+        """Every run: id, name, kind, env, model, creation time, metadata, counts and reward
+        figures."""
         st = self.store()
         by_run = _rewards_by_run(st.reward_totals(SUCCESS_THRESHOLD))
         out = []
         for run in st.list_runs():
             summary = by_run.get(run["run_id"]) or summarize_reward_totals([])
-            out.append({**run, **_summary_dict(summary)})
+            out.append(
+                {**run, **run_labels(run["run_id"], run["metadata"]), **_summary_dict(summary)}
+            )
         return out
 
     def resolve_run(self, prefix: str) -> str:
@@ -152,15 +172,15 @@ class ViewerData:
     def table(self, query: TableQuery) -> dict[str, Any]:
         """One page of the trajectory table: the total that match, the rows, short ids."""
         st = self.store()
-        filters = query.store_filters()
+        where = query.filter()
         try:
-            total = st.count(**filters)
+            total = st.count(where)
             rows = st.page(
+                where,
                 order_by=query.sort,
                 descending=query.desc,
                 limit=query.limit,
                 offset=query.offset,
-                **filters,
             )
         except StoreError as exc:
             raise BadRequest(str(exc)) from None
@@ -226,16 +246,16 @@ class ViewerData:
     def diff(self, a: str, b: str) -> dict[str, Any]:
         return diff_trajectories(self.get(a), self.get(b))
 
-    def last_rowid(self, filters: dict[str, Any]) -> int:
+    def last_rowid(self, where: TrajectoryFilter) -> int:
         """The cursor of the newest matching row (0 when none): where a live view starts."""
-        return self.store().last_rowid(**filters)
+        return self.store().last_rowid(where)
 
     def new_rows(
-        self, filters: dict[str, Any], after: int, limit: int = 100
+        self, where: TrajectoryFilter, after: int, limit: int = 100
     ) -> list[dict[str, Any]]:
-        """Summary rows matching ``filters`` stored after cursor ``after``, oldest first."""
+        """Summary rows matching ``where`` stored after cursor ``after``, oldest first."""
         st = self.store()
-        rows = st.summaries_after(after, limit, **filters)
+        rows = st.summaries_after(after, where, limit=limit)
         for row, short in zip(rows, st.short_ids([r["id"] for r in rows]), strict=True):
             row["short_id"] = short
         return rows
