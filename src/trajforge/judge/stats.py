@@ -277,3 +277,17 @@ def summarize_reward_totals(
     return RewardSummary(
         episodes, scored, successes, mean_ci95_from_moments(scored, total, total_sq)
     )
+
+
+def wilson_interval(successes: float, n: int) -> tuple[float, float]:
+    """The Wilson score 95% interval of a proportion ``successes / n`` (Wilson 1927): it lies in
+    [0, 1] and keeps a width at 0 or n successes. For a mean of ``n`` values in [0, 1] pass
+    their sum: their variance is at most ``p (1 - p)``, so the interval is conservative."""
+    if n <= 0:
+        raise ValueError(f"wilson_interval: n = {n}, needs at least one trial")
+    z = 1.959964
+    p = min(max(successes / n, 0.0), 1.0)
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    scale = 1 + z * z / n
+    return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)
