@@ -257,7 +257,7 @@ def main() -> None:
                 # Episodes the update trained on (groups with all-zero advantages are skipped)
                 # and, for GiGPO, the share of steps in an anchor-state group of two or more.
                 "trained_curve": _curve(histories, "trained_trajectories"),
-                "anchor_step_frac_curve": _curve(histories, "adv_anchor_step_frac"),
+                "anchor_step_frac_curve": _curve(histories, "anchor_step_frac"),
                 "wall_s": round(sum(r.wall_s for r in per_arm), 1),
             }
         total_wall = time.perf_counter() - started

@@ -16,7 +16,13 @@ import math
 import pytest
 import torch
 
-from trajforge.algos import LOSSES, aggregate, entropy_from_logits, policy_loss
+from trajforge.algos import (
+    LOSSES,
+    aggregate,
+    entropy_from_logits,
+    policy_loss,
+    truncated_is_weights,
+)
 from trajforge.errors import ConfigError
 
 NAN = float("nan")
@@ -211,3 +217,14 @@ def test_unknown_loss_and_option_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="advantages: shape"):
         policy_loss("reinforce", lp, old, adv[:, :3], mask)
     assert set(LOSSES) == {"ppo_clip", "gspo", "cispo", "reinforce"}
+
+
+def test_truncated_is_weights_are_the_capped_ratio_on_the_mask_and_one_off_it() -> None:
+    lp = torch.tensor([[-1.0, -2.0, -0.5, -3.0]])
+    rollout = torch.tensor([[-1.1, -1.0, -2.0, -0.2]])
+    mask = torch.tensor([[1, 1, 1, 0]])
+    w = truncated_is_weights(lp, rollout, mask, cap=2.0)
+    expected = [math.exp(0.1), math.exp(-1.0), 2.0, 1.0]  # exp(1.5) capped; off the mask: 1
+    assert w[0].tolist() == pytest.approx(expected)
+    with pytest.raises(ConfigError, match="cap 0"):
+        truncated_is_weights(lp, rollout, mask, cap=0)

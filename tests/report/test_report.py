@@ -110,8 +110,10 @@ def test_report_states_how_many_episodes_were_scored(tmp_path: Path) -> None:
     )
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
         ("base", "n/a", "-", "scored 0/3"),  # nothing scored: no success rate to state
-        ("old", "100.0%", "1.000 [0.439, 1.000]", "3"),  # Wilson's interval of 3 of 3
-        ("after", "100.0%", "1.000 [0.439, 1.000]", "scored 3/3"),
+        # Without its trajectories a stage shows the interval its evaluation recorded.
+        ("old", "100.0% [43.9%, 100.0%]", "1.000 [0.439, 1.000]", "3"),
+        # Three rewards of 1 leave room below 1: Wilson's interval says how much.
+        ("after", "100.0% [43.9%, 100.0%]", "1.000 [0.439, 1.000]", "scored 3/3"),
     ]
     assert html.count('reward unscored <span class="bad">not solved</span>') == 3
     assert html.count('reward 1.00 <span class="ok">solved</span>') == 3
@@ -188,7 +190,8 @@ def test_report_shows_every_eval_stage_side_by_side_and_what_rl_fixed_first(
     (run_dir / "results.json").write_text(json.dumps(results))
     html = build_report(run_dir, samples=2).read_text()
     tasks = re.findall(r"<h3>Task (\S+):", html)
-    assert tasks == [synthetic_trajectory(i).task.id for i in (2, 1)]
+    # One win (what RL fixed first) and, beside it, the task every stage failed.
+    assert tasks == [synthetic_trajectory(i).task.id for i in (2, 0)]
     first = html[html.index("<h3>Task") : html.index("<h3>Task", html.index("<h3>Task") + 1)]
     sides = re.findall(r"<h4>(\w+) · reward [\d.]+ <span class=\"\w+\">([\w ]+)</span>", first)
     assert sides == [("base", "not solved"), ("after_sft", "not solved"), ("after_rl", "solved")]

@@ -106,7 +106,7 @@ def test_rl_runs_on_calculator_with_tiny_model(tmp_path: Path) -> None:
             "loss",
             "reward_mean",
             "reward_std",
-            "kl",
+            "kl_ref",
             "clip_frac",
             "entropy",
             "tokens_per_s",

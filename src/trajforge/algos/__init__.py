@@ -17,7 +17,13 @@ if TYPE_CHECKING:
     from trajforge.algos._groups import drop_from_groups
     from trajforge.algos.advantages import ESTIMATORS, compute_advantages, estimator_options
     from trajforge.algos.kl import apply_kl_penalty, kl_estimate
-    from trajforge.algos.losses import LOSSES, aggregate, loss_options, policy_loss
+    from trajforge.algos.losses import (
+        LOSSES,
+        aggregate,
+        loss_options,
+        policy_loss,
+        truncated_is_weights,
+    )
     from trajforge.algos.metrics import entropy_from_logits
     from trajforge.algos.types import AdvantageInput, AdvantageOutput, AlgosInputError
 
@@ -32,6 +38,7 @@ _HOMES = {
     "aggregate": "losses",
     "loss_options": "losses",
     "policy_loss": "losses",
+    "truncated_is_weights": "losses",
     "entropy_from_logits": "metrics",
     "AdvantageInput": "types",
     "AdvantageOutput": "types",
@@ -57,6 +64,7 @@ __all__ = [
     "kl_estimate",
     "loss_options",
     "policy_loss",
+    "truncated_is_weights",
 ]
 
 

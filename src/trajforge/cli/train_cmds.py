@@ -79,7 +79,7 @@ def _report(summary: dict[str, Any], as_json: bool) -> None:
     last = summary["last"]
     shown = ", ".join(
         f"{k}={last[k]:.4g}"
-        for k in ("loss", "reward_mean", "kl", "tokens_per_s")
+        for k in ("loss", "reward_mean", "kl_ref", "tokens_per_s")
         if isinstance(last.get(k), float)
     )
     console.print(f"[green]done[/green] {summary['steps']} steps -> {summary['final']}  {shown}")

@@ -41,7 +41,11 @@ def wilson_ci95(successes: float, n: int) -> tuple[float, float]:
 
         (p + z^2 / 2n +- z sqrt(p (1 - p) / n + z^2 / 4n^2)) / (1 + z^2 / n)
 
-    It lies in [0, 1] and has width even at p = 0 or 1, unlike p +- z sqrt(p (1 - p) / n)."""
+    It lies in [0, 1] and has width even at p = 0 or 1, unlike p +- z sqrt(p (1 - p) / n). For a
+    mean of ``n`` values in [0, 1] pass their sum: their variance is at most p (1 - p), so the
+    interval is conservative."""
+    if n <= 0:
+        raise ValueError(f"wilson_ci95: n = {n}, needs at least one trial")
     p = successes / n
     z2 = _Z95 * _Z95
     centre = p + z2 / (2 * n)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -11,12 +12,8 @@ from jinja2 import Environment, PackageLoader
 
 from trajforge import __version__
 from trajforge.errors import DataError
-from trajforge.judge.stats import (
-    FailureSplit,
-    format_reward,
-    format_scored,
-    format_success,
-)
+from trajforge.judge.stats import FailureSplit, format_scored
+from trajforge.report.intervals import reward_text, success_text
 from trajforge.schema import Role, Trajectory, is_success
 from trajforge.store import TrajectoryStore
 from trajforge.viewer.command import view_command
@@ -57,19 +54,16 @@ def _side(stage: str, t: Trajectory) -> dict[str, Any]:
     }
 
 
-def _figures_of(summary: dict[str, Any]) -> dict[str, Any]:
-    """An eval stage's summary with its success, mean reward and episode count as text; a
-    summary written before ``scored`` was recorded shows its episodes alone."""
+def _figures_of(summary: dict[str, Any], trajectories: list[Trajectory]) -> dict[str, Any]:
+    """An eval stage's summary with its success, mean reward (95% intervals) and episode count
+    as text; a summary written before ``scored`` was recorded shows its episodes alone."""
     episodes = summary["episodes"]
     scored = summary.get("scored")
+    rewards = [t.outcome.reward for t in trajectories if t.outcome.reward is not None]
     return {
         **summary,
-        "success_text": format_success(
-            summary["success"], episodes if scored is None else scored, episodes
-        ),
-        "reward_text": format_reward(
-            summary["reward_mean"], summary["reward_ci_low"], summary["reward_ci_high"]
-        ),
+        "success_text": success_text(summary),
+        "reward_text": reward_text(summary, rewards),
         "episodes_text": (
             str(episodes) if scored is None else f"scored {format_scored(scored, episodes)}"
         ),
@@ -93,9 +87,12 @@ def _stage_text(stage: dict[str, Any]) -> str:
 
 
 def _samples(stages: list[tuple[str, list[Trajectory]]], count: int) -> list[dict[str, Any]]:
-    """The same tasks at every eval stage that has trajectories, side by side. First the tasks
-    the last stage solved and the stage before it did not (what the last training added), then
-    those solved at the end and not at the start, then by reward gained (unscored ranks as 0)."""
+    """The same tasks at every eval stage that has trajectories, side by side: wins (solved by
+    the last stage) and, beside them, failures (not solved by it), about half each when both
+    exist. Wins first those the last stage solved and the stage before it did not (what the
+    last training added), then those solved at the end and not at the start, then by reward
+    gained (unscored ranks as 0); failures first those an earlier stage solved (what training
+    broke), then by lowest final reward."""
     shown = [(name, trajs) for name, trajs in stages if trajs]
     if len(shown) < 2:
         return []
@@ -105,20 +102,28 @@ def _samples(stages: list[tuple[str, list[Trajectory]]], count: int) -> list[dic
         for t in shown[0][1]
         if all(t.task.id in stage for stage in by_task)
     ]
-    rows.sort(
+    wins = sorted(
+        (row for row in rows if _solved(row[-1])),
         key=lambda row: (
             _solved(row[-2]) - _solved(row[-1]),
             _solved(row[0]) - _solved(row[-1]),
             (row[0].outcome.reward or 0.0) - (row[-1].outcome.reward or 0.0),
-        )
+        ),
     )
+    failures = sorted(
+        (row for row in rows if not _solved(row[-1])),
+        key=lambda row: (not any(_solved(t) for t in row[:-1]), row[-1].outcome.reward or 0.0),
+    )
+    n_failures = min(len(failures), max(count // 2, count - len(wins)))
+    picked = wins[: count - n_failures] + failures[:n_failures]
     return [
         {
             "task_id": row[0].task.id,
             "prompt": row[0].task.prompt,
+            "solved": _solved(row[-1]),
             "sides": [_side(name, t) for (name, _), t in zip(shown, row, strict=True)],
         }
-        for row in rows[:count]
+        for row in picked
     ]
 
 
@@ -155,6 +160,11 @@ def _figures(
             rewards = {"reward": [h.get("reward_mean", 0.0) for h in history]}
             src = plots.curve(steps, rewards, f"{s['name']}: mean reward per step", "reward")
             figures.append({"src": src, "alt": f"{s['name']} reward per step"})
+            diagnostics = _rl_diagnostics(history)
+            if diagnostics:
+                title = f"{s['name']}: RL diagnostics per step (docs/metrics.md)"
+                src = plots.panels(steps, diagnostics, title)
+                figures.append({"src": src, "alt": f"{s['name']} RL diagnostics per step"})
         losses = {"loss": [h.get("loss", 0.0) for h in history]}
         src = plots.curve(steps, losses, f"{s['name']}: loss per step", "loss")
         figures.append({"src": src, "alt": f"{s['name']} loss per step"})
@@ -166,6 +176,29 @@ def _figures(
         src = plots.distributions(tokens, "Tokens per episode", "tokens")
         figures.append({"src": src, "alt": "tokens distribution"})
     return figures
+
+
+_DIAGNOSTICS = {
+    "advantage spread": ("adv_std",),
+    "KL": ("kl_ref", "approx_kl"),
+    "clip fraction": ("clip_frac",),
+    "rollout logprob gap": ("rollout_logprob_gap",),
+}
+
+
+def _rl_diagnostics(history: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """The RL health metrics of each step, a panel each, for the keys the steps logged (a step
+    that did not log one leaves a gap)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for panel, keys in _DIAGNOSTICS.items():
+        series = {
+            key: [float(h[key]) if h.get(key) is not None else math.nan for h in history]
+            for key in keys
+            if any(h.get(key) is not None for h in history)
+        }
+        if series:
+            out[panel] = series
+    return out
 
 
 def _label(stage: dict[str, Any]) -> str:
@@ -188,8 +221,13 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
     pass_ks = sorted({int(k) for s in evals for k in s["summary"].get("pass_at", {})})
     # pass^1 is the success column already; a summary from before pass^k has none.
     hat_ks = sorted({int(k) for s in evals for k in s["summary"].get("pass_hat", {})} - {1})
+    trajectories = _load_eval_trajectories(run_dir / results.get("store", "store.db"), evals)
     rows = [
-        {"name": _label(s), "time": _fmt_duration(s.get("duration_s")), **_figures_of(s["summary"])}
+        {
+            "name": _label(s),
+            "time": _fmt_duration(s.get("duration_s")),
+            **_figures_of(s["summary"], trajectories.get(s["name"], [])),
+        }
         for s in evals
     ]
     other = [
@@ -201,7 +239,6 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         for s in stages
         if s.get("kind") != "eval"
     ]
-    trajectories = _load_eval_trajectories(run_dir / results.get("store", "store.db"), evals)
     figures = _figures(stages, evals, trajectories)
     sample_pairs = _samples([(s["name"], trajectories.get(s["name"], [])) for s in evals], samples)
     # autoescape on: select_autoescape() would leave a ".html.j2" template unescaped.

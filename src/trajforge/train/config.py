@@ -355,6 +355,14 @@ class RLConfig(CommonSettings):
     rollout_precision: Precision = Precision.AUTO
     """Weights rollouts sample from: ``auto`` (a bf16 copy while training in bf16), ``fp32``
     (the trained weights) or ``bf16``."""
+    rollout_is_cap: float | None = Field(default=2.0, gt=0)
+    """Truncated importance sampling of the rollouts: each token's advantage is weighted by
+    ``min(pi_train / pi_rollout, cap)``, the trainer's probability of the sampled token over
+    the sampler's, so rollouts sampled from other weights than the trained ones (a bf16 copy)
+    estimate the trained policy's gradient (docs/metrics.md, ``rollout_logprob_gap``); rollouts
+    from the trained fp32 weights themselves get weights within 1e-6 of 1. null: off. Acts
+    where the old logprobs are the trainer's (``recompute_old_logprobs``); otherwise the PPO
+    ratio is already against the sampler's."""
     async_staleness: int = Field(default=0, ge=0)
     """0: synchronous (each step samples from the weights it then trains). 1: the next step's
     rollouts run while this step trains, from a copy of the weights one update old (a turn may

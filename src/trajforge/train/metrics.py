@@ -18,7 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-_SHOWN = ("loss", "reward_mean", "kl", "tokens_per_s")
+_SHOWN = ("loss", "reward_mean", "kl_ref", "tokens_per_s")
 
 
 class MetricsLogger:

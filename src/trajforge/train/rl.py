@@ -7,8 +7,9 @@ The rollout policy is an ``HFPolicy`` over the very model being trained, so the 
 always samples from the updated weights. With ``rollout_precision: bf16`` (or
 ``auto`` while training in bf16) it samples from a bf16 copy instead, re-synced after every
 update (under LoRA, a copy with the adapter merged in): decoding is then about twice as fast on
-hardware with native bf16, and the trainer's own logprobs keep the importance ratios exact to the
-trained weights.
+hardware with native bf16; the trainer's own logprobs keep the PPO ratios exact to the trained
+weights, and truncated importance weights (``rollout_is_cap``) make the bf16 copy's tokens an
+estimate of the trained policy's gradient (docs/metrics.md, ``rollout_logprob_gap``).
 
 Over several processes the main process rolls out and scores every episode of a step and sends
 them to the others (rollouts on rank 0, then scattered as a share of the batch: an agent program
@@ -35,6 +36,7 @@ from trajforge.algos import (
     drop_from_groups,
     kl_estimate,
     policy_loss,
+    truncated_is_weights,
 )
 from trajforge.algos.advantages import weight_by_sign
 from trajforge.curate import group_key
@@ -61,6 +63,12 @@ from trajforge.train.validation import (
     validation_point,
     validation_tasks,
 )
+
+_COUNTED_BY_THE_STEP = frozenset(
+    {"groups", "zero_adv_groups", "zero_adv_group_frac", "reward_mean", "reward_std"}
+)
+# The loss's per-micro-batch advantage moments and token count repeat the step's own.
+_LOSS_REPEATS = frozenset({"adv_mean", "adv_std", "loss_tokens"})
 
 AgentRollouts = Callable[[str, list[Task], TokenPolicy], list[Trajectory]]
 """``rollouts(run_id, tasks, policy)``: an agent program's runs of ``tasks`` (each
@@ -491,9 +499,9 @@ class RLTrainer(Trainer):
         )
         for row, s in enumerate(seqs):
             s.advantages = token_adv[row, : len(s)].tolist()
-        metrics = {
-            k if k.startswith("adv") else f"adv_{k}": float(v) for k, v in adv.metrics.items()
-        }
+        # The step's rewards and zero-advantage groups are counted over every episode (above)
+        # and after the sign weights (below): the estimator's own counts would repeat them.
+        metrics = {k: float(v) for k, v in adv.metrics.items() if k not in _COUNTED_BY_THE_STEP}
         zero = self._zero_advantage_groups(trajs, token_adv, full.loss_mask)
         metrics["zero_adv_frac"] = zero[1]
         if cfg.filter_zero_advantage:
@@ -556,6 +564,17 @@ class RLTrainer(Trainer):
         divisor = self.global_mean_divisor(n_tokens if token_weighted else n_rows)
         sums: dict[str, float] = {}
         gaps: list[tuple[float, float]] = []
+        is_stats: list[tuple[float, float, float]] = []
+        cap = cfg.rollout_is_cap or 0.0
+        # Truncated importance sampling corrects old logprobs that are the trainer's own; the
+        # sampler's (recompute_old_logprobs off) already put the PPO ratio against the sampler.
+        correct = cap > 0 and own_old
+
+        def share_of(k: int) -> float:
+            b = batches[k]
+            size = b.num_loss_tokens if token_weighted else len(b.lengths)
+            return size / max(n_tokens if token_weighted else n_rows, 1)
+
         t0 = time.perf_counter()
         for epoch in range(cfg.epochs_per_step):
             for k, b in enumerate(batches):
@@ -567,6 +586,15 @@ class RLTrainer(Trainer):
                 if from_first_epoch and epoch == 0:
                     b.old_logprobs = lp.detach()
                 mask = b.loss_mask.float()
+                denom = mask.sum().clamp(min=1)
+                rollout_lp = sampled[k]
+                if epoch == 0 and rollout_lp is not None and counted[k]:
+                    gap = ((lp.detach() - rollout_lp).abs() * mask).sum() / denom
+                    gaps.append((share_of(k), float(gap)))
+                    if correct:  # kept by the later epochs, which reuse the advantages
+                        weights = truncated_is_weights(b.old_logprobs, rollout_lp, mask, cap)
+                        b.advantages = b.advantages * weights
+                        is_stats.append((share_of(k), *_weight_stats(weights, mask, cap)))
                 loss, info = policy_loss(
                     cfg.loss,
                     lp,
@@ -580,27 +608,41 @@ class RLTrainer(Trainer):
                 if not counted[k]:  # a pass that only keeps the processes in step
                     self.backward(loss * 0.0, last=k == len(batches) - 1)
                     continue
-                share = size / max(n_tokens if token_weighted else n_rows, 1)
+                share = share_of(k)
                 if refs is not None:
                     kl = (kl_estimate(cfg.kl_kind, lp, refs[k]) * mask).sum() / mask.sum().clamp(
                         min=1
                     )
                     loss = loss + cfg.kl_coef * kl
-                    info = {**info, "kl": float(kl.detach())}
+                    info = {**info, "kl_ref": float(kl.detach())}
                 assert ent is not None
-                denom = mask.sum().clamp(min=1)
                 info = {**info, "entropy": float((ent * mask).sum() / denom)}
-                rollout_lp = sampled[k]
-                if epoch == 0 and rollout_lp is not None:
-                    gap = ((lp.detach() - rollout_lp).abs() * mask).sum() / denom
-                    gaps.append((share, float(gap)))
+                info = {key: v for key, v in info.items() if key not in _LOSS_REPEATS}
                 self.backward(loss * (size / divisor), last=k == len(batches) - 1)
                 for key, value in {"loss": float(loss.detach()), **info}.items():
                     sums[key] = sums.get(key, 0.0) + share * float(value) / cfg.epochs_per_step
             sums.update(self.optimizer_step())
         elapsed = time.perf_counter() - t0
         if gaps:
-            sums["rollout_logprob_gap"] = sum(w * g for w, g in gaps) / sum(w for w, _ in gaps)
+            sums["rollout_logprob_gap"] = _weighted_mean(gaps)
+        if is_stats:
+            sums["rollout_is_weight_mean"] = _weighted_mean([(w, m) for w, m, _ in is_stats])
+            sums["rollout_is_capped_frac"] = _weighted_mean([(w, c) for w, _, c in is_stats])
         sums["tokens_per_s"] = n_tokens * cfg.epochs_per_step / elapsed
         sums["loss_tokens"] = float(n_tokens)
         return sums
+
+
+def _weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
+    """The mean of ``(weight, value)`` pairs' values by weight (a plain mean if all weigh 0)."""
+    total = sum(w for w, _ in pairs)
+    if total <= 0:
+        return sum(v for _, v in pairs) / len(pairs)
+    return sum(w * v for w, v in pairs) / total
+
+
+def _weight_stats(weights: torch.Tensor, mask: torch.Tensor, cap: float) -> tuple[float, float]:
+    """The mean truncated importance weight over ``mask`` and the fraction at the cap."""
+    m = mask.bool()
+    n = max(int(m.sum()), 1)
+    return float(weights[m].sum()) / n, float((weights[m] >= cap * (1 - 1e-6)).sum()) / n

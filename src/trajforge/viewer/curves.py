@@ -15,7 +15,7 @@ from trajforge.errors import DataError
 
 METRICS_FILE = "metrics.jsonl"
 # The metrics a reader looks for first; the rest follow in name order.
-_FIRST = ("reward_mean", "loss", "success", "val_success", "kl", "grad_norm", "lr")
+_FIRST = ("reward_mean", "loss", "success", "val_success", "kl_ref", "grad_norm", "lr")
 _WIDTH, _HEIGHT, _PAD = 320.0, 120.0, 6.0
 
 

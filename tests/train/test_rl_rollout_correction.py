@@ -1,0 +1,57 @@
+"""Truncated importance sampling of the rollouts (``rollout_is_cap``): weights of 1 when the
+rollouts sample from the trained weights, the capped ratio to the sampler when they do not,
+nothing when switched off."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from train_helpers import even_rubric, small_rl_config
+
+from trajforge.policy.hf import HFPolicy
+from trajforge.train.rl import RLTrainer
+
+IS_KEYS = {"rollout_is_weight_mean", "rollout_is_capped_frac"}
+
+
+def _history(tmp_path: Path, *, stale: bool, **overrides: Any) -> list[dict[str, Any]]:
+    """Two steps at a large learning rate; ``stale``: the rollouts sample from a copy of the
+    initial weights that never follows the updates, so step 2 samples from other weights than
+    the ones it trains (as a bf16 copy does, by rounding)."""
+    cfg = small_rl_config(
+        tmp_path,
+        steps=2,
+        optim={"lr": 5e-2},
+        filter_zero_advantage=False,
+        **overrides,
+    )
+    trainer = RLTrainer(cfg, rubric=even_rubric())
+    if stale:
+        frozen = copy.deepcopy(trainer.parts.unwrapped_model())
+        trainer.policy = HFPolicy(frozen, trainer.parts.tokenizer)
+        trainer._refresh_policy = lambda: None  # type: ignore[method-assign]
+    return trainer.train().history
+
+
+def test_rollouts_from_the_trained_weights_get_weights_of_one(tmp_path: Path) -> None:
+    for h in _history(tmp_path, stale=False):
+        assert h["rollout_is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
+        assert h["rollout_is_capped_frac"] == 0.0
+
+
+def test_rollouts_from_other_weights_are_reweighted_and_capped(tmp_path: Path) -> None:
+    """A cap of 1 caps every token the trained policy likes more than the sampler did."""
+    first, second = _history(tmp_path, stale=True, rollout_is_cap=1.0)
+    assert first["rollout_is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert second["rollout_logprob_gap"] > 1e-3
+    assert second["rollout_is_weight_mean"] < 1.0
+    assert 0.0 < second["rollout_is_capped_frac"] < 1.0
+
+
+def test_the_switch_turns_the_correction_off(tmp_path: Path) -> None:
+    for h in _history(tmp_path, stale=True, rollout_is_cap=None):
+        assert not IS_KEYS & h.keys()
+        assert "rollout_logprob_gap" in h
