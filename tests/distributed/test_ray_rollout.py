@@ -26,7 +26,7 @@ from trajforge.rollout import RolloutSpec, open_rollout, run_rollout
 from trajforge.schema import Task, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
 
-AGENT = f"{sys.executable} {Path(__file__).parents[1] / 'serve' / 'agent_program.py'}"
+AGENT = f"{sys.executable} {Path(__file__).parents[1] / 'agent_programs' / 'agent_program.py'}"
 SLOW_ENV = f"{Path(__file__).parent / 'ray_envs.py'}:slow_calculator"
 
 pytestmark = pytest.mark.usefixtures("cluster")
@@ -161,7 +161,7 @@ def test_collect_runs_the_agent_programs_as_ray_tasks(
         )
     )
     db = tmp_path / "agents.db"
-    args = ["collect", "--agent", AGENT, "--tasks", str(tasks_file), "--model", "tiny"]
+    args = ["collect", "--agent", AGENT, "--task-file", str(tasks_file), "--model", "tiny"]
     args += ["--timeout", "5", "--run", "col", "--store", str(db), "--json", "--ray"]
     result = CliRunner().invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output

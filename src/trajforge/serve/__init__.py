@@ -6,6 +6,9 @@ server whose model is a trajforge policy; every call is recorded as token-exact 
   only appended to);
 - ``gateway`` — ``Gateway.chat``: sample and record, all sessions sharing one policy;
 - ``app`` — the FastAPI routes (``/v1`` and ``/sessions/{id}/v1``, rewards); ``responses`` —
-  the Responses API subset; ``server`` — uvicorn in the foreground or on a thread;
-- ``collect`` — run an agent program per task and sample against its own session.
+  the Responses API subset; ``server`` — uvicorn in the foreground or on a thread.
+
+Agent programs run against it as rollouts in ``trajforge.agent_programs``; the MCP server of an
+env's tools is ``trajforge.envs.mcp.server`` and the OTLP receiver
+``trajforge.formats.otel_receiver``.
 """
