@@ -1,8 +1,8 @@
 """Credit assignment on keydoor: GRPO, turn-level returns and GiGPO from the same SFT weights.
 
-The experiment is ``examples/keydoor/experiment.yaml``: base eval -> expert demonstrations (a
-limited set) -> SFT -> eval, run once; then, from that one SFT checkpoint, its RL stage runs
-once per arm and seed, changing only the advantage estimator:
+Two presets of one experiment: base eval -> expert demonstrations (a limited set) -> SFT ->
+eval, run once; then, from that one SFT checkpoint, its RL stage runs once per arm and seed,
+changing only the advantage estimator:
 
 - ``grpo``: the outcome reward normalised in its group, the same advantage on every turn;
 - ``turn_returns``: per-turn discounted returns (key rewards plus the outcome), normalised in
@@ -10,17 +10,24 @@ once per arm and seed, changing only the advantage estimator:
 - ``gigpo``: the episode advantage plus a step advantage from anchor-state groups (the same
   board, square and keys in several samples of a task; ``gamma`` 0.95, ``omega`` 1).
 
+- ``--preset cpu`` (``examples/keydoor/cpu.yaml``, the default): ``keydoor-compact`` (the same
+  boards in ~15 tokens a turn, one-letter moves) and the ``pocket`` policy, a 7M-parameter
+  Llama built from scratch and taught by trajforge's own SFT; whole on two CPU cores.
+- ``--preset gpu`` (``examples/keydoor/experiment.yaml``): the rendered boards, tool calls and
+  SmolLM2-135M; ~2,000-token episodes, ~8 h a seed on two CPU cores (see its file).
+
 Every arm has the same rollout budget (steps x groups x samples, the same turn and token
 limits) and the same seeds, and is then evaluated greedily on the same held-out boards. No
 setting is chosen on those boards: the sizes and rates are the experiment file's (``--set``
 changes them, as ``trajforge run`` overrides do), and any validation the RL stage does runs
 on training-split tasks.
 
-    .venv/bin/python bench/credit_assignment.py --model tiny              # micro sizes, ~40 s
-    .venv/bin/python bench/credit_assignment.py --seeds 0 1 2 --out runs/credit
+    .venv/bin/python bench/credit_assignment.py --model tiny              # micro sizes, ~1 min
+    .venv/bin/python bench/credit_assignment.py --preset cpu --out runs/credit
 
-Prints per arm the held-out success with a 95% Wilson interval (episodes of all seeds
-pooled), the per-step training reward and success curves, episodes trained on and GiGPO's
+Prints per arm the held-out success as the mean over seeds with a 95% Student-t interval, the
+pooled episodes' 95% Wilson interval, the per-step training reward and success curves and the
+validation success (training-split tasks) per step, episodes trained on and GiGPO's
 share of steps in anchor groups (means over seeds) and the wall time, then ONE JSON line. ``ratio`` is GiGPO's held-out gain over SFT divided by GRPO's
 (success points); when GRPO's gain is zero or negative the ratio is null and both gains are
 reported (``ratio_note`` says so): a quotient there would not mean "GiGPO gains more".
@@ -34,9 +41,14 @@ import math
 import os
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import torch
+
+from trajforge.judge.stats import mean_ci95
 from trajforge.pipeline.config import (
     EvalStage,
     Experiment,
@@ -48,7 +60,8 @@ from trajforge.pipeline.config import (
 from trajforge.pipeline.runner import ExperimentRunner
 
 HELD_OUT = "held_out"
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "keydoor" / "experiment.yaml"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "keydoor"
+PRESETS = {"cpu": EXAMPLES / "cpu.yaml", "gpu": EXAMPLES / "experiment.yaml"}
 ARMS: dict[str, tuple[str, dict[str, float]]] = {
     "grpo": ("grpo", {}),
     "turn_returns": ("turn_returns", {"gamma": 0.95}),
@@ -90,6 +103,13 @@ def _eval_counts(record: dict[str, Any]) -> tuple[int, int]:
 
 def _rate(successes: int, n: int) -> dict[str, Any]:
     return {"success": round(successes / n, 4) if n else None, "ci95": wilson(successes, n), "n": n}
+
+
+def _over_seeds(rates: list[float]) -> dict[str, Any]:
+    """The mean of per-seed success rates and its 95% Student-t interval across seeds (the
+    spread a new seed would show, which pooling episodes hides)."""
+    ci = mean_ci95(rates)
+    return {"mean": round(ci.mean, 4), "ci95": (round(ci.low, 4), round(ci.high, 4))}
 
 
 class Plan(NamedTuple):
@@ -152,23 +172,54 @@ def _curve(histories: list[list[dict[str, Any]]], key: str) -> list[float | None
     return curve
 
 
+def _validation(records: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    """``(step, validation success)``, the mean over seeds, at the steps every seed validated
+    (step 0 is the SFT weights); validation tasks are training-split tasks the RL never samples."""
+    by_seed = [{p["step"]: float(p["success"]) for p in r.get("validation") or []} for r in records]
+    steps = sorted(set.intersection(*(set(d) for d in by_seed))) if by_seed else []
+    return [(step, round(sum(d[step] for d in by_seed) / len(by_seed), 3)) for step in steps]
+
+
+class ArmRun(NamedTuple):
+    """One arm and seed: its held-out wins of ``n`` episodes and its RL stage's record."""
+
+    won: int
+    n: int
+    record: dict[str, Any]
+    wall_s: float
+
+
+def _run_arm(prefix: Experiment, rl: RLStage, arm: str, seed: int, model: str, out: Path) -> ArmRun:
+    """RL from ``model`` with ``arm``'s estimator and ``seed``, then the held-out eval (in a
+    worker process of its own when ``--jobs`` > 1)."""
+    started = time.perf_counter()
+    run = _arm(prefix, rl, arm, seed, model)
+    results = ExperimentRunner(run, run_dir=out / run.name).run()
+    won, n = _eval_counts(_record(results, HELD_OUT))
+    return ArmRun(won, n, _record(results, rl.name), time.perf_counter() - started)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--model", default="embedded", help="embedded, tiny (micro sizes) or a folder"
-    )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="RL seeds, each arm")
+    parser.add_argument("--preset", choices=list(PRESETS), default="cpu",
+                        help="cpu: keydoor-compact and the pocket policy; gpu: keydoor and SmolLM2")  # fmt: skip
+    parser.add_argument("--model", default=None,
+                        help="the preset's model, or tiny (micro sizes), pocket, embedded, a folder")  # fmt: skip
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="RL seeds, each arm")  # fmt: skip
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    parser.add_argument("--experiment", type=Path, default=EXAMPLE)
+    parser.add_argument("--experiment", type=Path, default=None, help="instead of the preset's")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="experiment overrides, e.g. stages.rl.train.steps=8")  # fmt: skip
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="arms and seeds run at once, each a process (on 2 cores, 2 is ~1.5x faster)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None,
                         help="run folders kept here; finished stages are resumed (default: a temp dir)")  # fmt: skip
     args = parser.parse_args()
     if "grpo" not in args.arms or "gigpo" not in args.arms:
         parser.error("--arms: the ratio needs both grpo and gigpo")
-    overrides = [*(MICRO if args.model == "tiny" else []), f"model={args.model}", *args.set]
-    exp = load_experiment(args.experiment, overrides)
+    models = [f"model={args.model}"] if args.model else []
+    overrides = [*(MICRO if args.model == "tiny" else []), *models, *args.set]
+    exp = load_experiment(args.experiment or PRESETS[args.preset], overrides)
     plan = _plan(exp)
     prefix, rl = plan.prefix, plan.rl
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,46 +230,55 @@ def main() -> None:
         sft_model = _record(base_results, plan.sft)["model"]
         base = _rate(*_eval_counts(_record(base_results, plan.base_eval)))
         sft = _rate(*_eval_counts(_record(base_results, plan.sft_eval)))
+        runs = [(arm, seed) for arm in args.arms for seed in args.seeds]
+        threads = max(1, (os.cpu_count() or 1) // args.jobs)
+        with ProcessPoolExecutor(
+            args.jobs, get_context("spawn"), torch.set_num_threads, (threads,)
+        ) as pool:
+            futures = {r: pool.submit(_run_arm, prefix, rl, *r, sft_model, out) for r in runs}
+            finished = {r: f.result() for r, f in futures.items()}
         arms: dict[str, dict[str, Any]] = {}
         for arm in args.arms:
-            wins = episodes = 0
-            per_seed, histories = [], []
-            arm_started = time.perf_counter()
-            for seed in args.seeds:
-                run = _arm(prefix, rl, arm, seed, sft_model)
-                results = ExperimentRunner(run, run_dir=out / run.name).run()
-                won, n = _eval_counts(_record(results, HELD_OUT))
-                wins, episodes = wins + won, episodes + n
-                per_seed.append(round(won / n, 4))
-                histories.append(_record(results, rl.name)["history"])
+            per_arm = [finished[(arm, seed)] for seed in args.seeds]
+            wins = sum(r.won for r in per_arm)
+            episodes = sum(r.n for r in per_arm)
+            per_seed = [round(r.won / r.n, 4) for r in per_arm]
+            records = [r.record for r in per_arm]
+            histories = [r["history"] for r in records]
             arms[arm] = {
                 **_rate(wins, episodes),
+                "seeds": _over_seeds(per_seed),
                 "per_seed": per_seed,
                 "gain": round(wins / episodes - sft["success"], 4),
                 "reward_curve": _curve(histories, "reward_mean"),
                 "success_curve": _curve(histories, "success_rate"),
+                "validation_curve": _validation(records),
+                "kept_steps": [r.get("kept_step") for r in records],
                 # Episodes the update trained on (groups with all-zero advantages are skipped)
                 # and, for GiGPO, the share of steps in an anchor-state group of two or more.
                 "trained_curve": _curve(histories, "trained_trajectories"),
                 "anchor_step_frac_curve": _curve(histories, "adv_anchor_step_frac"),
-                "wall_s": round(time.perf_counter() - arm_started, 1),
+                "wall_s": round(sum(r.wall_s for r in per_arm), 1),
             }
         total_wall = time.perf_counter() - started
 
     cfg = rl_config(exp, exp.stages.index(rl), model=exp.model, run_dir=out, attempt=0)
     budget = cfg.steps * cfg.groups_per_step * cfg.samples_per_group
     print(
-        f"{exp.env}, model {args.model}, seeds {args.seeds}, {budget} RL episodes per arm and seed"
+        f"{exp.env}, model {exp.model}, seeds {args.seeds}, {budget} RL episodes per arm and seed"
     )
     print(f"  base   held-out success {base['success']:.3f}  95% CI {base['ci95']}")
     print(
         f"  sft    held-out success {sft['success']:.3f}  95% CI {sft['ci95']}  ({sft_wall:.0f} s)"
     )
     for arm, row in arms.items():
+        seeds = row["seeds"]
         print(
-            f"  {arm:<12} held-out success {row['success']:.3f}  95% CI {row['ci95']}  gain "
-            f"{row['gain']:+.3f}  per seed {row['per_seed']}  ({row['wall_s']:.0f} s)"
+            f"  {arm:<12} held-out success {seeds['mean']:.3f}  95% CI over seeds {seeds['ci95']}"
+            f"  (episodes pooled {row['ci95']})  gain {row['gain']:+.3f}  per seed "
+            f"{row['per_seed']}  ({row['wall_s']:.0f} s)"
         )
+        print(f"  {'':<12} validation success (step, mean) {row['validation_curve']}")
         print(f"  {'':<12} train reward per step {row['reward_curve']}")
         print(f"  {'':<12} train success per step {row['success_curve']}")
         print(f"  {'':<12} trained episodes per step {row['trained_curve']}")
@@ -235,7 +295,8 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "credit_assignment",
-                "model": args.model,
+                "preset": args.preset,
+                "model": exp.model,
                 "seeds": args.seeds,
                 "rl_episodes_per_arm_and_seed": budget,
                 "cpus": os.cpu_count(),

@@ -121,12 +121,12 @@ def test_an_agent_rollout_takes_a_gateway_that_stores_nothing_itself(tmp_path: P
 
 
 def test_the_collect_command_on_the_tiny_model(tmp_path: Path) -> None:
-    task_file = tmp_path / "tasks.jsonl"
-    task_file.write_text(
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text(
         "".join(_task(k, reward="print").model_dump_json() + "\n" for k in range(3))
     )
     store = tmp_path / "c.db"
-    args = ["collect", "--agent", AGENT, "--task-file", str(task_file), "--n", "2"]
+    args = ["collect", "--agent", AGENT, "--tasks-file", str(tasks_file), "--n", "2"]
     args += ["--model", "tiny", "--run", "col", "--store", str(store), "--json"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -146,8 +146,8 @@ def test_the_collect_command_on_the_tiny_model(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--agent", "x"], "give --env or --task-file"),
-        (["--agent", "x", "--env", "calculator", "--task-file", "t.jsonl"], "one of them"),
+        (["--agent", "x"], "give --env or --tasks-file"),
+        (["--agent", "x", "--env", "calculator", "--tasks-file", "t.jsonl"], "one of them"),
         (["--env", "calculator"], "--agent"),
         (["--agent", "", "--env", "calculator"], "--agent"),
         (["--agent", "x", "--env", "calculator", "--tasks", "0"], "--tasks: must be at least 1"),

@@ -63,7 +63,7 @@ def test_a_killed_collection_resumes_to_exactly_every_run(
     tmp_path: Path, how: signal.Signals, processes_with: Callable[[str], list[int]]
 ) -> None:
     marker = f"trajforge-resume-{uuid.uuid4().hex}"
-    task_file = tmp_path / "tasks.jsonl"
+    tasks_file = tmp_path / "tasks.jsonl"
     tasks = [
         Task(
             id=f"t{k:02d}",
@@ -73,10 +73,10 @@ def test_a_killed_collection_resumes_to_exactly_every_run(
         )
         for k in range(RUNS)
     ]
-    task_file.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+    tasks_file.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
     db = tmp_path / "c.db"
     # The marker rides on the program's command line, so its processes can be found.
-    args = ["collect", "--agent", f"{AGENT} {marker}", "--task-file", str(task_file)]
+    args = ["collect", "--agent", f"{AGENT} {marker}", "--tasks-file", str(tasks_file)]
     args += ["--model", "tiny", "--concurrency", "4", "--run", "col", "--store", str(db)]
     killed = _kill_mid_way(db, [*args, "--json"], how)
     cut_short = _stored(db)

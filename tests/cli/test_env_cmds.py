@@ -45,11 +45,14 @@ def test_tool_prints_result_or_error_with_exit_code() -> None:
     )
     assert refused.exit_code == 1
     assert refused.output.strip() == "Error: refused: 9**387420489 is too large to compute"
+    # A tool the env has not is the user's mistake, refused as an error (not a tool's answer).
     unknown = runner.invoke(app, ["tool", "calculator", "abacus"])
+    assert unknown.exit_code == 1 and unknown.output == ""
     assert (
-        unknown.exit_code == 1
-        and "unknown tool 'abacus'; available tools: calculator" in unknown.output
+        str(unknown.exception) == "tool 'abacus': not a tool of calculator; its tools: calculator"
     )
+    misspelt = runner.invoke(app, ["tool", "calculator", "calculater"])
+    assert "(did you mean 'calculator'?)" in str(misspelt.exception)
 
 
 def test_tool_sets_up_a_task_for_stateful_envs_and_loads_user_files() -> None:

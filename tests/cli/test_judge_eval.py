@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from trajforge.cli.failures import ExitCode
 from trajforge.cli.main import app
 from trajforge.envs.builtin import calculator
 from trajforge.envs.play import play
@@ -270,8 +271,11 @@ def test_an_unparsable_judge_leaves_every_episode_unscored(
         two.add_many(db.query(run="judged", limit=2))
     args = ["judge", "judged", "--judge-model", "tiny", "--store", str(small)]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"}, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    # Scores that failed are work that failed: exit 3, the reason printed.
+    assert result.exit_code == ExitCode.PARTLY_FAILED, result.output
     assert "score llm_judge" in result.stdout and "- (scored 0/2)" in result.stdout
+    assert "2 of 2 scorings failed:" in result.stderr
+    assert "2 x scorer llm_judge: unparsable verdict after 3 tries" in result.stderr
     with TrajectoryStore(small) as db:
         failed = [t.score("llm_judge") for t in db.query(run="judged")]
     assert all(s is not None and s.error and "unparsable verdict" in s.error for s in failed)

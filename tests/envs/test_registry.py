@@ -37,6 +37,7 @@ def test_builtin_names() -> None:
         "search",
         "gridworld",
         "keydoor",
+        "keydoor-compact",
         "time",
         "retail",
     ]
@@ -49,6 +50,7 @@ def test_builtin_names() -> None:
         ("search", ["search", "open"]),
         ("gridworld", ["move"]),
         ("keydoor", ["move"]),
+        ("keydoor-compact", []),
     ],
 )
 def test_builtin_entries_make_fresh_envs_tasks_and_experts(name: str, tools: list[str]) -> None:

@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from trajforge.errors import DataError
-from trajforge.formats.jsonl import load_trajectories, read_trajectories, write_trajectories
+from trajforge.formats.jsonl import (
+    json_error,
+    load_trajectories,
+    read_trajectories,
+    write_trajectories,
+)
 from trajforge.schema import Trajectory
 from trajforge.schema.synthetic import synthetic_trajectory
 
@@ -83,9 +88,9 @@ def test_bad_json_names_line_and_column(tmp_path: Path) -> None:
         ),
         (lambda r: r["messages"].__delitem__(3), "messages.3", "call_0_0 were never answered"),
         (
-            lambda r: r["messages"].insert(2, {"role": "system"}),
+            lambda r: r["messages"].insert(2, {"role": "tool", "tool_call_id": "call_9_9"}),
             "messages.2.role",
-            "system message may only come first",
+            "tool may not follow user",
         ),
         (
             lambda r: r.__setitem__("messages", r["messages"][:3]),
@@ -145,3 +150,13 @@ def test_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path: Path) -> No
         write_trajectories(path, broken())
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
+
+
+def test_a_line_cut_short_is_reported_at_its_end_not_at_column_1() -> None:
+    assert (
+        json_error(b'{"messages": [\n', "f.jsonl:4")
+        == "f.jsonl:4:15: invalid JSON: Expecting value"
+    )
+    assert json_error('{"a": 1,\r\n', "f.jsonl:1") == (
+        "f.jsonl:1:9: invalid JSON: Expecting property name enclosed in double quotes"
+    )

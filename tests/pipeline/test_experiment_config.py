@@ -54,10 +54,19 @@ def test_a_valid_experiment_passes_the_check(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()  # the check writes nothing
 
 
-@pytest.mark.parametrize("example", ["calculator", "gridworld", "keydoor", "retail"])
-def test_shipped_examples_pass_the_check(example: str, tmp_path: Path) -> None:
-    exp = load_experiment(EXAMPLES / example / "experiment.yaml")
-    assert exp.env == example
+@pytest.mark.parametrize(
+    ("path", "env"),
+    [
+        ("calculator/experiment.yaml", "calculator"),
+        ("gridworld/experiment.yaml", "gridworld"),
+        ("keydoor/experiment.yaml", "keydoor"),
+        ("keydoor/cpu.yaml", "keydoor-compact"),
+        ("retail/experiment.yaml", "retail"),
+    ],
+)
+def test_shipped_examples_pass_the_check(path: str, env: str, tmp_path: Path) -> None:
+    exp = load_experiment(EXAMPLES / path)
+    assert exp.env == env
     check_experiment(exp, tmp_path / exp.name)
 
 

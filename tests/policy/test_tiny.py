@@ -1,8 +1,11 @@
-"""The tiny random model: deterministic weights, and an end-to-end token-exact episode."""
+"""The models built from scratch: deterministic weights, their sizes, loading by name and from a
+checkpoint, and an end-to-end token-exact episode."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,8 +13,13 @@ from policy_doubles import LocalGeneratePolicy
 
 from trajforge.policy.base import SamplingParams
 from trajforge.policy.check import check_trajectory
-from trajforge.policy.models.tiny import tiny_model_and_tokenizer
+from trajforge.policy.hf import HFPolicy
+from trajforge.policy.models.loaders import checkpoint_model
+from trajforge.policy.models.tiny import scratch_model_and_tokenizer, tiny_model_and_tokenizer
+from trajforge.policy.naming import load_policy
 from trajforge.schema import Message, Role, Task, ToolSpec, Trajectory
+from trajforge.train.config import ModelSettings
+from trajforge.train.model import load_base_model
 
 
 def test_seeded_weights_copies_and_rng() -> None:
@@ -31,6 +39,31 @@ def test_seeded_weights_copies_and_rng() -> None:
     assert not torch.equal(a.state_dict()[weight], b.state_dict()[weight])
     assert a.config.vocab_size == len(tokenizer) == 49152
     assert tokenizer.eos_token == "<|im_end|>" and "<|im_start|>" in tokenizer.chat_template
+
+
+@pytest.mark.parametrize(("name", "low", "high"), [("tiny", 3e6, 4e6), ("pocket", 6e6, 8e6)])
+def test_scratch_models_by_name_in_policy_training_and_checkpoints(
+    name: str, low: float, high: float, tmp_path: Path
+) -> None:
+    model, tokenizer = scratch_model_and_tokenizer(name, seed=3)
+    assert low < sum(p.numel() for p in model.parameters()) < high
+    policy = load_policy(name, seed=3)
+    assert isinstance(policy, HFPolicy)
+    trained, _ = load_base_model(ModelSettings(spec=name, tiny_seed=3))
+    weight = "model.layers.0.mlp.up_proj.weight"
+    assert torch.equal(trained.state_dict()[weight], model.state_dict()[weight])
+    # A checkpoint names its base by spec and seed; loading it rebuilds that model.
+    with torch.no_grad():
+        trained.model.norm.weight.fill_(2.0)
+    torch.save(dict(trained.named_parameters()), tmp_path / "trainable.pt")
+    tokenizer.save_pretrained(str(tmp_path))
+    base = {"spec": name, "tiny_seed": 3}
+    (tmp_path / "state.json").write_text(json.dumps({"base": base, "lora": False}))
+    loaded, _ = checkpoint_model(tmp_path)
+    assert torch.equal(
+        loaded.state_dict()["model.norm.weight"], torch.full((model.config.hidden_size,), 2.0)
+    )
+    assert torch.equal(loaded.state_dict()[weight], model.state_dict()[weight])
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from trajforge.cli.failures import ExitCode
 from trajforge.cli.main import app
 from trajforge.errors import ConfigError
 from trajforge.rollout import RolloutSpec
@@ -49,9 +50,9 @@ def env_file(tmp_path: Path, faults: dict[str, str] | None = None, delay: float 
     return f"{path}:factory"
 
 
-def invoke(*args: str) -> dict[str, object]:
+def invoke(*args: str, exit_code: int = 0) -> dict[str, object]:
     result = CliRunner().invoke(app, ["rollout", *args], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return dict(json.loads(result.stdout))
 
 
@@ -155,14 +156,17 @@ def test_an_out_of_range_option_is_named(
 def test_unscored_episodes_count_as_failures_and_are_reported(tmp_path: Path) -> None:
     spec = env_file(tmp_path, faults={"t1": "step"})
     args = ["--env", spec, "--model", "expert", "--tasks", "4", "--store", str(tmp_path / "s.db")]
-    summary = invoke(*args, "--json")
+    # The episode that raised is work that failed: exit 3, its reason printed (on stderr).
+    summary = invoke(*args, "--json", exit_code=ExitCode.PARTLY_FAILED)
     assert summary["statuses"] == {"ok": 3, "truncated": 0, "error": 1, "timeout": 0}
     assert (summary["scored"], summary["success"], summary["reward_mean"]) == (3, 0.75, 1.0)
     result = CliRunner().invoke(app, ["rollout", *args], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == ExitCode.PARTLY_FAILED, result.output
     lines = result.stdout.splitlines()
     assert any("success" in ln and "75.0%" in ln for ln in lines)
     assert any("scored" in ln and "3/4" in ln for ln in lines)
+    assert "1 of 4 episodes failed:" in result.stderr
+    assert "1 x error, infra: KeyError: 'tool table missing' (e.g. " in result.stderr
 
 
 def test_precision_bf16_without_native_bf16_is_refused_by_the_command(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from openai import AsyncOpenAI, OpenAI
 from serve_helpers import adder_reply, assert_token_exact, recorded
 
-from trajforge.policy.base import Completion, SamplingParams
+from trajforge.policy.base import Completion, SamplingParams, TokenSink
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.naming import load_policy
 from trajforge.policy.scripted import ScriptedPolicy
@@ -87,10 +87,15 @@ class SlowPolicy(ScriptedPolicy):
     """The adder, taking seconds to answer: long enough for a client to give up."""
 
     async def complete(
-        self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams
+        self,
+        session: RenderedSession,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        on_token: TokenSink | None = None,
     ) -> Completion:
         await asyncio.sleep(30)
-        return await super().complete(session, prompt_ids, sampling)
+        return await super().complete(session, prompt_ids, sampling, on_token=on_token)
 
 
 def _slow() -> SlowPolicy:
@@ -136,7 +141,10 @@ def test_text_completions_are_recorded_raw(served: str, store_path: Path) -> Non
     assert len(trajs) == 3 and all(t.metadata["rendering"] == "raw" for t in trajs)
     assert all([m.role for m in t.messages] == [Role.USER, Role.ASSISTANT] for t in trajs)
     assert_token_exact(store_path)
-    refused = httpx.post(
-        f"{served}/v1/completions", json={"model": "tiny", "prompt": "x", "logprobs": 3}
-    )
-    assert refused.status_code == 400 and refused.json()["error"]["param"] == "logprobs"
+    for field, value in [("logprobs", 3), ("echo", True), ("presence_penalty", 1.0)]:
+        refused = httpx.post(
+            f"{served}/v1/completions", json={"model": "tiny", "prompt": "x", field: value}
+        )
+        error = refused.json()["error"]
+        assert refused.status_code == 400 and error["param"] == field
+        assert error["message"].startswith(f"{field}: not supported"), error

@@ -21,7 +21,7 @@ from trajforge.formats.jsonl import write_trajectories
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.policy.naming import load_policy
 from trajforge.rollout import Limits, PolicyRef, RolloutSpec, Sampling, TaskSample, run_rollout
-from trajforge.train.checkpoint import latest_checkpoint
+from trajforge.train.checkpoint import latest_checkpoint, prune_checkpoints
 from trajforge.train.config import LoraSettings, ModelSettings, OptimSettings, SFTConfig
 from trajforge.train.sft import SFTTrainer
 
@@ -222,3 +222,28 @@ def test_a_lora_checkpoint_loads_merged_and_trains_on(tmp_path: Path) -> None:
 def test_a_folder_that_is_neither_model_nor_checkpoint_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is no training checkpoint"):
         load_policy(str(tmp_path))
+
+
+def test_only_the_latest_checkpoints_are_kept_and_the_run_resumes_from_them(
+    tmp_path: Path,
+) -> None:
+    data = _data()
+    SFTTrainer(_trainer_cfg(tmp_path / "two", keep_checkpoints=2), data).train()
+    root = tmp_path / "two" / "checkpoints"
+    assert sorted(p.name for p in root.iterdir()) == ["latest", "step-0000004", "step-0000005"]
+    resumed = SFTTrainer(_trainer_cfg(tmp_path / "two", max_steps=6, keep_checkpoints=2), data)
+    assert resumed.train(resume=True).resumed_from == 5
+    assert sorted(p.name for p in root.iterdir()) == ["latest", "step-0000005", "step-0000006"]
+    SFTTrainer(_trainer_cfg(tmp_path / "all", keep_checkpoints=None), data).train()
+    kept = sorted(p.name for p in (tmp_path / "all" / "checkpoints").glob("step-*"))
+    assert kept == [f"step-{i:07d}" for i in range(1, 6)]
+
+
+def test_pruning_never_deletes_the_checkpoint_latest_names(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    for step in (1, 2, 3, 7):
+        (root / f"step-{step:07d}").mkdir(parents=True)
+    (root / "latest").write_text("step-0000002")  # resumed from 2 after a crash past 7
+    deleted = prune_checkpoints(root, keep=1)
+    assert sorted(p.name for p in deleted) == ["step-0000001", "step-0000003"]
+    assert sorted(p.name for p in root.glob("step-*")) == ["step-0000002", "step-0000007"]

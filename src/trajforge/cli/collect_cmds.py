@@ -12,7 +12,8 @@ from rich.table import Table
 
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json
-from trajforge.cli.serve_cmds import ServeModelOption
+from trajforge.cli.failures import finish, stored_failures
+from trajforge.cli.serve_cmds import ServeModelOption, check_model
 from trajforge.envs.taskset import TaskSet
 from trajforge.errors import ConfigError
 from trajforge.precision import Precision
@@ -25,14 +26,14 @@ AGENT_META = "agent"
 
 
 def _spec(options: Mapping[str, Any]) -> RolloutSpec:
-    """The spec of a new collection: the tasks of ``--env`` or of ``--task-file``."""
+    """The spec of a new collection: the tasks of ``--env`` or of ``--tasks-file``."""
     env: str | None = options["env"]
-    task_file: Path | None = options["task_file"]
-    if (env is None) == (task_file is None):
-        raise ConfigError("collect: give --env or --task-file FILE.jsonl (one of them)")
+    tasks_file: Path | None = options["tasks_file"]
+    if (env is None) == (tasks_file is None):
+        raise ConfigError("collect: give --env or --tasks-file FILE.jsonl (one of them)")
     tasks: Any = (
-        list(TaskSet.from_jsonl(task_file))
-        if task_file is not None
+        list(TaskSet.from_jsonl(tasks_file))
+        if tasks_file is not None
         else {"count": options["tasks"], "split": options["split"], "seed": options["seed"]}
     )
     policy = {
@@ -68,10 +69,10 @@ def collect(
         typer.Option("--env", help="Environment whose tasks (and verifier) the agent gets."),
     ] = None,
     tasks: Annotated[int, typer.Option("--tasks", help="How many of --env's tasks to run.")] = 8,
-    task_file: Annotated[
+    tasks_file: Annotated[
         Path | None,
         typer.Option(
-            "--task-file", metavar="FILE.jsonl", help="Run these tasks (one Task per line)."
+            "--tasks-file", metavar="FILE.jsonl", help="Run these tasks (one Task per line)."
         ),
     ] = None,
     n: Annotated[
@@ -121,6 +122,8 @@ def collect(
     on_ray = opts.ray_options(ctx.params)
     if resume is None and not agent:
         raise ConfigError("--agent: give the command that runs the agent, e.g. 'python agent.py'")
+    if resume is None:
+        check_model(model)
     extra = {AGENT_META: agent}
     with opts.command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
         runner = AgentRunner(str(current.meta.get(AGENT_META) or ""), ray=on_ray)
@@ -128,6 +131,7 @@ def collect(
         rows = [
             r for r in current.db.summaries(run=current.run_id) if r["sample_index"] is not None
         ]
+        failures = stored_failures(current.db, current.run_id)
     rewards = [r["reward"] for r in rows if r["reward"] is not None]
     statuses = {s.value: sum(r["status"] == s.value for r in rows) for s in OutcomeStatus}
     reward = sum(rewards) / len(rewards) if rewards else None
@@ -143,6 +147,7 @@ def collect(
                 "reward_mean": reward,
             }
         )
+        finish(failures, len(rows), "agent runs")
         return
     table = Table(title=f"collect {current.run_id}")
     table.add_column("runs", justify="right")
@@ -156,6 +161,7 @@ def collect(
     )
     console.print(table)
     console.print(f"stored in {current.db.path} as run {current.run_id}")
+    finish(failures, len(rows), "agent runs")
 
 
 def register(app: typer.Typer) -> None:

@@ -18,6 +18,7 @@ from trajforge.cli.common import JsonOption, console, err_console, print_json
 from trajforge.envs.registry import builtin_names, get_env
 from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.errors import ConfigError
+from trajforge.registry import did_you_mean
 from trajforge.schema import Task
 
 EnvSpec = Annotated[
@@ -106,6 +107,12 @@ def call_tool(
     if not isinstance(instance, ToolEnv):
         raise ConfigError(
             f"env {env!r} is a {type(instance).__name__}, not a ToolEnv; it has no tools to call"
+        )
+    if tool not in instance.tool_map:
+        asyncio.run(instance.close())
+        raise ConfigError(
+            f"tool {tool!r}: not a tool of {env}{did_you_mean(tool, list(instance.tool_map))}; "
+            f"its tools: {', '.join(instance.tool_map)}"
         )
     try:
         task = entry.tasks(1, seed=seed)[0]

@@ -13,6 +13,8 @@ from rich.table import Table
 
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
+from trajforge.cli.failures import finish, scored_failures
+from trajforge.cli.preflight import check_reachable
 from trajforge.errors import ConfigError, StoreError
 from trajforge.judge.evaluate import score_all, score_into, score_missing_into, summarize
 from trajforge.judge.llm_judge import LLMJudge
@@ -95,6 +97,7 @@ class Judging(BaseModel):
         for name in self.scorers:
             get_scorer(name)
         self.rubric_to_use()
+        check_reachable(self.judge_model, "--judge-model")
 
     def build(self) -> list[Scorer]:
         """The scorers, with the judge model loaded: call it in the event loop that scores."""
@@ -228,11 +231,13 @@ def eval_command(
         scored = asyncio.run(_scored(trajectories, judging, current.db, missing_only=True))
         summary = summarize(scored, ks=sorted({1, current.spec.n}))
         current.db.set_run(current.run_id, {**current.meta, "summary": summary.as_dict()})
+    failures = scored_failures(scored)
     if as_json:
         print_json({"run_id": current.run_id, **summary.as_dict()})
-        return
-    title = f"eval {current.env} / {current.model} (run {current.run_id})"
-    console.print(_table(title, _eval_rows(summary)))
+    else:
+        title = f"eval {current.env} / {current.model} (run {current.run_id})"
+        console.print(_table(title, _eval_rows(summary)))
+    finish(failures, len(scored), "episodes")
 
 
 def judge_command(
@@ -266,9 +271,10 @@ def judge_command(
                 "scored": summary.scores_scored,
             }
         )
-        return
-    rows = [("episodes", str(summary.episodes)), *_score_rows(summary)]
-    console.print(_table(f"judge {run_id}", rows))
+    else:
+        rows = [("episodes", str(summary.episodes)), *_score_rows(summary)]
+        console.print(_table(f"judge {run_id}", rows))
+    finish(scored_failures(scored, episodes=False), len(scored), "scorings")
 
 
 def judge_eval_command(

@@ -26,6 +26,8 @@ from trajforge.cli import (
     view_cmds,
 )
 from trajforge.cli.common import err_console
+from trajforge.cli.failures import EXIT_CODES_HELP, ExitCode
+from trajforge.cli.help import Command, tidy
 from trajforge.errors import TrajforgeError
 from trajforge.memory import start_memory_watchdog
 
@@ -48,6 +50,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    epilog=EXIT_CODES_HELP,
 )
 
 _state = {"debug": False}
@@ -80,20 +83,25 @@ for module in (
     module.register(app)
 
 
+def command() -> Command:
+    """The click command tree of ``app``, its help tidied (``cli.help``)."""
+    return tidy(typer.main.get_command(app))
+
+
 def main() -> None:
     """Entry point: run the app, turning any error into one clear line unless --debug."""
     debug = "--debug" in sys.argv[1:]
     try:
         # Without standalone mode click returns a command's exit code instead of exiting.
-        code = app(standalone_mode=False)
+        code = command()(standalone_mode=False)
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:
         err_console.print("[red]aborted[/red]")
-        raise SystemExit(130) from None
+        raise SystemExit(ExitCode.INTERRUPTED) from None
     except KeyboardInterrupt:
         err_console.print("[red]interrupted[/red]")
-        raise SystemExit(130) from None
+        raise SystemExit(ExitCode.INTERRUPTED) from None
     except Exception as exc:
         if debug:
             raise
@@ -109,7 +117,7 @@ def main() -> None:
             f"[red]error:[/red] {text}" if _is_ours(exc) else f"[red]error ({name}):[/red] {text}",
             soft_wrap=True,
         )
-        raise SystemExit(1) from None
+        raise SystemExit(ExitCode.ERROR) from None
     if isinstance(code, int) and code != 0:
         raise SystemExit(code)
 

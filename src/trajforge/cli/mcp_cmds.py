@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from trajforge.cli.common import err_console
+from trajforge.cli.preflight import claim_port
 from trajforge.envs.registry import get_env
 
 mcp_app = typer.Typer(
@@ -30,9 +31,11 @@ def serve(
         int | None,
         typer.Option(
             "--http",
-            min=1,
+            min=0,
             max=65535,
-            help="Serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.",
+            metavar="PORT",
+            help="Serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio (0: any "
+            "free port).",
         ),
     ] = None,
     seed: Annotated[
@@ -45,13 +48,14 @@ def serve(
     # lazy: the MCP SDK and uvicorn cost a second at start-up; only this command needs them
     from trajforge.envs.mcp.server import serve_http, serve_stdio
 
+    port = None if http is None else claim_port("127.0.0.1", http, option="--http")
     entry = get_env(env)
-    if http is None:
+    if port is None:
         asyncio.run(serve_stdio(entry, seed=seed))
         return
-    err_console.print(f"serving {entry.name!r} tools at http://127.0.0.1:{http}/mcp (Ctrl-C stops)")
+    err_console.print(f"serving {entry.name!r} tools at http://127.0.0.1:{port}/mcp (Ctrl-C stops)")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_http(entry, http, seed=seed))
+        asyncio.run(serve_http(entry, port, seed=seed))
 
 
 def register(app: typer.Typer) -> None:

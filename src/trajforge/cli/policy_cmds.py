@@ -41,7 +41,7 @@ def check(
     store: StoreOption = None,
 ) -> None:
     """Verify token exactness: stored ids replay to the rendered conversation, the loss mask
-    covers exactly the sampled tokens. Exits 1 if any trajectory differs."""
+    covers exactly the sampled tokens. Exits 1 if any trajectory differs or none could be checked."""
     path = resolve_store_path(store)
     if not path.exists():
         raise StoreError(f"no store at {path} (collect trajectories first, or pass --store)")
@@ -72,10 +72,30 @@ def check(
         print_json(report.model_dump(mode="json"))
     else:
         _print_report(report)
+    if report.checked == 0:
+        raise StoreError(f"check: {_why_none_checked(report, total, run)}")
     if not report.ok:
         # SystemExit, not typer.Exit: the entry point runs click in non-standalone mode,
         # where an Exit's code is returned and lost rather than raised.
         raise SystemExit(1)
+
+
+def _why_none_checked(report: CheckReport, total: int, run: str | None) -> str:
+    """Why no trajectory could be checked: "all token-exact" would claim what was not seen."""
+    if total == 0:
+        return "no trajectories to check" + (f" in run {run!r}" if run else " in the store")
+    reasons = []
+    if report.skipped_text_only:
+        reasons.append(
+            f"{report.skipped_text_only} carry no token ids (text only: imported, or recorded "
+            "from a server that reports none; import --render-with MODEL gives them ids)"
+        )
+    if report.skipped_no_tokenizer:
+        reasons.append(
+            f"{report.skipped_no_tokenizer} have no tokenizer here for their model "
+            "(--tokenizer names one)"
+        )
+    return f"none of the {total} trajectories could be checked: {'; '.join(reasons)}"
 
 
 def _print_report(report: CheckReport) -> None:
@@ -95,9 +115,14 @@ def _print_report(report: CheckReport) -> None:
         console.print(table)
         if len(report.mismatches) > _SHOWN:
             console.print(f"... and {len(report.mismatches) - _SHOWN} more (use --json for all)")
-    skipped = f", {report.skipped} skipped (no token ids or unknown tokenizer)"
+    skipped = (
+        f", {report.skipped} skipped ({report.skipped_text_only} without token ids, "
+        f"{report.skipped_no_tokenizer} without a tokenizer here)"
+    )
     verdict = (
-        "[green]all token-exact[/green]"
+        "[yellow]none could be checked[/yellow]"
+        if report.checked == 0
+        else "[green]all token-exact[/green]"
         if report.ok
         else f"[red]{len(report.mismatches)} mismatch(es) in {report.bad_trajectories} "
         "trajectory(ies)[/red]"

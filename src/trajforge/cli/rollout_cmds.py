@@ -15,6 +15,7 @@ from trajforge.cli.common import (
     print_json,
     rewards_of,
 )
+from trajforge.cli.failures import finish, stored_failures
 from trajforge.judge.stats import RewardSummary
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutStats
@@ -89,6 +90,7 @@ def rollout_command(
     with opts.command_run(ctx, COMMAND) as current:
         done = current.roll_out(show=not as_json, ray=on_ray)
         rows = current.db.summaries(run=current.run_id)
+        failures = stored_failures(current.db, current.run_id)
     stats = done.stats
     rewards = rewards_of(rows)
     if as_json:
@@ -103,6 +105,7 @@ def rollout_command(
                 **rewards.as_dict(),
             }
         )
+        finish(failures, len(rows), "episodes")
         return
     mode = ", lockstep" if current.spec.lockstep else ""
     title = f"run {current.run_id} ({current.env}, {current.model}{mode})"
@@ -113,6 +116,7 @@ def rollout_command(
             f"the store (success and mean reward cover all {len(rows)})."
         )
     console.print(f"stored in {current.db.path}")
+    finish(failures, len(rows), "episodes")
 
 
 def register(app: typer.Typer) -> None:

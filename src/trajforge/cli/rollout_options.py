@@ -19,8 +19,11 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from trajforge.cli.common import err_console, resolve_store_path
+from trajforge.cli.preflight import check_reachable
 from trajforge.distributed import LOCAL, RayOptions, on_ray
+from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError, StoreError
+from trajforge.policy.naming import check_policy_name
 from trajforge.precision import Precision
 from trajforge.rollout import (
     EpisodeRunner,
@@ -56,7 +59,10 @@ TasksOption = Annotated[
     int, typer.Option("--tasks", help="How many tasks of the environment to run.")
 ]
 NOption = Annotated[
-    int, typer.Option("--n", help="Samples per task (they share a group id; eval: pass@n, pass^n).")
+    int,
+    typer.Option(
+        "--n", help="Samples per task (they share a group id; eval reports pass@n and pass^n)."
+    ),
 ]
 SplitOption = Annotated[
     str,
@@ -200,7 +206,22 @@ def checked_spec(data: Mapping[str, Any]) -> RolloutSpec:
     if spec.policy is not None:
         # bf16 on a machine without it is refused before the store is opened (or created).
         spec.policy.load_options(field="--precision")
+    check_names(spec)
     return spec
+
+
+def check_names(spec: RolloutSpec) -> None:
+    """Refuse an env or policy that names nothing, or a policy or simulated user on a server
+    that accepts no connection, before a store is opened or created (or a run id printed)."""
+    if spec.env is not None:
+        get_env(spec.env)
+    for ref, option in ((spec.policy, "--model"), (spec.user, "--user")):
+        if ref is not None:
+            try:
+                check_policy_name(ref.name)
+            except ConfigError as exc:
+                raise ConfigError(f"{option}: {exc}") from None
+            check_reachable(ref.name, option)
 
 
 @dataclass
@@ -320,6 +341,7 @@ def resume_run(
         spec = RolloutSpec.model_validate(meta["spec"])
     except (KeyError, ValidationError) as exc:
         raise ConfigError(f"--resume: run {run_id!r} has no readable spec: {exc}") from None
+    check_names(spec)
     return CommandRun(db, run_id, spec, meta, resumed=True)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -18,10 +18,12 @@ from trajforge.cli.common import (
     print_json,
     stop_interrupted,
 )
+from trajforge.cli.failures import Failure, finish, stored_failures
 from trajforge.distributed import RayOptions
 from trajforge.judge.stats import format_rate, format_reward, format_scored
-from trajforge.pipeline.config import Experiment, load_experiment
+from trajforge.pipeline.config import STORE_FILE, Experiment, load_experiment
 from trajforge.report.html import REPORT_FILE, build_report
+from trajforge.store import TrajectoryStore
 from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.launch import launched_rank
 from trajforge.viewer.command import view_command
@@ -69,8 +71,10 @@ def run_command(
         stop_interrupted(exc, [*again, *(["--out", str(out)] if out else [])])
     if launched_rank() != 0:
         return  # one report per run, from the main process
+    failures, episodes = _stage_failures(runner.run_dir / STORE_FILE, results)
     if as_json:
         print_json(results)
+        finish(failures, episodes, "episodes or agent runs of the stages")
         return
     table = Table(title=f"{exp.name}: held-out results ({exp.eval.tasks} {exp.env} tasks)")
     for col in ("stage", "success", "mean reward (95% CI)", "scored", "turns", "tool-error rate"):
@@ -92,6 +96,18 @@ def run_command(
     console.print(table)
     console.print(f"report: [bold]{runner.run_dir / REPORT_FILE}[/bold]")
     console.print(f"browse: [bold]{escape(view_command(runner.run_dir))}[/bold]", soft_wrap=True)
+    finish(failures, episodes, "episodes or agent runs of the stages")
+
+
+def _stage_failures(store: Path, results: dict[str, Any]) -> tuple[list[Failure], int]:
+    """The failed episodes (and agent runs) of the stages that roll out, and how many there
+    are in all."""
+    run_ids = [rec["run_id"] for rec in results["stages"] if rec.get("run_id")]
+    if not run_ids or not store.exists():
+        return [], 0
+    with TrajectoryStore(store, create=False) as db:
+        failures = [f for run_id in run_ids for f in stored_failures(db, run_id)]
+        return failures, sum(db.count(run=run_id) for run_id in run_ids)
 
 
 def _ray_overrides(exp: Experiment, asked: RayOptions) -> list[str]:

@@ -15,6 +15,9 @@ from trajforge.cli.common import (
     err_console,
     resolve_store_path,
 )
+from trajforge.cli.preflight import check_reachable, claim_port
+from trajforge.errors import ConfigError
+from trajforge.policy.naming import check_policy_name
 from trajforge.precision import Precision
 from trajforge.rollout import PolicyRef, new_run_id
 from trajforge.serve.recorder import SERVER_SESSIONS
@@ -48,6 +51,8 @@ def serve(
     every call: a session at /sessions/ID/v1 becomes token-exact trajectories in the store."""
     from trajforge.serve.server import serve_forever  # lazy: uvicorn and fastapi take 0.4 s
 
+    port = claim_port(host, port)
+    check_model(model)
     ref = PolicyRef(name=model, precision=precision, batch_size=batch_size)
     run_id = run or new_run_id()
     path = resolve_store_path(store)
@@ -70,6 +75,16 @@ def serve(
             )
 
 
+def check_model(model: str) -> None:
+    """Refuse a model that names nothing, or whose server does not answer, before the store
+    (``serve`` and ``collect``)."""
+    try:
+        check_policy_name(model)
+    except ConfigError as exc:
+        raise ConfigError(f"--model: {exc}") from None
+    check_reachable(model, "--model")
+
+
 def otel_receive(
     host: HostOption = "127.0.0.1",
     port: PortOption = 4318,
@@ -86,6 +101,7 @@ def otel_receive(
     from trajforge.formats.otel_receiver import TraceCollector, receiver_app
     from trajforge.serve.server import serve_app_forever  # lazy: as above
 
+    port = claim_port(host, port)
     run_id = run or new_run_id()
     path = resolve_store_path(store)
     with TrajectoryStore(path) as db:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from trajforge.cli.common import StoreOption, err_console, resolve_store_path
+from trajforge.cli.preflight import claim_port
 from trajforge.errors import ConfigError, StoreError
 from trajforge.pipeline.config import STORE_FILE
 
 DEFAULT_PORT = 8765
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _locate(target: Path | None, store: Path | None) -> tuple[Path, Path | None]:
@@ -57,8 +51,8 @@ def view(
     # lazy: the viewer loads fastapi, uvicorn and jinja2 (0.4 s); other commands never need them
     from trajforge.viewer.app import serve_viewer
 
+    chosen = claim_port(host, port)
     path, run_dir = _locate(target, store)
-    chosen = port or _free_port(host)
     serve_viewer(
         path,
         run_dir,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -63,3 +63,26 @@ def preference_pairs(
             continue
         pairs.append(PreferencePair(chosen=hi, rejected=lo, margin=margin))
     return pairs
+
+
+def why_no_pairs(trajs: Sequence[Trajectory], *, score: str | None = None) -> str:
+    """Why ``preference_pairs`` finds no pair among ``trajs``: what a user reads after an
+    export of 0 pairs."""
+    if not trajs:
+        return "no trajectory matches the filters"
+    groups = by_group(trajs)
+    values = [
+        [v for t in members if (v := trajectory_value(t, score)) is not None]
+        for members in groups.values()
+    ]
+    comparable = [vs for vs in values if len(vs) >= 2]
+    what = f"score {score!r}" if score else "reward"
+    if not comparable:
+        return (
+            f"no group of {len(groups)} holds two trajectories with a {what} (a pair is a group's "
+            f"best and worst: sample several per task, e.g. rollout --n 4, and score them)"
+        )
+    return (
+        f"in each of the {len(comparable)} groups with two or more trajectories with a {what}, "
+        f"they all have the same {what}"
+    )

@@ -1,8 +1,8 @@
 """The environment registry: built-in names and user environments given as ``module:factory``.
 
 A name is one of the built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``,
-``keydoor``, ``time``, ``retail``), ``package.module:factory`` (a module on the Python path or in
-the current directory), ``path/to/file.py:factory``, ``path/to/env.yaml`` (an env file: MCP
+``keydoor``, ``keydoor-compact``, ``time``, ``retail``), ``package.module:factory`` (a module on
+the Python path or in the current directory), ``path/to/file.py:factory``, ``path/to/env.yaml`` (an env file: MCP
 servers, tools, tasks and a verifier, see ``trajforge.envs.mcp.envfile``) or ``tau2-<domain>``: a
 tau2-bench domain through the adapter in ``trajforge.envs.tau2_bench`` (the optional ``tau2``
 extra; not listed by ``list_envs``).
@@ -46,6 +46,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "search": "trajforge.envs.builtin.search",
     "gridworld": "trajforge.envs.builtin.gridworld",
     "keydoor": "trajforge.envs.builtin.keydoor",
+    "keydoor-compact": "trajforge.envs.builtin.keydoor_compact",
     "time": "trajforge.envs.builtin.time_env",
     "retail": "trajforge.envs.builtin.retail",
 }

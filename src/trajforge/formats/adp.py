@@ -8,7 +8,9 @@ Assistant turns are actions: text is a ``message_action``, each tool call an ``a
 messages are ``text_observation``s from ``user``, tool results ``text_observation``s from
 ``environment`` carrying the call's ``tool_call_id``. Reasoning and per-turn rewards keep their
 ADP fields. What ADP has no place for (the system prompt, the task, the tool specs, the outcome)
-is kept in ``details["trajforge"]`` and restored on the way back.
+is kept in ``details["trajforge"]`` and restored on the way back; a record's other ``details``
+are kept in ``metadata["adp_details"]`` and written back as they were. Any ADP 1.x record reads
+(minor versions only add optional fields); another major is refused.
 
 Read back: consecutive tool actions form one assistant turn (parallel calls); an observation
 from ``agent`` is assistant text, one from ``environment`` without a call id a user message;
@@ -35,7 +37,10 @@ from trajforge.schema import (
 )
 
 ADP_VERSION = "1.2.0"
-READABLE_VERSIONS = ("1.0.0", "1.1.0", "1.2.0")
+ADP_MAJOR = ADP_VERSION.split(".", 1)[0]
+DETAILS_KEY = "adp_details"
+"""Where an imported record's own ``details`` are kept (``Trajectory.metadata``), written back
+beside trajforge's on export."""
 CODE_PREFIX = "run_"
 
 
@@ -44,8 +49,8 @@ def to_adp(traj: Trajectory) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     system = None
     for message in traj.messages:
-        if message.role is Role.SYSTEM:
-            system = message.content
+        if message.role is Role.SYSTEM:  # ADP has one system prompt: every one, in order
+            system = message.content if system is None else f"{system}\n\n{message.content}"
         elif message.role is Role.USER:
             content.append(_observation(message.content, "user", reward=message.reward))
         elif message.role is Role.TOOL:
@@ -62,8 +67,9 @@ def to_adp(traj: Trajectory) -> dict[str, Any]:
         "env": traj.env,
         "model": traj.model,
     }
+    details = {**traj.metadata.get(DETAILS_KEY, {}), "trajforge": keep}
     return {"schema_version": ADP_VERSION, "id": traj.id, "content": content,
-            "details": {"trajforge": keep}}  # fmt: skip
+            "details": details}  # fmt: skip
 
 
 def _observation(
@@ -101,15 +107,30 @@ def _actions(message: Message) -> list[dict[str, Any]]:
     return actions
 
 
+def _check_version(version: Any) -> None:
+    """ADP's minor versions only add optional fields, so any 1.x record reads (what a newer
+    minor adds is ignored); another major may change what a field means and is refused."""
+    parts = str(version).split(".")
+    if not all(p.isdigit() for p in parts) or len(parts) > 3:
+        raise DataError(f"schema_version: {version!r} is not a version such as {ADP_VERSION!r}")
+    if parts[0] != ADP_MAJOR:
+        raise DataError(
+            f"schema_version: {version!r} is ADP {parts[0]}.x; this trajforge reads ADP "
+            f"{ADP_MAJOR}.x (up to {ADP_VERSION}, later minor versions too)"
+        )
+
+
 def from_adp(record: dict[str, Any]) -> Trajectory:
     """A trajectory from an ADP standardized trajectory; ``DataError`` names the bad field."""
-    version = record.get("schema_version", ADP_VERSION)
-    if version not in READABLE_VERSIONS:
-        raise DataError(f"schema_version: {version!r} is not one of {', '.join(READABLE_VERSIONS)}")
+    _check_version(record.get("schema_version", ADP_VERSION))
     items = record.get("content")
     if not isinstance(items, list):
         raise DataError("content: expected a list of actions and observations")
-    kept = (record.get("details") or {}).get("trajforge") or {}
+    details = record.get("details") or {}
+    if not isinstance(details, dict):
+        raise DataError("details: expected an object")
+    kept = details.get("trajforge") or {}
+    own = {k: v for k, v in details.items() if k != "trajforge"}
     messages: list[Message] = []
     if kept.get("system") is not None:
         messages.append(Message(role=Role.SYSTEM, content=str(kept["system"])))
@@ -134,6 +155,7 @@ def from_adp(record: dict[str, Any]) -> Trajectory:
             tools=[ToolSpec.model_validate(t) for t in kept.get("tools") or []],
             messages=messages,
             outcome=Outcome.model_validate(kept["outcome"]) if kept.get("outcome") else Outcome(),
+            metadata={DETAILS_KEY: own} if own else {},
         )
     except ValidationError as exc:
         raise DataError(format_validation_error(exc, "record")) from None

@@ -22,6 +22,7 @@ from trajforge.schema import Trajectory
 # Model validators prefix their message with the field they are about ("messages[3].role: ...").
 _FIELD_PREFIX = re.compile(r"^([A-Za-z_]\w*(?:\[\d+\]|\.[A-Za-z_]\w*)*): ")
 _MAX_INPUT_REPR = 60
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def read_trajectories(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
@@ -53,8 +54,10 @@ def iter_jsonl_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]
         raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with handle:
         for lineno, raw in enumerate(handle, start=1):
-            if raw.strip():
-                yield lineno, raw
+            # Editors on Windows start a UTF-8 file with a byte-order mark; JSON has no place for it.
+            line = raw.removeprefix(_UTF8_BOM) if lineno == 1 else raw
+            if line.strip():
+                yield lineno, line
 
 
 def write_jsonl_lines(path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
@@ -75,11 +78,20 @@ def write_jsonl_lines(path: str | os.PathLike[str], lines: Iterable[bytes]) -> i
                 count += 1
             out.flush()
             os.fsync(out.fileno())
+        os.chmod(tmp_name, new_file_mode())
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return count
+
+
+def new_file_mode() -> int:
+    """The mode ``open`` gives a new file under the process's umask (0644 under 022): what an
+    atomically written file (``mkstemp`` makes it 0600) is given before it replaces the old."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def parse_trajectory_line(raw: bytes | str, *, where: str) -> Trajectory:
@@ -126,7 +138,8 @@ def json_error(raw: bytes | str, where: str) -> str:
     """``where:column: invalid JSON: why`` for a line that does not parse."""
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
     try:
-        json.loads(text)
+        # Without its line end: a line cut short fails at its end, not at column 1 of the next.
+        json.loads(text.rstrip("\r\n"))
     except json.JSONDecodeError as err:
         return f"{where}:{err.colno}: invalid JSON: {err.msg}"
     return f"{where}: invalid JSON"

@@ -4,7 +4,8 @@
 streams it; the first bad record stops everything with ``file:line: field: what is wrong``, so a
 caller stores all of a file or nothing. Writing is atomic (``write_jsonl_lines``). A record that
 carries no id gets one derived from its content, so importing the same file again finds the
-same trajectories (``--skip-existing``).
+same trajectories (``--skip-existing``); the OpenAI, ShareGPT and TRL writers put the ids in
+their records, so a file exported and imported again finds them too.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from trajforge.formats.inspect_log import read_inspect_log
 from trajforge.formats.jsonl import (
     iter_jsonl_lines,
     json_error,
+    new_file_mode,
     parse_trajectory_line,
     write_jsonl_lines,
 )
@@ -70,6 +72,18 @@ def _read_openai(record: dict[str, Any], record_id: str) -> Trajectory:
     )
 
 
+def _with_ids(
+    write: Callable[[Trajectory], dict[str, Any]],
+) -> Callable[[Trajectory], dict[str, Any]]:
+    """``write`` with the trajectory's and its task's ids in the record, which the readers take
+    back: a file exported and imported again names the trajectories already stored."""
+
+    def with_ids(traj: Trajectory) -> dict[str, Any]:
+        return {"id": traj.id, "task_id": traj.task.id, **write(traj)}
+
+    return with_ids
+
+
 def _read_sharegpt(record: dict[str, Any], record_id: str) -> Trajectory:
     task_id = str(record.get("task_id") or record.get("id") or record_id)
     return from_sharegpt(record, task_id=task_id, id=str(record.get("id") or record_id))
@@ -88,7 +102,7 @@ _register(
         "openai",
         "OpenAI chat: {messages, tools} (TRL's conversational format)",
         _read_openai,
-        to_openai_chat,
+        _with_ids(to_openai_chat),
     )
 )
 _register(
@@ -98,7 +112,7 @@ _register(
         lambda record, rid: from_prompt_completion(
             record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
         ),
-        to_prompt_completion,
+        _with_ids(to_prompt_completion),
     )
 )
 _register(
@@ -144,7 +158,7 @@ _register(
         "sharegpt",
         "ShareGPT: {conversations: [{from, value}], system, tools}",
         _read_sharegpt,
-        to_sharegpt,
+        _with_ids(to_sharegpt),
     )
 )
 
@@ -172,18 +186,38 @@ def read_records(path: str | os.PathLike[str], fmt: RecordFormat) -> Iterator[Tr
     for lineno, raw in iter_jsonl_lines(path):
         where = f"{path}:{lineno}"
         if fmt.name == "trajforge":
-            yield parse_trajectory_line(raw, where=where)
+            try:
+                yield parse_trajectory_line(raw, where=where)
+            except DataError as exc:
+                raise DataError(f"{exc}{_not_json_lines(path, lineno)}") from None
             continue
         try:
             record = json.loads(raw)
         except json.JSONDecodeError:
-            raise DataError(json_error(raw, where)) from None
+            raise DataError(json_error(raw, where) + _not_json_lines(path, lineno)) from None
+        if isinstance(record, list):
+            raise DataError(f"{where}: a JSON array; {ONE_RECORD_PER_LINE}")
         if not isinstance(record, dict):
             raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
         try:
             yield fmt.read(record, record_id(raw))
         except DataError as exc:
             raise DataError(f"{where}: {str(exc).removeprefix('record: ')}") from None
+
+
+ONE_RECORD_PER_LINE = "import reads JSON Lines: each record a JSON object on a line of its own"
+
+
+def _not_json_lines(path: Path, lineno: int) -> str:
+    """Why the first line does not parse when the file is one JSON document over several
+    lines (a pretty-printed export), else nothing."""
+    if lineno != 1:
+        return ""
+    try:
+        json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return ""
+    return f" (the file is one JSON document over several lines; {ONE_RECORD_PER_LINE})"
 
 
 @contextmanager
@@ -251,6 +285,7 @@ def write_parquet(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) 
     os.close(fd)
     try:
         pq.write_table(pa.Table.from_pylist(records), tmp)
+        os.chmod(tmp, new_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

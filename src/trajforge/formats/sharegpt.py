@@ -38,6 +38,11 @@ ROLES: dict[str, Role] = {
 """Every ``from`` value read, and the role it is."""
 
 
+_SPEAKER = {Role.USER: "human", Role.ASSISTANT: "gpt", Role.SYSTEM: "system"}
+"""Who speaks a turn; a system message after the first turn (OpenAI takes them anywhere) is a
+``system`` turn."""
+
+
 def to_sharegpt(traj: Trajectory) -> dict[str, Any]:
     """The trajectory as a ShareGPT record (the system prompt in ``system``)."""
     turns: list[dict[str, str]] = []
@@ -57,8 +62,7 @@ def to_sharegpt(traj: Trajectory) -> dict[str, Any]:
             value = calls[0] if len(calls) == 1 else calls
             turns.append({"from": "function_call", "value": json.dumps(value, ensure_ascii=False)})
         else:
-            turns.append({"from": "human" if message.role is Role.USER else "gpt",
-                          "value": message.content})  # fmt: skip
+            turns.append({"from": _SPEAKER[message.role], "value": message.content})
     if pending:
         turns.append(_observation(pending))
     out["conversations"] = turns

@@ -89,7 +89,7 @@ class DemonstrationStage(_Strict):
     """Stage name, unique in the experiment."""
     policy: str = "expert"
     """The teacher: ``expert`` (the env's scripted expert), ``script:file.py:function`` (a
-    scripted teacher of your own, called like the expert), ``embedded``, ``tiny``, a model
+    scripted teacher of your own, called like the expert), ``embedded``, ``tiny``, ``pocket``, a model
     folder or ``openai:<base_url>#<model>``."""
     tasks: int = Field(default=200, ge=1)
     """Episodes, one per task."""
@@ -191,7 +191,7 @@ class Experiment(_Strict):
     env: str = Field(examples=["calculator"])
     """The environment: a built-in name, ``module:factory`` or ``file.py:factory``."""
     model: str = "embedded"
-    """The starting policy: ``embedded``, ``tiny``, a model folder (``expert`` or
+    """The starting policy: ``embedded``, ``tiny``, ``pocket``, a model folder (``expert`` or
     ``openai:<base_url>#<model>`` only without training stages)."""
     seed: int = 0
     """Seed of the training stages (unless their ``train`` sets one)."""

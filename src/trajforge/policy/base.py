@@ -11,7 +11,7 @@ interchangeable there.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -30,6 +30,10 @@ class SamplingParams:
     max_new_tokens: int = 256
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
+
+
+TokenSink = Callable[[int], None]
+"""Receives each id of a completion as it is sampled, on the caller's event loop."""
 
 
 @dataclass

@@ -68,6 +68,10 @@ class CheckReport(BaseModel):
     checked: int = 0
     skipped: int = 0
     skipped_ids: list[str] = Field(default_factory=list)
+    skipped_text_only: int = 0
+    """Skipped: no message carries token ids (imported text, a server that reports none)."""
+    skipped_no_tokenizer: int = 0
+    """Skipped: its model's tokenizer is not here (``--tokenizer`` names one)."""
     mismatches: list[Mismatch] = Field(default_factory=list)
 
     @property
@@ -106,11 +110,12 @@ def _compare_ids(
 
 
 def _check_assistant(
-    renderer: ChatRenderer, traj_id: str, index: int, message: Message, turn: int
+    renderer: ChatRenderer, traj: Trajectory, index: int, turn: int
 ) -> list[Mismatch]:
     found: list[Mismatch] = []
+    message = traj.messages[index]
     ids = message.token_ids or []
-    where = {"trajectory_id": traj_id, "message_index": index, "role": message.role.value}
+    where = {"trajectory_id": traj.id, "message_index": index, "role": message.role.value}
     if message.logprobs is not None and len(message.logprobs) != len(ids):
         found.append(
             Mismatch(
@@ -119,6 +124,11 @@ def _check_assistant(
                 detail=f"{len(message.logprobs)} logprobs for {len(ids)} token ids",
             )
         )
+    if message.logprobs is None:
+        # A message given as text that follows no generation prompt holds the template's
+        # opening or the header of its turn first (``ChatRenderer.lead_ids``).
+        lead = renderer.lead_ids(traj.messages[:index], traj.tools)
+        ids = ids[len(lead) :] if ids[: len(lead)] == lead else ids
     eot = list(renderer.end_of_turn_ids)
     stop = next((i + len(eot) for i in range(len(ids)) if ids[i : i + len(eot)] == eot), None)
     if stop is not None and stop < len(ids):
@@ -178,17 +188,17 @@ def check_trajectory(
         return found
     try:
         replay = RenderedSession(renderer, traj.messages, traj.tools, task=traj.task).messages
+        turn = 0
+        for i, (stored, expected) in enumerate(zip(traj.messages, replay, strict=True)):
+            if stored.role is Role.ASSISTANT:
+                found += _check_assistant(renderer, traj, i, turn)
+                turn += 1
+                continue
+            mismatch = _compare_ids(renderer, traj.id, i, stored, expected.token_ids or [])
+            if mismatch is not None:
+                found.append(mismatch)
     except RenderError as exc:
         return [Mismatch(trajectory_id=traj.id, kind=MismatchKind.RENDER, detail=str(exc))]
-    turn = 0
-    for i, (stored, expected) in enumerate(zip(traj.messages, replay, strict=True)):
-        if stored.role is Role.ASSISTANT:
-            found += _check_assistant(renderer, traj.id, i, stored, turn)
-            turn += 1
-            continue
-        mismatch = _compare_ids(renderer, traj.id, i, stored, expected.token_ids or [])
-        if mismatch is not None:
-            found.append(mismatch)
     return found
 
 
@@ -221,10 +231,15 @@ def check_trajectories(
     messages carry no token ids at all (text-only endpoints) are skipped as well."""
     report = CheckReport()
     for traj in trajectories:
-        tokenizer = tokenizer_for(traj)
-        if tokenizer is None or not any(m.token_ids is not None for m in traj.messages):
+        has_ids = any(m.token_ids is not None for m in traj.messages)
+        tokenizer = tokenizer_for(traj) if has_ids else None
+        if tokenizer is None:
             report.skipped += 1
             report.skipped_ids.append(traj.id)
+            if has_ids:
+                report.skipped_no_tokenizer += 1
+            else:
+                report.skipped_text_only += 1
         elif traj.metadata.get("rendering") == RAW_RENDERING:
             report.checked += 1
             report.mismatches += check_raw(traj)

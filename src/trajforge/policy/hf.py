@@ -30,12 +30,13 @@ from peft import PeftModel
 
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.memory import return_freed_memory
-from trajforge.policy.base import Completion, FinishReason, SamplingParams
+from trajforge.policy.base import Completion, FinishReason, SamplingParams, TokenSink
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest, completion_of
 from trajforge.policy.engine.hf_engine import DecodeEngine
 from trajforge.policy.engine.prefix_cache import PrefixCache
 from trajforge.policy.engine.sampling import UniformStream
 from trajforge.policy.renderer import ToolProtocol
+from trajforge.policy.session import RenderedSession
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.precision import precision_of
 from trajforge.schema import Message
@@ -133,7 +134,10 @@ class HFPolicy(TokenPolicy):
         sampling: SamplingParams,
         *,
         messages: Sequence[Message] | None = None,
+        on_token: TokenSink | None = None,
     ) -> Completion:
+        """Sample a continuation of ``prompt_ids`` in the shared batch; ``on_token`` gets each
+        id as the decode step that sampled it ends."""
         _check_sampling(sampling)
         if not prompt_ids:
             raise GenerationError("generate: the prompt has no token ids")
@@ -165,12 +169,23 @@ class HFPolicy(TokenPolicy):
             uniforms=UniformStream.seeded(sampling.seed, self._engine.device),
             deliver=deliver,
             is_cancelled=future.cancelled,
+            on_token=None if on_token is None else _on_loop(loop, on_token),
         )
         with self._cond:
             self._ensure_worker()
             self._pending.append(request)
             self._cond.notify_all()
         return await future
+
+    async def complete(
+        self,
+        session: RenderedSession,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        on_token: TokenSink | None = None,
+    ) -> Completion:
+        return await self.generate(prompt_ids, sampling, on_token=on_token)
 
     # --- weights --------------------------------------------------------------------------
 
@@ -332,6 +347,16 @@ class HFPolicy(TokenPolicy):
             self._cond.notify_all()
         await asyncio.to_thread(thread.join)
         self._thread = None
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, sink: TokenSink) -> TokenSink:
+    """``sink`` called on ``loop`` from the engine's thread."""
+
+    def forward(token: int) -> None:
+        with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
+            loop.call_soon_threadsafe(sink, token)
+
+    return forward
 
 
 def _settle(future: asyncio.Future[Completion], result: Completion | BaseException) -> None:

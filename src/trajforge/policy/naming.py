@@ -1,7 +1,8 @@
 """Policies by name, as configs and the CLI write them.
 
 - ``embedded``: SmolLM2-135M-Instruct from the installed wheel, through ``HFPolicy``;
-- ``tiny``: the tiny random model (tests), through ``HFPolicy``;
+- ``tiny``, ``pocket``: small random models built in code (tests; training from scratch),
+  through ``HFPolicy``;
 - ``expert``: an environment's scripted expert through ``ScriptedPolicy`` (pass ``expert=``);
 - ``script:<module:function>`` or ``script:<file.py:function>``: a scripted teacher of the
   user's, a function of the task and the conversation like an environment's expert;
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 OPENAI_PREFIX = "openai:"
 SCRIPT_PREFIX = "script:"
-SMOLLM2_NAMES = frozenset({"embedded", "tiny", "expert", "scripted"})
+SMOLLM2_NAMES = frozenset({"embedded", "tiny", "pocket", "expert", "scripted"})
 
 
 def is_scripted(spec: str) -> bool:
@@ -122,10 +123,11 @@ def _load_embedded(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Po
 
 
 @POLICIES.register("tiny")
-def _load_tiny(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
-    from trajforge.policy.models.loaders import tiny_policy  # lazy: loads torch
+@POLICIES.register("pocket")
+def _load_scratch(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
+    from trajforge.policy.models.loaders import scratch_policy  # lazy: loads torch
 
-    return tiny_policy(spec, kw)
+    return scratch_policy(spec, kw)
 
 
 def _loader_for(spec: str) -> PolicyLoader | None:
@@ -143,9 +145,15 @@ def load_policy(spec: str, *, expert: ExpertFn | None = None, **kw: Any) -> Poli
     loader = _loader_for(spec)
     if loader is not None:
         return loader(spec, expert, kw)
-    folder = Path(spec).expanduser()
-    if folder.is_dir():
-        return _load_folder(folder, **kw)
+    check_policy_name(spec)
+    return _load_folder(Path(spec).expanduser(), **kw)
+
+
+def check_policy_name(spec: str) -> None:
+    """Refuse a policy name that names nothing (no loader, no local folder), loading nothing:
+    what a command checks before it creates anything."""
+    if _loader_for(spec) is not None or Path(spec).expanduser().is_dir():
+        return
     names = [n for n in POLICIES.names() if not n.endswith(":")]
     raise ConfigError(
         f"unknown policy {spec!r}{did_you_mean(spec, names)}: expected {', '.join(names)}, "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,16 @@ def message_text(message: Message) -> str:
         for call in message.tool_calls
     ]
     return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class _Lead:
+    """What precedes an assistant message's content where no generation prompt does."""
+
+    closing: str
+    """The end of the assistant turn before that its sampled ids did not include."""
+    header: str
+    """What the template writes from there to the content (an opening, the turn's header)."""
 
 
 def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -291,13 +302,53 @@ class ChatRenderer:
         self, history: Sequence[Message], message: Message, tools: Sequence[ToolSpec]
     ) -> list[int]:
         """Ids of an assistant message given without ids, as the template renders it after
-        ``history`` (its content and calls, then the end-of-turn token)."""
-        prompt = self.render_text(history, tools, add_generation_prompt=True)
+        ``history`` (its content and calls, then the end-of-turn token). Where no generation
+        prompt precedes it (``lead_ids``), those ids come first."""
         full = self.render_text([*history, message], tools, add_generation_prompt=False)
         suffix = self.decode(self.end_suffix_ids)
-        if not (history and full.startswith(prompt) and full.endswith(suffix)):
-            return self.text_assistant_ids(message_text(message))
-        return self.text_assistant_ids(full[len(prompt) : len(full) - len(suffix)])
+        if self.follows_prompt(history):
+            prompt = self.render_text(history, tools, add_generation_prompt=True)
+            if not (full.startswith(prompt) and full.endswith(suffix)):
+                return self.text_assistant_ids(message_text(message))
+            return self.text_assistant_ids(full[len(prompt) : len(full) - len(suffix)])
+        lead = self._lead(history, tools)
+        opening = self.render_text(history, tools, add_generation_prompt=False) + lead.header
+        if not (full.startswith(opening) and full.endswith(suffix)):
+            raise RenderError(
+                "the chat template renders an assistant message that opens the conversation or "
+                "follows another one unlike the probe it was measured with"
+            )
+        body = full[len(opening) : len(full) - len(suffix)]
+        return self.encode(lead.closing + lead.header) + self.text_assistant_ids(body)
+
+    def follows_prompt(self, history: Sequence[Message]) -> bool:
+        """Whether an assistant message after ``history`` follows a generation prompt (the
+        observations before it end with one); otherwise it opens the conversation or follows
+        another assistant turn."""
+        return bool(history) and history[-1].role is not Role.ASSISTANT
+
+    def lead_ids(self, history: Sequence[Message], tools: Sequence[ToolSpec]) -> list[int]:
+        """The ids the template writes before the content of an assistant message that follows
+        no generation prompt: whatever opens the conversation (a default system prompt), or
+        the closing of the assistant turn before, and then the turn's header. Empty after a
+        generation prompt. They are not sampled: ``check`` reads the message after them."""
+        if self.follows_prompt(history):
+            return []
+        lead = self._lead(history, tools)
+        return self.encode(lead.closing + lead.header)
+
+    def _lead(self, history: Sequence[Message], tools: Sequence[ToolSpec]) -> _Lead:
+        base = self.render_text(history, tools, add_generation_prompt=False)
+        probe = Message(role=Role.ASSISTANT, content=_SENTINEL)
+        full = self.render_text([*history, probe], tools, add_generation_prompt=False)
+        at = full.find(_SENTINEL, len(base))
+        if not full.startswith(base) or at < 0:
+            raise RenderError(
+                "the chat template is not prefix-stable: an assistant message after "
+                f"{len(history)} message(s) changes the rendering of the earlier ones"
+            )
+        closing = self.decode(self.closing_ids(history[-1].token_ids or [])) if history else ""
+        return _Lead(closing=closing, header=full[len(base) : at])
 
     # --- completions -> messages -------------------------------------------------------
 
@@ -317,4 +368,8 @@ class ChatRenderer:
     def parse(self, token_ids: Sequence[int], turn: int) -> ParsedCompletion:
         """Prose and tool calls (ids ``call_{turn}_{k}``) of an assistant turn's ids. Calls
         that cannot be parsed keep ``parse_error`` and ``raw`` for the env to answer."""
-        return self._parse(self.completion_text(token_ids), f"call_{turn}")
+        return self.parse_text(self.completion_text(token_ids), turn)
+
+    def parse_text(self, text: str, turn: int) -> ParsedCompletion:
+        """Prose and tool calls of an assistant turn's text (see ``parse``)."""
+        return self._parse(text, f"call_{turn}")

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from trajforge.errors import TrajforgeError
-from trajforge.policy.base import Completion, FinishReason, SamplingParams
+from trajforge.policy.base import Completion, FinishReason, SamplingParams, TokenSink
 from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy
+from trajforge.policy.token_policy import TokenPolicy, stream_whole
 from trajforge.schema import Message, Role, Task
 
 if TYPE_CHECKING:
@@ -81,7 +81,14 @@ class ScriptedPolicy(TokenPolicy):
         return self._completion(self.reply_fn(None, history), history)
 
     async def complete(
-        self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams
+        self,
+        session: RenderedSession,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        on_token: TokenSink | None = None,
     ) -> Completion:
         history = list(session.messages)
-        return self._completion(self.reply_fn(session.task, history), history)
+        completion = self._completion(self.reply_fn(session.task, history), history)
+        stream_whole(completion, on_token)
+        return completion

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from trajforge.errors import TrajforgeError
-from trajforge.policy.base import ChatSession, Completion, Policy, SamplingParams
+from trajforge.policy.base import ChatSession, Completion, Policy, SamplingParams, TokenSink
 from trajforge.policy.renderer import ChatRenderer, RenderError, ToolProtocol
 from trajforge.policy.session import RenderedSession
 from trajforge.schema import Message, Task, Timing, ToolSpec
@@ -20,7 +20,14 @@ from trajforge.schema import Message, Task, Timing, ToolSpec
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["RenderError", "RenderedSession", "TokenPolicy"]
+__all__ = ["RenderError", "RenderedSession", "TokenPolicy", "stream_whole"]
+
+
+def stream_whole(completion: Completion, on_token: TokenSink | None) -> None:
+    """Hand a completion got whole to ``on_token``, id by id."""
+    if on_token is not None:
+        for token in completion.token_ids:
+            on_token(token)
 
 
 class TokenPolicy(Policy):
@@ -57,11 +64,20 @@ class TokenPolicy(Policy):
         return RenderedSession(self.renderer, messages, tools, task=task)
 
     async def complete(
-        self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams
+        self,
+        session: RenderedSession,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        on_token: TokenSink | None = None,
     ) -> Completion:
         """The completion for the session's next turn; by default ``generate`` on the
-        prompt ids. Policies that act on the conversation (a script) override this."""
-        return await self.generate(prompt_ids, sampling, messages=session.messages)
+        prompt ids. Policies that act on the conversation (a script) override this.
+        ``on_token`` gets each sampled id: as it is sampled by a policy that decodes step by
+        step (``HFPolicy``), all at the end by one that gets its reply whole."""
+        completion = await self.generate(prompt_ids, sampling, messages=session.messages)
+        stream_whole(completion, on_token)
+        return completion
 
     async def respond(
         self, session: ChatSession, sampling: SamplingParams, *, turn: int = 0

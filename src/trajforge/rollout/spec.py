@@ -56,7 +56,7 @@ class PolicyRef(_Frozen):
     """A policy by name, with the options a local model is built with."""
 
     name: str = Field(min_length=1)
-    """As ``load_policy`` takes it: ``embedded``, ``tiny``, ``expert``, a model folder or
+    """As ``load_policy`` takes it: ``embedded``, ``tiny``, ``pocket``, ``expert``, a model folder or
     ``openai:<base_url>#<model>``."""
     batch_size: int | None = Field(default=None, ge=1)
     """Sequences a local model decodes together (``None``: the policy's default)."""

@@ -270,15 +270,11 @@ def check_version(version: str) -> None:
         )
 
 
-_ALLOWED_BEFORE: dict[Role, set[Role]] = {
-    Role.USER: {Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL},
-    Role.ASSISTANT: {Role.USER, Role.TOOL},
-    Role.TOOL: {Role.ASSISTANT, Role.TOOL},
-}
-
-
 def check_conversation(messages: list[Message], *, allow_open_calls: bool = False) -> None:
-    """Validate role order and that every tool call id is answered by exactly one tool message.
+    """Validate role order as OpenAI's chat API does, and that every tool call id is answered by
+    exactly one tool message. System, user and assistant messages come in any order (an
+    assistant first, several of a role in a row, a system message mid-conversation); tool
+    messages answer the calls of the assistant message right before them.
 
     ``allow_open_calls`` lets the last assistant message keep unanswered calls, which happens
     when an episode is cut off (error, timeout, truncation) while its tools were running.
@@ -288,20 +284,12 @@ def check_conversation(messages: list[Message], *, allow_open_calls: bool = Fals
     last_assistant = -1
     for i, msg in enumerate(messages):
         where = f"messages[{i}]"
-        if msg.role is Role.SYSTEM:
-            if i != 0:
-                raise ValueError(f"{where}.role: a system message may only come first")
-            continue
         if open_calls and msg.role is not Role.TOOL:
             ids = ", ".join(sorted(open_calls))
             raise ValueError(f"{where}: tool call(s) {ids} were never answered by a tool message")
         prev = messages[i - 1].role if i > 0 else None
-        if prev is None and msg.role is not Role.USER:
-            raise ValueError(
-                f"{where}.role: a conversation starts with system or user, not {msg.role}"
-            )
-        if prev is not None and prev not in _ALLOWED_BEFORE[msg.role]:
-            raise ValueError(f"{where}.role: {msg.role} may not follow {prev}")
+        if msg.role is Role.TOOL and prev not in (Role.ASSISTANT, Role.TOOL):
+            raise ValueError(f"{where}.role: tool may not follow {prev or 'nothing'}")
         if msg.role is Role.ASSISTANT:
             last_assistant = i
             for j, call in enumerate(msg.tool_calls):

@@ -1,10 +1,13 @@
 """Layer 8: the gateway. Any agent program, in any framework, talks to an OpenAI-compatible
 server whose model is a trajforge policy; every call is recorded as token-exact trajectories.
 
-- ``wire`` — the chat-completions wire format: requests checked field by field, replies;
+- ``wire`` — the chat-completions wire format: requests checked field by field (fields it
+  cannot honour refused as unsupported), replies;
 - ``recorder`` — sessions and the trajectories their calls grow (merged while the history is
   only appended to);
 - ``gateway`` — ``Gateway.chat``: sample and record, all sessions sharing one policy;
+- ``reply_text`` — a reply's prose exactly as sampled, and what of it may be streamed;
+  ``chat_stream`` — a streamed call, its text sent token by token as it is sampled;
 - ``app`` — the FastAPI routes (``/v1`` and ``/sessions/{id}/v1``, rewards); ``responses`` —
   the Responses API subset; ``server`` — uvicorn in the foreground or on a thread.
 

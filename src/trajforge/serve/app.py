@@ -9,7 +9,6 @@ rewards it and ``GET /sessions/{id}`` lists what it recorded.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -17,6 +16,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.schema import Task
+from trajforge.serve.chat_stream import chat_stream, choices_usage
 from trajforge.serve.completions import completions_route
 from trajforge.serve.gateway import ChatGateway, Choice
 from trajforge.serve.responses import responses_route
@@ -24,7 +24,6 @@ from trajforge.serve.wire import (
     ChatRequest,
     WireError,
     chat_message,
-    chunk,
     completion_object,
     finish_reason_of,
     messages_of,
@@ -33,9 +32,6 @@ from trajforge.serve.wire import (
     parse_chat_request,
     token_logprobs,
     tools_of,
-    usage,
-    wire_calls,
-    wire_content,
 )
 
 SESSION_HEADER = "x-trajforge-session"
@@ -71,11 +67,6 @@ async def json_body(request: Request) -> Any:
         raise WireError(f"the request body is not valid JSON: {exc}") from None
 
 
-def sse(payload: dict[str, Any] | str) -> str:
-    data = payload if isinstance(payload, str) else json.dumps(payload)
-    return f"data: {data}\n\n"
-
-
 def create_app(gateway: ChatGateway) -> FastAPI:
     """The FastAPI app serving ``gateway``."""
     app = FastAPI(title="trajforge gateway", docs_url=None, redoc_url=None)
@@ -95,14 +86,14 @@ def create_app(gateway: ChatGateway) -> FastAPI:
         tools = [] if body.tool_choice == "none" else tools_of(body.tools)
         gateway.check_model(body.model)
         if body.stream:
-            stream = _chat_stream(gateway, session_id, body, messages, tools)
+            stream = chat_stream(gateway, session_id, body, messages, tools)
             return StreamingResponse(stream, media_type="text/event-stream")
         choices = await gateway.chat(session_id, body, messages, tools)
         reply = completion_object(
             new_id("chatcmpl"),
             body.model,
             [_choice(k, c, body) for k, c in enumerate(choices)],
-            _usage(choices),
+            choices_usage(choices),
         )
         if body.return_token_ids:
             reply["prompt_token_ids"] = choices[0].prompt_ids
@@ -196,55 +187,10 @@ def _choice(index: int, choice: Choice, body: ChatRequest) -> dict[str, Any]:
     message = choice.message
     out = {
         "index": index,
-        "message": chat_message(message),
+        "message": chat_message(message, choice.content),
         "finish_reason": finish_reason_of(message, choice.finish),
         "logprobs": token_logprobs(choice.token_texts, message.logprobs) if body.logprobs else None,
     }
     if body.return_token_ids:
         out["token_ids"] = message.token_ids
     return out
-
-
-def _usage(choices: list[Choice]) -> dict[str, int]:
-    return usage(choices[0].prompt_tokens, sum(c.completion_tokens for c in choices))
-
-
-async def _chat_stream(
-    gateway: ChatGateway,
-    session_id: str,
-    body: ChatRequest,
-    messages: list[Any],
-    tools: list[Any],
-) -> AsyncIterator[str]:
-    """SSE chunks: the role, the text, each tool call, the finish reason, usage, ``[DONE]``.
-    The reply is sampled whole before the first chunk (the engine does not stream tokens); a
-    client that leaves meanwhile cancels the call, which is recorded as truncated."""
-    reply_id = new_id("chatcmpl")
-    try:
-        choices = await gateway.chat(session_id, body, messages, tools)
-    except WireError as exc:
-        yield sse(exc.body())
-        return
-    for k, choice in enumerate(choices):
-        message = choice.message
-        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-        text = wire_content(message)
-        if text:
-            deltas.append({"content": text})
-        for j, call in enumerate(wire_calls(message)):
-            deltas.append({"tool_calls": [{"index": j, **call}]})
-        for delta in deltas:
-            yield sse(
-                chunk(reply_id, body.model, [{"index": k, "delta": delta, "finish_reason": None}])
-            )
-        last: dict[str, Any] = {
-            "index": k,
-            "delta": {},
-            "finish_reason": finish_reason_of(message, choice.finish),
-        }
-        if body.logprobs:
-            last["logprobs"] = token_logprobs(choice.token_texts, message.logprobs)
-        yield sse(chunk(reply_id, body.model, [last]))
-    if body.stream_options is not None and body.stream_options.include_usage:
-        yield sse(chunk(reply_id, body.model, [], _usage(choices)))
-    yield sse("[DONE]")

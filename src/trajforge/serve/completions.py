@@ -24,8 +24,11 @@ from trajforge.schema import Message, Role, ToolSpec
 from trajforge.serve.gateway import ChatGateway, Gateway
 from trajforge.serve.recorder import Recording
 from trajforge.serve.wire import (
+    SAMPLING_UNSUPPORTED,
+    Unsupported,
     WireError,
     WireModel,
+    check_supported,
     new_id,
     parse_body,
     usage,
@@ -43,9 +46,18 @@ class CompletionRequest(WireModel):
     n: int = Field(default=1, ge=1, le=16)
     stop: str | list[str] | None = None
     seed: int | None = None
-    logprobs: int | None = Field(default=None, ge=0, le=0)
-    echo: bool = Field(default=False, le=False)
+    logprobs: int | None = None
     stream: bool = False
+
+
+UNSUPPORTED: Unsupported = {
+    **SAMPLING_UNSUPPORTED,
+    "logprobs": ((0,), "no alternatives are returned with the sampled tokens' logprobs"),
+    "echo": ((False,), "the prompt is not sent back"),
+    "best_of": ((1,), "use n"),
+    "suffix": (("",), "there is no insertion decoding"),
+}
+"""The text-completion fields the gateway cannot honour."""
 
 
 class RawConversation:
@@ -68,6 +80,8 @@ class RawConversation:
 
 async def completions_route(gateway: ChatGateway, session_id: str, body: Any) -> Any:
     """Answer a text-completion call and record each choice as a raw trajectory."""
+    if isinstance(body, dict):
+        check_supported(body, UNSUPPORTED)
     request = parse_body(body, CompletionRequest)
     gateway.check_model(request.model)
     if not isinstance(gateway, Gateway):

@@ -9,19 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from trajforge.errors import ConfigError
-from trajforge.policy.base import Completion, FinishReason, SamplingParams
+from trajforge.policy.base import Completion, FinishReason, SamplingParams, TokenSink
+from trajforge.policy.renderer import ChatRenderer, RenderError
 from trajforge.policy.session import RenderedSession
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.rollout import PolicyRef
 from trajforge.schema import Fault, Message, OutcomeStatus, Timing, ToolSpec
 from trajforge.serve.recorder import GatewaySession, Recorder, Recording
+from trajforge.serve.reply_text import ReplyText, prose
 from trajforge.serve.wire import ChatRequest, WireError, sampling_of
 from trajforge.store import TrajectoryStore
+
+TEXT_PARSER = "text"
+TextSink = Callable[[int, str], None]
+"""Receives ``(choice index, prose)`` as a reply's prose settles."""
 
 
 @dataclass
@@ -29,6 +36,8 @@ class Choice:
     """One sampled reply: the recorded assistant message and how it ended."""
 
     message: Message
+    content: str
+    """The reply's prose exactly as sampled (the message's content is it stripped)."""
     finish: FinishReason
     prompt_ids: list[int] | None
     """The exact prompt (``None``: a server that does not say)."""
@@ -82,8 +91,16 @@ class ChatGateway(Protocol):
     def check_model(self, model: str) -> None: ...
 
     async def chat(
-        self, session_id: str, request: ChatRequest, messages: list[Message], tools: list[ToolSpec]
-    ) -> list[Choice]: ...
+        self,
+        session_id: str,
+        request: ChatRequest,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        on_text: TextSink | None = None,
+    ) -> list[Choice]:
+        """The call's choices; ``on_text(k, text)`` gets the prose of choice ``k`` as it
+        settles while sampling (a gateway that gets replies whole never calls it)."""
+        ...
 
     async def load_adapter(self, name: str, path: str) -> None: ...
 
@@ -148,10 +165,19 @@ class Gateway:
         request: ChatRequest,
         messages: list[Message],
         tools: list[ToolSpec],
+        on_text: TextSink | None = None,
     ) -> list[Choice]:
-        """Sample ``request.n`` replies to ``messages`` and record each in its trajectory."""
+        """Sample ``request.n`` replies to ``messages`` and record each in its trajectory;
+        ``on_text`` gets each reply's prose as it settles, token by token."""
         self.check_model(request.model)
-        session, recordings = await self.recorder.begin_call(session_id, messages, tools, request.n)
+        try:
+            session, recordings = await self.recorder.begin_call(
+                session_id, messages, tools, request.n
+            )
+        except RenderError as exc:
+            raise unrenderable(
+                self.policy.renderer, self.policy.name, messages, tools, exc
+            ) from None
         prompt_ids = _rendered(recordings[0]).prompt_ids()
         room = (
             None
@@ -169,7 +195,7 @@ class Gateway:
             replace(sampling, seed=None if sampling.seed is None else sampling.seed + k)
             for k in range(len(recordings))
         ]
-        choices = await self._sample(session, recordings, prompt_ids, samples)
+        choices = await self._sample(session, recordings, prompt_ids, samples, on_text)
         if request.logprobs:
             for choice in choices:
                 ids = choice.message.token_ids or []
@@ -182,13 +208,17 @@ class Gateway:
         recordings: list[Recording],
         prompt_ids: list[int],
         samplings: list[SamplingParams],
+        on_text: TextSink | None,
     ) -> list[Choice]:
         started, clock = time.time(), time.perf_counter()
+        renderer = self.policy.renderer
         try:
             completions: list[Completion] = await asyncio.gather(
                 *(
-                    self.policy.complete(_rendered(r), prompt_ids, s)
-                    for r, s in zip(recordings, samplings, strict=True)
+                    self.policy.complete(
+                        _rendered(r), prompt_ids, s, on_token=_prose_stream(renderer, k, on_text)
+                    )
+                    for k, (r, s) in enumerate(zip(recordings, samplings, strict=True))
                 )
             )
         except asyncio.CancelledError:
@@ -221,6 +251,7 @@ class Gateway:
             choices.append(
                 Choice(
                     message=message,
+                    content=reply_prose(renderer, message),
                     finish=completion.finish_reason,
                     prompt_ids=prompt_ids,
                     trajectory_id=recording.id,
@@ -254,6 +285,52 @@ class Gateway:
 
     async def close(self) -> None:
         await self.policy.close()
+
+
+def reply_prose(renderer: ChatRenderer, message: Message) -> str:
+    """A sampled reply's prose as the client gets it: exactly as sampled under the text
+    protocol's parser, the parsed content under another."""
+    if renderer.parser_name != TEXT_PARSER:
+        return message.content
+    return prose(renderer.completion_text(message.token_ids or []))
+
+
+def _prose_stream(renderer: ChatRenderer, index: int, on_text: TextSink | None) -> TokenSink | None:
+    """A token sink that hands choice ``index``'s prose to ``on_text`` as it settles (under
+    another parser than the text protocol's, nothing settles before the reply ends)."""
+    if on_text is None or renderer.parser_name != TEXT_PARSER:
+        return None
+    ids: list[int] = []
+    text = ReplyText()
+
+    def sampled(token: int) -> None:
+        ids.append(token)
+        delta = text.feed(renderer.completion_text(ids))
+        if delta:
+            on_text(index, delta)
+
+    return sampled
+
+
+def unrenderable(
+    renderer: ChatRenderer,
+    model: str,
+    messages: list[Message],
+    tools: list[ToolSpec],
+    exc: RenderError,
+) -> WireError:
+    """A 400 naming the first message the model's chat template cannot render."""
+    where = "messages"
+    for k in range(len(messages)):
+        try:
+            renderer.render_text(messages[: k + 1], tools, add_generation_prompt=False)
+        except RenderError:
+            where = f"messages[{k}]"
+            break
+    return WireError(
+        f"{where}: the chat template of {model!r} cannot render this conversation ({exc})",
+        param=where,
+    )
 
 
 def _rendered(recording: Recording) -> RenderedSession:

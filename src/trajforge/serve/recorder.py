@@ -41,7 +41,7 @@ from trajforge.schema import (
     Trajectory,
     Usage,
 )
-from trajforge.serve.wire import WireError, call_arguments_text, wire_content
+from trajforge.serve.wire import WireError, call_arguments_text
 from trajforge.store import TrajectoryStore
 
 SESSION_RECORDINGS = 256
@@ -89,7 +89,7 @@ def same_message(recorded: Message, sent: Message) -> bool:
     if recorded.role is not sent.role:
         return False
     if recorded.role is Role.ASSISTANT:
-        returned = (wire_content(recorded).strip(), _calls(recorded))
+        returned = (recorded.content.strip(), _calls(recorded))
         return returned == (sent.content.strip(), _sent_calls(sent))
     return recorded.content == sent.content and recorded.tool_call_id == sent.tool_call_id
 

@@ -16,6 +16,7 @@ from trajforge.errors import DataError
 from trajforge.formats.openai_chat import content_text
 from trajforge.policy.base import FinishReason
 from trajforge.schema import Message, Role, ToolCall
+from trajforge.serve.chat_stream import SampledCall
 from trajforge.serve.gateway import ChatGateway, Choice
 from trajforge.serve.wire import (
     ChatRequest,
@@ -30,7 +31,6 @@ from trajforge.serve.wire import (
     parse_body,
     tools_of,
     wire_calls,
-    wire_content,
 )
 
 
@@ -138,16 +138,16 @@ def _tools(request: ResponsesRequest) -> list[ToolIn]:
     return tools
 
 
-def _output(choice: Choice) -> list[dict[str, Any]]:
+def _output(choice: Choice, message_id: str) -> list[dict[str, Any]]:
     message = choice.message
     items: list[dict[str, Any]] = []
-    text = wire_content(message)
+    text = choice.content
     if text:
         part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
         items.append(
             {
                 "type": "message",
-                "id": new_id("msg"),
+                "id": message_id,
                 "status": "completed",
                 "role": "assistant",
                 "content": [part],
@@ -167,7 +167,9 @@ def _output(choice: Choice) -> list[dict[str, Any]]:
     return items
 
 
-def _response(request: ResponsesRequest, choice: Choice | None, response_id: str) -> dict[str, Any]:
+def _response(
+    request: ResponsesRequest, choice: Choice | None, response_id: str, message_id: str = ""
+) -> dict[str, Any]:
     done = choice is not None
     cut = choice is not None and choice.finish is FinishReason.LENGTH
     output_tokens = choice.completion_tokens if choice else 0
@@ -182,7 +184,7 @@ def _response(request: ResponsesRequest, choice: Choice | None, response_id: str
         "instructions": request.instructions,
         "max_output_tokens": request.max_output_tokens,
         "model": request.model,
-        "output": _output(choice) if choice else [],
+        "output": _output(choice, message_id or new_id("msg")) if choice else [],
         "parallel_tool_calls": True,
         "temperature": request.temperature,
         "tool_choice": request.tool_choice or "auto",
@@ -236,33 +238,56 @@ async def _stream(
     messages: list[Message],
     tools: list[Any],
 ) -> AsyncIterator[str]:
-    response_id = new_id("resp")
+    response_id, message_id = new_id("resp"), new_id("msg")
     sequence = iter(range(1 << 30))
     pending = _response(request, None, response_id)
     yield _event("response.created", next(sequence), response=pending)
     yield _event("response.in_progress", next(sequence), response=pending)
+    call = SampledCall(gateway, session_id, chat, messages, tools)
+    where = {"output_index": 0, "item_id": message_id, "content_index": 0}
     try:
-        (choice,) = await gateway.chat(session_id, chat, messages, tools)
-    except WireError as exc:
-        failed = {**pending, "status": "failed", "error": exc.body()["error"]}
-        yield _event("response.failed", next(sequence), response=failed)
-        return
-    final = _response(request, choice, response_id)
-    for index, item in enumerate(final["output"]):
-        for kind, fields in _item_events(index, item):
-            yield _event(kind, next(sequence), **fields)
-    kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
-    yield _event(kind, next(sequence), response=final)
+        async for _, text in call.pieces():
+            if text == call.sent[0]:  # the first text opens the message item
+                for kind, fields in _message_opened(message_id):
+                    yield _event(kind, next(sequence), **fields)
+            yield _event("response.output_text.delta", next(sequence), **where, delta=text, logprobs=[])  # fmt: skip
+        try:
+            (choice,) = call.choices()
+        except WireError as exc:
+            failed = {**pending, "status": "failed", "error": exc.body()["error"]}
+            yield _event("response.failed", next(sequence), response=failed)
+            return
+        final = _response(request, choice, response_id, message_id)
+        for index, item in enumerate(final["output"]):
+            events = _item_events(index, item, call.sent[0], call.rest(0, choice))
+            for kind, fields in events:
+                yield _event(kind, next(sequence), **fields)
+        kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+        yield _event(kind, next(sequence), response=final)
+    finally:
+        call.cancel()  # a client that left stops the sampling
 
 
-def _item_events(index: int, item: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _message_opened(message_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    item = {"type": "message", "id": message_id, "status": "in_progress", "role": "assistant",
+            "content": []}  # fmt: skip
+    part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    yield "response.output_item.added", {"output_index": 0, "item": item}
+    yield "response.content_part.added", {"output_index": 0, "item_id": message_id, "content_index": 0, "part": part}  # fmt: skip
+
+
+def _item_events(
+    index: int, item: dict[str, Any], sent: str, rest: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """An output item's events after the text streamed so far (``sent``) and what is left of
+    it (``rest``)."""
     where = {"output_index": index, "item_id": item["id"]}
     if item["type"] == "message":
         part = item["content"][0]
-        empty = {**part, "text": ""}
-        yield "response.output_item.added", {"output_index": index, "item": {**item, "status": "in_progress", "content": []}}  # fmt: skip
-        yield "response.content_part.added", {**where, "content_index": 0, "part": empty}
-        yield "response.output_text.delta", {**where, "content_index": 0, "delta": part["text"], "logprobs": []}  # fmt: skip
+        if not sent:
+            yield from _message_opened(item["id"])
+        if rest:
+            yield "response.output_text.delta", {**where, "content_index": 0, "delta": rest, "logprobs": []}  # fmt: skip
         yield "response.output_text.done", {**where, "content_index": 0, "text": part["text"], "logprobs": []}  # fmt: skip
         yield "response.content_part.done", {**where, "content_index": 0, "part": part}
     else:

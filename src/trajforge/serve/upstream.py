@@ -25,7 +25,14 @@ from trajforge.policy.base import FinishReason
 from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
 from trajforge.rollout import PolicyRef
 from trajforge.schema import Fault, Message, OutcomeStatus, ToolSpec
-from trajforge.serve.gateway import ChatGateway, Choice, Gateway, check_served_model, served_policy
+from trajforge.serve.gateway import (
+    ChatGateway,
+    Choice,
+    Gateway,
+    TextSink,
+    check_served_model,
+    served_policy,
+)
 from trajforge.serve.recorder import GatewaySession, Recorder, Recording
 from trajforge.serve.wire import ChatRequest, WireError
 from trajforge.store import TrajectoryStore
@@ -134,8 +141,10 @@ class UpstreamGateway:
         request: ChatRequest,
         messages: list[Message],
         tools: list[ToolSpec],
+        on_text: TextSink | None = None,
     ) -> list[Choice]:
-        """Forward the call, then record each choice in its trajectory."""
+        """Forward the call, then record each choice in its trajectory. The server's reply
+        comes whole (``on_text`` is never called): a streamed call gets its text at the end."""
         self.check_model(request.model)
         session, recordings = await self.recorder.begin_call(session_id, messages, tools, request.n)
         clock = time.perf_counter()
@@ -224,6 +233,7 @@ class UpstreamGateway:
         finish = FinishReason.LENGTH if raw.get("finish_reason") == "length" else FinishReason.STOP
         return Choice(
             message=conversation.messages[-1],
+            content=reply.content,
             finish=finish,
             prompt_ids=prompt_ids,
             trajectory_id=recording.id,

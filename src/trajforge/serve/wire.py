@@ -1,9 +1,10 @@
 """The OpenAI wire format of chat completions: requests checked field by field, converted to
 trajforge messages and sampling parameters, and replies built as the OpenAI SDK parses them.
 
-A request field the gateway cannot honour (``top_logprobs``, a penalty, a forced tool choice)
-is refused with an OpenAI-style 400 that names it, never silently ignored; fields that do not
-change what is sampled (``user``, ``metadata``, ``store``) are accepted and ignored.
+A request field the gateway cannot honour (``UNSUPPORTED``: ``top_logprobs``, a penalty, a
+response format, a forced tool choice) is refused as unsupported with an OpenAI-style 400 that
+names it, never silently ignored nor reported as out of range; fields that do not change what is
+sampled (``user``, ``metadata``, ``store``) are accepted and ignored.
 """
 
 from __future__ import annotations
@@ -101,10 +102,6 @@ class ChatRequest(WireModel):
     stop: str | list[str] | None = None
     seed: int | None = None
     logprobs: bool | None = None
-    top_logprobs: int | None = Field(default=None, ge=0, le=0)
-    presence_penalty: float | None = Field(default=None, ge=0.0, le=0.0)
-    frequency_penalty: float | None = Field(default=None, ge=0.0, le=0.0)
-    logit_bias: dict[str, float] | None = Field(default=None, max_length=0)
     stream: bool = False
     stream_options: StreamOptions | None = None
     return_token_ids: bool = False
@@ -130,7 +127,45 @@ def check_tool_choice(tool_choice: str | dict[str, Any] | None) -> None:
         )
 
 
+Unsupported = dict[str, tuple[tuple[Any, ...], str]]
+"""Request fields a route cannot honour: the values that change nothing (accepted, as is
+``null``) and why any other is refused."""
+
+SAMPLING_UNSUPPORTED: Unsupported = {
+    "presence_penalty": ((0, 0.0), "sampling applies no penalties"),
+    "frequency_penalty": ((0, 0.0), "sampling applies no penalties"),
+    "logit_bias": (({},), "sampling applies no logit bias"),
+}
+UNSUPPORTED: Unsupported = {
+    **SAMPLING_UNSUPPORTED,
+    "top_logprobs": ((0,), "no alternatives are returned with the sampled tokens' logprobs"),
+    "response_format": (({"type": "text"},), "replies are not constrained to a format"),
+    "functions": (([],), "use tools"),
+    "function_call": (("auto", "none"), "use tool_choice"),
+    "modalities": ((["text"],), "replies are text"),
+    "audio": ((), "replies are text"),
+    "prediction": ((), "there is no predicted output decoding"),
+    "reasoning_effort": ((), "the model has no reasoning setting"),
+    "web_search_options": ((), "the model has no web search"),
+}
+"""The chat-completion fields the gateway cannot honour."""
+
+
+def check_supported(body: dict[str, Any], unsupported: Unsupported = UNSUPPORTED) -> None:
+    """A 400 naming the first field set to something the gateway cannot honour."""
+    for name, (harmless, why) in unsupported.items():
+        value = body.get(name)
+        if value is not None and value not in harmless:
+            raise WireError(
+                f"{name}: not supported by this gateway ({why}); leave it out",
+                param=name,
+                code="unsupported_parameter",
+            )
+
+
 def parse_chat_request(body: Any) -> ChatRequest:
+    if isinstance(body, dict):
+        check_supported(body)
     request = parse_body(body, ChatRequest)
     check_tool_choice(request.tool_choice)
     return request
@@ -168,16 +203,18 @@ def _wire_error_of_data(exc: DataError) -> WireError:
 
 
 def check_messages(messages: list[Message]) -> None:
-    """A conversation the model can answer: valid role order, ending with user or tool."""
+    """A conversation the model can answer: a valid role order, not ending with an assistant
+    message (there would be nothing to answer)."""
     try:
         check_conversation(messages)
     except ValueError as exc:
         text = str(exc)
         raise WireError(text, param=text.split(":", 1)[0].split(".")[0]) from None
-    if messages[-1].role not in (Role.USER, Role.TOOL):
+    if messages[-1].role is Role.ASSISTANT:
         last = f"messages[{len(messages) - 1}]"
         raise WireError(
-            f"{last}.role: the conversation must end with a user or tool message to be answered",
+            f"{last}.role: the conversation ends with an assistant message; it must end with a "
+            "user, system or tool message to be answered",
             param=f"{last}.role",
         )
 
@@ -248,11 +285,6 @@ def call_arguments_text(call: ToolCall) -> str:
     return json.dumps(call.arguments) if call.parse_error is None else call.raw or ""
 
 
-def wire_content(message: Message) -> str:
-    """The assistant message's prose, as the client sees it."""
-    return message.content
-
-
 def finish_reason_of(message: Message, finish: FinishReason) -> str:
     if finish is FinishReason.LENGTH:
         return "length"
@@ -276,8 +308,10 @@ def token_logprobs(texts: list[str] | None, logprobs: list[float] | None) -> Any
     return {"content": content, "refusal": None}
 
 
-def chat_message(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": wire_content(message) or None}
+def chat_message(message: Message, content: str) -> dict[str, Any]:
+    """The reply ``message`` as OpenAI's assistant message, with ``content`` (its prose as
+    sampled) as text."""
+    out: dict[str, Any] = {"role": "assistant", "content": content or None}
     calls = wire_calls(message)
     if calls:
         out["tool_calls"] = calls

@@ -140,7 +140,9 @@ class Trainer(ABC):
                     if step % self.cfg.log_every == 0 or step == total:
                         logger.log(step, metrics)
                     if self._checkpoint_due(step, total):
-                        saved = save_checkpoint(self.parts, out, step, self.cursor())
+                        saved = save_checkpoint(
+                            self.parts, out, step, self.cursor(), keep=self.cfg.keep_checkpoints
+                        )
                         self._saved_at = time.monotonic()
                     for cb in self.callbacks:
                         cb(step, metrics)

@@ -62,16 +62,41 @@ def checkpoint_root(output_dir: Path) -> Path:
     return output_dir / "checkpoints"
 
 
-def save_checkpoint(parts: TrainParts, output_dir: Path, step: int, cursor: dict[str, Any]) -> Path:
-    """Write checkpoint ``step-<step>`` atomically and point ``latest`` at it."""
+def save_checkpoint(
+    parts: TrainParts,
+    output_dir: Path,
+    step: int,
+    cursor: dict[str, Any],
+    *,
+    keep: int | None = None,
+) -> Path:
+    """Write checkpoint ``step-<step>`` atomically, point ``latest`` at it, then delete all
+    but the ``keep`` latest (``None``: keep all)."""
     root = checkpoint_root(output_dir)
     final = root / f"step-{step:07d}"
     # Gathering is a collective: every process takes part, the main one writes.
     trainable, optimizer = parts.trainable_state(), parts.optimizer_state()
     if parts.accelerator.is_main_process:
         _write(parts, root, final, step, cursor, trainable, optimizer)
+        if keep is not None:
+            prune_checkpoints(root, keep)
     barrier()
     return final
+
+
+def prune_checkpoints(root: Path, keep: int) -> list[Path]:
+    """Delete all but the ``keep`` highest-step checkpoints under ``root`` (the one ``latest``
+    names is always kept); return what was deleted. Runs after ``latest`` moved, so a crash
+    mid-way leaves a resumable folder."""
+    steps = sorted(
+        (p for p in root.glob("step-*") if p.is_dir() and p.name[5:].isdigit()),
+        key=checkpoint_step,
+    )
+    latest = latest_checkpoint(root.parent)
+    doomed = [p for p in steps[: max(0, len(steps) - keep)] if p != latest]
+    for path in doomed:
+        shutil.rmtree(path)
+    return doomed
 
 
 def _write(

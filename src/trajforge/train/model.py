@@ -39,7 +39,7 @@ from trajforge.memory import return_freed_memory
 from trajforge.policy.models.checkpoint import is_checkpoint
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.loaders import checkpoint_model
-from trajforge.policy.models.tiny import tiny_model_and_tokenizer
+from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
 from trajforge.precision import Precision, Resolved, resolve_precision
 from trajforge.registry import did_you_mean
 from trajforge.train.config import (
@@ -61,17 +61,18 @@ def seed_everything(seed: int) -> None:
 
 
 def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
-    """``(model, tokenizer)`` for ``tiny``, ``embedded`` or a local Hugging Face folder, in fp32."""
+    """``(model, tokenizer)`` for ``tiny``, ``pocket``, ``embedded`` or a local Hugging Face
+    folder, in fp32."""
     return_freed_memory()
     spec = settings.spec
-    if spec == "tiny":
-        return tiny_model_and_tokenizer(seed=settings.tiny_seed)
+    if spec in SCRATCH_SIZES:
+        return scratch_model_and_tokenizer(spec, seed=settings.tiny_seed)
     if spec == "embedded":
         return load_embedded(dtype=torch.float32)
     path = Path(spec)
     if not path.is_dir():
         raise ConfigError(
-            f"model.spec: {spec!r} is not 'tiny', 'embedded' or an existing model folder"
+            f"model.spec: {spec!r} is not 'tiny', 'pocket', 'embedded' or an existing model folder"
         )
     if is_checkpoint(path):
         return checkpoint_model(path)

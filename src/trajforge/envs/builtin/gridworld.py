@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolContext, ToolError, tool
@@ -50,7 +50,7 @@ class Board:
     status: Status = Status.PLAYING
 
     @classmethod
-    def from_task(cls, task: Task) -> Board:
+    def from_task(cls, task: Task) -> Self:
         rows = tuple(task.data["rows"])
         start = next(
             (r, c) for r, row in enumerate(rows) for c, ch in enumerate(row) if ch == START

@@ -146,7 +146,7 @@ def expert(task: Task, messages: list[Message]) -> str | None:
     return format_tool_call("move", {"direction": path[0]})
 
 
-def _layout(rng: random.Random) -> list[list[str]]:
+def layout(rng: random.Random) -> list[list[str]]:
     """A board cut by one or two walls, each with a door, the keys before their doors."""
     n_doors = rng.choice((1, 2))
     height, width = rng.randint(4, 6), rng.randint(3 + 2 * n_doors, 8)
@@ -186,7 +186,7 @@ def _layout(rng: random.Random) -> list[list[str]]:
 
 def _make_one(rng: random.Random) -> Task:
     while True:
-        rows = tuple("".join(row) for row in _layout(rng))
+        rows = tuple("".join(row) for row in layout(rng))
         board = KeyBoard.from_task(Task(id="draft", prompt="", data={"rows": list(rows)}))
         path = board.shortest_path()
         if path is not None and MIN_PATH <= len(path) <= MAX_PATH:

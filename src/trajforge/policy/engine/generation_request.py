@@ -23,6 +23,8 @@ class GenerationRequest:
     uniforms: UniformStream
     deliver: Callable[[Completion | BaseException], None]
     is_cancelled: Callable[[], bool] = lambda: False
+    on_token: Callable[[int], None] | None = None
+    """Called on the engine's thread with each id as it is sampled."""
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish_reason: FinishReason | None = None

@@ -284,6 +284,8 @@ class DecodeEngine:
             request.token_ids.append(token)
             request.logprobs.append(logprob)
             self.stats.generated_tokens += 1
+            if request.on_token is not None:
+                request.on_token(token)
             if token in self.eos_ids or self._hit_stop(request):
                 request.finish_reason = FinishReason.STOP
             elif len(request.token_ids) >= request.max_new_tokens:

@@ -1,4 +1,4 @@
-"""Policies over local weights (``HFPolicy``): the embedded model, the tiny test model and a
+"""Policies over local weights (``HFPolicy``): the embedded model, the models built from scratch (tiny, pocket) and a
 transformers model folder. Importing this module loads torch; ``naming`` imports it only when
 such a policy is asked for."""
 
@@ -17,7 +17,7 @@ from trajforge.errors import ConfigError
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.checkpoint import is_checkpoint
 from trajforge.policy.models.embedded import load_embedded
-from trajforge.policy.models.tiny import tiny_model_and_tokenizer
+from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
 
 
 def embedded_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
@@ -26,9 +26,10 @@ def embedded_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
     return HFPolicy(model, tokenizer, name=kw.pop("name", name), **kw)
 
 
-def tiny_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
-    """The tiny random model (``seed`` in ``kw`` picks its weights)."""
-    model, tokenizer = tiny_model_and_tokenizer(seed=kw.pop("seed", 0))
+def scratch_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
+    """Scratch model ``name``, ``tiny`` or ``pocket``, at random weights (``seed`` in ``kw``
+    picks them)."""
+    model, tokenizer = scratch_model_and_tokenizer(name, seed=kw.pop("seed", 0))
     dtype = kw.pop("dtype", None)
     if dtype is not None:
         model = model.to(dtype)
@@ -60,8 +61,8 @@ def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:
         )
     spec = str(base["spec"])
     model: nn.Module
-    if spec == "tiny":
-        model, _ = tiny_model_and_tokenizer(seed=int(base.get("tiny_seed", 0)))
+    if spec in SCRATCH_SIZES:
+        model, _ = scratch_model_and_tokenizer(spec, seed=int(base.get("tiny_seed", 0)))
     elif spec == "embedded":
         model, _ = load_embedded(torch.float32)
     else:

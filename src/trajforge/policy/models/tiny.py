@@ -1,14 +1,19 @@
-"""A tiny randomly initialised Llama with SmolLM2's tokenizer, built in code, for tests.
+"""Small Llamas with SmolLM2's tokenizer, initialised from scratch in code.
 
-Same architecture family and vocabulary (49152) as the embedded model, so everything that works
-with the tiny model works with SmolLM2, at a fraction of the cost (~3.3M parameters, mostly the
-tied embedding).
+- ``tiny`` (~3.3M parameters, mostly the tied embedding): the tests' model. Same architecture
+  family and vocabulary (49152) as the embedded model, so everything that works with it works
+  with SmolLM2, at a fraction of the cost.
+- ``pocket`` (~7.3M parameters, four layers of width 128): a policy small enough to train from
+  scratch on two CPU cores by trajforge's own SFT, then RL, on a compact task
+  (``keydoor-compact``); the CPU arm of the credit-assignment experiment.
+
+Both start from random weights fixed by a seed; neither is downloaded.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -18,25 +23,34 @@ from trajforge.policy.models.smollm2 import load_tokenizer
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-TINY_HIDDEN = 64
-TINY_LAYERS = 2
-TINY_HEADS = 4
-TINY_KV_HEADS = 2
-TINY_INTERMEDIATE = 128
-TINY_MAX_POSITIONS = 4096
 
-_MODELS: dict[int, LlamaForCausalLM] = {}
+class ScratchSize(NamedTuple):
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    max_positions: int = 4096
 
 
-def _build(seed: int, tokenizer: PreTrainedTokenizerBase) -> LlamaForCausalLM:
+SCRATCH_SIZES: dict[str, ScratchSize] = {
+    "tiny": ScratchSize(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128),
+    "pocket": ScratchSize(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=512),
+}
+"""The models built from scratch, by name (what ``model:`` and ``--model`` accept)."""
+
+_MODELS: dict[tuple[str, int], LlamaForCausalLM] = {}
+
+
+def _build(size: ScratchSize, seed: int, tokenizer: PreTrainedTokenizerBase) -> LlamaForCausalLM:
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=TINY_HIDDEN,
-        intermediate_size=TINY_INTERMEDIATE,
-        num_hidden_layers=TINY_LAYERS,
-        num_attention_heads=TINY_HEADS,
-        num_key_value_heads=TINY_KV_HEADS,
-        max_position_embeddings=TINY_MAX_POSITIONS,
+        hidden_size=size.hidden,
+        intermediate_size=size.intermediate,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.kv_heads,
+        max_position_embeddings=size.max_positions,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -52,13 +66,20 @@ def _build(seed: int, tokenizer: PreTrainedTokenizerBase) -> LlamaForCausalLM:
     return model
 
 
-def tiny_model_and_tokenizer(seed: int = 0) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
-    """A fresh copy of the tiny model for ``seed`` (equal seeds give equal weights) and
-    SmolLM2's tokenizer. The model is built once per seed and process; each call returns its
-    own deep copy, so training one copy never changes another."""
+def scratch_model_and_tokenizer(
+    name: str, seed: int = 0
+) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
+    """A fresh copy of scratch model ``name`` (``tiny`` or ``pocket``) for ``seed`` (equal seeds
+    give equal weights) and SmolLM2's tokenizer. The model is built once per name, seed and
+    process; each call returns its own deep copy, so training one copy never changes another."""
     tokenizer = load_tokenizer()
-    model = _MODELS.get(seed)
+    model = _MODELS.get((name, seed))
     if model is None:
-        model = _build(seed, tokenizer)
-        _MODELS[seed] = model
+        model = _build(SCRATCH_SIZES[name], seed, tokenizer)
+        _MODELS[(name, seed)] = model
     return copy.deepcopy(model), tokenizer
+
+
+def tiny_model_and_tokenizer(seed: int = 0) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
+    """The tiny test model for ``seed`` and SmolLM2's tokenizer (see ``scratch_model_and_tokenizer``)."""
+    return scratch_model_and_tokenizer("tiny", seed)
