@@ -17,9 +17,9 @@ import pytest
 from serve_helpers import MODEL
 
 from trajforge.errors import DataError
+from trajforge.formats.otel_receiver import TraceCollector, receiver_app
 from trajforge.formats.records import FORMATS, load_records, write_records
 from trajforge.schema import Role
-from trajforge.serve.otel_receiver import TraceCollector, receiver_app
 from trajforge.serve.server import serving_app
 from trajforge.store import TrajectoryStore
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from train_helpers import even_rubric, small_rl_config
 
+from trajforge.agent_programs import agent_runners
 from trajforge.errors import ConfigError
-from trajforge.serve.collect import agent_rollouts_for
 from trajforge.store import TrajectoryStore
 from trajforge.train.rl import RLTrainer
 
@@ -23,7 +23,7 @@ AGENT = f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'agent_rl' 
 def test_an_rl_step_on_an_agent_programs_runs(tmp_path: Path) -> None:
     store = tmp_path / "rl.db"
     cfg = small_rl_config(tmp_path / "out", agent=AGENT, agent_timeout_s=120, store=store)
-    trainer = RLTrainer(cfg, rubric=even_rubric(), agent_rollouts=agent_rollouts_for(cfg))
+    trainer = RLTrainer(cfg, rubric=even_rubric(), agent_runner=agent_runners(cfg.agent, cfg.env))
     before = {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
     result = trainer.train()
     (step,) = result.history

@@ -12,6 +12,7 @@ from rich.markup import escape
 from typer.exceptions import TyperException
 
 from trajforge.cli import (
+    collect_cmds,
     config_cmds,
     data_cmds,
     env_cmds,
@@ -74,6 +75,7 @@ for module in (
     train_cmds,
     run_cmds,
     serve_cmds,
+    collect_cmds,
     mcp_cmds,
     config_cmds,
     view_cmds,

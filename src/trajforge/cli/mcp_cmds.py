@@ -46,7 +46,7 @@ def serve(
     or streamable HTTP on 127.0.0.1. Each call runs the env's tool; its errors come back with
     is_error set."""
     # lazy: the MCP SDK and uvicorn cost a second at start-up; only this command needs them
-    from trajforge.serve.mcp_server import serve_http, serve_stdio
+    from trajforge.envs.mcp.server import serve_http, serve_stdio
 
     port = None if http is None else claim_port("127.0.0.1", http, option="--http")
     entry = get_env(env)

@@ -1,13 +1,14 @@
 """What ``trajforge rollout`` and ``trajforge eval`` share: their options (defined once; each
 command sets its own defaults), the ``RolloutSpec`` built from them and stored as the run's
 metadata so that ``--resume`` continues it, starting or resuming a run, running its episodes,
-and the exit on Ctrl-C."""
+and the exit on Ctrl-C. ``trajforge collect`` starts, resumes and runs its runs the same way,
+from a spec of its own options."""
 
 from __future__ import annotations
 
 import asyncio
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from trajforge.errors import ConfigError, StoreError
 from trajforge.policy.naming import check_policy_name
 from trajforge.precision import Precision
 from trajforge.rollout import (
+    EpisodeRunner,
+    LiveParts,
     RolloutHook,
     RolloutProgress,
     RolloutRun,
@@ -188,6 +191,11 @@ def spec_from_options(options: Mapping[str, Any]) -> RolloutSpec:
     }
     if options.get("user"):
         data["user"] = {**data["policy"], "name": options["user"]}
+    return checked_spec(data)
+
+
+def checked_spec(data: Mapping[str, Any]) -> RolloutSpec:
+    """The spec ``data`` describes, a bad value a ``ConfigError`` naming its option."""
     try:
         spec = RolloutSpec.model_validate(data)
     except ValidationError as exc:
@@ -241,11 +249,14 @@ class CommandRun:
     def model(self) -> str:
         return self.spec.policy.name if self.spec.policy is not None else "-"
 
-    def roll_out(self, show: bool, ray: RayOptions | None = None) -> RolloutRun:
+    def roll_out(
+        self, show: bool, ray: RayOptions | None = None, runner: EpisodeRunner | None = None
+    ) -> RolloutRun:
         """Run the episodes the store does not hold yet, storing each as it ends (with a
-        progress bar when ``show``; on Ray actors when ``ray``); returns the run, with this
-        invocation's figures."""
-        return asyncio.run(_roll_out(self.spec, self.db, show, ray))
+        progress bar when ``show``; played by ``runner`` when given, else on Ray actors when
+        ``ray``, else here); returns the run, with this invocation's figures."""
+        live = on_ray(ray) if runner is None else LiveParts(runner=runner)
+        return asyncio.run(_roll_out(self.spec, self.db, show, live))
 
 
 def ray_options(options: Mapping[str, Any]) -> RayOptions | None:
@@ -269,12 +280,11 @@ class SampleNotice(RolloutHook):
 
 
 async def _roll_out(
-    spec: RolloutSpec, db: TrajectoryStore, show: bool, ray: RayOptions | None
+    spec: RolloutSpec, db: TrajectoryStore, show: bool, live: LiveParts
 ) -> RolloutRun:
     hooks: list[RolloutHook] = [SampleNotice()]
     if show:
         hooks.append(RolloutProgress(console=err_console))
-    live = on_ray(ray)
     live["store"], live["hooks"] = db, hooks
     async with open_rollout(spec, **live) as stream:
         async for _ in stream:
@@ -355,14 +365,18 @@ def resume_run(
 
 @contextmanager
 def command_run(
-    ctx: typer.Context, command: str, extra: Mapping[str, Any] | None = None
+    ctx: typer.Context,
+    command: str,
+    extra: Mapping[str, Any] | None = None,
+    spec_of: Callable[[Mapping[str, Any]], RolloutSpec] = spec_from_options,
 ) -> Iterator[CommandRun]:
-    """The run that ``command``'s options start, with ``extra`` in its metadata (the options
-    are checked before the store is opened, or created), or the one ``--resume`` names. On
-    Ctrl-C inside, says what is stored and how to resume, and exits with 130."""
+    """The run that ``command``'s options start (its spec as ``spec_of`` reads them), with
+    ``extra`` in its metadata (the options are checked before the store is opened, or
+    created), or the one ``--resume`` names. On Ctrl-C inside, says what is stored and how to
+    resume, and exits with 130."""
     options = ctx.params
     resume: str | None = options["resume"]
-    spec = spec_from_options(options) if resume is None else None
+    spec = spec_of(options) if resume is None else None
     with open_run_store(resolve_store_path(options["store"]), resume) as db:
         if spec is None:
             started = resume_run(ctx, db, command, resume or "", options["run"])

@@ -142,11 +142,11 @@ def rl(
     """On-policy RL: roll out groups, compute advantages, update, repeat."""
     if launched_as_processes(num_processes):
         return
-    from trajforge.serve.collect import agent_rollouts_for  # lazy: loads uvicorn (0.4 s)
+    from trajforge.agent_programs import agent_runners  # lazy: loads uvicorn (0.4 s)
     from trajforge.train.rl import RLTrainer  # lazy: torch loads only when a command trains
 
     cfg = load_train_config(config, RLConfig, overrides or [])
-    trainer = RLTrainer(cfg, agent_rollouts=agent_rollouts_for(cfg))
+    trainer = RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env))
     result = _train(trainer, "rl", config, overrides or [], resume, overwrite)
     _report(_summary(result, cfg.output_dir), json_out)
 

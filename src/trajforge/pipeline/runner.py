@@ -16,14 +16,13 @@ import asyncio
 import json
 import time
 from collections import Counter
-from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from trajforge.agent_programs import AgentRunner, agent_runners
 from trajforge.distributed import on_ray
-from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.judge.evaluate import score_into, summarize
 from trajforge.judge.scorer import Rubric
@@ -63,8 +62,6 @@ from trajforge.rollout import (
     run_rollout,
 )
 from trajforge.schema import is_success
-from trajforge.serve.collect import agent_rollouts_for, agents_on_ray, collect_runs
-from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
 from trajforge.train.checkpoint import latest_checkpoint
 from trajforge.train.config import DistributedSettings
@@ -335,24 +332,22 @@ class ExperimentRunner:
         return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}
 
     def _collect(self, stage: CollectStage, model: str, run_id: str) -> dict[str, Any]:
-        tasks = get_env(self.exp.env).tasks(stage.tasks, seed=stage.seed, split=stage.split)
-        with TrajectoryStore(self.store_path) as db, ExitStack() as stack:
-            where: dict[str, Any] = {}
-            if self.exp.ray is not None:
-                launcher = stack.enter_context(agents_on_ray(self.exp.ray))
-                where = {"launch": launcher, "host": launcher.host}
-            gateway, _ = open_gateway(self._policy_ref(model), db, run_id, env=self.exp.env)
-            try:
-                runs = collect_runs(
-                    gateway, stage.agent, tasks, n=stage.n, concurrency=stage.concurrency,
-                    timeout_s=stage.timeout_s, env=self.exp.env, **where,
-                )  # fmt: skip
-            finally:
-                asyncio.run(gateway.close())
-        statuses = Counter(r.status.value for r in runs)
-        solved = sum(1 for r in runs if is_success(r.status, r.reward))
-        text = f"{len(runs)} agent runs ({_counts(statuses)}), {solved} solved"
-        return {"run_id": run_id, "count": len(runs), "solved": solved,
+        spec = RolloutSpec(
+            env=self.exp.env,
+            policy=self._policy_ref(model),
+            tasks=TaskSample(count=stage.tasks, split=stage.split, seed=stage.seed),
+            n=stage.n,
+            limits=Limits(episode_timeout_s=stage.timeout_s),
+            concurrency=stage.concurrency,
+            run_id=run_id,
+            store=self.store_path,
+        )
+        runner = AgentRunner(stage.agent, ray=self.exp.ray)
+        trajectories = run_rollout(spec, runner=runner, hooks=[RolloutProgress(transient=True)])
+        statuses = Counter(t.outcome.status.value for t in trajectories)
+        solved = sum(1 for t in trajectories if is_success(t.outcome.status, t.outcome.reward))
+        text = f"{len(trajectories)} agent runs ({_counts(statuses)}), {solved} solved"
+        return {"run_id": run_id, "count": len(trajectories), "solved": solved,
                 "statuses": dict(statuses), "text": text}  # fmt: skip
 
     def _sft(self, index: int, stage: SFTStage, model: str, attempt: int) -> dict[str, Any]:
@@ -373,7 +368,9 @@ class ExperimentRunner:
 
     def _rl(self, index: int, model: str, attempt: int) -> dict[str, Any]:
         cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt)
-        result = _train(RLTrainer(cfg, agent_rollouts=agent_rollouts_for(cfg)), cfg.output_dir)
+        result = _train(
+            RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env)), cfg.output_dir
+        )
         rewards = [h["reward_mean"] for h in result.history if "reward_mean" in h]
         detail = f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
         if result.validation:

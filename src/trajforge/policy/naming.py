@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
+from trajforge.policy.models.checkpoint import is_checkpoint
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.openai_compat import OpenAIPolicy
 from trajforge.policy.scripted import ReplyFn, ScriptedPolicy, ScriptError
@@ -162,15 +163,6 @@ def check_policy_name(spec: str) -> None:
         f"unknown policy {spec!r}{did_you_mean(spec, names)}: expected {', '.join(names)}, "
         "a local model folder, script:file.py:function, or openai:<base_url>#<model>"
     )
-
-
-CHECKPOINT_FILES = ("state.json", "trainable.pt")
-"""What makes a folder a training checkpoint (``runs/x/checkpoints/step-N``)."""
-
-
-def is_checkpoint(folder: Path) -> bool:
-    """Whether ``folder`` is a training checkpoint, which loads as a model like ``final/``."""
-    return all((folder / name).is_file() for name in CHECKPOINT_FILES)
 
 
 def _load_folder(folder: Path, **kw: Any) -> Policy:

@@ -126,7 +126,10 @@ class StoreHook(RolloutHook):
         """The run's stored trajectories of the ``wanted`` episodes."""
         found: dict[StoreKey, Trajectory] = {}
         for traj in self.store.query(run=run.run_id):
-            key = (traj.task.id, traj.sample_index or 0)
+            # A trajectory linked to an episode (beside it under the run's id) has no sample.
+            if traj.sample_index is None:
+                continue
+            key = (traj.task.id, traj.sample_index)
             if key in wanted:
                 found[key] = traj
         return found

@@ -22,11 +22,11 @@ from trajforge.distributed.options import RayOptions
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import ScorerRefs, default_refs
+from trajforge.policy.models.checkpoint import is_checkpoint
 from trajforge.policy.models.smollm2 import gguf_path
 from trajforge.policy.naming import (
     OPENAI_PREFIX,
     SCRIPT_PREFIX,
-    is_checkpoint,
     load_script,
     parse_openai_spec,
 )

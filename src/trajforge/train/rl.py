@@ -47,7 +47,14 @@ from trajforge.judge.scorer import Rubric
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
-from trajforge.rollout import Limits, PolicyRef, RolloutSpec, Sampling, run_rollout
+from trajforge.rollout import (
+    EpisodeRunner,
+    Limits,
+    PolicyRef,
+    RolloutSpec,
+    Sampling,
+    run_rollout,
+)
 from trajforge.schema import OutcomeStatus, Role, Task, Trajectory, is_infra_failure, is_success
 from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
@@ -70,10 +77,10 @@ _COUNTED_BY_THE_STEP = frozenset(
 # The loss's per-micro-batch advantage moments and token count repeat the step's own.
 _LOSS_REPEATS = frozenset({"adv_mean", "adv_std", "loss_tokens"})
 
-AgentRollouts = Callable[[str, list[Task], TokenPolicy], list[Trajectory]]
-"""``rollouts(run_id, tasks, policy)``: an agent program's runs of ``tasks`` (each
-``samples_per_group`` times) whose model calls ``policy`` answers; the serving layer provides it
-(``serve.agent_rollouts``), since training sits below it."""
+AgentRunners = Callable[[TokenPolicy], EpisodeRunner]
+"""``runner(policy)``: the ``EpisodeRunner`` that plays a step's episodes as runs of the config's
+agent program, whose model calls ``policy`` answers; the layer above training provides it
+(``trajforge.agent_programs.agent_runners``), since training sits below the gateway."""
 
 
 class Ahead:
@@ -147,14 +154,14 @@ class RLTrainer(Trainer):
         parts: TrainParts | None = None,
         callbacks: Sequence[StepCallback] = (),
         rubric: Rubric | None = None,
-        agent_rollouts: AgentRollouts | None = None,
+        agent_runner: AgentRunners | None = None,
     ) -> None:
-        if (cfg.agent is None) != (agent_rollouts is None):
+        if (cfg.agent is None) != (agent_runner is None):
             raise ConfigError(
                 "agent: an agent program's rollouts run through the gateway: start the run "
-                "with trajforge train rl or an experiment (agent_rollouts and agent go together)"
+                "with trajforge train rl or an experiment (agent_runner and agent go together)"
             )
-        self.agent_rollouts = agent_rollouts
+        self.agent_runner = agent_runner
         self.rl_cfg = cfg
         self.entry = get_env(cfg.env)
         self.tasks = self.entry.tasks(cfg.num_tasks, seed=cfg.seed, split=cfg.task_split)
@@ -354,9 +361,13 @@ class RLTrainer(Trainer):
     def _rollout(self, step: int, tasks: list[Task]) -> list[Trajectory]:
         cfg = self.rl_cfg
         assert self.policy is not None  # the main process has the rollout policy
-        if self.agent_rollouts is not None:
-            return self.agent_rollouts(f"rl-{cfg.output_dir.name}-step{step}", tasks, self.policy)
         spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, f"step{step}")
+        if self.agent_runner is not None:
+            # The program makes its own calls; the config bounds each run's time and how many
+            # run at once.
+            limits = Limits(episode_timeout_s=cfg.agent_timeout_s)
+            agent = spec.model_copy(update={"limits": limits, "concurrency": cfg.agent_concurrency})
+            return run_rollout(agent, runner=self.agent_runner(self.policy))
         if self.remote is not None:
             # Each actor builds this policy, then loads the published weights.
             precision = Precision.BF16 if self.rollout_dtype is torch.bfloat16 else Precision.FP32

@@ -9,7 +9,8 @@ again on the next call; ``close`` (and the end of the event loop) stops every se
 episode holds, with its whole process group. Each connection lives in one asyncio task that
 enters and exits the SDK's contexts itself, so concurrent episodes never cross cancel scopes.
 An env file (``env.yaml``: servers, local tools, tasks, verifier; ``envfile``) loads wherever
-an env is named.
+an env is named. The other way round, ``server`` serves any env's tools as an MCP server
+(``trajforge mcp serve``; it loads uvicorn and the SDK's server, so only that command imports it).
 """
 
 from trajforge.envs.mcp.client import MCPClient, close_shared

@@ -15,9 +15,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trajforge.errors import ConfigError
 from trajforge.policy.hf import HFPolicy
+from trajforge.policy.models.checkpoint import is_checkpoint
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
-from trajforge.policy.naming import is_checkpoint
 
 
 def embedded_policy(name: str, kw: dict[str, Any]) -> HFPolicy:

@@ -1,6 +1,6 @@
-"""Agent programs of ``trajforge collect --ray`` run as Ray tasks, one per task x sample, on
-any node of the cluster; the gateway they call and the store stay on the driver. Imports ray
-(the optional extra): the CLI imports this module only for ``--ray``."""
+"""Agent programs run as Ray tasks, one per run, on any node of the cluster; the gateway they
+call and the store stay on the driver. Imports ray (the optional extra): ``AgentRunner`` imports
+this module only when asked to run on Ray."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import ray
 
+from trajforge.agent_programs.program import KILL_GRACE_S, AgentExit, finished, kill_group
 from trajforge.distributed.cluster import ray_cluster
 from trajforge.distributed.options import LOCAL, RayOptions
-from trajforge.serve.collect import KILL_GRACE_S, STDERR_TAIL_CHARS, AgentExit
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
@@ -24,12 +24,13 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(KILL_GRACE_S)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+    kill_group(process.pid)
     process.wait()
 
 
-def run_agent(argv: list[str], env: Mapping[str, str], stdin: str, timeout_s: float) -> AgentExit:
+def run_agent(
+    argv: list[str], env: Mapping[str, str], stdin: str, timeout_s: float | None
+) -> AgentExit:
     """One run of the program in its own process group on the node running this task."""
     process = subprocess.Popen(
         argv,
@@ -47,13 +48,8 @@ def run_agent(argv: list[str], env: Mapping[str, str], stdin: str, timeout_s: fl
     except BaseException:  # cancelled by the driver (ray.cancel raises KeyboardInterrupt)
         _stop_group(process)
         raise
-    with contextlib.suppress(ProcessLookupError):  # children the program left running
-        os.killpg(process.pid, signal.SIGKILL)
-    return AgentExit(
-        process.returncode,
-        out.decode(errors="replace"),
-        err.decode(errors="replace")[-STDERR_TAIL_CHARS:],
-    )
+    kill_group(process.pid)
+    return finished(process.returncode, out, err)
 
 
 class RayAgentLauncher:
@@ -70,7 +66,7 @@ class RayAgentLauncher:
         self.host = "127.0.0.1" if local else ray.util.get_node_ip_address()
 
     async def __call__(
-        self, argv: list[str], env: Mapping[str, str], stdin: str, timeout_s: float
+        self, argv: list[str], env: Mapping[str, str], stdin: str, timeout_s: float | None
     ) -> AgentExit:
         ref = self._task.remote(argv, dict(env), stdin, timeout_s)
         try:

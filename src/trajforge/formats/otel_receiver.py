@@ -4,7 +4,9 @@ in the store once it has been quiet for a while (or when the receiver stops).
 
 ``POST /v1/traces`` and ``POST /v1/logs`` take protobuf (what the OTLP/HTTP exporters send) or
 JSON. A trace whose chat spans carry no message content is reported and skipped, never stored
-half-empty.
+half-empty. The receiver sits beside the conversion it serves (``otel``); it loads FastAPI and
+the OTLP protobuf classes, so only ``trajforge otel-receive`` imports it, and it writes to
+whatever store it is handed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request, Response
 from google.protobuf.json_format import MessageToDict
@@ -29,9 +31,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from trajforge.errors import DataError
 from trajforge.formats.otel import otlp_id, spans_of, trajectories_from_spans
-from trajforge.store import TrajectoryStore
+from trajforge.schema import Trajectory
 
 PROTOBUF = "application/x-protobuf"
+
+
+class TrajectorySink(Protocol):
+    """Where received trajectories go (a ``TrajectoryStore``)."""
+
+    def add_many(self, trajs: list[Trajectory], *, skip_existing: bool = False) -> int: ...
 
 
 def _trace_ids(request: dict[str, Any]) -> set[str]:
@@ -49,7 +57,7 @@ class TraceCollector:
     """Export requests by trace, turned into trajectories when their trace goes quiet.
 
     Args:
-        store: where trajectories go.
+        store: where trajectories go (one already there is skipped).
         run_id: the run they belong to.
         idle_s: seconds without new data after which a trace is complete.
         report: called with one line per trace stored or refused.
@@ -57,7 +65,7 @@ class TraceCollector:
 
     def __init__(
         self,
-        store: TrajectoryStore,
+        store: TrajectorySink,
         run_id: str,
         idle_s: float,
         report: Callable[[str], None] = lambda line: None,

@@ -1,7 +1,8 @@
 """An agent program as ``trajforge collect`` runs it: standard library only (it is started 200
 times in a test), speaking the OpenAI wire format to ``$OPENAI_BASE_URL``. The task's ``data``
 says how this run behaves: ``crash`` exits 1 after its first call, ``hang`` starts a child and
-sleeps (both must be killed), ``reward`` is how it reports one (``post`` or ``print``)."""
+sleeps (both must be killed), ``sleep`` waits that many seconds before its first call, ``max_tokens`` bounds each reply,
+``reward`` is how it reports one (``post`` or ``print``)."""
 
 import json
 import os
@@ -27,17 +28,14 @@ def main() -> None:
         marker = behaviour["hang"]
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", marker])
         time.sleep(600)
+    time.sleep(behaviour.get("sleep", 0))
     tool = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
     messages = [{"role": "user", "content": task["prompt"]}]
     while True:
-        reply = call(
-            f"{base}/chat/completions",
-            {
-                "model": os.environ["TRAJFORGE_MODEL"],
-                "messages": messages,
-                "tools": [tool],
-            },
-        )
+        body = {"model": os.environ["TRAJFORGE_MODEL"], "messages": messages, "tools": [tool]}
+        if "max_tokens" in behaviour:
+            body["max_tokens"] = behaviour["max_tokens"]
+        reply = call(f"{base}/chat/completions", body)
         message = reply["choices"][0]["message"]
         messages.append(message)
         if behaviour.get("crash"):

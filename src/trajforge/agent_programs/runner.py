@@ -1,0 +1,211 @@
+"""``AgentRunner``: the ``EpisodeRunner`` whose episodes are runs of an agent program, each
+against its own session of a gateway that records the program's model calls.
+
+``open_rollout`` drives it like any runner, so a collection is a ``RolloutSpec`` like every
+other rollout: its tasks (an env's sample or a list), ``n``, ``concurrency``, run id, store
+(resume, the store hook, progress) and ``limits.episode_timeout_s``, after which the program and
+everything it started are killed. The program's own calls decide its turns, tokens and
+sampling; the spec's ``policy`` is the model the gateway serves (``open_gateway``: a model here,
+or another server forwarded). The program runs here or, with ``ray``, as a Ray task per run
+(``ray_launch``); the gateway serves on a thread of this process while the runner is started.
+
+A run that exits non-zero is ``error`` and one killed at its timeout is ``timeout``, both with
+the tail of stderr and marked lost to the infrastructure; a run that reports no reward is judged
+by the environment's verifier, when it has one. An episode's trajectory is the best-rewarded one
+its session recorded (the first among equals; an empty one when the program made no model
+call), with the episode's sample index; the session's others (forks for ``n`` > 1 choices,
+sub-agents, a rewritten history) are linked to it and stored beside it. Nothing is stored before
+a run ends, so an interrupted collection resumes by running its unfinished programs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractContextManager, AsyncExitStack
+from typing import TYPE_CHECKING
+
+from trajforge.agent_programs.program import (
+    AgentLauncher,
+    agent_argv,
+    agent_environment,
+    launch_here,
+)
+from trajforge.distributed.options import RayOptions
+from trajforge.envs.registry import get_env
+from trajforge.errors import ConfigError
+from trajforge.judge.scorer import VerifierScorer
+from trajforge.policy.token_policy import TokenPolicy
+from trajforge.rollout import (
+    EpisodeKey,
+    EpisodeRunner,
+    PlayedEpisode,
+    RolloutError,
+    RolloutRun,
+    RolloutSpec,
+    group_id_for,
+)
+from trajforge.schema import OutcomeStatus, Trajectory
+from trajforge.schema.evidence import Verifier
+from trajforge.serve.gateway import ChatGateway, Gateway
+from trajforge.serve.recorder import GatewaySession
+from trajforge.serve.server import serving
+from trajforge.serve.upstream import open_gateway
+
+if TYPE_CHECKING:
+    from trajforge.agent_programs.ray_launch import RayAgentLauncher
+
+
+def launched_on_ray(options: RayOptions) -> AbstractContextManager[RayAgentLauncher]:
+    """The cluster ``options`` name, joined while the block runs, with a launcher that runs
+    each program as a Ray task (a clear error when ray is not installed)."""
+    try:
+        # lazy: ray takes seconds to import and is an optional extra
+        from trajforge.agent_programs.ray_launch import ray_agents
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"ray: {exc.name} is not installed; install the extra: pip install 'trajforge[ray]'"
+        ) from None
+    return ray_agents(options)
+
+
+def env_verifier(env: str) -> Verifier | None:
+    """The verifier of environment ``env`` (an env without one gives no reward)."""
+    return getattr(get_env(env).make(), "verifier", None)
+
+
+class AgentRunner(EpisodeRunner):
+    """Plays each episode of a run as one run of the agent program ``agent``.
+
+    Args:
+        agent: The command line that runs the program once (``python agent.py``; a leading
+            ``python`` is this interpreter).
+        gateway: A gateway to record through, kept open by the caller (RL: one over the very
+            policy it trains); ``None``: opened from the spec's policy by ``start``, with no
+            store of its own, and closed by ``close``.
+        ray: Run the programs as Ray tasks on this cluster (``None``: here).
+    """
+
+    def __init__(
+        self, agent: str, *, gateway: ChatGateway | None = None, ray: RayOptions | None = None
+    ) -> None:
+        self.argv = agent_argv(agent)
+        self._live = gateway
+        self._ray = ray
+        self._gateway: ChatGateway | None = None
+        self._launch: AgentLauncher = launch_here
+        self._url = ""
+        self._verifier: Verifier | None = None
+        self._stack = AsyncExitStack()
+
+    async def start(self, spec: RolloutSpec) -> str:
+        host = "127.0.0.1"
+        if self._ray is not None:
+            launcher = self._stack.enter_context(launched_on_ray(self._ray))
+            self._launch, host = launcher, launcher.host
+        gateway = self._live
+        if gateway is not None and spec.policy is not None:
+            raise RolloutError("spec.policy: the gateway is passed live too; give it once")
+        if gateway is not None and gateway.recorder.store is not None:
+            raise RolloutError(
+                "gateway: an agent rollout's gateway stores nothing itself (the run's store "
+                "takes each run as it ends); open it with store=None"
+            )
+        if gateway is None:
+            if spec.policy is None:
+                raise RolloutError("spec.policy: name the model the gateway serves")
+            # Trajectories are stored as their runs end (the run's store hook), never mid-run.
+            gateway, _ = open_gateway(spec.policy, None, spec.run_id or "", env=spec.env)
+            self._stack.push_async_callback(gateway.close)
+        self._gateway = gateway
+        self._verifier = env_verifier(spec.env) if spec.env is not None else None
+        self._url = self._stack.enter_context(serving(gateway, host=host))
+        return gateway.model_names[0]
+
+    async def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
+        assert self._gateway is not None, "start() opens the gateway"
+        # The run's id is known once it is planned, after start().
+        self._gateway.recorder.run_id = run.run_id
+        limiter = asyncio.Semaphore(run.spec.concurrency or max(1, len(run.todo)))
+
+        async def one(key: EpisodeKey) -> PlayedEpisode:
+            async with limiter:
+                return await self._run(run, key)
+
+        runs = [asyncio.create_task(one(key)) for key in run.todo]
+        try:
+            for finished in asyncio.as_completed(runs):
+                yield await finished
+        finally:
+            for task in runs:
+                task.cancel()
+            await asyncio.gather(*runs, return_exceptions=True)
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+    async def _run(self, run: RolloutRun, key: EpisodeKey) -> PlayedEpisode:
+        assert self._gateway is not None, "start() opens the gateway"
+        recorder = self._gateway.recorder
+        session_id = f"{run.run_id}.{key.task.id}.{key.sample_index}"
+        session = recorder.open(
+            session_id,
+            key.task,
+            group_id=group_id_for(run.run_id, key.task.id),
+            metadata={"sample": key.sample_index},
+        )
+        timeout_s = run.spec.limits.episode_timeout_s
+        told = agent_environment(
+            f"{self._url}/sessions/{session_id}", self._gateway.model_names[0], key.task
+        )
+        done = await self._launch(self.argv, told, key.task.model_dump_json(), timeout_s)
+        if done.returncode is None:
+            assert timeout_s is not None, "only a run with a timeout is killed"
+            recorder.fail(session, OutcomeStatus.TIMEOUT, f"no exit after {timeout_s:g} s")
+        elif done.returncode != 0:
+            why = f"exit status {done.returncode}" + (f": {done.stderr}" if done.stderr else "")
+            recorder.fail(session, OutcomeStatus.ERROR, why)
+        elif session.reward is None and (printed := done.printed_reward) is not None:
+            recorder.set_reward(session, printed, {})
+        if session.reward is None and session.failure is None and self._verifier is not None:
+            await self._verify(session, self._verifier)
+        trajectories = recorder.trajectories(session)
+        # The run's trajectories leave with it: a long collection holds only the runs under way.
+        del recorder.sessions[session_id]
+        return _episode(trajectories, key.sample_index)
+
+    async def _verify(self, session: GatewaySession, verifier: Verifier) -> None:
+        assert self._gateway is not None, "start() opens the gateway"
+        scorer = VerifierScorer(verifier)
+        for recording in session.recordings:
+            score = await scorer(self._gateway.recorder.trajectory(session, recording))
+            recording.reward = score.value
+            recording.scores = [score]
+
+
+def agent_runners(
+    agent: str | None, env: str | None
+) -> Callable[[TokenPolicy], AgentRunner] | None:
+    """What RL plays an agent program's episodes with (``RLTrainer(agent_runner=...)``): per
+    step, a runner of ``agent`` against a gateway over the live policy, so every model call
+    samples from the weights being trained (``None`` without an agent: env episodes)."""
+    if agent is None:
+        return None
+    program = agent
+
+    def runner(policy: TokenPolicy) -> AgentRunner:
+        return AgentRunner(program, gateway=Gateway(policy, None, "", env=env))
+
+    return runner
+
+
+def _episode(trajectories: list[Trajectory], sample_index: int) -> PlayedEpisode:
+    """The session's best-rewarded trajectory (the first among equals) as the episode's, the
+    others linked to it."""
+    best = max(
+        range(len(trajectories)),
+        key=lambda i: (-math.inf if trajectories[i].reward is None else trajectories[i].reward, -i),
+    )
+    main = trajectories[best].model_copy(update={"sample_index": sample_index})
+    return PlayedEpisode(main, [t for i, t in enumerate(trajectories) if i != best])
