@@ -147,7 +147,7 @@ def _figures(
         figures.append({"src": src, "alt": "success per stage"})
     for s in stages:
         history = s.get("history") or []
-        if not history or s.get("kind") not in ("rl", "sft"):
+        if not history or s.get("kind") not in ("rl", "sft", "dpo"):
             continue
         steps = [h.get("step", i + 1) for i, h in enumerate(history)]
         if s["kind"] == "rl":
@@ -200,7 +200,9 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         for s in stages
         if s.get("kind") != "eval"
     ]
-    trajectories = _load_eval_trajectories(run_dir / results.get("store", "store.db"), evals)
+    # A standalone training run that kept no trajectories has no store (null).
+    store = results.get("store", "store.db")
+    trajectories = _load_eval_trajectories(run_dir / store, evals) if store else {}
     figures = _figures(stages, evals, trajectories)
     sample_pairs = _samples([(s["name"], trajectories.get(s["name"], [])) for s in evals], samples)
     # autoescape on: select_autoescape() would leave a ".html.j2" template unescaped.
@@ -220,7 +222,7 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         plots=figures,
         samples=sample_pairs,
         version=__version__,
-        view_command=view_command(run_dir.resolve()),
+        view_command=view_command(run_dir.resolve()) if store else None,
     )
     out = run_dir / REPORT_FILE
     tmp = out.with_suffix(".html.tmp")
