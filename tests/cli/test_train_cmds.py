@@ -1,9 +1,12 @@
 """``trajforge train``: Ctrl-C exits 130 saying where it stopped and the command that resumes;
-the resume says its step; a used output folder is refused."""
+the resume says its step; a used output folder is refused; piped, a run prints its precision and
+progress lines, and its folder is reported like an experiment's."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,3 +88,76 @@ def test_ctrl_c_exits_130_naming_the_step_checkpoint_and_resume_command(tmp_path
     assert resumed.returncode == 0, resumed.stderr
     assert f"sft: resuming from step {saved} (" in resumed.stderr
     assert "1 steps to go" in resumed.stderr
+
+
+def _report_images(output_dir: Path) -> list[str]:
+    """``trajforge report OUTPUT_DIR`` as a user runs it (the one the run wrote removed first):
+    the alt texts of the report's figures."""
+    (output_dir / "report.html").unlink()
+    made = _trajforge("report", str(output_dir))
+    assert made.returncode == 0, made.stderr
+    html = (output_dir / "report.html").read_text()
+    return re.findall(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]{1000,}" alt="([^"]+)"', html)
+
+
+@pytest.mark.slow
+def test_sft_piped_prints_precision_and_progress_and_its_folder_reports(tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    write_trajectories(
+        data, [synthetic_trajectory(i, turns=2, tokens_per_message=8) for i in range(4)]
+    )
+    out = tmp_path / "sft1"
+    config = tmp_path / "sft.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(out),
+                "data": {"jsonl": str(data), "status": None},
+                "batch_size": 2,
+                "max_steps": 4,
+                "tensorboard": False,
+            }
+        )
+    )
+    run = _trajforge("train", "sft", "--config", str(config))  # stdout and stderr are pipes
+    assert run.returncode == 0, run.stderr
+    assert (
+        "sft: 4 trajectories loaded, 2 per step: 4 steps (2 epochs); precision fp32 (asked "
+        "auto; this machine: fp32 (native bf16 turned off by TRAJFORGE_NO_NATIVE_BF16))"
+    ) in run.stderr
+    progress = [line for line in run.stderr.splitlines() if re.match(r"sft \d+/4 steps", line)]
+    assert progress[0].startswith("sft 1/4 steps loss=") and "elapsed 0:" in progress[0]
+    assert progress[-1].startswith("sft 4/4 steps loss=")
+    assert f"report: {out / 'report.html'}" in run.stdout
+    results = json.loads((out / "results.json").read_text())
+    assert [h["step"] for h in results["stages"][0]["history"]] == [1, 2, 3, 4]
+    assert _report_images(out) == ["sft loss per step"]
+
+
+@pytest.mark.slow
+def test_rl_piped_prints_precision_and_progress_and_its_folder_reports(tmp_path: Path) -> None:
+    out = tmp_path / "rl1"
+    config = tmp_path / "rl.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(out),
+                "env": "calculator",
+                "num_tasks": 2,
+                "groups_per_step": 2,
+                "samples_per_group": 2,
+                "steps": 2,
+                "max_new_tokens": 8,
+                "max_turns": 1,
+                "tensorboard": False,
+            }
+        )
+    )
+    run = _trajforge("train", "rl", "--config", str(config))
+    assert run.returncode == 0, run.stderr
+    assert "; precision fp32 (asked auto; this machine: fp32 (native bf16 turned off" in run.stderr
+    assert "rollouts sampled in fp32" in run.stderr
+    progress = [line for line in run.stderr.splitlines() if re.match(r"rl \d+/2 steps", line)]
+    assert [line.split()[1] for line in progress] == ["1/2", "2/2"]
+    assert "reward_mean=" in progress[-1]
+    assert _report_images(out) == ["rl reward per step", "rl loss per step"]

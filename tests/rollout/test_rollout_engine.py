@@ -313,10 +313,22 @@ def test_hooks_see_the_run_start_each_episode_end_and_the_run_end_even_when_it_f
 
 def test_a_progress_bar_hook_shows_the_episodes_done() -> None:
     out = io.StringIO()
-    bar = RolloutProgress(console=Console(file=out, width=120))
+    bar = RolloutProgress(console=Console(file=out, width=120, force_terminal=True))
     spec = RolloutSpec(tasks=make_tasks(2))
     trajs = asyncio.run(
         arun_rollout(spec, env=lambda: TurnsEnv(1), policy=FakePolicy(), hooks=[bar])
     )
     assert len(trajs) == 2
     assert "rollout" in out.getvalue() and "2/2" in out.getvalue()
+
+
+def test_the_progress_hook_prints_plain_lines_where_no_bar_can_be_drawn() -> None:
+    out = io.StringIO()  # a file, as a run piped to a log has
+    hook = RolloutProgress(console=Console(file=out, width=120))
+    spec = RolloutSpec(tasks=make_tasks(3))
+    asyncio.run(arun_rollout(spec, env=lambda: TurnsEnv(1), policy=FakePolicy(), hooks=[hook]))
+    lines = out.getvalue().splitlines()
+    # The start and the end (three quick episodes are within one 10 s interval); no bar.
+    assert [line.split(" episodes ")[0] for line in lines] == ["rollout 0/3", "rollout 3/3"]
+    assert "reward" in lines[-1] and "errors 0" in lines[-1]
+    assert "\x1b" not in out.getvalue() and "━" not in out.getvalue()

@@ -3,6 +3,7 @@ folder, stopped by Ctrl-C promptly even while a browser's live stream is open.""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,6 +16,8 @@ import httpx
 import pytest
 
 from trajforge.cli.main import main
+from trajforge.cli.view_cmds import _locate
+from trajforge.store import TrajectoryStore
 
 from .layout import RUN
 
@@ -83,4 +86,27 @@ def test_view_names_a_bad_target_in_one_line(
     assert stop.value.code == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and words in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_training_runs_folder_opens_the_store_its_results_name(tmp_path: Path) -> None:
+    store = tmp_path / "elsewhere" / "rollouts.db"
+    TrajectoryStore(store).close()
+    out = tmp_path / "rl1"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps({"kind": "train", "store": str(store)}))
+    assert _locate(out, None) == (store, out)
+
+
+def test_a_training_run_without_a_store_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "results.json").write_text(json.dumps({"kind": "train", "store": None}))
+    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setattr(sys, "argv", ["trajforge", "view", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert "this training run kept no trajectories (set store: in its config" in err
     assert len(err.strip().splitlines()) == 1

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from trajforge.cli.common import (
     JsonOption,
@@ -17,6 +18,8 @@ from trajforge.cli.common import (
 )
 from trajforge.curate import preference_pairs
 from trajforge.errors import DataError
+from trajforge.pipeline.train_results import StandaloneRun
+from trajforge.report.html import build_report
 from trajforge.train.config import DPOConfig, RLConfig, SFTConfig, load_train_config
 from trajforge.train.data import load_source
 from trajforge.train.interrupted import TrainingInterrupted
@@ -48,16 +51,28 @@ OverridesArgument = Annotated[
 
 
 def _train(trainer: Trainer, kind: str, config: Path, overrides: list[str], resume: bool,
-           overwrite: bool) -> TrainResult:  # fmt: skip
-    """``trainer.train``; on Ctrl-C the interruption names the command that resumes it."""
+           overwrite: bool) -> dict[str, Any]:  # fmt: skip
+    """``trainer.train``, its ``results.json`` and report written in ``output_dir`` (on Ctrl-C
+    too: the steps made so far), and the summary the command prints. On Ctrl-C the
+    interruption names the command that resumes it."""
+    run = StandaloneRun(kind, trainer.cfg)
+    main = launched_rank() == 0  # only the main process writes the run folder's files
     try:
-        return trainer.train(resume=resume, overwrite=overwrite)
+        result = trainer.train(resume=resume, overwrite=overwrite)
     except TrainingInterrupted as exc:
+        if main:
+            run.interrupted(exc, trainer.precision())
+            build_report(trainer.cfg.output_dir)
         words = ["trajforge", "train", kind, "--config", str(config), *overrides]
         stop_interrupted(exc, [*words, "--resume" if exc.checkpoint else "--overwrite"])
+    report = None
+    if main:
+        run.finished(result)
+        report = build_report(trainer.cfg.output_dir)
+    return _summary(result, trainer.cfg.output_dir, report)
 
 
-def _summary(result: TrainResult, output_dir: Path) -> dict[str, Any]:
+def _summary(result: TrainResult, output_dir: Path, report: Path | None) -> dict[str, Any]:
     last = result.history[-1] if result.history else {}
     return {
         "plan": result.plan,
@@ -66,6 +81,7 @@ def _summary(result: TrainResult, output_dir: Path) -> dict[str, Any]:
         "resumed_from": result.resumed_from,
         "output_dir": str(output_dir),
         "final": str(result.final_dir) if result.final_dir else None,
+        "report": str(report) if report else None,
         "last": last,
     }
 
@@ -83,6 +99,7 @@ def _report(summary: dict[str, Any], as_json: bool) -> None:
         if isinstance(last.get(k), float)
     )
     console.print(f"[green]done[/green] {summary['steps']} steps -> {summary['final']}  {shown}")
+    console.print(f"report: [bold]{escape(summary['report'])}[/bold]", soft_wrap=True)
 
 
 def sft(
@@ -101,8 +118,7 @@ def sft(
     cfg = load_train_config(config, SFTConfig, overrides or [])
     assert cfg.data is not None  # load_train_config refuses a config without data
     trainer = SFTTrainer(cfg, load_source(cfg.data))
-    result = _train(trainer, "sft", config, overrides or [], resume, overwrite)
-    _report(_summary(result, cfg.output_dir), json_out)
+    _report(_train(trainer, "sft", config, overrides or [], resume, overwrite), json_out)
 
 
 def dpo(
@@ -127,8 +143,7 @@ def dpo(
             f"{cfg.score or 'reward'} differs by at least {cfg.min_margin})"
         )
     trainer = DPOTrainer(cfg, pairs)
-    result = _train(trainer, "dpo", config, overrides or [], resume, overwrite)
-    _report(_summary(result, cfg.output_dir), json_out)
+    _report(_train(trainer, "dpo", config, overrides or [], resume, overwrite), json_out)
 
 
 def rl(
@@ -147,8 +162,7 @@ def rl(
 
     cfg = load_train_config(config, RLConfig, overrides or [])
     trainer = RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env))
-    result = _train(trainer, "rl", config, overrides or [], resume, overwrite)
-    _report(_summary(result, cfg.output_dir), json_out)
+    _report(_train(trainer, "rl", config, overrides or [], resume, overwrite), json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -9,8 +10,9 @@ import typer
 
 from trajforge.cli.common import StoreOption, err_console, resolve_store_path
 from trajforge.cli.preflight import claim_port
-from trajforge.errors import ConfigError, StoreError
+from trajforge.errors import ConfigError, DataError, StoreError
 from trajforge.pipeline.config import STORE_FILE
+from trajforge.report.html import REPORT_FILE, RESULTS_FILE
 
 DEFAULT_PORT = 8765
 
@@ -22,13 +24,33 @@ def _locate(target: Path | None, store: Path | None) -> tuple[Path, Path | None]
     if target is None:
         return resolve_store_path(store), None
     if target.is_dir():
-        path = target / STORE_FILE
+        path = _run_folder_store(target)
         if not path.is_file():
             raise StoreError(f"{target}: no {STORE_FILE} here (is it a trajforge run folder?)")
         return path, target
     if target.is_file():
         return target, None
     raise StoreError(f"{target}: no such run folder or store file")
+
+
+def _run_folder_store(run_dir: Path) -> Path:
+    """The store of a run folder: an experiment's ``store.db``, or the one a standalone
+    training run's ``results.json`` names (its RL rollouts, or the trajectories it learned
+    from), which may lie elsewhere."""
+    path = run_dir / STORE_FILE
+    results = run_dir / RESULTS_FILE
+    if path.is_file() or not results.is_file():
+        return path
+    try:
+        named = json.loads(results.read_text()).get("store", STORE_FILE)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{results}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    if named is None:
+        raise StoreError(
+            f"{run_dir}: this training run kept no trajectories (set store: in its config to "
+            f"keep its rollouts); its curves are in {run_dir / REPORT_FILE}"
+        )
+    return run_dir / named
 
 
 def view(

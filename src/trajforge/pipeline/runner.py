@@ -49,6 +49,7 @@ from trajforge.pipeline.fingerprint import (
     stage_inputs,
     what_changed,
 )
+from trajforge.pipeline.train_results import loss_detail, rl_detail, training_record, write_results
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.report.html import RESULTS_FILE, build_report
 from trajforge.rollout import (
@@ -117,13 +118,8 @@ class ExperimentRunner:
         }
 
     def _save_results(self) -> None:
-        if not self.main:
-            return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        path = self.run_dir / RESULTS_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.results, indent=2, sort_keys=False, default=str))
-        tmp.replace(path)
+        if self.main:
+            write_results(self.run_dir, self.results)
 
     def _record(self, name: str) -> dict[str, Any] | None:
         return next((s for s in self.results["stages"] if s["name"] == name), None)
@@ -362,23 +358,14 @@ class ExperimentRunner:
         )  # fmt: skip
         assert cfg.data is not None  # sft_config always sets it
         result = _train(SFTTrainer(cfg, load_source(cfg.data)), cfg.output_dir)
-        last_loss = result.history[-1].get("loss") if result.history else None
-        detail = f", final loss {last_loss:.3f}" if last_loss is not None else ""
-        return _training_record(result, cfg.output_dir, detail)
+        return training_record(result, cfg.output_dir, loss_detail(result))
 
     def _rl(self, index: int, model: str, attempt: int) -> dict[str, Any]:
         cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt)
         result = _train(
             RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env)), cfg.output_dir
         )
-        rewards = [h["reward_mean"] for h in result.history if "reward_mean" in h]
-        detail = f", train reward {rewards[0]:.2f} -> {rewards[-1]:.2f}" if rewards else ""
-        if result.validation:
-            shown = " -> ".join(f"{p['success']:.0%}" for p in result.validation)
-            detail += f", validation success {shown}"
-        if result.kept_step is not None:
-            detail += f", kept the weights of step {result.kept_step}"
-        return _training_record(result, cfg.output_dir, detail)
+        return training_record(result, cfg.output_dir, rl_detail(result))
 
 
 def _train(trainer: Trainer, output_dir: Path) -> TrainResult:
@@ -386,19 +373,6 @@ def _train(trainer: Trainer, output_dir: Path) -> TrainResult:
     afresh (whatever a failed attempt left without a checkpoint is cleared)."""
     resume = from_main(lambda: latest_checkpoint(output_dir) is not None)
     return trainer.train(resume=resume, overwrite=not resume)
-
-
-def _training_record(result: TrainResult, output_dir: Path, detail: str) -> dict[str, Any]:
-    """A training stage's entry in ``results.json``: its weights, metrics and one line."""
-    return {
-        "model": str(result.final_dir or output_dir),
-        "history": result.history,  # already JSON-clean: MetricsLogger stores plain numbers
-        "steps": result.steps,
-        "precision": result.precision,
-        "validation": result.validation,
-        "kept_step": result.kept_step,
-        "text": f"{result.steps} steps{detail}",
-    }
 
 
 def _counts(counts: Counter[str]) -> str:

@@ -153,7 +153,7 @@ def _figures(
         figures.append({"src": src, "alt": "success per stage"})
     for s in stages:
         history = s.get("history") or []
-        if not history or s.get("kind") not in ("rl", "sft"):
+        if not history or s.get("kind") not in ("rl", "sft", "dpo"):
             continue
         steps = [h.get("step", i + 1) for i, h in enumerate(history)]
         if s["kind"] == "rl":
@@ -221,7 +221,9 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
     pass_ks = sorted({int(k) for s in evals for k in s["summary"].get("pass_at", {})})
     # pass^1 is the success column already; a summary from before pass^k has none.
     hat_ks = sorted({int(k) for s in evals for k in s["summary"].get("pass_hat", {})} - {1})
-    trajectories = _load_eval_trajectories(run_dir / results.get("store", "store.db"), evals)
+    # A standalone training run that kept no trajectories has no store (null).
+    store = results.get("store", "store.db")
+    trajectories = _load_eval_trajectories(run_dir / store, evals) if store else {}
     rows = [
         {
             "name": _label(s),
@@ -258,7 +260,7 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         plots=figures,
         samples=sample_pairs,
         version=__version__,
-        view_command=view_command(run_dir.resolve()),
+        view_command=view_command(run_dir.resolve()) if store else None,
     )
     out = run_dir / REPORT_FILE
     tmp = out.with_suffix(".html.tmp")

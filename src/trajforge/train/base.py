@@ -16,6 +16,7 @@ from rich.console import Console
 from torch.distributed.fsdp import FSDPModule
 
 from trajforge.memory import start_memory_watchdog
+from trajforge.precision import describe_machine
 from trajforge.train.batch import TokenBatch, TokenSequence, micro_batches
 from trajforge.train.checkpoint import (
     claim_output_dir,
@@ -114,7 +115,7 @@ class Trainer(ABC):
         else:
             from_main(lambda: claim_output_dir(out, overwrite=overwrite))
         total = self.total_steps()
-        self.say(f"{self.description}: {self.plan()}; precision {self.precision()}")
+        self.say(f"{self.description}: {self.plan()}; precision {self.precision_text()}")
         if resume:
             self.say(
                 f"{self.description}: resuming from step {start} ({saved}); "
@@ -166,6 +167,12 @@ class Trainer(ABC):
     def precision(self) -> str:
         """``bf16`` when the steps run under bf16 autocast, else ``fp32``."""
         return "bf16" if self.parts.accelerator.mixed_precision == "bf16" else "fp32"
+
+    def precision_text(self) -> str:
+        """The precision the steps run at and why: what the config asked for and what this
+        machine makes of ``auto``."""
+        asked = self.cfg.model.precision
+        return f"{self.precision()} (asked {asked}; this machine: {describe_machine()})"
 
     @abstractmethod
     def plan(self) -> str:

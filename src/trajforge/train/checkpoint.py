@@ -35,8 +35,16 @@ class OutputDirError(TrajforgeError):
     """An output folder holds another run that a fresh run would mix with."""
 
 
-RUN_ENTRIES = ("metrics.jsonl", "tensorboard", "checkpoints", "final")
-"""What a training run writes in its output folder."""
+RUN_ENTRIES = (
+    "metrics.jsonl",
+    "tensorboard",
+    "checkpoints",
+    "final",
+    "results.json",
+    "report.html",
+)
+"""What a training run writes in its output folder (``trajforge train`` its results and report
+too)."""
 
 
 def rng_state() -> dict[str, Any]:

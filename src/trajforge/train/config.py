@@ -194,7 +194,8 @@ class CommonSettings(_Config):
     tensorboard: bool = True
     """Also write TensorBoard event files."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show progress: a bar on a terminal, else (a pipe, a file) a plain line at the first and
+    last step and at most one per 10 s."""
     distributed: DistributedSettings = Field(default_factory=DistributedSettings)
     """Data-parallel or sharded training over several processes."""
 

@@ -1,4 +1,5 @@
-"""Per-step training metrics to JSONL and TensorBoard, with a Rich progress bar on the console."""
+"""Per-step training metrics to JSONL and TensorBoard, with a Rich progress bar on the console
+(plain progress lines where stderr is not a terminal)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+from trajforge.progress_lines import ProgressLines, draws_live
 
 _SHOWN = ("loss", "reward_mean", "kl_ref", "tokens_per_s")
 
@@ -43,6 +46,7 @@ class MetricsLogger:
         self.history: list[dict[str, Any]] = []
         self._writer: Any = None
         self._progress: Progress | None = None
+        self._lines: ProgressLines | None = None
         if not enabled:
             return
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -52,7 +56,10 @@ class MetricsLogger:
             from torch.utils.tensorboard import SummaryWriter
 
             self._writer = SummaryWriter(log_dir=str(output_dir / "tensorboard"))
-        if progress:
+        console = Console(stderr=True)
+        if progress and not draws_live(console):
+            self._lines = ProgressLines(console, description, total_steps, "steps")
+        elif progress:
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
@@ -60,7 +67,7 @@ class MetricsLogger:
                 TextColumn("{task.fields[shown]}"),
                 TimeElapsedColumn(),
                 TimeRemainingColumn(),
-                console=Console(stderr=True),
+                console=console,
             )
             self._task = self._progress.add_task(
                 description, total=total_steps, completed=start_step, shown=""
@@ -88,9 +95,11 @@ class MetricsLogger:
                 if isinstance(value, int | float) and math.isfinite(value):
                     self._writer.add_scalar(key, value, step)
             self._writer.flush()
+        shown = " ".join(f"{k}={metrics[k]:.4g}" for k in _SHOWN if k in metrics)
         if self._progress is not None:
-            shown = " ".join(f"{k}={metrics[k]:.4g}" for k in _SHOWN if k in metrics)
             self._progress.update(self._task, completed=step, shown=shown)
+        if self._lines is not None:
+            self._lines.update(step, shown)
 
     def close(self) -> None:
         if self._progress is not None:

@@ -46,7 +46,7 @@ from trajforge.errors import ConfigError
 from trajforge.judge.scorer import Rubric
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.token_policy import TokenPolicy
-from trajforge.precision import Precision, resolve_precision, torch_dtype
+from trajforge.precision import Precision, precision_of, resolve_precision, torch_dtype
 from trajforge.rollout import (
     EpisodeRunner,
     Limits,
@@ -201,6 +201,9 @@ class RLTrainer(Trainer):
             f"{len(self.tasks)} {cfg.env} tasks loaded, {cfg.groups_per_step} x "
             f"{cfg.samples_per_group} episodes per step: {cfg.steps} steps"
         )
+
+    def precision_text(self) -> str:
+        return f"{super().precision_text()}, rollouts sampled in {precision_of(self.rollout_dtype)}"
 
     def cursor(self) -> dict[str, Any]:
         return {

@@ -77,11 +77,15 @@ def read_curves(path: Path, stage: str) -> list[Curve]:
 
 
 def run_folder_curves(run_dir: Path | None, stage: str | None = None) -> list[Curve]:
-    """Every stage's curves in ``run_dir`` (``<stage>/metrics.jsonl``), or one stage's."""
+    """Every stage's curves in ``run_dir`` (``<stage>/metrics.jsonl``), or one stage's; a
+    standalone training run's folder is its one stage (``metrics.jsonl``, named as the folder)."""
     if run_dir is None:
         return []
     curves: list[Curve] = []
-    for path in sorted(run_dir.glob(f"*/{METRICS_FILE}")):
+    paths = sorted(run_dir.glob(f"*/{METRICS_FILE}"))
+    if (run_dir / METRICS_FILE).is_file():
+        paths.insert(0, run_dir / METRICS_FILE)
+    for path in paths:
         if stage is None or path.parent.name == stage:
             curves.extend(read_curves(path, path.parent.name))
     return curves
