@@ -6,9 +6,12 @@ from __future__ import annotations
 import pytest
 
 from trajforge.errors import ConfigError
-from trajforge.policy.models.tiny import TINY_LAYERS, TINY_MAX_POSITIONS
+from trajforge.policy.models.tiny import SCRATCH_SIZES
 from trajforge.train.config import LoraSettings, ModelSettings, SFTConfig
 from trajforge.train.model import build_train_parts
+
+TINY_LAYERS = SCRATCH_SIZES["tiny"].layers
+TINY_MAX_POSITIONS = SCRATCH_SIZES["tiny"].max_positions
 
 
 def _build(**kw: object) -> None:
