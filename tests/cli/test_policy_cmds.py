@@ -4,39 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from trajforge.cli.main import main
+from cli_runner import RunCli
 from trajforge.policy.base import SamplingParams
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import Message, Role, Task, Trajectory
 from trajforge.store import TrajectoryStore
 
-Result = tuple[int, str, str]
-Cli = Callable[..., Result]
+Cli = RunCli
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def run(*args: str | Path) -> Result:
-        monkeypatch.setattr(sys, "argv", ["trajforge", *map(str, args)])
-        capsys.readouterr()
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+def cli(run_cli: RunCli) -> RunCli:
+    """This module's name for the ``run_cli`` fixture (tests/cli/conftest.py)."""
+    return run_cli
 
 
 def scripted_trajectory(task_id: str, run_id: str) -> Trajectory:

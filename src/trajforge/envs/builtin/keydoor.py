@@ -186,18 +186,24 @@ def layout(rng: random.Random) -> list[list[str]]:
     return cells
 
 
-def _make_one(rng: random.Random) -> Task:
+def draw_board(rng: random.Random, min_path: int, max_path: int) -> tuple[KeyBoard, int]:
+    """A random solvable board whose shortest solution is ``min_path`` to ``max_path`` moves,
+    and that length."""
     while True:
         rows = tuple("".join(row) for row in layout(rng))
         board = KeyBoard.from_task(Task(id="draft", prompt="", data={"rows": list(rows)}))
         path = board.shortest_path()
-        if path is not None and MIN_PATH <= len(path) <= MAX_PATH:
-            break
+        if path is not None and min_path <= len(path) <= max_path:
+            return board, len(path)
+
+
+def _make_one(rng: random.Random) -> Task:
+    board, shortest = draw_board(rng, MIN_PATH, MAX_PATH)
     prompt = (
         "Walk @ to G. # is a wall. Step on a key (a, b) to pick it up; door A opens only while "
         f"you hold key a, door B only with key b. Row 1 is the top.\n{board.render()}"
     )
-    return Task(id="draft", prompt=prompt, data={"rows": list(rows), "shortest": len(path)})
+    return Task(id="draft", prompt=prompt, data={"rows": list(board.rows), "shortest": shortest})
 
 
 def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:

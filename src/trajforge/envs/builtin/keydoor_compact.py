@@ -27,7 +27,7 @@ from typing import Any
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.envs.builtin.gridworld import GOAL, MOVES, START, Status
-from trajforge.envs.builtin.keydoor import DOORS, KEY_REWARD, KEYS, KeyBoard, layout
+from trajforge.envs.builtin.keydoor import DOORS, KEY_REWARD, KEYS, KeyBoard, draw_board
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.errors import ConfigError
 from trajforge.schema import Message, Role, Task
@@ -108,16 +108,9 @@ def expert(task: Task, messages: list[Message]) -> str | None:
 
 
 def _make_one(rng: random.Random) -> Task:
-    while True:
-        rows = tuple("".join(row) for row in layout(rng))
-        board = KeyBoard.from_task(Task(id="draft", prompt="", data={"rows": list(rows)}))
-        path = board.shortest_path()
-        if path is not None and MIN_PATH <= len(path) <= MAX_PATH:
-            return Task(
-                id="draft",
-                prompt=observe(board),
-                data={"rows": list(rows), "shortest": len(path)},
-            )
+    board, shortest = draw_board(rng, MIN_PATH, MAX_PATH)
+    data = {"rows": list(board.rows), "shortest": shortest}
+    return Task(id="draft", prompt=observe(board), data=data)
 
 
 def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
