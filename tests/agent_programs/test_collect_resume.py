@@ -69,7 +69,9 @@ def test_a_killed_collection_resumes_to_exactly_every_run(
             id=f"t{k:02d}",
             prompt=f"Add {k} and 1?",
             answer=k + 1,
-            data={"sleep": 0.3, "max_tokens": 4},
+            # A second a run: 50 runs four at a time outlast the kill by seconds on a fast CPU
+            # (at 0.3 s a quiet machine finished them between the count and the signal).
+            data={"sleep": 1.0, "max_tokens": 4},
         )
         for k in range(RUNS)
     ]

@@ -160,4 +160,8 @@ def test_rl_piped_prints_precision_and_progress_and_its_folder_reports(tmp_path:
     progress = [line for line in run.stderr.splitlines() if re.match(r"rl \d+/2 steps", line)]
     assert [line.split()[1] for line in progress] == ["1/2", "2/2"]
     assert "reward_mean=" in progress[-1]
-    assert _report_images(out) == ["rl reward per step", "rl loss per step"]
+    assert _report_images(out) == [
+        "rl reward per step",
+        "rl RL diagnostics per step",
+        "rl loss per step",
+    ]

@@ -150,7 +150,7 @@ def test_sharegpt_roles_parallel_calls_and_string_arguments(tmp_path: Path) -> N
         ("sharegpt", {"conversations": [{"from": "human", "value": 3}]}, ":3: conversations.0.value: expected a string"),
         ("openai", {"messages": [{"role": "robot", "content": "x"}]}, ":3: messages.0: role:"),
         ("openai", {"messages": "hi"}, ":3: messages: expected a list"),
-        ("openai", ["not", "an", "object"], ":3: expected a JSON object"),
+        ("openai", ["not", "an", "object"], ":3: a JSON array; import reads JSON Lines"),
         ("adp", {"content": [{"class_": "teleport"}]}, ":3: content.0.class_: unknown ADP item 'teleport'"),
         ("adp", {"schema_version": "9.0.0", "content": []}, ":3: schema_version: '9.0.0' is ADP 9.x; this trajforge reads ADP 1.x"),
     ],

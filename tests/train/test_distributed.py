@@ -160,8 +160,11 @@ def test_a_step_over_two_processes_equals_one_process(
     # The logged metrics are those of the whole step too.
     name = case_name(kind, strategy, lora)
     (logged,) = [json.loads(line) for line in (two_process_runs / name / "metrics.jsonl").open()]
+    # RL's on-policy loss is a mean of advantage terms that cancel to ~1e-7: there a relative
+    # bound means nothing, and the summation order's roundoff, a few units of fp32 on terms of
+    # size ~1, is the bound.
     for key in ("loss", "loss_tokens", "grad_norm"):
-        assert logged[key] == pytest.approx(metrics[key], rel=1e-5), key
+        assert logged[key] == pytest.approx(metrics[key], rel=1e-5, abs=8 * U32), key
 
 
 @pytest.mark.parametrize("name", list(RL_MODES))
