@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -28,10 +30,16 @@ KILL_AFTER = 8
 
 
 def _stored(db: Path) -> int:
+    """Runs of ``col`` in ``db``, read-only: opening a ``TrajectoryStore`` prepares the file
+    (tables, migrations) and may wait on the collection's writes, so the count would come late."""
     if not db.exists():
         return 0
-    with TrajectoryStore(db) as store:
-        return store.count(run="col")
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as conn:
+        try:
+            query = "SELECT count(*) FROM trajectories WHERE run_id = ?"
+            return int(conn.execute(query, ("col",)).fetchone()[0])
+        except sqlite3.OperationalError:  # no table yet: the collection has not started
+            return 0
 
 
 def _kill_mid_way(
