@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from trajforge.judge.stats import mean_ci95
+from trajforge.judge.stats import mean_ci95, wilson_ci95
 from trajforge.pipeline.config import (
     EvalStage,
     Experiment,
@@ -85,15 +85,12 @@ MICRO = [
 ]
 
 
-def wilson(successes: int, n: int) -> tuple[float, float]:
-    """95% Wilson score interval of a success rate (sensible at 0 and 1, unlike mean +- t*s)."""
+def _wilson(successes: int, n: int) -> tuple[float, float]:
+    """``wilson_ci95`` rounded for printing; no interval without episodes."""
     if n == 0:
         return (math.nan, math.nan)
-    z = 1.96
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (round(centre - half, 4), round(centre + half, 4))
+    low, high = wilson_ci95(successes, n)
+    return (round(low, 4), round(high, 4))
 
 
 def _eval_counts(record: dict[str, Any]) -> tuple[int, int]:
@@ -102,7 +99,11 @@ def _eval_counts(record: dict[str, Any]) -> tuple[int, int]:
 
 
 def _rate(successes: int, n: int) -> dict[str, Any]:
-    return {"success": round(successes / n, 4) if n else None, "ci95": wilson(successes, n), "n": n}
+    return {
+        "success": round(successes / n, 4) if n else None,
+        "ci95": _wilson(successes, n),
+        "n": n,
+    }
 
 
 def _over_seeds(rates: list[float]) -> dict[str, Any]:
