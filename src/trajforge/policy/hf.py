@@ -174,6 +174,8 @@ class HFPolicy(TokenPolicy):
         with self._cond:
             self._ensure_worker()
             self._pending.append(request)
+            if self.prefix_cache is not None:
+                self.prefix_cache.expect_outstanding(len(self._pending) + self._live)
             self._cond.notify_all()
         return await future
 
