@@ -73,6 +73,17 @@ def test_entries_beyond_the_entry_limit_are_evicted_until_more_requests_are_outs
     assert cache.max_entries == 6
 
 
+def test_discard_drops_the_entries_a_finished_conversation_starts_with() -> None:
+    cache = PrefixCache(10**9)
+    for tokens in ([1, 2], [1, 2, 3, 4], [7, 8], [1, 5]):
+        cache.store(entry(tokens))
+    cache.discard([1, 2, 3, 4, 9, 9])
+    assert len(cache) == 2 and cache.lookup([1, 2, 3, 4, 5]) is None
+    assert cache.lookup([7, 8, 0]) is not None and cache.lookup([1, 5, 0]) is not None
+    cache.discard([6])  # nothing it starts with: nothing dropped
+    assert len(cache) == 2
+
+
 def test_a_policy_raises_the_entry_limit_with_the_requests_outstanding() -> None:
     model, tok = tiny_model_and_tokenizer(seed=0)
     policy = HFPolicy(model, tok, max_batch_size=4, prefix_cache_mb=16)

@@ -18,6 +18,9 @@ of short conversations from 16 clients held every one of them until the byte lim
 model's server grew by 200 MB over 6,000 calls in ``bench/soak.py``, flat without the cache).
 The entry limit is ``MIN_ENTRIES`` or twice the most requests the engine has seen outstanding
 at once, whichever is larger, so a lockstep rollout of 512 episodes still keeps all 512.
+An episode that ends drops its entries at once (``discard``, from ``Policy.end_session``): an
+eval of 200 SmolLM2 episodes, 16 at a time, otherwise grew by 470 MB as finished episodes filled
+the cache to its byte limit after warm-up.
 
 Entries are indexed by (length, rolling hash of their tokens), so finding the longest entry that
 prefixes a prompt, or the entries a new one extends, costs one pass over the prompt whatever the
@@ -121,6 +124,12 @@ class PrefixCache:
         self._bytes += entry.nbytes
         while self._bytes > self.capacity_bytes or len(self._entries) > self.max_entries:
             self._drop(next(iter(self._entries)))
+
+    def discard(self, tokens: Sequence[int]) -> None:
+        """Drop the entries ``tokens`` starts with: a finished conversation's, which no prompt
+        will continue."""
+        for key in list(self._prefixes_of(tokens, prefix_hashes(tokens, len(tokens)))):
+            self._drop(key)
 
     def clear(self) -> None:
         self._entries.clear()
