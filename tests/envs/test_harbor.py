@@ -4,6 +4,7 @@ file it lacks. The tasks (examples/harbor_tasks) are written as Harbor's docs la
 
 from __future__ import annotations
 
+import runpy
 import shutil
 from pathlib import Path
 
@@ -199,3 +200,15 @@ def test_bad_folders_and_multi_container_tasks_are_refused(tmp_path: Path) -> No
     (task_dir / "task.toml").write_text("[verifier\n")
     with pytest.raises(ConfigError, match=r"task.toml: not valid TOML"):
         read_task(task_dir)
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "harbor_env.py"
+
+
+@needs_sandbox
+async def test_the_docs_example_is_shown_whole_and_scores_one_then_zero() -> None:
+    text = EXAMPLE.read_text()
+    assert len([line for line in text.splitlines() if line.strip()]) <= 15
+    assert f"```python\n{text}```" in (EXAMPLE.parents[1] / "docs" / "harbor.md").read_text()
+    namespace = runpy.run_path(str(EXAMPLE))  # its functions, without running main
+    assert await namespace["main"](str(HELLO)) == [1.0, 0.0]

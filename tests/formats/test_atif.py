@@ -4,6 +4,7 @@ trajectory round-trips exactly, and bad documents are refused whole, naming file
 from __future__ import annotations
 
 import json
+import runpy
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,24 @@ def test_a_trajectory_without_messages_cannot_be_written() -> None:
     empty = Trajectory(id="e", task=Task(id="t", prompt="p"))
     with pytest.raises(DataError, match=r"trajectory e: no messages; an ATIF document needs"):
         to_atif(empty)
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "atif_example.py"
+
+
+def test_the_docs_example_is_shown_whole_and_reads_and_writes_the_rfc_example(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = EXAMPLE.read_text()
+    assert len([line for line in text.splitlines() if line.strip()]) <= 15
+    assert f"```python\n{text}```" in (EXAMPLE.parents[1] / "docs" / "atif.md").read_text()
+    namespace = runpy.run_path(str(EXAMPLE))  # its functions, without running main
+    namespace["main"](str(STOCKS), str(tmp_path / "out.json"))
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert lines[1].endswith(
+        'financial_search({"ticker": "GOOGL", "metric": "price"}) '
+        'financial_search({"ticker": "GOOGL", "metric": "volume"})'
+    )
+    written = AtifTrajectory.model_validate_json((tmp_path / "out.json").read_text())
+    assert written.schema_version == ATIF_VERSION and len(written.steps) == 3
