@@ -142,9 +142,30 @@ def test_an_unknown_version_is_refused_naming_it(tmp_path: Path) -> None:
     path.write_text(json.dumps({**_example(STOCKS), "schema_version": "ATIF-v2.0"}, indent=2))
     with pytest.raises(
         DataError,
-        match=r"trajectory.json:1: schema_version: 'ATIF-v2.0' is not an ATIF version this "
+        match=r"trajectory.json:2: schema_version: 'ATIF-v2.0' is not an ATIF version this "
         r"trajforge reads \(ATIF-v1.0 to ATIF-v1.7\)",
     ):
+        list(read_atif_file(path))
+
+
+def test_a_pretty_printed_document_names_the_line_of_the_bad_field(tmp_path: Path) -> None:
+    document = _example(STOCKS)
+    del document["steps"][1]["tool_calls"][1]["function_name"]
+    document["steps"][2]["timestamp"] = "later"
+    path = tmp_path / "trajectory.json"
+    text = json.dumps(document, indent=2)
+    path.write_text(text)
+    lines = text.splitlines()
+    call = next(i for i, line in enumerate(lines) if '"call_volume_2"' in line)  # 0-based
+    assert lines[call - 1].strip() == "{"  # the call that lacks its name starts a line above
+    with pytest.raises(DataError, match=rf"trajectory.json:{call}: steps.1.tool_calls.1."
+                       r"function_name: Field required \(and 1 more problem\)"):  # fmt: skip
+        list(read_atif_file(path))
+    del document["steps"][1]["tool_calls"]
+    path.write_text(json.dumps(document, indent=2))
+    stamp = next(i for i, line in enumerate(json.dumps(document, indent=2).splitlines(), 1)
+                 if '"later"' in line)  # fmt: skip
+    with pytest.raises(DataError, match=rf"trajectory.json:{stamp}: steps.2.timestamp: not an"):
         list(read_atif_file(path))
 
 

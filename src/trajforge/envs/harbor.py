@@ -33,7 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from trajforge.envs.sandbox import Mount, SandboxConfig, episode_uid, run_command
+from trajforge.envs.sandbox import (
+    Mount,
+    SandboxConfig,
+    SandboxResult,
+    episode_uid,
+    run_command,
+)
 from trajforge.envs.taskset import TEST, TRAIN
 from trajforge.envs.tool import Tool, ToolContext, ToolError
 from trajforge.envs.tool_env import ToolEnv
@@ -234,7 +240,7 @@ class Workspace:
                 os.chown(path, self.uid, self.uid, follow_symlinks=False)
 
     async def run(self, script: str, config: SandboxConfig, *extra: Mount,
-                  env: dict[str, str] | None = None) -> Any:  # fmt: skip
+                  env: dict[str, str] | None = None) -> SandboxResult:  # fmt: skip
         mounts = (Mount(self.app, self.task.workdir, True), Mount(self.logs, "/logs", True))
         return await run_command(["/bin/bash", "-c", script], config, mounts=(*mounts, *extra),
                                  cwd=self.task.workdir, env={**self.task.env, **(env or {})},

@@ -15,13 +15,14 @@ is no tool call, a system event) is a user message after the step; content parts
 an image ``[image: path]``; a subagent reference without content ``[subagent trajectory:
 id]``. Logprobs that do not align with the completion ids (ATIF only says they should) are
 dropped and the drop noted in ``metadata["atif"]["dropped"]``. A file is one ATIF document
-(Harbor's ``agent/trajectory.json``) or one per line; it is read whole or not at all, and an
-unknown ``schema_version`` is refused, naming it.
+(Harbor's ``agent/trajectory.json``) or one per line; it is read whole or not at all, an error
+naming the line of the bad field, and an unknown ``schema_version`` is refused, naming it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -310,31 +311,77 @@ def _imported(doc: AtifTrajectory, extra: dict[str, Any], dropped: list[str]) ->
 
 def read_atif_file(path: Path) -> Iterator[Trajectory]:
     """The trajectories of an ATIF file: one JSON document (over any number of lines), or one
-    document per line. ``DataError`` names ``file:line`` (where the document starts) and the
-    field; a caller gets every trajectory or none."""
+    document per line. ``DataError`` names ``file:line`` (the line of the bad field, or of its
+    nearest parent present) and the field; a caller gets every trajectory or none."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: cannot read: {exc}") from None
     try:
-        documents = [(1, json.loads(text))]
+        documents = [(1, text, json.loads(text))]
     except json.JSONDecodeError:
         documents = []
         for lineno, line in enumerate(text.splitlines(), start=1):
             if line.strip():
                 try:
-                    documents.append((lineno, json.loads(line)))
+                    documents.append((lineno, line, json.loads(line)))
                 except json.JSONDecodeError:
                     raise DataError(json_error(line, f"{path}:{lineno}")) from None
     if not documents:
         raise DataError(f"{path}: the file is empty")
     trajectories = []
-    for lineno, document in documents:
-        where = f"{path}:{lineno}"
+    for lineno, source, document in documents:
         if not isinstance(document, dict):
-            raise DataError(f"{where}: expected an ATIF document (a JSON object)")
+            raise DataError(f"{path}:{lineno}: expected an ATIF document (a JSON object)")
         try:
             trajectories.append(from_atif(document, f"{path.stem}-{lineno}"))
         except DataError as exc:
-            raise DataError(f"{where}: {str(exc).removeprefix('record: ')}") from None
+            problem = str(exc).removeprefix("record: ")
+            field = _FIELD.match(problem)
+            offset = _offset(source, field.group(1).split(".")) if field else 0
+            at = lineno + source.count("\n", 0, offset)
+            raise DataError(f"{path}:{at}: {problem}") from None
     yield from trajectories
+
+
+_FIELD = re.compile(r"^(\w+(?:\.\w+)*): ")
+_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def _offset(text: str, parts: list[str]) -> int:
+    """Where the value at ``parts`` (keys and list indexes) starts in the JSON ``text``, or
+    its deepest parent present (a missing field: the object that lacks it)."""
+    pos = _skip(text, 0)
+    for part in parts:
+        found = _child(text, pos, part)
+        if found is None:
+            break
+        pos = found
+    return pos
+
+
+def _child(text: str, pos: int, part: str) -> int | None:
+    opening = text[pos : pos + 1]
+    if opening not in ("{", "["):
+        return None
+    pos, index = _skip(text, pos + 1), 0
+    while text[pos : pos + 1] not in ("}", "]", ""):
+        if opening == "{":
+            key, pos = _DECODER.raw_decode(text, pos)  # a key is a JSON string
+            pos = _skip(text, _skip(text, pos) + 1)  # past the colon
+            hit = key == part
+        else:
+            hit = str(index) == part
+        if hit:
+            return pos
+        pos = _skip(text, _DECODER.raw_decode(text, pos)[1])
+        if text[pos : pos + 1] == ",":
+            pos = _skip(text, pos + 1)
+        index += 1
+    return None
+
+
+def _skip(text: str, pos: int) -> int:
+    match = _SPACE.match(text, pos)
+    return match.end() if match else pos
