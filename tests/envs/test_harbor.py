@@ -74,6 +74,9 @@ def test_the_entry_is_a_harbor_source_with_its_tasks_for_either_split() -> None:
     assert sorted(t.id for t in entry.tasks(10)) == ["hello-world", "trajforge/count-lines"]
     assert sorted(t.id for t in entry.tasks(10, split="test")) == sorted(
         t.id for t in entry.tasks(10))  # fmt: skip
+    hello = _task(entry, "hello-world")
+    assert hello.metadata["harbor"] == {"workdir": "/app", "not_reproduced": ["FROM ubuntu:24.04"]}
+    assert hello.data["path"] == str(HELLO) and hello.env == f"harbor:{TASKS}"
     assert entry.tool_names() == ["bash"]
     env = entry.make(max_turns=3)
     assert isinstance(env, HarborEnv) and env.max_turns == 3

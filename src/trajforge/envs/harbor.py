@@ -29,6 +29,7 @@ import shlex
 import shutil
 import tempfile
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -85,8 +86,7 @@ class HarborTask:
         return self.path / "solution" / "solve.sh"
 
     def task(self, env_name: str) -> Task:
-        meta = {"folder": str(self.path), "workdir": self.workdir,
-                "not_reproduced": list(self.not_reproduced)}  # fmt: skip
+        meta = {"workdir": self.workdir, "not_reproduced": list(self.not_reproduced)}
         return Task(id=self.name, prompt=self.instruction, env=env_name, split=self.split,
                     data={"path": str(self.path)}, metadata={"harbor": meta})  # fmt: skip
 
@@ -147,7 +147,7 @@ def read_task(folder: Path) -> HarborTask:
     )
 
 
-def _section(config: dict[str, Any], folder: Path) -> Any:
+def _section(config: dict[str, Any], folder: Path) -> Callable[[str], dict[str, Any]]:
     def get(name: str) -> dict[str, Any]:
         value = config.get(name) or {}
         if not isinstance(value, dict):
