@@ -16,7 +16,9 @@ from trajforge.envs.harbor import HarborEnv, find_tasks, read_task
 from trajforge.envs.registry import EnvEntry, EnvSource, get_env
 from trajforge.envs.tool_env import EnvError
 from trajforge.errors import ConfigError
+from trajforge.formats.atif import from_atif, to_atif
 from trajforge.formats.tool_calls import parse_tool_calls
+from trajforge.rollout import PolicyRef, RolloutSpec, run_rollout
 from trajforge.schema import Message, Role, Task, ToolCall
 
 TASKS = Path(__file__).resolve().parents[2] / "examples" / "harbor_tasks"
@@ -215,3 +217,17 @@ async def test_the_docs_example_is_shown_whole_and_scores_one_then_zero() -> Non
     assert f"```python\n{text}```" in (EXAMPLE.parents[1] / "docs" / "harbor.md").read_text()
     namespace = runpy.run_path(str(EXAMPLE))  # its functions, without running main
     assert await namespace["main"](str(HELLO)) == [1.0, 0.0]
+
+
+@needs_sandbox
+def test_the_expert_s_rollouts_score_one_and_travel_as_atif() -> None:
+    name = f"harbor:{TASKS}"
+    spec = RolloutSpec(env=name, policy=PolicyRef(name="expert"), tasks=_entry().tasks(10),
+                       run_id="harbor")  # fmt: skip
+    trajectories = run_rollout(spec)
+    assert sorted(t.task.id for t in trajectories) == ["hello-world", "trajforge/count-lines"]
+    for traj in trajectories:
+        assert traj.outcome.reward == 1.0 and traj.env == name
+        assert [m.role for m in traj.messages] == [
+            Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]  # fmt: skip
+        assert from_atif(to_atif(traj)) == traj
