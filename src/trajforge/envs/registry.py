@@ -9,7 +9,9 @@ takes a user's environment by where it is:
 - ``package.module:factory`` (a module on the Python path or in the current directory) or
   ``path/to/file.py:factory``: code (``EnvSource.CODE``);
 - ``path/to/env.yaml``: an env file (MCP servers, tools, tasks and a verifier, see
-  ``trajforge.envs.mcp.envfile``; ``EnvSource.ENV_FILE``).
+  ``trajforge.envs.mcp.envfile``; ``EnvSource.ENV_FILE``);
+- ``openenv:URL``, ``openenv:module:attr`` or ``openenv-text:...``: an OpenEnv server, running
+  or started from its code (``trajforge.envs.openenv.source``; ``EnvSource.OPENENV``).
 
 Every source produces the same ``EnvEntry``: a name, where it came from, a factory called once
 per episode, its tasks, its scripted expert, its scripted user (envs with a simulated user),
@@ -67,9 +69,13 @@ USER_TEST_FRACTION = 0.1
 # Imported by name only when an env file is named: it loads the MCP SDK.
 ENV_FILE_MODULE = "trajforge.envs.mcp.envfile"
 ENV_FILE_SUFFIXES = (".yaml", ".yml")
+# Imported by name only when an OpenEnv env is named: openenv-core takes seconds to import.
+OPENENV_MODULE = "trajforge.envs.openenv.source"
+OPENENV_PREFIXES = ("openenv:", "openenv-text:")
 USER_ENV_KINDS = (
     "module:factory or file.py:factory (your code)",
     "path/env.yaml (an env file: MCP servers, tools, tasks)",
+    "openenv:URL or openenv:module:app (an OpenEnv server)",
 )
 
 TasksFn = Callable[[int, int, str], list[Task]]
@@ -82,6 +88,7 @@ class EnvSource(StrEnum):
     TAU2 = "tau2"
     CODE = "code"
     ENV_FILE = "env file"
+    OPENENV = "openenv"
 
 
 def _no_expert(task: Task, messages: list[Message]) -> str | None:
@@ -283,7 +290,7 @@ def _from_code(name: str) -> EnvEntry:
 @cache
 def get_env(name: str) -> EnvEntry:
     """The entry of env ``name``: a name in ``ENVS`` (a built-in, ``tau2-<domain>``),
-    ``module:factory``, ``path/file.py:factory`` or ``path/env.yaml``.
+    ``module:factory``, ``path/file.py:factory``, ``path/env.yaml`` or ``openenv:TARGET``.
 
     Raises:
         ConfigError: nothing is known or found by that name; the message gives the closest
@@ -295,6 +302,9 @@ def get_env(name: str) -> EnvEntry:
         ENVS.add(name, partial(_tau2_entry, name))
     if name in ENVS:
         return ENVS.get(name)()
+    if name.startswith(OPENENV_PREFIXES):
+        entry: EnvEntry = importlib.import_module(OPENENV_MODULE).entry(name)
+        return entry
     if name.endswith(ENV_FILE_SUFFIXES):
         return _from_env_file(name)
     if is_ref(name):
