@@ -21,13 +21,16 @@ the episode goes on; a server that is gone or stops answering raises ``OpenEnvSe
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from openenv.core import client_types
 from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import WebSocketException
 
@@ -37,6 +40,10 @@ from trajforge.envs.tool_env import ERROR_PREFIX, EnvError
 from trajforge.schema import FunctionSpec, Message, Role, Task, ToolCall, ToolSpec
 
 MESSAGE_TIMEOUT_S = 300.0
+# How long an episode waits for a session of a server that serves few at once.
+SESSION_WAIT_S = 600.0
+SESSION_POLL_S = 0.25
+CAPACITY_CODE = "CAPACITY_REACHED"
 # OpenEnv's base Action field: plumbing of its own, not something the model chooses.
 ACTION_BASE_FIELDS = ("metadata",)
 
@@ -142,7 +149,7 @@ class OpenEnvEnv(Env):
         arguments: dict[str, Any] = {"episode_id": task.id, **task.data.get("reset", {})}
         if task.data.get("seed") is not None:
             arguments["seed"] = task.data["seed"]
-        result = await self._must(self._client.reset(**arguments), "reset")
+        result = await self._open_session(arguments)
         self._observation, self._task_id, self.done = dict(result.observation), task.id, False
         opening = "\n\n".join(p for p in (task.prompt, observation_text(self._observation)) if p)
         system = task.system if task.system is not None else self._system_prompt(info)
@@ -150,6 +157,30 @@ class OpenEnvEnv(Env):
             Message(role=Role.SYSTEM, content=system),
             Message(role=Role.USER, content=opening),
         ]
+
+    async def _open_session(
+        self, arguments: dict[str, Any]
+    ) -> client_types.StepResult[dict[str, Any]]:
+        """Reset in a session of the episode's own, waiting while the server has none free
+        (it serves as many sessions at once as its environment allows, often one)."""
+        assert self._client is not None  # reset() made it
+        deadline = time.monotonic() + SESSION_WAIT_S
+        while True:
+            try:
+                return await self._call(self._client.reset(**arguments))
+            except _Refused as exc:
+                if CAPACITY_CODE not in str(exc):
+                    raise OpenEnvServerError(
+                        f"env {self.name!r}: the OpenEnv server refused the reset: {exc}"
+                    ) from None
+                if time.monotonic() > deadline:
+                    raise OpenEnvServerError(
+                        f"env {self.name!r}: no session of the OpenEnv server came free "
+                        f"within {SESSION_WAIT_S:g} s ({exc})"
+                    ) from None
+            # The server closed this connection; the next request opens another.
+            await self._client.disconnect()
+            await asyncio.sleep(SESSION_POLL_S)
 
     async def step(self, action: Message) -> StepResult:
         if self._client is None or self._info is None:
