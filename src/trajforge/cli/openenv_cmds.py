@@ -41,11 +41,11 @@ def serve(
     """Serve ENV as an OpenEnv server on 127.0.0.1: reset/step/state over HTTP and WebSocket
     (/ws), one episode per session. reset(seed, split) picks the env's task; the action is
     the assistant's turn (content, tool_calls), the observation the env's messages."""
+    chosen = claim_port(HOST, port)
+    entry = get_env(env)
     # lazy: openenv-core loads gradio (seconds at start-up); only this command needs it
     from trajforge.envs.openenv.server import serve as serve_openenv
 
-    chosen = claim_port(HOST, port)
-    entry = get_env(env)
     err_console.print(f"serving {entry.name!r} as OpenEnv at http://{HOST}:{chosen} (Ctrl-C stops)")
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_openenv(entry, chosen, sessions))

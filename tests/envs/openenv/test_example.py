@@ -38,7 +38,7 @@ async def test_trajforge_rolls_out_the_example_and_rewards_come_from_openenv() -
     entry = get_env(ENV)
     assert isinstance(entry, OpenEnvEntry)
     policy = ScriptedPolicy(_backwards, load_tokenizer(), name="backwards")
-    spec = RolloutSpec(env=ENV, tasks=TaskSample(count=4), concurrency=2)
+    spec = RolloutSpec(env=ENV, tasks=TaskSample(count=4), concurrency=4)
     try:
         trajectories = await arun_rollout(spec, policy=policy)
     finally:

@@ -21,7 +21,9 @@ from trajforge.envs.openenv.models import (
     ToolCallAction,
     TrajforgeEnvClient,
 )
+from trajforge.envs.openenv.server import EpisodeOrderError, TrajforgeEnvironment
 from trajforge.envs.registry import get_env
+from trajforge.errors import ConfigError
 
 STARTUP_S = 120.0
 
@@ -105,3 +107,20 @@ def test_the_schema_endpoint_publishes_the_typed_models(calculator_url: str) -> 
     assert set(schema["observation"]["properties"]) >= {"messages", "tools", "task_id"}
     metadata = httpx.get(f"{calculator_url}/metadata", timeout=10).json()
     assert metadata["name"] == "calculator" and "arithmetic" in metadata["description"]
+
+
+def test_the_environment_class_runs_without_a_server_on_a_loop_of_its_own() -> None:
+    task = get_env("calculator").tasks(1, seed=1, split="test")[0]
+    environment = TrajforgeEnvironment(get_env("calculator"))
+    try:
+        with pytest.raises(EpisodeOrderError, match="reset before the first step"):
+            environment.step(AssistantAction(content="too early"))
+        opened = environment.reset(seed=1, split="test")
+        assert opened.task_id == task.id and opened.messages[1].content == task.prompt
+        final = environment.step(AssistantAction(content=f"The answer is {task.answer}."))
+        assert final.done and final.reward == 1.0 and environment.state.step_count == 1
+        with pytest.raises(ConfigError, match="split: must be 'train' or 'test'"):
+            environment.reset(split="dev")
+    finally:
+        environment.close()
+    assert environment.env is None

@@ -131,10 +131,10 @@ async def test_a_server_that_does_not_answer_times_out_and_is_killed(tmp_path: P
         "import sys, time\nprint('loading the weights', file=sys.stderr, flush=True)\n"
         "time.sleep(600)\n"
     )
-    slow = entry(f"openenv:{hang}:app", startup_timeout_s=40)
+    slow = entry(f"openenv:{hang}:app", startup_timeout_s=20)
     with pytest.raises(OpenEnvServerError) as caught:
         await slow.make().reset(Task(id="t", prompt=""))
-    assert "did not answer within 40 s" in str(caught.value)
+    assert "did not answer within 20 s" in str(caught.value)
     assert "its stderr ends: loading the weights" in str(caught.value)
     assert _no_children()
 

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from openenv.core import client_types
 from openenv.core.generic_client import GenericEnvClient
-from websockets.exceptions import WebSocketException
+from websockets.exceptions import ConnectionClosedOK, WebSocketException
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.envs.openenv.process import OpenEnvServerError
@@ -167,7 +167,7 @@ class OpenEnvEnv(Env):
         deadline = time.monotonic() + SESSION_WAIT_S
         while True:
             try:
-                return await self._call(self._client.reset(**arguments))
+                return await self._call(self._client.reset(**arguments), closed_is_busy=True)
             except _Refused as exc:
                 if CAPACITY_CODE not in str(exc):
                     raise OpenEnvServerError(
@@ -264,17 +264,27 @@ class OpenEnvEnv(Env):
                 f"env {self.name!r}: the OpenEnv server refused the {what}: {exc}"
             ) from None
 
-    async def _call(self, request: Awaitable[T]) -> T:
+    async def _call(self, request: Awaitable[T], *, closed_is_busy: bool = False) -> T:
+        """``request``'s answer; an error the server answered with raises ``_Refused``, a
+        server gone ``OpenEnvServerError``. With ``closed_is_busy`` (a new connection's first
+        request) a connection the server closed normally is a refusal for want of a session:
+        the server sends its error and closes, at times before the request has gone out."""
         try:
             return await request
         except RuntimeError as exc:
             # OpenEnv's client raises RuntimeError for an error the server answered with.
             raise _Refused(str(exc).removeprefix("Server error: ")) from None
+        except ConnectionClosedOK as exc:
+            if closed_is_busy:
+                raise _Refused(f"the server closed a new connection ({CAPACITY_CODE})") from None
+            raise self._gone(exc) from None
         except (ConnectionError, TimeoutError, OSError, WebSocketException) as exc:
-            raise OpenEnvServerError(
-                f"env {self.name!r}: the OpenEnv server stopped answering "
-                f"({type(exc).__name__}: {exc})"
-            ) from None
+            raise self._gone(exc) from None
+
+    def _gone(self, exc: BaseException) -> OpenEnvServerError:
+        return OpenEnvServerError(
+            f"env {self.name!r}: the OpenEnv server stopped answering ({type(exc).__name__}: {exc})"
+        )
 
     def _system_prompt(self, info: ServerInfo) -> str:
         what = f"You act in the environment {info.name}"

@@ -71,18 +71,17 @@ class OpenEnvProcess:
             self.stop()
             port = _free_port()
             self.url = f"http://{HOST}:{port}"
+            # ``python -m`` puts the current directory on the path, so a module the user
+            # names from there imports in the server as it would here.
             command = [sys.executable, "-m", LAUNCHER, self.ref, "--port", str(port)]
             command += ["--max-sessions", str(self.max_sessions)]
             self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by stop()
-            # The current directory on the path, as for a module the user names from there.
-            path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
             self._process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
                 start_new_session=True,
-                env={**os.environ, "PYTHONPATH": path},
             )
             atexit.register(self.stop)
             failure = self._wait_ready(self._process)
@@ -124,10 +123,6 @@ class OpenEnvProcess:
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
 
     def describe(self) -> str:
         return f"OpenEnv server {self.ref!r}"
