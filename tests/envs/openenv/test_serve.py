@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -9,8 +11,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from openenv.core.generic_client import GenericEnvClient
 
@@ -26,6 +30,7 @@ from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 
 STARTUP_S = 120.0
+WORLD_CLOCK = Path(__file__).resolve().parents[3] / "examples" / "mcp_env" / "world_clock.py"
 
 
 def _free_port() -> int:
@@ -34,10 +39,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def calculator_url() -> Iterator[str]:
+@contextlib.contextmanager
+def _served(env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``trajforge openenv serve ENV`` on a free port, up; stopped with its group after."""
     port = _free_port()
-    command = [sys.executable, "-m", "trajforge", "openenv", "serve", "calculator"]
+    command = [sys.executable, "-m", "trajforge", "openenv", "serve", env]
     process = subprocess.Popen(
         [*command, "--port", str(port)], stderr=subprocess.PIPE, start_new_session=True
     )
@@ -53,10 +59,16 @@ def calculator_url() -> Iterator[str]:
         else:
             assert process.stderr is not None
             pytest.fail(f"the server did not start: {process.stderr.read().decode()[-800:]}")
-        yield url
+        yield url, process
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)
+
+
+@pytest.fixture(scope="module")
+def calculator_url() -> Iterator[str]:
+    with _served("calculator") as (url, _):
+        yield url
 
 
 async def test_openenvs_typed_client_solves_a_calculator_task(calculator_url: str) -> None:
@@ -124,3 +136,27 @@ def test_the_environment_class_runs_without_a_server_on_a_loop_of_its_own() -> N
     finally:
         environment.close()
     assert environment.env is None
+
+
+@pytest.mark.slow
+async def test_an_mcp_env_is_served_and_its_server_stops_when_the_session_ends() -> None:
+    with _served(f"{WORLD_CLOCK}:make_env") as (url, process):
+        server = psutil.Process(process.pid)
+        async with TrajforgeEnvClient(base_url=url) as client:
+            opened = await client.reset(seed=0)
+            tools = {t["function"]["name"] for t in opened.observation.tools}
+            assert tools == {"get_current_time", "convert_time"}
+            arguments = {
+                "source_timezone": "Asia/Tokyo",
+                "time": "09:00",
+                "target_timezone": "Asia/Dubai",
+            }
+            call = ToolCallAction(id="c", name="convert_time", arguments=arguments)
+            step = await client.step(AssistantAction(tool_calls=[call]))
+            converted = json.loads(step.observation.messages[0].content)
+            assert converted["target"]["datetime"][11:16] == "04:00"
+            assert server.children(recursive=True) != []  # the episode's MCP time server
+        deadline = time.monotonic() + 30
+        while server.children(recursive=True) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server.children(recursive=True) == []
