@@ -7,8 +7,9 @@ seed (``task.data["seed"]``), its id as the episode id and any further arguments
 observation. The action is offered one of two ways:
 
 - ``tool``: one tool whose parameters are the action model's JSON schema (without OpenEnv's
-  ``metadata``); each call is one ``step``, its observation the call's tool message. A reply
-  without a call ends the episode (reward 0: the environment did not finish it).
+  ``metadata``); each call is one ``step``, its observation the call's tool message, and a
+  turn's reward its last step's. A reply without a call ends the episode (reward 0: the
+  environment did not finish it).
 - ``text``: the assistant's text is the action: the value of an action with one string field,
   else a JSON object of its fields; the observation comes back as a user message.
 
@@ -256,7 +257,7 @@ class OpenEnvEnv(Env):
         return observation_text(self._observation), reward
 
     async def _must(self, request: Awaitable[T], what: str) -> T:
-        """A reset or state request, which the server must answer."""
+        """A request the server must answer (``state``): a refusal means it is broken."""
         try:
             return await self._call(request)
         except _Refused as exc:
