@@ -52,7 +52,7 @@ def test_the_cli_and_configs_load_no_torch_transformers_or_matplotlib() -> None:
     loaded = _modules_after(
         "import trajforge.cli.main, trajforge.pipeline.config, trajforge.algos.names"
     )
-    assert not {"torch", "transformers", "matplotlib"} & loaded
+    assert not {"torch", "transformers", "matplotlib", "openenv", "gradio"} & loaded
 
 
 def test_algos_exports_its_functions_on_first_access() -> None:

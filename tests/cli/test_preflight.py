@@ -56,6 +56,7 @@ def test_claim_port_refuses_an_address_not_of_this_machine() -> None:
         ["serve", "--model", "tiny", "--port", "{port}"],
         ["view", "--port", "{port}"],
         ["mcp", "serve", "calculator", "--http", "{port}"],
+        ["openenv", "serve", "calculator", "--port", "{port}"],
         ["otel-receive", "--port", "{port}"],
     ],
     ids=lambda c: c[0],
@@ -65,7 +66,7 @@ def test_a_server_on_a_busy_port_says_so_in_one_line_and_creates_nothing(
 ) -> None:
     store = tmp_path / "store.db"
     args = [part.format(port=busy_port) for part in command]
-    if args[0] != "mcp":
+    if args[0] not in ("mcp", "openenv"):
         args += ["--store", str(store)]
     code, out, err = run_cli(*args)
     option = "--http" if args[0] == "mcp" else "--port"

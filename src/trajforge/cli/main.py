@@ -18,6 +18,7 @@ from trajforge.cli import (
     env_cmds,
     eval_cmds,
     mcp_cmds,
+    openenv_cmds,
     policy_cmds,
     rollout_cmds,
     run_cmds,
@@ -77,6 +78,7 @@ for module in (
     serve_cmds,
     collect_cmds,
     mcp_cmds,
+    openenv_cmds,
     config_cmds,
     view_cmds,
 ):

@@ -12,6 +12,8 @@ takes a user's environment by where it is:
   ``trajforge.envs.mcp.envfile``; ``EnvSource.ENV_FILE``);
 - ``harbor:PATH``: a Harbor task folder or a folder of them (``trajforge.envs.harbor``;
   ``EnvSource.HARBOR``).
+- ``openenv:URL``, ``openenv:module:attr`` or ``openenv-text:...``: an OpenEnv server, running
+  or started from its code (``trajforge.envs.openenv.source``; ``EnvSource.OPENENV``).
 
 Every source produces the same ``EnvEntry``: a name, where it came from, a factory called once
 per episode, its tasks, its scripted expert, its scripted user (envs with a simulated user),
@@ -72,10 +74,14 @@ ENV_FILE_SUFFIXES = (".yaml", ".yml")
 # Imported by name only when a Harbor folder is named.
 HARBOR_MODULE = "trajforge.envs.harbor"
 HARBOR_PREFIX = "harbor:"
+# Imported by name only when an OpenEnv env is named: openenv-core takes seconds to import.
+OPENENV_MODULE = "trajforge.envs.openenv.source"
+OPENENV_PREFIXES = ("openenv:", "openenv-text:")
 USER_ENV_KINDS = (
     "module:factory or file.py:factory (your code)",
     "path/env.yaml (an env file: MCP servers, tools, tasks)",
     "harbor:PATH (a Harbor task folder, or a folder of them)",
+    "openenv:URL or openenv:module:app (an OpenEnv server)",
 )
 
 TasksFn = Callable[[int, int, str], list[Task]]
@@ -89,6 +95,7 @@ class EnvSource(StrEnum):
     CODE = "code"
     ENV_FILE = "env file"
     HARBOR = "harbor"
+    OPENENV = "openenv"
 
 
 def _no_expert(task: Task, messages: list[Message]) -> str | None:
@@ -306,7 +313,8 @@ def _from_code(name: str) -> EnvEntry:
 @cache
 def get_env(name: str) -> EnvEntry:
     """The entry of env ``name``: a name in ``ENVS`` (a built-in, ``tau2-<domain>``),
-    ``module:factory``, ``path/file.py:factory``, ``path/env.yaml`` or ``harbor:PATH``.
+    ``module:factory``, ``path/file.py:factory``, ``path/env.yaml``, ``harbor:PATH`` or
+    ``openenv:TARGET``.
 
     Raises:
         ConfigError: nothing is known or found by that name; the message gives the closest
@@ -320,6 +328,9 @@ def get_env(name: str) -> EnvEntry:
         return ENVS.get(name)()
     if name.startswith(HARBOR_PREFIX):
         return _from_harbor(name)
+    if name.startswith(OPENENV_PREFIXES):
+        entry: EnvEntry = importlib.import_module(OPENENV_MODULE).entry(name)
+        return entry
     if name.endswith(ENV_FILE_SUFFIXES):
         return _from_env_file(name)
     if is_ref(name):
