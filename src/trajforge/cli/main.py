@@ -22,6 +22,7 @@ from trajforge.cli import (
     rollout_cmds,
     run_cmds,
     serve_cmds,
+    template_cmds,
     train_cmds,
     view_cmds,
 )
@@ -78,6 +79,7 @@ for module in (
     collect_cmds,
     mcp_cmds,
     config_cmds,
+    template_cmds,
     view_cmds,
 ):
     module.register(app)
