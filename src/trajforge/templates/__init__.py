@@ -15,6 +15,10 @@ Contract:
 - ``source.load(ref, tokenizer)`` finds a template: a model trajforge loads (its tokenizer's
   template and tokens), a GGUF file's metadata, a tokenizer_config.json, or a Jinja file
   (counted in a named tokenizer, else SmolLM2's as a stand-in).
+- ``library``: real templates of other model families (Qwen, DeepSeek R1, Llama, Mistral,
+  Gemma, Phi, gpt-oss), read from the llama.cpp sources that the ``llama-cpp-python`` sdist
+  ships: fetched once at setup into the user cache, never copied into the repository, never
+  fetched at run time.
 - ``trajforge template-check MODEL|TEMPLATE_FILE`` prints the report (``--json``), exiting 0
   only if every shape asked for is prefix-safe.
 
