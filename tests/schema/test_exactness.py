@@ -24,5 +24,10 @@ def test_a_label_that_is_not_exact_needs_a_reason_and_only_a_split_names_its_ori
         Exactness(kind=ExactnessKind.RE_RENDERED, reason="text", split_from="t1")
     label = Exactness(kind=ExactnessKind.SPLIT, reason="edited", split_from="t1")
     row = synthetic_trajectory(0).model_copy(update={"exactness": label}).model_dump(mode="json")
-    assert row["exactness"] == {"kind": "split", "reason": "edited", "split_from": "t1"}
+    assert row["exactness"] == {
+        "kind": "split",
+        "reason": "edited",
+        "split_from": "t1",
+        "rendered_prefix": None,
+    }
     assert Trajectory.model_validate(row).exactness == label

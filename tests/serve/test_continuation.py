@@ -63,6 +63,8 @@ def test_editing_an_earlier_turn_records_a_split_trajectory_linked_to_the_first(
     label = found[split].exactness
     assert label.kind is ExactnessKind.SPLIT and label.split_from == first
     assert label.reason is not None and "message 2 differs" in label.reason
+    # Its five opening messages were rendered from text; the reply after them was sampled.
+    assert label.rendered_prefix == 5
     # Going back to an earlier point of the conversation is a split too.
     back = _call(gateway, "s", [_user("hi"), _assistant("answer 1"), _user("more")])
     label = _trajectories(gateway.recorder, "s")[back].exactness

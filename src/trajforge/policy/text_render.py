@@ -35,6 +35,7 @@ def render_text_only(traj: Trajectory, renderer: ChatRenderer, tokenizer_name: s
             "exactness": Exactness(
                 kind=ExactnessKind.RE_RENDERED,
                 reason=f"imported as text; ids rendered by {tokenizer_name}'s chat template",
+                rendered_prefix=len(session.messages),
             ),
         }
     )

@@ -219,6 +219,9 @@ class Exactness(Strict):
     """Why it is not exact (required unless it is)."""
     split_from: str | None = None
     """The trajectory a ``split`` one broke off from."""
+    rendered_prefix: int | None = Field(default=None, ge=0)
+    """How many leading messages had their ids rendered from text rather than sampled (the
+    turns after them were sampled in that context); ``None``: not known."""
 
     @model_validator(mode="after")
     def _reason_unless_exact(self) -> Exactness:

@@ -63,11 +63,17 @@ def exactness_of(
     for trajectory_id, recorded_messages in recorded:
         why = departure(recorded_messages, messages)
         if why is not None:
-            return Exactness(kind=ExactnessKind.SPLIT, reason=why, split_from=trajectory_id)
+            return Exactness(
+                kind=ExactnessKind.SPLIT,
+                reason=why,
+                split_from=trajectory_id,
+                rendered_prefix=len(messages),
+            )
     as_text = sum(1 for m in messages if m.role is Role.ASSISTANT)
     if as_text:
         return Exactness(
             kind=ExactnessKind.RE_RENDERED,
             reason=f"{as_text} assistant turn(s) sent as text were rendered by the chat template",
+            rendered_prefix=len(messages),
         )
     return Exactness()
