@@ -52,3 +52,10 @@ def test_an_unknown_shape_is_one_clear_error(run_cli: RunCli) -> None:
     code, _, err = run_cli("template-check", "embedded", "--shape", "sideways")
     assert code != 0
     assert "sideways not among the shapes" in err
+
+
+def test_library_and_a_template_are_not_asked_for_together(run_cli: RunCli) -> None:
+    code, _, err = run_cli("template-check", "embedded", "--library")
+    assert code == 1 and "not both" in err
+    code, _, err = run_cli("template-check", "embedded", "--markdown", "x.md")
+    assert code == 1 and "--markdown writes the --library table" in err

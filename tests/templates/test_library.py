@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import tarfile
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
@@ -21,9 +21,7 @@ from trajforge.templates.library import (
     library_dir,
     library_template,
 )
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from trajforge.templates.table import Handling, handling, library_reports, markdown
 
 _BY_NAME = {entry.name: entry for entry in LIBRARY}
 needs_library = pytest.mark.skipif(
@@ -121,3 +119,27 @@ def test_templates_that_refuse_a_shape_say_why() -> None:
     assert llama.error is not None and "single tool-calls" in llama.error
     gemma = _check("google-gemma-2-2b-it", ShapeName.SYSTEM_MULTI_TURN)
     assert gemma.error is not None and "System role not supported" in gemma.error
+
+
+@needs_library
+def test_docs_templates_md_is_what_the_command_writes_today() -> None:
+    page = Path(__file__).parents[2] / "docs" / "templates.md"
+    assert page.read_text() == markdown(library_reports()), (
+        "docs/templates.md is out of date: run "
+        "trajforge template-check --library --markdown docs/templates.md"
+    )
+
+
+def test_each_outcome_is_handled_as_the_renderer_does() -> None:
+    safe = ShapeResult(shape=ShapeName.MULTI_TURN, verdict=Verdict.SAFE)
+    assert handling(safe) is Handling.EXACT
+    refused = ShapeResult(shape=ShapeName.MULTI_TURN, verdict=Verdict.UNSUPPORTED, error="x")
+    assert handling(refused) is Handling.UNSUPPORTED
+
+
+@needs_library
+def test_a_rewritten_history_is_refused_and_a_rewritten_reply_keeps_its_samples() -> None:
+    qwen3 = _check("Qwen-Qwen3-0.6B", ShapeName.REASONING)
+    assert handling(qwen3) is Handling.REFUSES
+    r1 = _check("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", ShapeName.SINGLE_TURN)
+    assert handling(r1) is Handling.KEEPS_SAMPLED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -9,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trajforge.cli.common import JsonOption, console, print_json
+from trajforge.errors import ConfigError
 
 if TYPE_CHECKING:
     from trajforge.templates import ShapeResult, TemplateReport
@@ -16,13 +18,13 @@ if TYPE_CHECKING:
 
 def template_check(
     ref: Annotated[
-        str,
+        str | None,
         typer.Argument(
             metavar="MODEL|TEMPLATE_FILE",
             help="A model (embedded, tiny, a model folder) or a template file (.jinja, .gguf, "
             "tokenizer_config.json).",
         ),
-    ],
+    ] = None,
     shape: Annotated[
         list[str] | None,
         typer.Option("--shape", help="Check only this shape (repeatable; default: all)."),
@@ -41,27 +43,58 @@ def template_check(
     eos_token: Annotated[
         str, typer.Option("--eos-token", help="EOS token text for a template file.")
     ] = "",
+    library: Annotated[
+        bool,
+        typer.Option(
+            "--library",
+            help="Check the embedded model's template and the library's (llama.cpp's, fetched "
+            "by make setup) instead of one.",
+        ),
+    ] = False,
+    markdown: Annotated[
+        Path | None,
+        typer.Option("--markdown", help="With --library: write the table page to this file."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Render conversation shapes turn by turn and whole with a chat template and show where an
     earlier rendering is not a prefix of the next. Exits 1 unless every shape asked for is
-    prefix-safe."""
+    prefix-safe (--markdown writes the page whatever it finds)."""
     # lazy: the template check loads transformers' tokenizer and Jinja code; the CLI starts light
-    from trajforge.templates import check_template, shapes_named, source
+    from trajforge.templates import check_template, shapes_named, source, table
 
-    loaded = source.load(ref, tokenizer, bos_token, eos_token)
-    report = check_template(
-        loaded.template,
-        loaded.tokenizer,
-        loaded.tokenizer_name,
-        shapes_named(shape or []),
-        own_tokenizer=loaded.own_tokenizer,
-    )
-    if as_json:
-        print_json(report.model_dump(mode="json"))
+    if library and ref is not None:
+        raise ConfigError("template-check: give MODEL|TEMPLATE_FILE or --library, not both")
+    if not library and ref is None:
+        raise ConfigError("template-check: give MODEL|TEMPLATE_FILE (or --library)")
+    if markdown is not None and not library:
+        raise ConfigError("template-check: --markdown writes the --library table")
+    if ref is None:
+        reports = table.library_reports()
     else:
-        print_report(report)
-    if not report.ok:
+        loaded = source.load(ref, tokenizer, bos_token, eos_token)
+        reports = [
+            check_template(
+                loaded.template,
+                loaded.tokenizer,
+                loaded.tokenizer_name,
+                shapes_named(shape or []),
+                own_tokenizer=loaded.own_tokenizer,
+            )
+        ]
+    if markdown is not None:
+        markdown.write_text(table.markdown(reports))
+        console.print(f"wrote {markdown}")
+    elif as_json:
+        print_json(
+            [r.model_dump(mode="json") for r in reports]
+            if library
+            else reports[0].model_dump(mode="json")
+        )
+    else:
+        for report in reports:
+            print_report(report)
+    if not all(r.ok for r in reports) and markdown is None:
         # SystemExit, not typer.Exit: click in non-standalone mode returns an Exit's code.
         raise SystemExit(1)
 
