@@ -50,4 +50,5 @@ def test_a_split_trajectory_says_why_and_links_where_it_broke_off(client: TestCl
         "kind": "split",
         "reason": "message 2 was edited",
         "split_from": "first",
+        "rendered_prefix": None,
     }
