@@ -14,7 +14,7 @@ highest of every sample and the main process's own ``VmHWM``.
 
 Soaks (``--soak NAME``, repeatable; default all):
 
-- ``rl``: ``trajforge run examples/agent_rl/experiment.yaml --stage rl`` on the tiny model, 40
+- ``rl``: the RL stage of ``examples/agent_rl/experiment.yaml`` alone on the tiny model, 40
   steps of 8 groups x 4 agent runs (the openai-SDK agent through the gateway), every step
   updating (``filter_zero_advantage=false``: the tiny model solves nothing); progress is
   ``metrics.jsonl``'s steps;
@@ -53,10 +53,12 @@ from typing import Any
 
 import httpx
 import psutil
+import yaml
 from openai import AsyncOpenAI
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from trajforge.cli.failures import ExitCode
 from viewer import _free_port, build_store, page_urls  # bench/viewer.py
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,9 +180,11 @@ def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen([*TRAJFORGE, *args], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
-def finish(proc: subprocess.Popen[bytes], name: str, log: Path) -> None:
-    """Wait for ``proc``; a failure stops the bench with the log's tail."""
-    if proc.wait() != 0:
+def finish(
+    proc: subprocess.Popen[bytes], name: str, log: Path, ok: tuple[int, ...] = (ExitCode.OK,)
+) -> None:
+    """Wait for ``proc``; an exit status outside ``ok`` stops the bench with the log's tail."""
+    if proc.wait() not in ok:
         tail = log.read_text(errors="replace")[-2000:]
         raise SystemExit(f"soak {name}: the process exited {proc.returncode}:\n{tail}")
 
@@ -227,18 +231,28 @@ def watch(
             yield sampler
 
 
+def rl_only(tmp: Path) -> Path:
+    """``examples/agent_rl/experiment.yaml`` with its RL stage alone, which then starts from the
+    base model (in the example it continues the SFT stage's weights)."""
+    exp = yaml.safe_load((ROOT / "examples/agent_rl/experiment.yaml").read_text())
+    exp["stages"] = [s for s in exp["stages"] if s.get("kind") == "rl"]
+    path = tmp / "agent_rl_only.yaml"
+    path.write_text(yaml.safe_dump(exp))
+    return path
+
+
 def soak_rl(sizes: Sizes, tmp: Path, interval: float) -> dict[str, Any]:
     out = tmp / "rl"
     metrics = out / "rl" / "metrics.jsonl"
     t = "stages.rl.train"
     proc = start(
         [
-            "run", "examples/agent_rl/experiment.yaml", "model=tiny",
+            "run", str(rl_only(tmp)), "model=tiny",
             f"{t}.steps={sizes.rl_steps}", f"{t}.groups_per_step={sizes.rl_groups}",
             f"{t}.samples_per_group={sizes.rl_samples}",
             f"{t}.validation.tasks={sizes.rl_validation}",
             f"{t}.model.lora.layers=null", f"{t}.filter_zero_advantage=false",
-            "--stage", "rl", "--out", str(out),
+            "--out", str(out),
         ],
         tmp / "rl.log",
     )  # fmt: skip
@@ -368,7 +382,8 @@ def soak_eval(sizes: Sizes, tmp: Path, interval: float, model: str) -> dict[str,
     began = time.perf_counter()
     try:
         with watch("eval", proc, done, interval) as sampler:
-            finish(proc, "eval", tmp / "eval.log")
+            # Failed episodes (the tiny model's, all of them) are the eval's result, not the soak's.
+            finish(proc, "eval", tmp / "eval.log", ok=(ExitCode.OK, ExitCode.PARTLY_FAILED))
     finally:
         stop(proc)
     return sampler.result(

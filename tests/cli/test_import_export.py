@@ -125,3 +125,22 @@ def test_check_on_text_only_data_says_none_could_be_checked(
         "only: imported, or recorded from a server that reports none; import --render-with "
         "MODEL gives them ids)"
     )
+
+
+def test_harbor_s_trajectory_json_in_and_atif_out_and_in_again(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    example = Path(__file__).parents[1] / "formats" / "atif_examples" / "rfc_v1_5_stock_price.json"
+    store, out = tmp_path / "s.db", tmp_path / "atif.jsonl"
+    code, text, err = run_cli("import", example, "--store", store)
+    assert (code, err) == (0, "") and "imported 1 trajectories (atif, detected)" in text
+    assert run_cli("export", "--out", out, "--format", "atif", "--store", store)[0] == 0
+    assert json.loads(out.read_text())["steps"][1]["tool_calls"][1]["tool_call_id"] == (
+        "call_volume_2")  # fmt: skip
+    code, text, _ = run_cli("import", out, "--skip-existing", "--store", store)
+    assert code == 0 and "1 already stored" in text
+    newer = tmp_path / "trajectory.json"
+    newer.write_text(json.dumps({**json.loads(example.read_text()), "schema_version": "ATIF-v9"}))
+    code, _, err = run_cli("import", newer, "--format", "atif", "--store", tmp_path / "n.db")
+    assert code == 1 and "schema_version: 'ATIF-v9' is not an ATIF version" in err
+    assert not (tmp_path / "n.db").exists()

@@ -173,7 +173,8 @@ def test_an_unknown_name_gets_the_closest_and_every_kind_there_is() -> None:
     assert all(name in message for name in env_names())
     assert message.endswith(
         "; or your own: module:factory or file.py:factory (your code); "
-        "path/env.yaml (an env file: MCP servers, tools, tasks)"
+        "path/env.yaml (an env file: MCP servers, tools, tasks); "
+        "harbor:PATH (a Harbor task folder, or a folder of them)"
     )
     assert "\n" not in message
 

@@ -496,3 +496,36 @@ def test_sync_wrapper_works_inside_a_running_loop() -> None:
         return run_python_sync("print('from a loop')", SandboxConfig(timeout_s=5))
 
     assert asyncio.run(inside()).stdout == "from a loop\n"
+
+
+async def test_a_command_sees_its_mounts_as_given_and_nothing_else(tmp_path: Path) -> None:
+    shared, secret = tmp_path / "work", tmp_path / "secret"
+    shared.mkdir()
+    secret.mkdir()
+    (secret / "key.txt").write_text("s3cret")
+    uid = sandbox.episode_uid()
+    if uid is not None:  # the runs drop to this uid: the folder they write must be its
+        os.chown(shared, uid, uid)
+    mounts = (sandbox.Mount(shared, "/app", True), sandbox.Mount(secret, "/ro"))
+    script = f"pwd; echo $GREETING > out.txt; cat /ro/key.txt; echo x > /ro/new; ls {tmp_path}"
+    result = await sandbox.run_command(
+        ["/bin/bash", "-c", script], mounts=mounts, cwd="/app", env={"GREETING": "hi"}, uid=uid
+    )
+    assert result.stdout == "/app\ns3cret"
+    assert "Read-only file system" in result.stderr and "No such file" in result.stderr
+    assert (shared / "out.txt").read_text() == "hi\n" and not (secret / "new").exists()
+    again = await sandbox.run_command(["/bin/bash", "-c", "cat out.txt"], mounts=mounts[:1],
+                                      cwd="/app", uid=uid)  # fmt: skip
+    assert again.stdout == "hi\n"  # the same uid reads and writes what the last run wrote
+
+
+async def test_mounts_are_never_run_unsandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "_probe", lambda: "bubblewrap is not installed (simulated)")
+    with pytest.raises(SandboxUnavailableError, match="bubblewrap is not installed"):
+        await sandbox.run_command(
+            ["/bin/true"],
+            SandboxConfig(allow_unsandboxed=True),
+            mounts=(sandbox.Mount(Path("/tmp"), "/app"),),
+        )
+    with pytest.raises(SandboxError, match="NUL byte"):
+        await sandbox.run_command(["/bin/echo", "a\x00b"])

@@ -20,6 +20,7 @@ WRITTEN_AND_READ = [
 def test_readable_and_writable_formats() -> None:
     assert WRITTEN_AND_READ == [
         "adp",
+        "atif",
         "openai",
         "otel",
         "sharegpt",

@@ -59,6 +59,49 @@ def test_least_recently_used_entries_are_evicted_beyond_capacity() -> None:
     assert len(cache) == 0 and cache.nbytes == 0
 
 
+def test_entries_beyond_the_entry_limit_are_evicted_until_more_requests_are_outstanding() -> None:
+    cache = PrefixCache(10**9, min_entries=4)
+    for first in range(6):
+        cache.store(entry([first, 9]))
+    assert len(cache) == 4
+    assert cache.lookup([0, 9, 1]) is None and cache.lookup([5, 9, 1]) is not None
+    cache.expect_outstanding(3)  # three conversations may each come back: room for six
+    for first in range(6, 12):
+        cache.store(entry([first, 9]))
+    assert len(cache) == 6
+    cache.expect_outstanding(1)  # the limit never shrinks under entries still useful
+    assert cache.max_entries == 6
+
+
+def test_discard_drops_the_entries_a_finished_conversation_starts_with() -> None:
+    cache = PrefixCache(10**9)
+    for tokens in ([1, 2], [1, 2, 3, 4], [7, 8], [1, 5]):
+        cache.store(entry(tokens))
+    cache.discard([1, 2, 3, 4, 9, 9])
+    assert len(cache) == 2 and cache.lookup([1, 2, 3, 4, 5]) is None
+    assert cache.lookup([7, 8, 0]) is not None and cache.lookup([1, 5, 0]) is not None
+    cache.discard([6])  # nothing it starts with: nothing dropped
+    assert len(cache) == 2
+
+
+def test_a_policy_raises_the_entry_limit_with_the_requests_outstanding() -> None:
+    model, tok = tiny_model_and_tokenizer(seed=0)
+    policy = HFPolicy(model, tok, max_batch_size=4, prefix_cache_mb=16)
+    assert policy.prefix_cache is not None
+    policy.prefix_cache.max_entries = 2
+    prompts = [[1 + i, 5, 6, 7] for i in range(12)]
+
+    async def run() -> None:
+        sampling = SamplingParams(max_new_tokens=3, temperature=1.0, seed=1)
+        await asyncio.gather(*(policy.generate(p, sampling) for p in prompts))
+        await policy.close()
+
+    asyncio.run(run())
+    # The 12 requests were outstanding together (4 decoding, 8 waiting): each keeps its entry.
+    assert policy.prefix_cache.max_entries >= 12
+    assert len(policy.prefix_cache) == 12
+
+
 def brute_force_lookup(stored: list[list[int]], prompt: list[int]) -> list[int] | None:
     candidates = [t for t in stored if len(t) < len(prompt) and prompt[: len(t)] == t]
     return max(candidates, key=len, default=None)

@@ -86,6 +86,26 @@ def test_tiny_hf_policy_batches_across_episodes_and_both_modes_agree_token_for_t
     )
 
 
+def test_a_finished_episode_leaves_nothing_in_the_prefix_cache() -> None:
+    """Second turns reuse the first turns' keys and values; once the episodes end, no prompt
+    can continue them, and the cache holds none of them (an eval of 200 long episodes grew by
+    470 MB when it kept them up to its byte limit)."""
+    policy = load_policy("tiny", max_batch_size=8)
+    cache = policy.prefix_cache
+    assert cache is not None
+    limits = Limits(stop_on_turn_limit=False)
+    for lockstep in (False, True):
+        runs = run_live(
+            lambda: TurnsEnv(2), policy, make_tasks(6), limits=limits,
+            sampling=Sampling(max_new_tokens=6), lockstep=lockstep,
+        )  # fmt: skip
+        assert all(t.usage.turns == 2 for t in runs)
+        # The worker drops them between its steps; closing waits for it.
+        asyncio.run(policy.close())
+        assert len(cache) == 0
+    assert cache.hits >= 12  # every second turn continued its first
+
+
 def test_a_tool_env_times_its_own_slow_tool_out_and_the_episode_goes_on() -> None:
     @tool
     async def slow(x: int) -> str:

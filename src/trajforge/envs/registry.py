@@ -9,7 +9,9 @@ takes a user's environment by where it is:
 - ``package.module:factory`` (a module on the Python path or in the current directory) or
   ``path/to/file.py:factory``: code (``EnvSource.CODE``);
 - ``path/to/env.yaml``: an env file (MCP servers, tools, tasks and a verifier, see
-  ``trajforge.envs.mcp.envfile``; ``EnvSource.ENV_FILE``).
+  ``trajforge.envs.mcp.envfile``; ``EnvSource.ENV_FILE``);
+- ``harbor:PATH``: a Harbor task folder or a folder of them (``trajforge.envs.harbor``;
+  ``EnvSource.HARBOR``).
 
 Every source produces the same ``EnvEntry``: a name, where it came from, a factory called once
 per episode, its tasks, its scripted expert, its scripted user (envs with a simulated user),
@@ -67,9 +69,13 @@ USER_TEST_FRACTION = 0.1
 # Imported by name only when an env file is named: it loads the MCP SDK.
 ENV_FILE_MODULE = "trajforge.envs.mcp.envfile"
 ENV_FILE_SUFFIXES = (".yaml", ".yml")
+# Imported by name only when a Harbor folder is named.
+HARBOR_MODULE = "trajforge.envs.harbor"
+HARBOR_PREFIX = "harbor:"
 USER_ENV_KINDS = (
     "module:factory or file.py:factory (your code)",
     "path/env.yaml (an env file: MCP servers, tools, tasks)",
+    "harbor:PATH (a Harbor task folder, or a folder of them)",
 )
 
 TasksFn = Callable[[int, int, str], list[Task]]
@@ -82,6 +88,7 @@ class EnvSource(StrEnum):
     TAU2 = "tau2"
     CODE = "code"
     ENV_FILE = "env file"
+    HARBOR = "harbor"
 
 
 def _no_expert(task: Task, messages: list[Message]) -> str | None:
@@ -252,6 +259,22 @@ def _from_env_file(name: str) -> EnvEntry:
     return EnvEntry(name, factory, tasks, None, factory.description, source=EnvSource.ENV_FILE)
 
 
+def _from_harbor(name: str) -> EnvEntry:
+    harbor = importlib.import_module(HARBOR_MODULE)
+    tasks = harbor.find_tasks(Path(name.removeprefix(HARBOR_PREFIX)))
+    declared = [t.task(name) for t in tasks]
+
+    def chosen(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
+        # A benchmark folder is what its user chose to run: a task without a declared split
+        # is offered for either one.
+        pool = [t for t in declared if t.split in (None, split)]
+        return list(TaskSet(pool, name=name).shuffled(seed).take(n))
+
+    return EnvEntry(name, partial(harbor.HarborEnv, tasks, name), chosen, harbor.expert,
+                    f"Harbor tasks in {name.removeprefix(HARBOR_PREFIX)}",
+                    source=EnvSource.HARBOR)  # fmt: skip
+
+
 def _from_code(name: str) -> EnvEntry:
     target, _, attr = name.rpartition(":")
     module = load_module(name, target, "env")
@@ -283,7 +306,7 @@ def _from_code(name: str) -> EnvEntry:
 @cache
 def get_env(name: str) -> EnvEntry:
     """The entry of env ``name``: a name in ``ENVS`` (a built-in, ``tau2-<domain>``),
-    ``module:factory``, ``path/file.py:factory`` or ``path/env.yaml``.
+    ``module:factory``, ``path/file.py:factory``, ``path/env.yaml`` or ``harbor:PATH``.
 
     Raises:
         ConfigError: nothing is known or found by that name; the message gives the closest
@@ -295,6 +318,8 @@ def get_env(name: str) -> EnvEntry:
         ENVS.add(name, partial(_tau2_entry, name))
     if name in ENVS:
         return ENVS.get(name)()
+    if name.startswith(HARBOR_PREFIX):
+        return _from_harbor(name)
     if name.endswith(ENV_FILE_SUFFIXES):
         return _from_env_file(name)
     if is_ref(name):

@@ -50,10 +50,12 @@ _CHILD_ENV = {
     "PYTHONIOENCODING": "utf-8",
 }
 # Runs first inside the sandbox: limits, then (as root only) a switch to an unprivileged uid,
-# then exec of a fresh interpreter on the model's code, so the code cannot undo any of it.
+# then exec of the command (a fresh interpreter on the model's code, a shell), so the command
+# cannot undo any of it.
 _LAUNCHER = """\
 import os, resource, sys
-uid, mem, cpu, nproc, fsize, code = sys.argv[1:7]
+uid, mem, cpu, nproc, fsize = sys.argv[1:6]
+command = sys.argv[6:]
 def cap(kind, soft, hard=None):
     resource.setrlimit(kind, (soft, soft if hard is None else hard))
 cap(resource.RLIMIT_AS, int(mem))
@@ -66,7 +68,7 @@ if uid != "-":
     os.setgroups([])
     os.setresgid(int(uid), int(uid), int(uid))
     os.setresuid(int(uid), int(uid), int(uid))
-os.execv(sys.executable, [sys.executable, "-I", "-u", "-c", code])
+os.execv(command[0], command)
 """
 
 
@@ -146,6 +148,15 @@ def _signal_name(number: int) -> str:
 
 
 @dataclass(frozen=True)
+class Mount:
+    """A host folder seen inside the sandbox at ``target``, read-only unless ``writable``."""
+
+    source: Path
+    target: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
 class _Mode:
     """How this host runs the sandbox: bwrap flags and whether the launcher drops to a uid."""
 
@@ -179,23 +190,40 @@ def _filesystem_flags(python: Path) -> list[str]:
     return flags
 
 
-def _bwrap_argv(mode: _Mode, config: SandboxConfig, python: Path, code: str) -> list[str]:
+@dataclass(frozen=True)
+class _Run:
+    """What one sandboxed run executes, where, and as whom."""
+
+    command: list[str]
+    mounts: tuple[Mount, ...] = ()
+    cwd: str = "/tmp"
+    env: dict[str, str] = field(default_factory=dict)
+    uid: int | None = None
+
+
+def _bwrap_argv(mode: _Mode, config: SandboxConfig, python: Path, run: _Run) -> list[str]:
     argv = ["bwrap", *mode.flags]
     argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
     argv += ["--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     argv += _filesystem_flags(python)
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(config.tmp_size_mb << 20), "--perms", "1777", "--tmpfs", "/tmp"]
-    argv += ["--chdir", "/tmp", "--clearenv"]
-    for key, value in _CHILD_ENV.items():
+    for mount in run.mounts:
+        argv += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
+    argv += ["--chdir", run.cwd, "--clearenv"]
+    for key, value in {**_CHILD_ENV, **run.env}.items():
         argv += ["--setenv", key, value]
-    uid = str(random.randrange(3_000_000, 4_000_000)) if mode.drop_uid else "-"
-    return [*argv, str(python), *_launcher_args(uid, config, code)]
+    uid = run.uid if run.uid is not None else random.randrange(3_000_000, 4_000_000)
+    return [*argv, str(python), *_launcher_args(str(uid) if mode.drop_uid else "-", config, run)]
 
 
-def _launcher_args(uid: str, config: SandboxConfig, code: str) -> list[str]:
+def _launcher_args(uid: str, config: SandboxConfig, run: _Run) -> list[str]:
     limits = [config.memory_mb << 20, config.cpu_s, config.max_processes, config.max_file_mb << 20]
-    return ["-I", "-c", _LAUNCHER, uid, *map(str, limits), code]
+    return ["-I", "-c", _LAUNCHER, uid, *map(str, limits), *run.command]
+
+
+def _python_run(python: Path, code: str) -> _Run:
+    return _Run([str(python), "-I", "-u", "-c", code])
 
 
 def _candidate_modes() -> list[_Mode]:
@@ -220,7 +248,7 @@ def _probe() -> _Mode | str:
     config = SandboxConfig()
     errors: list[str] = []
     for mode in _candidate_modes():
-        argv = _bwrap_argv(mode, config, python, "print('sandbox-ok')")
+        argv = _bwrap_argv(mode, config, python, _python_run(python, "print('sandbox-ok')"))
         try:
             done = subprocess.run(
                 argv, capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"}
@@ -281,22 +309,59 @@ async def run_python(code: str, config: SandboxConfig | None = None) -> SandboxR
         SandboxUnavailableError: bubblewrap cannot run here and ``allow_unsandboxed`` is off,
             or the sandbox's process could not be started.
     """
-    config = config or SandboxConfig()
     if "\x00" in code:
         raise SandboxError("the code contains a NUL byte, which Python source cannot hold")
-    if len(code.encode("utf-8", errors="surrogatepass")) > MAX_CODE_BYTES:
+    return await _run(_python_run(_python_executable(), code), config or SandboxConfig())
+
+
+async def run_command(
+    command: list[str],
+    config: SandboxConfig | None = None,
+    *,
+    mounts: tuple[Mount, ...] = (),
+    cwd: str = "/tmp",
+    env: dict[str, str] | None = None,
+    uid: int | None = None,
+) -> SandboxResult:
+    """Run ``command`` (an argv, e.g. ``["/bin/bash", "-c", script]``) in the sandbox with the
+    host folders ``mounts`` in it, from ``cwd``, with ``env`` added to the clean environment,
+    as ``uid`` where the host is root (``episode_uid``; a fresh one per run otherwise).
+    Folders need bubblewrap: ``allow_unsandboxed`` runs only mount-less commands.
+
+    Raises:
+        SandboxError: an argument is too long or holds a NUL byte.
+        SandboxUnavailableError: as ``run_python``, or mounts asked of an unsandboxed run.
+    """
+    if any("\x00" in arg for arg in command):
+        raise SandboxError("the command contains a NUL byte, which no argument can hold")
+    run = _Run(list(command), mounts, cwd, dict(env or {}), uid)
+    return await _run(run, config or SandboxConfig(), needs_bwrap=bool(mounts))
+
+
+def episode_uid() -> int | None:
+    """A fresh unprivileged uid for an episode's runs where the host is root (the sandbox then
+    drops to it; folders the runs share must be its), else ``None`` (bubblewrap maps the
+    host user)."""
+    mode = _probe()
+    if isinstance(mode, _Mode) and mode.drop_uid:
+        return random.randrange(3_000_000, 4_000_000)
+    return None
+
+
+async def _run(run: _Run, config: SandboxConfig, *, needs_bwrap: bool = False) -> SandboxResult:
+    if any(len(a.encode("utf-8", errors="surrogatepass")) > MAX_CODE_BYTES for a in run.command):
         raise SandboxError(f"the code is longer than the sandbox's {MAX_CODE_BYTES}-byte limit")
     mode = await asyncio.to_thread(_probe)
     python = _python_executable()
     workdir: str | None = None
     if isinstance(mode, _Mode):
-        argv = _bwrap_argv(mode, config, python, code)
+        argv = _bwrap_argv(mode, config, python, run)
         env = {"PATH": "/usr/bin:/bin"}
-    elif config.allow_unsandboxed:
+    elif config.allow_unsandboxed and not needs_bwrap:
         log.warning("UNSAFE: running code WITHOUT a sandbox (rlimits only): %s", mode)
         workdir = tempfile.mkdtemp(prefix="trajforge-unsafe-")
-        argv = [str(python), *_launcher_args("-", config, code)]
-        env = {**_CHILD_ENV, "HOME": workdir, "TMPDIR": workdir}
+        argv = [str(python), *_launcher_args("-", config, run)]
+        env = {**_CHILD_ENV, **run.env, "HOME": workdir, "TMPDIR": workdir}
     else:
         raise SandboxUnavailableError(mode)
     try:

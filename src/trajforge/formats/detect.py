@@ -20,6 +20,7 @@ _MARKS: tuple[tuple[str, frozenset[str]], ...] = (
     ("trajforge", frozenset({"task", "messages"})),
     ("adp", frozenset({"content", "schema_version"})),
     ("adp", frozenset({"content", "details"})),
+    ("atif", frozenset({"agent", "steps"})),
     ("sharegpt", frozenset({"conversations"})),
     ("trl-prompt-completion", frozenset({"prompt", "completion"})),
     ("openai", frozenset({"messages"})),

@@ -23,6 +23,7 @@ from typing import Any
 
 from trajforge.errors import DataError
 from trajforge.formats.adp import from_adp, to_adp
+from trajforge.formats.atif import read_atif_file, to_atif
 from trajforge.formats.inspect_log import read_inspect_log
 from trajforge.formats.jsonl import (
     iter_jsonl_lines,
@@ -131,6 +132,16 @@ _register(
         "Agent Data Protocol standardized trajectories: {schema_version, id, content, details}",
         lambda record, _: from_adp(record),
         to_adp,
+    )
+)
+_register(
+    RecordFormat(
+        "atif",
+        "Harbor's Agent Trajectory Interchange Format (ATIF v1.0-v1.7): {schema_version, "
+        "agent, steps}; a file of one document (agent/trajectory.json) or one per line",
+        None,
+        to_atif,
+        read_file=read_atif_file,
     )
 )
 _register(

@@ -88,6 +88,12 @@ class Policy(ABC):
         """Sample a continuation of ``prompt_ids``. ``messages`` is the same context as
         messages, for policies that act on the conversation rather than on tokens."""
 
+    def end_session(self, session: ChatSession) -> None:
+        """``session`` will not continue: what the policy kept for its next turn (a local
+        model's cached keys and values) can go. A policy that keeps nothing per conversation (a
+        script, a remote server) has nothing to let go."""
+        return None
+
     @abstractmethod
     def start_session(
         self,

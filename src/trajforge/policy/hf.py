@@ -30,7 +30,7 @@ from peft import PeftModel
 
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.memory import return_freed_memory
-from trajforge.policy.base import Completion, FinishReason, SamplingParams, TokenSink
+from trajforge.policy.base import ChatSession, Completion, FinishReason, SamplingParams, TokenSink
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest, completion_of
 from trajforge.policy.engine.hf_engine import DecodeEngine
 from trajforge.policy.engine.prefix_cache import PrefixCache
@@ -110,6 +110,9 @@ class HFPolicy(TokenPolicy):
         )
         self._cond = threading.Condition()
         self._pending: deque[GenerationRequest] = deque()
+        self._ended: list[list[int]] = []
+        """Finished conversations' tokens, whose cache entries the worker drops (it alone
+        touches the cache while a step runs)."""
         self._live = 0
         self._pausers = 0
         self._stopping = False
@@ -174,6 +177,8 @@ class HFPolicy(TokenPolicy):
         with self._cond:
             self._ensure_worker()
             self._pending.append(request)
+            if self.prefix_cache is not None:
+                self.prefix_cache.expect_outstanding(len(self._pending) + self._live)
             self._cond.notify_all()
         return await future
 
@@ -250,6 +255,21 @@ class HFPolicy(TokenPolicy):
             self._engine.model = self.model
             self._forget_states()
 
+    def end_session(self, session: ChatSession) -> None:
+        if self.prefix_cache is None or not isinstance(session, RenderedSession):
+            return
+        with self._cond:
+            self._ended.append(session.token_ids())
+            if not self._live:
+                self._drop_ended()
+
+    def _drop_ended(self) -> None:
+        """Drop the ended conversations' cache entries (holding ``_cond``, no step running)."""
+        if self.prefix_cache is not None:
+            for tokens in self._ended:
+                self.prefix_cache.discard(tokens)
+        self._ended.clear()
+
     def _forget_states(self) -> None:
         """Reused keys and values belong to the old weights."""
         if self.prefix_cache is not None:
@@ -284,6 +304,7 @@ class HFPolicy(TokenPolicy):
                 if self._stopping:
                     self._abandon(GenerationError("the policy was closed"))
                     return
+                self._drop_ended()
                 admitted: list[GenerationRequest] = []
                 if self._pausers == 0:
                     while self._pending and len(self._engine) + len(admitted) < self.max_batch_size:
@@ -305,6 +326,7 @@ class HFPolicy(TokenPolicy):
                 request.deliver(completion_of(request, self.tokenizer, self.eos_ids))
             with self._cond:
                 self._live = len(self._engine)
+                self._drop_ended()
                 if not self._live:
                     self._set_idle()
                     self._cond.notify_all()
@@ -333,6 +355,7 @@ class HFPolicy(TokenPolicy):
             request.deliver(error)
         self._pending.clear()
         self._live = 0
+        self._drop_ended()
         self._set_idle()
         self._cond.notify_all()
 

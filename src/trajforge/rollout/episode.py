@@ -348,6 +348,11 @@ class Episode:
                 OutcomeStatus.ERROR, EndReason.ENV_ERROR, "the episode was stopped before it ended"
             )
         messages = list(self.session.messages) if self.session is not None else []
+        # Neither side's conversation continues: the policies' caches let them go.
+        if self.session is not None:
+            self.policy.end_session(self.session)
+        if self.user is not None and self.user.session is not None:
+            self.user.policy.end_session(self.user.session)
         user_id = new_id() if self.user is not None and self.user.session is not None else None
         if user_id is not None:
             metadata.update(side="agent", linked=user_id)

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < data/records.txt | tr -d ' ' > count.txt
