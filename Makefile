@@ -11,7 +11,7 @@ NPM_PEERS := .npm-peers
 MCP_EVERYTHING := @modelcontextprotocol/server-everything@2026.8.31
 MCP_STAMP := $(NPM_PEERS)/.installed-server-everything-2026.8.31
 
-.PHONY: setup demo test test-fast lint bench clean
+.PHONY: setup chat-templates demo test test-fast lint bench clean
 
 $(APT_STAMP):
 	@# Only what is missing: Debian's npm conflicts with a NodeSource nodejs, which ships npm.
@@ -50,7 +50,12 @@ $(MCP_STAMP): $(APT_STAMP)
 	npm install --prefix $(NPM_PEERS) --save-exact --no-audit --no-fund --silent $(MCP_EVERYTHING)
 	@touch $(MCP_STAMP)
 
-setup: $(STAMP) $(MCP_STAMP)
+# Real chat templates of other model families (llama.cpp's, inside the llama-cpp-python sdist)
+# for the template tests: fetched once into the user cache, a no-op once there.
+chat-templates: $(BASE_STAMP)
+	$(BIN)/python -m trajforge.templates.library
+
+setup: $(STAMP) $(MCP_STAMP) chat-templates
 
 # The demo needs neither the Debian peers nor the test extras.
 demo: $(BASE_STAMP)

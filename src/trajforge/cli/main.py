@@ -23,6 +23,7 @@ from trajforge.cli import (
     rollout_cmds,
     run_cmds,
     serve_cmds,
+    template_cmds,
     train_cmds,
     view_cmds,
 )
@@ -80,6 +81,7 @@ for module in (
     mcp_cmds,
     openenv_cmds,
     config_cmds,
+    template_cmds,
     view_cmds,
 ):
     module.register(app)

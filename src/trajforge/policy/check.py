@@ -9,7 +9,10 @@ On top of that:
 - its logprobs (when present) must be one per token;
 - nothing may follow the end-of-turn token inside an assistant message: a policy stops sampling
   there, so such tokens were not sampled and would leak into the loss mask (the mask is exactly
-  the assistant messages' ids).
+  the assistant messages' ids);
+- its exactness label must not claim more than its provenance shows: ids rendered from text
+  (``metadata["rendered_with"]``) are not ``exact``, and a split names another trajectory.
+  Every trajectory's label is checked, those without ids or a tokenizer here too.
 
 A closing token moved from an observation into the preceding assistant message right before its
 end is indistinguishable from a sampled one and is not reported.
@@ -25,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.policy.renderer import ChatRenderer, RenderError, ToolProtocol
 from trajforge.policy.session import RenderedSession
-from trajforge.schema import Message, Role, Trajectory
+from trajforge.policy.text_render import RENDERED_WITH
+from trajforge.schema import ExactnessKind, Message, Role, Trajectory
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -43,6 +47,7 @@ class MismatchKind(StrEnum):
     MASK = "mask"
     CONTENT = "content"
     RENDER = "render"
+    EXACTNESS = "exactness"
 
 
 class Mismatch(BaseModel):
@@ -202,6 +207,22 @@ def check_trajectory(
     return found
 
 
+def check_label(traj: Trajectory) -> list[Mismatch]:
+    """Where ``traj``'s exactness label claims more than its provenance shows."""
+    label = traj.exactness
+    detail = None
+    if label.is_exact and traj.metadata.get(RENDERED_WITH):
+        detail = (
+            f"labelled exact, but its ids were rendered from text by "
+            f"{traj.metadata[RENDERED_WITH]} (re-rendered)"
+        )
+    elif label.kind is ExactnessKind.SPLIT and label.split_from in (None, traj.id):
+        detail = "labelled split, but it names no other trajectory it broke off"
+    if detail is None:
+        return []
+    return [Mismatch(trajectory_id=traj.id, kind=MismatchKind.EXACTNESS, detail=detail)]
+
+
 def check_raw(traj: Trajectory) -> list[Mismatch]:
     """A raw prompt and completion: every message has ids, each sampled id one logprob."""
     found = []
@@ -231,6 +252,7 @@ def check_trajectories(
     messages carry no token ids at all (text-only endpoints) are skipped as well."""
     report = CheckReport()
     for traj in trajectories:
+        report.mismatches += check_label(traj)
         has_ids = any(m.token_ids is not None for m in traj.messages)
         tokenizer = tokenizer_for(traj) if has_ids else None
         if tokenizer is None:

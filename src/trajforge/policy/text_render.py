@@ -13,7 +13,7 @@ from __future__ import annotations
 from trajforge.errors import DataError
 from trajforge.policy.renderer import ChatRenderer, RenderError
 from trajforge.policy.session import RenderedSession
-from trajforge.schema import Trajectory
+from trajforge.schema import Exactness, ExactnessKind, Trajectory
 
 RENDERED_WITH = "rendered_with"
 
@@ -32,5 +32,10 @@ def render_text_only(traj: Trajectory, renderer: ChatRenderer, tokenizer_name: s
         update={
             "messages": session.messages,
             "metadata": {**traj.metadata, RENDERED_WITH: tokenizer_name},
+            "exactness": Exactness(
+                kind=ExactnessKind.RE_RENDERED,
+                reason=f"imported as text; ids rendered by {tokenizer_name}'s chat template",
+                rendered_prefix=len(session.messages),
+            ),
         }
     )

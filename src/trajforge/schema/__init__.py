@@ -9,6 +9,8 @@ from trajforge.schema.success import SUCCESS_THRESHOLD, is_success
 from trajforge.schema.trajectory import (
     Evaluator,
     EvaluatorKind,
+    Exactness,
+    ExactnessKind,
     ExpertFn,
     Fault,
     FunctionSpec,
@@ -47,6 +49,8 @@ __all__ = [
     "SUCCESS_THRESHOLD",
     "Evaluator",
     "EvaluatorKind",
+    "Exactness",
+    "ExactnessKind",
     "ExpertFn",
     "Fault",
     "FunctionSpec",

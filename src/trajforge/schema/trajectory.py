@@ -195,6 +195,47 @@ class Outcome(Strict):
     server crashed under it is ``infra`` whatever its status (``error`` says what failed)."""
 
 
+class ExactnessKind(StrEnum):
+    """How a trajectory's ids relate to what the model saw and sampled.
+
+    ``exact``: every assistant message's ids are the ones sampled, in the context the model
+    saw. ``re-rendered``: some were rendered by the chat template from text (turns the client
+    sent as text, an import given ids): trainable as text, not as the model's own samples.
+    ``split``: the conversation could not continue the trajectory it came from exactly (an
+    earlier turn edited, a template that rewrites past turns), so it was started again from
+    the re-rendered history, linked to that trajectory by ``split_from``.
+    """
+
+    EXACT = "exact"
+    RE_RENDERED = "re-rendered"
+    SPLIT = "split"
+
+
+class Exactness(Strict):
+    """A trajectory's exactness label; rows recorded before schema 1.2 read as ``exact``."""
+
+    kind: ExactnessKind = ExactnessKind.EXACT
+    reason: str | None = None
+    """Why it is not exact (required unless it is)."""
+    split_from: str | None = None
+    """The trajectory a ``split`` one broke off from."""
+    rendered_prefix: int | None = Field(default=None, ge=0)
+    """How many leading messages had their ids rendered from text rather than sampled (the
+    turns after them were sampled in that context); ``None``: not known."""
+
+    @model_validator(mode="after")
+    def _reason_unless_exact(self) -> Exactness:
+        if self.kind is not ExactnessKind.EXACT and not self.reason:
+            raise ValueError(f"exactness: a {self.kind.value} trajectory needs a reason")
+        if self.split_from is not None and self.kind is not ExactnessKind.SPLIT:
+            raise ValueError("exactness.split_from: only a split trajectory breaks off another")
+        return self
+
+    @property
+    def is_exact(self) -> bool:
+        return self.kind is ExactnessKind.EXACT
+
+
 class Usage(Strict):
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)
@@ -221,6 +262,7 @@ class Trajectory(Strict):
     outcome: Outcome = Field(default_factory=Outcome)
     scores: list[Score] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    exactness: Exactness = Field(default_factory=Exactness)
     created_at: float = Field(default_factory=time.time)
     metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -5,7 +5,9 @@ turns as the gateway returned them) and only appends user or tool messages conti
 trajectory: the new messages are rendered after the recorded context, whose ids (the sampled
 ones included) are never re-tokenized, so the prompt the model sees extends the previous one
 token for token. Any other call (history edited or summarised, a sub-agent, a retry) starts a
-new trajectory in the same session, linked to it by ``metadata["gateway"]``. Every trajectory is
+new trajectory in the same session, linked to it by ``metadata["gateway"]`` and labelled with
+its exactness (``continuation``: ``split`` where it departs from a recorded one after repeating
+its assistant turns). Every trajectory is
 written to the store after each call that changes it, so a crash loses at most the call in
 flight.
 
@@ -30,6 +32,7 @@ from typing import Any, Protocol
 from trajforge.schema import (
     Evaluator,
     EvaluatorKind,
+    Exactness,
     Fault,
     Message,
     Outcome,
@@ -41,7 +44,8 @@ from trajforge.schema import (
     Trajectory,
     Usage,
 )
-from trajforge.serve.wire import WireError, call_arguments_text
+from trajforge.serve.continuation import exactness_of, same_message
+from trajforge.serve.wire import WireError
 from trajforge.store import TrajectoryStore
 
 SESSION_RECORDINGS = 256
@@ -68,32 +72,6 @@ class Conversation(Protocol):
 StartConversation = Callable[[list[Message], list[ToolSpec], Task | None], Conversation]
 
 
-def _calls(message: Message) -> list[tuple[str, str, Any]]:
-    """Each named call as ``(id, name, arguments)``: the parsed object, or the raw text of
-    arguments that were no JSON object (frameworks re-serialise JSON, not text)."""
-    return [
-        (c.id, c.name, c.arguments if c.parse_error is None else call_arguments_text(c))
-        for c in message.tool_calls
-        if c.name
-    ]
-
-
-def _sent_calls(message: Message) -> list[tuple[str, str, Any]]:
-    return [(c.id, c.name, c.arguments if c.parse_error is None else c.raw or "")
-            for c in message.tool_calls]  # fmt: skip
-
-
-def same_message(recorded: Message, sent: Message) -> bool:
-    """Whether a message a client sent back is the recorded one (frameworks rewrite
-    whitespace around text and re-serialise call arguments, so those are compared as values)."""
-    if recorded.role is not sent.role:
-        return False
-    if recorded.role is Role.ASSISTANT:
-        returned = (recorded.content.strip(), _calls(recorded))
-        return returned == (sent.content.strip(), _sent_calls(sent))
-    return recorded.content == sent.content and recorded.tool_call_id == sent.tool_call_id
-
-
 @dataclass
 class Recording:
     """One trajectory the gateway is growing."""
@@ -117,6 +95,7 @@ class Recording:
     """Recorded in ``metadata["gateway"]`` (``drift``: started because the server's prompt did
     not extend the context)."""
     scores: list[Score] = field(default_factory=list)
+    exactness: Exactness = field(default_factory=Exactness)
 
     @property
     def turn(self) -> int:
@@ -258,13 +237,20 @@ class Recorder:
             return session, [first] + [self.fork(session, first) for _ in range(n - 1)]
 
     def new_recording(
-        self, session: GatewaySession, messages: list[Message], tools: list[ToolSpec]
+        self,
+        session: GatewaySession,
+        messages: list[Message],
+        tools: list[ToolSpec],
     ) -> Recording:
-        """A new trajectory of the session, starting from ``messages``."""
+        """A new trajectory of the session, starting from ``messages``, labelled with what
+        ``messages`` are to the session's recorded trajectories."""
         recording = Recording(
             id=uuid.uuid4().hex,
             session=self.start(messages, tools, session.task),
             sequence=next(session.sequences),
+            exactness=exactness_of(
+                [(r.id, r.session.messages) for r in reversed(session.recordings)], messages
+            ),
         )
         recording.busy = True
         session.add(recording)
@@ -278,6 +264,7 @@ class Recorder:
             sequence=next(session.sequences),
             forked_from=recording.id,
             busy=True,
+            exactness=recording.exactness,
         )
         session.add(forked)
         return forked
@@ -385,6 +372,7 @@ class Recorder:
                 update={"reward": recording.reward if session.reward is None else session.reward}
             ),
             scores=[*session.scores, *recording.scores],
+            exactness=recording.exactness,
             usage=Usage(
                 prompt_tokens=recording.session.num_tokens - completion_tokens,
                 completion_tokens=completion_tokens,

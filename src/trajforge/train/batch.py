@@ -45,8 +45,12 @@ class TokenSequence:
         return sum(self.loss_mask)
 
 
-def encode_trajectory(traj: Trajectory, *, max_length: int | None = None) -> TokenSequence:
-    """Flatten a trajectory's stored token ids into a ``TokenSequence``.
+def encode_trajectory(
+    traj: Trajectory, *, max_length: int | None = None, mask_rendered: bool = False
+) -> TokenSequence:
+    """Flatten a trajectory's stored token ids into a ``TokenSequence``. With
+    ``mask_rendered``, the assistant turns of a trajectory that is not exact are left out of
+    the loss up to its rendered prefix (all of them where the prefix is not known).
 
     Raises:
         TextOnlyTrajectoryError: a message has no token ids.
@@ -65,11 +69,15 @@ def encode_trajectory(traj: Trajectory, *, max_length: int | None = None) -> Tok
     old: list[float] = []
     has_old = True
     turn = 0
-    for msg in traj.messages:
+    rendered = 0
+    if mask_rendered and not traj.exactness.is_exact:
+        prefix = traj.exactness.rendered_prefix
+        rendered = len(traj.messages) if prefix is None else prefix
+    for index, msg in enumerate(traj.messages):
         toks = msg.token_ids or []
         ids.extend(toks)
         if msg.role is Role.ASSISTANT:
-            mask.extend([True] * len(toks))
+            mask.extend([index >= rendered] * len(toks))
             turns.extend([turn] * len(toks))
             if msg.logprobs is None:
                 has_old = False

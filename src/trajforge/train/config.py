@@ -112,6 +112,18 @@ class OptimSettings(_Config):
     """Clip the gradient norm to this (null: no clipping)."""
 
 
+class NonExact(StrEnum):
+    """What training does with trajectories whose exactness label is not ``exact``."""
+
+    KEEP = "keep"
+    """Train on every assistant turn, rendered from text or not (SFT on given conversations)."""
+    MASK = "mask"
+    """Train only on the turns sampled after the rendered prefix; a trajectory with none is
+    left out."""
+    REFUSE = "refuse"
+    """Stop, naming the first trajectory that is not exact."""
+
+
 class DataSource(_Config):
     """Trajectories from a JSONL file or a store, with curation filters. Give exactly one of
     ``jsonl`` and ``store``."""
@@ -133,12 +145,20 @@ class DataSource(_Config):
     """Drop assistant turns that neither call a tool nor answer."""
     limit: int | None = Field(default=None, ge=1)
     """At most this many trajectories (after the filters)."""
+    non_exact: NonExact = NonExact.KEEP
+    """Trajectories not labelled ``exact`` (``re-rendered``, ``split``): ``keep`` trains on
+    them as text, ``mask`` only on their sampled turns, ``refuse`` stops."""
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSource:
         if (self.jsonl is None) == (self.store is None):
             raise ValueError("give exactly one of data.jsonl or data.store")
         return self
+
+
+def masks_rendered(data: DataSource | None) -> bool:
+    """Whether ``data.non_exact`` masks the rendered turns of trajectories that are not exact."""
+    return data is not None and data.non_exact is NonExact.MASK
 
 
 class Strategy(StrEnum):

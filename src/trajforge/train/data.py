@@ -11,9 +11,9 @@ from trajforge.formats.jsonl import load_trajectories
 from trajforge.policy.naming import bind_expert
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.rollout import Limits, RolloutProgress, RolloutSpec, TaskSample, run_rollout
-from trajforge.schema import Trajectory
+from trajforge.schema import Role, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
-from trajforge.train.config import DataSource
+from trajforge.train.config import DataSource, NonExact
 
 
 def load_source(src: DataSource) -> list[Trajectory]:
@@ -39,12 +39,38 @@ def load_source(src: DataSource) -> list[Trajectory]:
         min_reward=src.min_reward,
         drop_void_turns=src.drop_void_turns,
     )
+    trajs = apply_non_exact(trajs, src.non_exact)
     if src.limit is not None:
         trajs = trajs[: src.limit]
     if not trajs:
         where = src.jsonl if src.jsonl is not None else src.store
         raise DataError(f"{where}: no trajectories pass the data filters")
     return trajs
+
+
+def has_sampled_turn(traj: Trajectory) -> bool:
+    """Whether an assistant turn follows the trajectory's rendered prefix (all of it counts
+    when the trajectory is exact or the prefix is not known)."""
+    start = 0 if traj.exactness.is_exact else traj.exactness.rendered_prefix or 0
+    return any(m.role is Role.ASSISTANT for m in traj.messages[start:])
+
+
+def apply_non_exact(trajs: list[Trajectory], policy: NonExact) -> list[Trajectory]:
+    """``trajs`` as ``data.non_exact`` has them: all (``keep``), those with a sampled turn to
+    train on (``mask``; ``encode_trajectory(mask_rendered=True)`` masks the rest), or all if
+    every one is exact (``refuse``)."""
+    if policy is NonExact.KEEP:
+        return trajs
+    if policy is NonExact.REFUSE:
+        for traj in trajs:
+            if not traj.exactness.is_exact:
+                raise DataError(
+                    f"trajectory {traj.id} is {traj.exactness.kind.value} "
+                    f"({traj.exactness.reason}) and data.non_exact is refuse "
+                    "(mask trains only its sampled turns, keep all of it as text)"
+                )
+        return trajs
+    return [t for t in trajs if has_sampled_turn(t)]
 
 
 def expert_trajectories(

@@ -23,7 +23,7 @@ from trajforge.curate import PreferencePair
 from trajforge.errors import DataError
 from trajforge.train.base import StepCallback, Trainer
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory, plan_micro_batches
-from trajforge.train.config import DPOConfig
+from trajforge.train.config import DPOConfig, masks_rendered
 from trajforge.train.model import TrainParts
 from trajforge.train.reference import ReferenceModel
 from trajforge.train.sft import EpochCursor, epoch_plan, epoch_steps
@@ -61,6 +61,7 @@ class DPOTrainer(Trainer):
         if not pairs:
             raise DataError("DPO needs at least one preference pair")
         self.dpo_cfg = cfg
+        masked = masks_rendered(cfg.data)
         self.pairs: list[tuple[TokenSequence, TokenSequence]] = []
         for p in pairs:
             if p.chosen.task.id != p.rejected.task.id:
@@ -70,8 +71,8 @@ class DPOTrainer(Trainer):
                 )
             self.pairs.append(
                 (
-                    encode_trajectory(p.chosen, max_length=cfg.max_seq_len),
-                    encode_trajectory(p.rejected, max_length=cfg.max_seq_len),
+                    encode_trajectory(p.chosen, max_length=cfg.max_seq_len, mask_rendered=masked),
+                    encode_trajectory(p.rejected, max_length=cfg.max_seq_len, mask_rendered=masked),
                 )
             )
         self.data = EpochCursor(len(self.pairs), cfg.batch_size, cfg.seed)

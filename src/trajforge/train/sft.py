@@ -17,7 +17,7 @@ from trajforge.errors import DataError
 from trajforge.schema import Trajectory
 from trajforge.train.base import StepCallback, Trainer
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
-from trajforge.train.config import SFTConfig
+from trajforge.train.config import SFTConfig, masks_rendered
 from trajforge.train.model import TrainParts
 
 
@@ -87,7 +87,8 @@ class SFTTrainer(Trainer):
     ) -> None:
         self.sft_cfg = cfg
         self.seqs: list[TokenSequence] = [
-            encode_trajectory(t, max_length=cfg.max_seq_len) for t in trajectories
+            encode_trajectory(t, max_length=cfg.max_seq_len, mask_rendered=masks_rendered(cfg.data))
+            for t in trajectories
         ]
         self.data = EpochCursor(len(self.seqs), cfg.batch_size, cfg.seed)
         super().__init__(cfg, parts=parts, callbacks=callbacks)

@@ -70,6 +70,7 @@ def outline(traj: Trajectory) -> dict[str, Any]:
         "success": is_success(status, traj.outcome.reward),
         "fault": None if traj.outcome.fault is None else traj.outcome.fault.value,
         "infra": is_infra_failure(traj),
+        "exactness": traj.exactness.model_dump(mode="json"),
         "error": traj.outcome.error,
         "reason": traj.outcome.reason,
         "scores": [

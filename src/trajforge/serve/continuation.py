@@ -1,0 +1,79 @@
+"""Whether a gateway call continues a recorded trajectory, and the exactness label of one that
+does not: ``split`` where it repeats at least one recorded assistant turn and then departs (an
+earlier turn edited, the history cut back), ``re-rendered`` where it holds assistant turns sent as
+text that nothing recorded, else ``exact``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from trajforge.schema import Exactness, ExactnessKind, Message, Role
+from trajforge.serve.wire import call_arguments_text
+
+
+def _calls(message: Message) -> list[tuple[str, str, Any]]:
+    """Each named call as ``(id, name, arguments)``: the parsed object, or the raw text of
+    arguments that were no JSON object (frameworks re-serialise JSON, not text)."""
+    return [
+        (c.id, c.name, c.arguments if c.parse_error is None else call_arguments_text(c))
+        for c in message.tool_calls
+        if c.name
+    ]
+
+
+def _sent_calls(message: Message) -> list[tuple[str, str, Any]]:
+    return [(c.id, c.name, c.arguments if c.parse_error is None else c.raw or "")
+            for c in message.tool_calls]  # fmt: skip
+
+
+def same_message(recorded: Message, sent: Message) -> bool:
+    """Whether a message a client sent back is the recorded one (frameworks rewrite
+    whitespace around text and re-serialise call arguments, so those are compared as values)."""
+    if recorded.role is not sent.role:
+        return False
+    if recorded.role is Role.ASSISTANT:
+        returned = (recorded.content.strip(), _calls(recorded))
+        return returned == (sent.content.strip(), _sent_calls(sent))
+    return recorded.content == sent.content and recorded.tool_call_id == sent.tool_call_id
+
+
+def departure(recorded: list[Message], sent: list[Message]) -> str | None:
+    """How a call departs from a recorded trajectory after repeating at least one of its
+    assistant turns (``None``: it repeats none, so it is another conversation)."""
+    shared = 0
+    for r, s in zip(recorded, sent, strict=False):
+        if not same_message(r, s):
+            break
+        shared += 1
+    if not any(m.role is Role.ASSISTANT for m in recorded[:shared]):
+        return None
+    if shared < min(len(recorded), len(sent)):
+        return f"message {shared} differs from the recorded one (an earlier turn was edited)"
+    if shared == len(sent):
+        return f"the call goes back to message {shared} of the recorded {len(recorded)}"
+    return "the call repeats the recorded trajectory but does not only append answers to it"
+
+
+def exactness_of(
+    recorded: Iterable[tuple[str, list[Message]]], messages: list[Message]
+) -> Exactness:
+    """The label of a trajectory started from ``messages``, given the recorded trajectories
+    (``(id, messages)``, the most recent first) it may depart from."""
+    for trajectory_id, recorded_messages in recorded:
+        why = departure(recorded_messages, messages)
+        if why is not None:
+            return Exactness(
+                kind=ExactnessKind.SPLIT,
+                reason=why,
+                split_from=trajectory_id,
+                rendered_prefix=len(messages),
+            )
+    as_text = sum(1 for m in messages if m.role is Role.ASSISTANT)
+    if as_text:
+        return Exactness(
+            kind=ExactnessKind.RE_RENDERED,
+            reason=f"{as_text} assistant turn(s) sent as text were rendered by the chat template",
+            rendered_prefix=len(messages),
+        )
+    return Exactness()
