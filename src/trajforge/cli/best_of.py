@@ -9,7 +9,7 @@ import typer
 
 from trajforge.envs.registry import get_env
 from trajforge.judge.best_of_run import BestOf, plan_best_of
-from trajforge.judge.selectors import BEST_OF_OPTION, SELECT_OPTION, SELECTOR_FORMS
+from trajforge.judge.selectors import BEST_OF_OPTION, SELECT_OPTION
 
 BestOfOption = Annotated[
     int | None,
@@ -25,8 +25,9 @@ SelectOption = Annotated[
     typer.Option(
         SELECT_OPTION,
         metavar="SELECTOR",
-        help=f"How --best-of chooses, without the answer key: {SELECTOR_FORMS} (verifier only "
-        "where the env's verifier reads no answer; judge:RUBRIC uses --judge-model).",
+        # Not the selector list as errors spell it: "judge:" after a comma reads as a command.
+        help="How --best-of chooses, without the answer key: verifier (only where the env's "
+        "verifier reads no answer), majority, logprob or judge:RUBRIC by --judge-model.",
     ),
 ]
 

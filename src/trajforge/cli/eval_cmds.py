@@ -15,6 +15,13 @@ from trajforge.cli import rollout_options as opts
 from trajforge.cli.best_of import BestOfOption, SelectOption, plan_for_env
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.cli.failures import finish, scored_failures
+from trajforge.cli.memory_cmds import (
+    MemoryKOption,
+    MemoryOption,
+    MemoryUpdateOption,
+    memory_meta,
+    plan_memory,
+)
 from trajforge.cli.preflight import check_reachable
 from trajforge.errors import ConfigError, DataError, StoreError
 from trajforge.judge.best_of_run import BestOf, select_into
@@ -24,6 +31,7 @@ from trajforge.judge.llm_judge import LLMJudge
 from trajforge.judge.meta_eval import meta_evaluate, read_labels
 from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
 from trajforge.judge.stats import format_rate, format_reward, format_scored, format_success
+from trajforge.memory_bank.live import DEFAULT_K
 from trajforge.policy.naming import load_policy
 from trajforge.precision import Precision
 from trajforge.registry import absolute_ref
@@ -206,6 +214,9 @@ def eval_command(
     run: opts.RunOption = None,
     resume: opts.ResumeOption = None,
     store: StoreOption = None,
+    memory: MemoryOption = None,
+    memory_k: MemoryKOption = DEFAULT_K,
+    memory_update: MemoryUpdateOption = False,
     ray: opts.RayOption = False,
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
@@ -237,13 +248,19 @@ def eval_command(
     if plan is not None:
         extra["best_of"] = plan.model_dump(mode="json")
     on_ray = opts.ray_options(ctx.params)
+    reads = plan_memory(memory, memory_k, memory_update, on_ray is not None)
+    if reads is not None:
+        extra["memory"] = reads.model_dump(mode="json")
     # The rollout options reach the run's spec through ctx.params.
     with opts.command_run(ctx, COMMAND, extra) as current:
         if current.resumed:
             judging = Judging.model_validate(current.meta.get("judging", {}))
             if "best_of" in current.meta:
                 plan = BestOf.model_validate(current.meta["best_of"])
-        current.roll_out(show=not as_json, ray=on_ray)
+        reads = memory_meta(current.meta)
+        learning = reads.open(current.env) if reads is not None else None
+        update = bool(reads and reads.update)
+        current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)
         # Every episode is stored; an interrupted scoring resumes where it stopped.
         trajectories = current.db.query(run=current.run_id, order_by="task_id")
         scored = asyncio.run(_scored(trajectories, judging, current.db, missing_only=True))

@@ -18,6 +18,7 @@ from trajforge.cli import (
     env_cmds,
     eval_cmds,
     mcp_cmds,
+    memory_cmds,
     policy_cmds,
     rollout_cmds,
     run_cmds,
@@ -79,6 +80,7 @@ for module in (
     mcp_cmds,
     config_cmds,
     view_cmds,
+    memory_cmds,
 ):
     module.register(app)
 
