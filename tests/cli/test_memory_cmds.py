@@ -96,6 +96,8 @@ def test_bad_memory_options_are_one_line(run_cli: RunCli, tmp_path: Path) -> Non
         (["--memory-update"], "--memory-update: give --memory FILE.jsonl"),
         (["--memory", memory, "--memory-k", "0"], "--memory-k: must be at least 1, got 0"),
         (["--memory", tmp_path / "none.jsonl"], "none.jsonl: no memory file"),
+        (["--memory", memory, "--user", "expert"], "--memory: not with --user"),
+        (["--memory", memory, "--ray"], "--memory: a memory is read in this process"),
     ]:
         code, _, err = run_cli("rollout", *ENV, "--model", "expert", *args, "--store", store)
         assert code != 0 and message in err, err

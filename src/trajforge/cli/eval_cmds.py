@@ -248,7 +248,7 @@ def eval_command(
     if plan is not None:
         extra["best_of"] = plan.model_dump(mode="json")
     on_ray = opts.ray_options(ctx.params)
-    reads = plan_memory(memory, memory_k, memory_update, on_ray is not None)
+    reads = plan_memory(memory, memory_k, memory_update, on_ray is not None, user)
     if reads is not None:
         extra["memory"] = reads.model_dump(mode="json")
     # The rollout options reach the run's spec through ctx.params.

@@ -71,7 +71,9 @@ class MemoryPlan(BaseModel):
         return memory
 
 
-def plan_memory(path: Path | None, k: int, update: bool, ray: bool) -> MemoryPlan | None:
+def plan_memory(
+    path: Path | None, k: int, update: bool, ray: bool, user: str | None
+) -> MemoryPlan | None:
     """The memory ``--memory`` asks for (None: none), its file read whole before anything
     runs; bad values are one line each."""
     if path is None:
@@ -82,6 +84,9 @@ def plan_memory(path: Path | None, k: int, update: bool, ray: bool) -> MemoryPla
         raise ConfigError(f"--memory-k: must be at least 1, got {k}")
     if ray:
         raise ConfigError(f"{MEMORY_OPTION}: a memory is read in this process; drop --ray")
+    if user is not None:
+        # The simulated user is bound to the env itself, which the memory wraps.
+        raise ConfigError(f"{MEMORY_OPTION}: not with --user (a policy as the simulated user)")
     read_memory(path)
     return MemoryPlan(path=str(path.absolute()), k=k, update=update)
 

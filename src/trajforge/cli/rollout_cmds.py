@@ -98,7 +98,7 @@ def rollout_command(
     """
     # The options reach the run's spec through ctx.params.
     on_ray = opts.ray_options(ctx.params)
-    plan = plan_memory(memory, memory_k, memory_update, on_ray is not None)
+    plan = plan_memory(memory, memory_k, memory_update, on_ray is not None, user)
     extra = {"memory": plan.model_dump(mode="json")} if plan is not None else None
     with opts.command_run(ctx, COMMAND, extra) as current:
         plan = memory_meta(current.meta)
