@@ -10,6 +10,7 @@ import pytest
 
 from cli_runner import RunCli
 from trajforge.judge.best_of import BEST_OF_KEY
+from trajforge.judge.selectors import SELECT_JUDGE_NAME
 from trajforge.store import TrajectoryStore
 
 BEST_OF = ["eval", "--env", "keydoor-compact", "--model", "expert", "--tasks", "2"]
@@ -76,3 +77,23 @@ def test_bad_best_of_input_is_one_line_and_stores_nothing(
     assert message in err
     assert len(err.strip().splitlines()) == 1
     assert not store.exists()
+
+
+def test_judge_selector_scores_every_candidate_with_the_judge_model(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    store = tmp_path / "s.db"
+    args = ["--best-of", "2", "--select", "judge:agentrewardbench", "--judge-model", "tiny"]
+    code, out, err = run_cli(
+        *BEST_OF[:-1], "1", *args, "--temperature", "1", "--run", "j", "--store", store, "--json"
+    )
+    # The tiny random judge gives no verdict: those scores are failures (exit 3), never guesses.
+    assert code in (0, 3), err
+    assert json.loads(out)["best_of"]["selector"] == "judge:agentrewardbench"
+    with TrajectoryStore(store) as db:
+        stored = db.query(run="j")
+    assert len(stored) == 2
+    assert all(t.score(SELECT_JUDGE_NAME) is not None for t in stored)
+    # No verdict for either: the tie goes to the first sample.
+    (chosen,) = [t for t in stored if t.metadata[BEST_OF_KEY]["chosen"]]
+    assert chosen.sample_index == 0
