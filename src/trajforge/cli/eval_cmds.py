@@ -12,16 +12,26 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from rich.table import Table
 
 from trajforge.cli import rollout_options as opts
+from trajforge.cli.best_of import BestOfOption, SelectOption, plan_for_env
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.cli.failures import finish, scored_failures
+from trajforge.cli.memory_cmds import (
+    MemoryKOption,
+    MemoryOption,
+    MemoryUpdateOption,
+    memory_meta,
+    plan_memory,
+)
 from trajforge.cli.preflight import check_reachable
 from trajforge.errors import ConfigError, DataError, StoreError
+from trajforge.judge.best_of_run import BestOf, select_into
 from trajforge.judge.criteria import load_criteria
 from trajforge.judge.evaluate import score_all, score_into, score_missing_into, summarize
 from trajforge.judge.llm_judge import LLMJudge
 from trajforge.judge.meta_eval import meta_evaluate, read_labels
 from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
 from trajforge.judge.stats import format_rate, format_reward, format_scored, format_success
+from trajforge.memory_bank.live import DEFAULT_K
 from trajforge.policy.naming import load_policy
 from trajforge.precision import Precision
 from trajforge.registry import absolute_ref
@@ -199,9 +209,14 @@ def eval_command(
     scorer: ScorerOption = None,
     judge_model: JudgeModelOption = None,
     rubric: RubricOption = None,
+    best_of: BestOfOption = None,
+    select: SelectOption = None,
     run: opts.RunOption = None,
     resume: opts.ResumeOption = None,
     store: StoreOption = None,
+    memory: MemoryOption = None,
+    memory_k: MemoryKOption = DEFAULT_K,
+    memory_update: MemoryUpdateOption = False,
     ray: opts.RayOption = False,
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
@@ -209,6 +224,9 @@ def eval_command(
 ) -> None:
     """Roll out a model on an environment's tasks, score them, and report success, mean reward,
     pass@k, pass^k (all k samples succeed) and process metrics.
+
+    With --best-of N --select SELECTOR, N candidates per task and one kept without reading the
+    answer key: pass@1, pass@N and selected@N with 95% intervals.
 
     Defaults that differ from rollout's: greedy (--temperature 0), the test split.
     Ctrl-C stops the run; --resume finishes it.
@@ -218,26 +236,47 @@ def eval_command(
     judging = Judging(
         scorers=list(scorer or DEFAULT_SCORERS), judge_model=judge_model, rubric=rubric_ref
     )
+    plan: BestOf | None = None
     if resume is None:  # a fresh run's scorers are checked before the store is opened
         judging.check()
+        plan = plan_for_env(env, best_of, select, judge_model, temperature)
+        if plan is not None:
+            if n != 1:
+                raise ConfigError("--best-of and --n: give one (--best-of N samples N per task)")
+            ctx.params["n"] = plan.n
     extra = {"kind": "eval", "judging": judging.model_dump(mode="json")}
+    if plan is not None:
+        extra["best_of"] = plan.model_dump(mode="json")
     on_ray = opts.ray_options(ctx.params)
+    reads = plan_memory(memory, memory_k, memory_update, on_ray is not None, user)
+    if reads is not None:
+        extra["memory"] = reads.model_dump(mode="json")
     # The rollout options reach the run's spec through ctx.params.
     with opts.command_run(ctx, COMMAND, extra) as current:
         if current.resumed:
             judging = Judging.model_validate(current.meta.get("judging", {}))
-        current.roll_out(show=not as_json, ray=on_ray)
+            if "best_of" in current.meta:
+                plan = BestOf.model_validate(current.meta["best_of"])
+        reads = memory_meta(current.meta)
+        learning = reads.open(current.env) if reads is not None else None
+        update = bool(reads and reads.update)
+        current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)
         # Every episode is stored; an interrupted scoring resumes where it stopped.
         trajectories = current.db.query(run=current.run_id, order_by="task_id")
         scored = asyncio.run(_scored(trajectories, judging, current.db, missing_only=True))
         summary = summarize(scored, ks=sorted({1, current.spec.n}))
-        current.db.set_run(current.run_id, {**current.meta, "summary": summary.as_dict()})
+        result: dict[str, object] = summary.as_dict()
+        best_rows: list[tuple[str, str]] = []
+        if plan is not None:
+            picked = select_into(current.db, scored, plan)
+            result["best_of"], best_rows = picked.as_dict(), picked.rows()
+        current.db.set_run(current.run_id, {**current.meta, "summary": result})
     failures = scored_failures(scored)
     if as_json:
-        print_json({"run_id": current.run_id, **summary.as_dict()})
+        print_json({"run_id": current.run_id, **result})
     else:
         title = f"eval {current.env} / {current.model} (run {current.run_id})"
-        console.print(_table(title, _eval_rows(summary)))
+        console.print(_table(title, [*_eval_rows(summary), *best_rows]))
     finish(failures, len(scored), "episodes")
 
 

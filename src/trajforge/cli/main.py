@@ -18,6 +18,7 @@ from trajforge.cli import (
     env_cmds,
     eval_cmds,
     mcp_cmds,
+    memory_cmds,
     openenv_cmds,
     policy_cmds,
     rollout_cmds,
@@ -83,6 +84,7 @@ for module in (
     config_cmds,
     template_cmds,
     view_cmds,
+    memory_cmds,
 ):
     module.register(app)
 

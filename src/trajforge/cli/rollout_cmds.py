@@ -16,7 +16,15 @@ from trajforge.cli.common import (
     rewards_of,
 )
 from trajforge.cli.failures import finish, stored_failures
+from trajforge.cli.memory_cmds import (
+    MemoryKOption,
+    MemoryOption,
+    MemoryUpdateOption,
+    memory_meta,
+    plan_memory,
+)
 from trajforge.judge.stats import RewardSummary
+from trajforge.memory_bank.live import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutStats
 from trajforge.schema import OutcomeStatus
@@ -75,6 +83,9 @@ def rollout_command(
     batch_size: opts.BatchSizeOption = 16,
     concurrency: opts.ConcurrencyOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
+    memory: MemoryOption = None,
+    memory_k: MemoryKOption = DEFAULT_K,
+    memory_update: MemoryUpdateOption = False,
     ray: opts.RayOption = False,
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
@@ -87,8 +98,14 @@ def rollout_command(
     """
     # The options reach the run's spec through ctx.params.
     on_ray = opts.ray_options(ctx.params)
-    with opts.command_run(ctx, COMMAND) as current:
-        done = current.roll_out(show=not as_json, ray=on_ray)
+    plan = plan_memory(memory, memory_k, memory_update, on_ray is not None, user)
+    extra = {"memory": plan.model_dump(mode="json")} if plan is not None else None
+    with opts.command_run(ctx, COMMAND, extra) as current:
+        plan = memory_meta(current.meta)
+        learning = plan.open(current.env) if plan is not None else None
+        done = current.roll_out(
+            show=not as_json, ray=on_ray, memory=learning, update=bool(plan and plan.update)
+        )
         rows = current.db.summaries(run=current.run_id)
         failures = stored_failures(current.db, current.run_id)
     stats = done.stats

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ from trajforge.cli.preflight import check_reachable
 from trajforge.distributed import LOCAL, RayOptions, on_ray
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError, StoreError
+from trajforge.memory_bank.live import Memory, MemoryUpdate
 from trajforge.policy.naming import check_policy_name
 from trajforge.precision import Precision
 from trajforge.rollout import (
@@ -250,13 +251,24 @@ class CommandRun:
         return self.spec.policy.name if self.spec.policy is not None else "-"
 
     def roll_out(
-        self, show: bool, ray: RayOptions | None = None, runner: EpisodeRunner | None = None
+        self,
+        show: bool,
+        ray: RayOptions | None = None,
+        runner: EpisodeRunner | None = None,
+        memory: Memory | None = None,
+        update: bool = False,
     ) -> RolloutRun:
         """Run the episodes the store does not hold yet, storing each as it ends (with a
         progress bar when ``show``; played by ``runner`` when given, else on Ray actors when
-        ``ray``, else here); returns the run, with this invocation's figures."""
+        ``ray``, else here; each env reading ``memory`` when given, which learns from every
+        finished episode with ``update``); returns the run, with this invocation's figures."""
         live = on_ray(ray) if runner is None else LiveParts(runner=runner)
-        return asyncio.run(_roll_out(self.spec, self.db, show, live))
+        hooks: list[RolloutHook] = []
+        if memory is not None:
+            live["wrap_env"] = memory.wrap
+            if update:
+                hooks.append(MemoryUpdate(memory))
+        return asyncio.run(_roll_out(self.spec, self.db, show, live, hooks))
 
 
 def ray_options(options: Mapping[str, Any]) -> RayOptions | None:
@@ -280,9 +292,13 @@ class SampleNotice(RolloutHook):
 
 
 async def _roll_out(
-    spec: RolloutSpec, db: TrajectoryStore, show: bool, live: LiveParts
+    spec: RolloutSpec,
+    db: TrajectoryStore,
+    show: bool,
+    live: LiveParts,
+    extra_hooks: Sequence[RolloutHook] = (),
 ) -> RolloutRun:
-    hooks: list[RolloutHook] = [SampleNotice()]
+    hooks: list[RolloutHook] = [SampleNotice(), *extra_hooks]
     if show:
         hooks.append(RolloutProgress(console=err_console))
     live["store"], live["hooks"] = db, hooks

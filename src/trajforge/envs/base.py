@@ -67,3 +67,8 @@ class Env(ABC):
     def expert(self, task: Task, messages: list[Message]) -> str | None:
         """The scripted expert's next assistant reply (text protocol), or None if there is none."""
         return None
+
+    def episode_metadata(self) -> dict[str, Any]:
+        """What the episode's trajectory records in its metadata on the env's behalf (what a
+        memory retrieved for it); read once, when the episode ends."""
+        return {}

@@ -21,7 +21,8 @@ and a description. An unknown name is one ``ConfigError`` with the closest known
 kind there is.
 
 A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, seed, split)``
-and ``expert(task, messages)``, and optionally ``scripted_user(task, view)``; its description
+and ``expert(task, messages)``, and optionally ``scripted_user(task, view)`` and
+``ANSWER_FREE_VERIFIER = True`` (its verifier never reads the answer key); its description
 is ``DESCRIPTION`` or its docstring's first line.
 
 A user factory is called with the keyword arguments given to ``EnvEntry.make`` and returns either
@@ -32,6 +33,8 @@ A user factory is called with the keyword arguments given to ``EnvEntry.make`` a
 - an object with a ``make()`` method returning an ``Env`` and, optionally, ``name``,
   ``description``, ``tasks(n, seed=0, split="train")`` and ``expert(task, messages)``
   (for instance an ``EnvEntry``).
+
+Either may set ``answer_free_verifier = True`` when its verifier never reads the answer key.
 """
 
 from __future__ import annotations
@@ -114,6 +117,9 @@ class EnvEntry:
         scripted_user: ``(task, view) -> str | None``: the scripted simulated user's next
             reply (envs with a simulated user only).
         source: Where the environment comes from.
+        answer_free_verifier: Whether the verifier judges without the task's answer key (a
+            goal reached, unit tests run), so that best-of-N may choose by it; False unless
+            the env says so.
     """
 
     def __init__(
@@ -125,8 +131,10 @@ class EnvEntry:
         description: str = "",
         scripted_user: ExpertFn | None = None,
         source: EnvSource = EnvSource.CODE,
+        answer_free_verifier: bool = False,
     ) -> None:
         self.name = name
+        self.answer_free_verifier = answer_free_verifier
         self.source = source
         self.scripted_user = scripted_user
         self.description = description
@@ -202,6 +210,7 @@ def _builtin(name: str, module_name: str) -> EnvEntry:
         getattr(module, "DESCRIPTION", None) or _first_line(module.__doc__),
         getattr(module, "scripted_user", None),
         EnvSource.BUILTIN,
+        getattr(module, "ANSWER_FREE_VERIFIER", False),
     )
 
 
@@ -294,7 +303,10 @@ def _from_code(name: str) -> EnvEntry:
         description = getattr(made, "description", "") or fallback
         tasks = _tasks_from_list(name, list(getattr(made, "tasks", None) or []))
         user = getattr(made, "user_script", None)
-        return EnvEntry(name, factory, tasks, made.expert, description, user)
+        answer_free = bool(getattr(made, "answer_free_verifier", False))
+        return EnvEntry(
+            name, factory, tasks, made.expert, description, user, answer_free_verifier=answer_free
+        )
     if callable(getattr(made, "make", None)):
         return EnvEntry(
             getattr(made, "name", None) or name,
@@ -303,6 +315,7 @@ def _from_code(name: str) -> EnvEntry:
             getattr(made, "expert", None),
             getattr(made, "description", "") or fallback,
             getattr(made, "scripted_user", None),
+            answer_free_verifier=bool(getattr(made, "answer_free_verifier", False)),
         )
     raise ConfigError(
         f"env {name!r}: the factory returned {type(made).__name__}; it must return an Env "

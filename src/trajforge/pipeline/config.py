@@ -23,7 +23,9 @@ from trajforge.configfile import (
     validate,
 )
 from trajforge.distributed.options import RayOptions
+from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
+from trajforge.judge.best_of_run import plan_best_of
 from trajforge.judge.scorer import ScorerRefs, default_refs
 from trajforge.policy.naming import OPENAI_PREFIX
 from trajforge.precision import Precision
@@ -69,6 +71,14 @@ class EvalSettings(_Strict):
     summary: names, or ``{name, options}``; a registered scorer, ``module:function`` or
     ``file.py:function``. Success and reward stay the env's verdict (weights only matter
     in an RL reward)."""
+    best_of: int | None = None
+    """Best-of-N: sample this many candidates per task (instead of ``n``) and keep one chosen
+    by ``select``; the stage reports pass@1, pass@N and selected@N with 95% intervals."""
+    select: str | None = None
+    """The best-of-N selector: ``verifier`` (only for an env whose verifier reads no answer
+    key), ``judge:RUBRIC`` (judged by ``judge_model``), ``majority`` or ``logprob``."""
+    judge_model: str | None = None
+    """The policy that judges candidates for ``select: judge:RUBRIC``."""
 
 
 class EvalStage(_Strict):
@@ -244,6 +254,21 @@ class Experiment(_Strict):
         return stages
 
 
+def best_of_problem(exp: Experiment) -> str | None:
+    """What is wrong with the eval's best-of-N (``None``: nothing, or none is asked for)."""
+    ev = exp.eval
+    if ev.best_of is None and ev.select is None:
+        return None
+    if ev.best_of is not None and ev.n != 1:
+        return "give best_of or n, not both (best_of samples N per task)"
+    answer_free = get_env(exp.env).answer_free_verifier
+    try:
+        plan_best_of(exp.env, answer_free, ev.best_of, ev.select, ev.judge_model, ev.temperature)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def load_experiment(path: Path, overrides: Iterable[str] = ()) -> Experiment:
     """Read an experiment YAML and apply ``KEY=VALUE`` ``overrides``; errors name the file,
     the line and the key (or the override)."""
@@ -379,6 +404,8 @@ def check_experiment(exp: Experiment, run_dir: Path) -> None:
     problems: list[str] = []
     if found := env_problem(exp.env):
         problems.append(origin.problem(("env",), found))
+    elif found := best_of_problem(exp):
+        problems.append(origin.problem(("eval", "best_of"), found))
     trains = any(isinstance(s, SFTStage | RLStage) for s in exp.stages)
     if found := model_name_problem(exp.model, trainable=trains):
         problems.append(origin.problem(("model",), found))

@@ -23,7 +23,9 @@ from rich.console import Console
 
 from trajforge.agent_programs import AgentRunner, agent_runners
 from trajforge.distributed import on_ray
+from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError, TrajforgeError
+from trajforge.judge.best_of_run import plan_best_of, select_into
 from trajforge.judge.evaluate import score_into, summarize
 from trajforge.judge.scorer import Rubric
 from trajforge.judge.stats import format_reward, format_scored, format_success
@@ -276,11 +278,20 @@ class ExperimentRunner:
     def _eval(self, model: str, run_id: str) -> dict[str, Any]:
         ev = self.exp.eval
         rubric = Rubric.from_refs(ev.scorers)
+        plan = plan_best_of(
+            self.exp.env,
+            get_env(self.exp.env).answer_free_verifier,
+            ev.best_of,
+            ev.select,
+            ev.judge_model,
+            ev.temperature,
+        )
+        n = ev.n if plan is None else plan.n
         spec = RolloutSpec(
             env=self.exp.env,
             policy=self._policy_ref(model),
             tasks=TaskSample(count=ev.tasks, split=ev.split, seed=ev.seed),
-            n=ev.n,
+            n=n,
             limits=Limits(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens),
             sampling=Sampling(temperature=ev.temperature, max_new_tokens=ev.max_new_tokens),
             seed=ev.seed,
@@ -295,12 +306,18 @@ class ExperimentRunner:
                 return await score_into(db, trajs, rubric.scorers)
 
         trajectories = asyncio.run(go())
-        summary = summarize(trajectories, ks=sorted({1, ev.n}))
+        summary = summarize(trajectories, ks=sorted({1, n}))
         text = (
             f"success {format_success(summary.success, summary.scored, summary.episodes)}, mean reward "
             f"{format_reward(summary.reward_mean)} (scored {format_scored(summary.scored, summary.episodes)})"
         )
-        return {"run_id": run_id, "model": model, "summary": summary.as_dict(), "text": text}
+        result: dict[str, Any] = {"run_id": run_id, "model": model, "summary": summary.as_dict()}
+        if plan is not None:
+            with TrajectoryStore(self.store_path) as db:
+                picked = select_into(db, trajectories, plan)
+            result["best_of"] = picked.as_dict()
+            text += "; " + ", ".join(f"{k} {v}" for k, v in picked.rows())
+        return {**result, "text": text}
 
     def _policy_ref(self, model: str) -> PolicyRef:
         """The policy named ``model`` with the experiment's precision and the eval's batch size

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from typing import NamedTuple, TypedDict, Unpack
 
+from trajforge.envs.base import Env
 from trajforge.envs.registry import EnvEntry, get_env
 from trajforge.memory import start_memory_watchdog
 from trajforge.policy.base import Policy
@@ -51,6 +52,8 @@ class LiveParts(TypedDict, total=False):
     user_policy: Policy
     """Plays the simulated user of an env that has one, in place of ``spec.user``; the
     caller keeps it open."""
+    wrap_env: Callable[[Env], Env]
+    """Wraps each fresh environment (a memory that adds to its opening messages)."""
 
 
 class RolloutStream:
@@ -247,6 +250,10 @@ def _env_factory(entry: EnvEntry | None, live: EnvFactory | None) -> EnvFactory:
     return entry.make
 
 
+def _wrapped(make: EnvFactory, wrap: Callable[[Env], Env] | None) -> EnvFactory:
+    return make if wrap is None else lambda: wrap(make())
+
+
 def _tasks(spec: RolloutSpec, entry: EnvEntry | None) -> list[Task]:
     if not isinstance(spec.tasks, TaskSample):
         return spec.tasks
@@ -294,13 +301,13 @@ async def open_rollout(
             if policy is not None and spec.policy is not None:
                 raise RolloutError("spec.policy: the policy is passed live too; give it once")
             runner = LocalRunner(
-                _env_factory(entry, live.get("env")),
+                _wrapped(_env_factory(entry, live.get("env")), live.get("wrap_env")),
                 policy,
                 entry.expert if entry is not None else None,
                 user_policy=live.get("user_policy"),
                 scripted_user=entry.scripted_user if entry is not None else None,
             )
-        elif {"env", "policy", "user_policy"} & live.keys():
+        elif {"env", "policy", "user_policy", "wrap_env"} & live.keys():
             raise RolloutError("a live env or policy runs in this process; not with a runner")
         stack.push_async_callback(runner.close)
         model = await runner.start(spec)

@@ -337,6 +337,7 @@ class Episode:
         if self.policy.precision is not None:
             metadata["precision"] = self.policy.precision
         if self.env is not None:
+            metadata.update(self.env.episode_metadata())
             try:
                 await asyncio.wait_for(self.env.close(), self.limits.close_timeout_s)
             except Exception as exc:

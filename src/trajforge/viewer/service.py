@@ -13,6 +13,7 @@ from typing import Any
 
 from trajforge.algos.names import Estimator
 from trajforge.errors import StoreError, TrajforgeError
+from trajforge.judge.best_of import BEST_OF_KEY
 from trajforge.judge.stats import (
     FailureSplit,
     RewardSummary,
@@ -232,15 +233,23 @@ class ViewerData:
         except TrajforgeError as exc:
             raise BadRequest(f"estimator {estimator}: {exc}") from None
         members = [
-            {**outline(t), "messages": conversation(t), "advantage": a}
+            {
+                **outline(t),
+                "messages": conversation(t),
+                "advantage": a,
+                "best_of": t.metadata.get(BEST_OF_KEY),
+            }
             for t, a in zip(trajs, adv["trajectories"], strict=True)
         ]
+        # A best-of-N group names its selector once; each member says whether it was chosen.
+        marks = [m["best_of"] for m in members if m["best_of"]]
         return {
             "group_id": group_id,
             "estimator": estimator,
             "estimators": [e.value for e in Estimator],
             "metrics": adv["metrics"],
             "members": members,
+            "selector": marks[0]["selector"] if marks else None,
         }
 
     def diff(self, a: str, b: str) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from trajforge.schema import Message, Role, Task
 from trajforge.schema.evidence import Evidence
 
 NAME = "gridworld"
+# Reaching the goal is seen on the board, never read from an answer key: best-of-N may choose by it.
+ANSWER_FREE_VERIFIER = True
 DESCRIPTION = "FrozenLake-like text game: walk to the goal, avoid holes; one move tool."
 SYSTEM_PROMPT = "Reach G with the move tool, one move per turn. When you reach G, say so."
 MOVES: dict[str, tuple[int, int]] = {

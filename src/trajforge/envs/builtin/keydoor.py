@@ -52,6 +52,8 @@ from trajforge.schema import Message, Task
 from trajforge.schema.evidence import Evidence
 
 NAME = "keydoor"
+# Reaching the goal is seen on the board, never read from an answer key: best-of-N may choose by it.
+ANSWER_FREE_VERIFIER = True
 DESCRIPTION = (
     "Gridworld with keys and doors: fetch a key, open its door, reach the goal (6-20 moves)."
 )

@@ -33,6 +33,8 @@ from trajforge.errors import ConfigError
 from trajforge.schema import Message, Role, Task
 
 NAME = "keydoor-compact"
+# Reaching the goal is seen on the board, never read from an answer key: best-of-N may choose by it.
+ANSWER_FREE_VERIFIER = True
 DESCRIPTION = "keydoor in a few tokens a turn: offsets of keys, doors and goal; reply U, D, L or R."
 SYSTEM_PROMPT = "Reach G. Get key a for door A, b for B. Reply U, D, L or R."
 LETTERS: dict[str, str] = {"U": "up", "D": "down", "L": "left", "R": "right"}

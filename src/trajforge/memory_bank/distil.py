@@ -1,0 +1,137 @@
+"""Distilling memory items from trajectories, successes and failures alike (ReasoningBank,
+Ouyang et al. 2025: lessons from both, each kept with where it came from).
+
+``distil_rules`` fills templates from the trajectory itself: what the agent did, how it ended,
+the tool errors it met. ``PolicyDistiller`` asks any policy to write the item as one JSON
+object; a reply that is not one is retried and then skipped (counted), never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from trajforge.judge.llm_judge import render_trajectory
+from trajforge.memory_bank.items import MemoryItem, MemoryKind
+from trajforge.policy.base import Policy, SamplingParams
+from trajforge.schema import Message, Role, Trajectory, is_success
+
+RULES = "rules"
+HEAD_WORDS = 10
+MAX_STEP_CHARS = 60
+MAX_LESSON_CHARS = 400
+MAX_WHEN_CHARS = 300
+_OBJECT = re.compile(r"\{.*\}", re.S)
+FIELDS = ("title", "applies_when", "lesson")
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _steps(traj: Trajectory) -> list[str]:
+    """Each assistant turn in a few words: its tool calls, else its reply."""
+    steps = []
+    for m in traj.messages:
+        if m.role is not Role.ASSISTANT:
+            continue
+        calls = [f"{c.name}({json.dumps(c.arguments, sort_keys=True)})" for c in m.tool_calls]
+        steps.append(_clip("; ".join(calls) if calls else m.content or "", MAX_STEP_CHARS))
+    return steps
+
+
+def _tool_errors(traj: Trajectory) -> list[str]:
+    return [
+        _clip(m.content or "", MAX_STEP_CHARS)
+        for m in traj.messages
+        if m.role is Role.TOOL and (m.content or "").startswith("Error")
+    ]
+
+
+def succeeded(traj: Trajectory) -> bool:
+    return is_success(traj.outcome.status, traj.outcome.reward)
+
+
+def distil_rules(traj: Trajectory) -> MemoryItem:
+    """The templated item of one trajectory: what worked, or what did not and how it ended."""
+    head = " ".join(traj.task.prompt.split()[:HEAD_WORDS])
+    steps = " -> ".join(_steps(traj)) or "no action"
+    ok = succeeded(traj)
+    if ok:
+        title = f"Worked: {head}"
+        lesson = f"This sequence reached the goal: {steps}."
+    else:
+        how = traj.outcome.reason or traj.outcome.error or traj.outcome.status.value
+        errors = _tool_errors(traj)
+        met = f" It met: {errors[-1]}." if errors else ""
+        title = f"Failed: {head}"
+        lesson = f"Avoid repeating this ({how}, reward {traj.outcome.reward}): {steps}.{met}"
+    return MemoryItem(
+        id=f"mem-{traj.id}",
+        env=traj.env or traj.task.env or "-",
+        title=_clip(title, 120),
+        applies_when=_clip(traj.task.prompt, MAX_WHEN_CHARS),
+        lesson=_clip(lesson, MAX_LESSON_CHARS),
+        kind=MemoryKind.SUCCESS if ok else MemoryKind.FAILURE,
+        sources=[traj.id],
+        distiller=RULES,
+    )
+
+
+def distil_prompt(traj: Trajectory) -> list[Message]:
+    """What a policy distiller reads: the conversation, how it ended, and the item to write."""
+    convo, _ = render_trajectory(traj, 4000)
+    verdict = "succeeded" if succeeded(traj) else "failed"
+    system = (
+        "You distil reusable lessons from an agent's attempt at a task. Answer with exactly one "
+        'JSON object with the keys "title" (a few words), "applies_when" (the kind of task the '
+        'lesson helps with) and "lesson" (what to do or avoid next time), and nothing else.'
+    )
+    user = f"Task: {traj.task.prompt}\n\nThe attempt {verdict}.\n\n{convo}\n\nYour JSON object:"
+    return [Message(role=Role.SYSTEM, content=system), Message(role=Role.USER, content=user)]
+
+
+def parse_item_fields(text: str) -> dict[str, str] | None:
+    """The three fields from a distiller's reply, or None when it is not such an object."""
+    match = _OBJECT.search(text)
+    if match is None:
+        return None
+    try:
+        data = json.loads(match.group(0))
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or any(
+        not isinstance(data.get(f), str) or not data[f].strip() for f in FIELDS
+    ):
+        return None
+    return {f: data[f].strip() for f in FIELDS}
+
+
+@dataclass
+class PolicyDistiller:
+    """A policy writes each item; ``skipped`` counts the trajectories it gave no item for."""
+
+    policy: Policy
+    max_retries: int = 1
+    skipped: int = 0
+
+    async def __call__(self, traj: Trajectory) -> MemoryItem | None:
+        sampling = SamplingParams(temperature=0.0, max_new_tokens=256)
+        for attempt in range(self.max_retries + 1):
+            session = self.policy.start_session(distil_prompt(traj), [], task=traj.task)
+            reply = await self.policy.respond(session, sampling, turn=attempt)
+            fields = parse_item_fields(reply.content or "")
+            if fields is not None:
+                base = distil_rules(traj)
+                return base.model_copy(
+                    update={
+                        "title": _clip(fields["title"], 120),
+                        "applies_when": _clip(fields["applies_when"], MAX_WHEN_CHARS),
+                        "lesson": _clip(fields["lesson"], MAX_LESSON_CHARS),
+                        "distiller": self.policy.name,
+                    }
+                )
+        self.skipped += 1
+        return None

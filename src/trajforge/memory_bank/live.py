@@ -1,0 +1,132 @@
+"""A memory in use during a run: the items of the run's env indexed with BM25, the top-k for
+each task put into the episode's opening messages, what was retrieved recorded in the
+trajectory's metadata, and (``update``) each finished episode distilled into a new item that
+later episodes can retrieve, appended to the memory file as it is learnt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trajforge.envs.base import Env, StepResult
+from trajforge.memory_bank.bm25 import BM25Index
+from trajforge.memory_bank.distil import distil_rules
+from trajforge.memory_bank.items import MemoryItem, for_env, item_line, read_memory
+from trajforge.rollout import RolloutHook, RolloutRun
+from trajforge.schema import Message, Role, Task, ToolSpec, Trajectory
+
+MEMORY_KEY = "memory"
+"""Where a trajectory's metadata records what was retrieved for it."""
+DEFAULT_K = 3
+HEADER = "Lessons from earlier attempts at similar tasks:"
+
+
+@dataclass
+class Memory:
+    """The usable items of one env, their index, and the file they live in."""
+
+    path: Path
+    env: str
+    k: int = DEFAULT_K
+    items: list[MemoryItem] = field(default_factory=list)
+    ignored: int = 0
+    """Items of other envs in the file: warned about, never retrieved."""
+
+    def __post_init__(self) -> None:
+        self.index = BM25Index([i.text() for i in self.items])
+
+    @classmethod
+    def load(cls, path: Path, env: str, k: int = DEFAULT_K) -> Memory:
+        """The memory at ``path`` for ``env``: its items of ``env``; the others counted."""
+        mine, others = for_env(read_memory(path), env)
+        return cls(path, env, k, mine, len(others))
+
+    def retrieve(self, task: Task) -> list[tuple[MemoryItem, float]]:
+        """The top-k items for ``task`` by BM25 over its prompt, best first."""
+        return [(self.items[i], s) for i, s in self.index.top(task.prompt, self.k)]
+
+    def wrap(self, env: Env) -> Env:
+        """``env`` reading this memory (what a rollout's ``wrap_env`` takes)."""
+        return MemoryEnv(env, self)
+
+    def add(self, item: MemoryItem) -> bool:
+        """Learn ``item`` (appended to the file too); False when its id is already known."""
+        if any(i.id == item.id for i in self.items):
+            return False
+        self.items.append(item)
+        self.index.add(item.text())
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(item_line(item))
+        return True
+
+
+def memory_prompt(hits: list[tuple[MemoryItem, float]]) -> str:
+    """The retrieved items as the text the agent reads."""
+    lines = [HEADER]
+    lines += [f"{n}. {item.title}: {item.lesson}" for n, (item, _) in enumerate(hits, 1)]
+    return "\n".join(lines)
+
+
+def with_memory(opening: list[Message], text: str) -> list[Message]:
+    """``opening`` with ``text`` added to its system message (or one put first)."""
+    if opening and opening[0].role is Role.SYSTEM:
+        first = opening[0]
+        joined = f"{first.content}\n\n{text}" if first.content else text
+        return [first.model_copy(update={"content": joined}), *opening[1:]]
+    return [Message(role=Role.SYSTEM, content=text), *opening]
+
+
+class MemoryEnv(Env):
+    """``inner`` with the memory's top-k items for each task in its opening messages."""
+
+    def __init__(self, inner: Env, memory: Memory) -> None:
+        super().__init__()
+        self.inner, self.memory = inner, memory
+        self.name = inner.name
+        self.tools = inner.tools
+        self.times_out_tools = inner.times_out_tools
+        self.retrieved: dict[str, Any] | None = None
+
+    async def reset(self, task: Task) -> list[Message]:
+        opening = await self.inner.reset(task)
+        self.tools = self.inner.tools
+        hits = self.memory.retrieve(task)
+        self.retrieved = {
+            "path": str(self.memory.path),
+            "k": self.memory.k,
+            "items": [{"id": i.id, "title": i.title, "score": round(s, 4)} for i, s in hits],
+        }
+        return with_memory(opening, memory_prompt(hits)) if hits else opening
+
+    async def step(self, action: Message) -> StepResult:
+        return await self.inner.step(action)
+
+    async def list_tools(self) -> list[ToolSpec]:
+        return await self.inner.list_tools()
+
+    def adopt_limits(self, *, max_turns: int | None, tool_timeout_s: float | None) -> None:
+        self.inner.adopt_limits(max_turns=max_turns, tool_timeout_s=tool_timeout_s)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def expert(self, task: Task, messages: list[Message]) -> str | None:
+        return self.inner.expert(task, messages)
+
+    def episode_metadata(self) -> dict[str, Any]:
+        return {MEMORY_KEY: self.retrieved} if self.retrieved is not None else {}
+
+
+class MemoryUpdate(RolloutHook):
+    """Grows the memory with an item distilled (by the templates) from each finished episode
+    whose trajectory belongs to the memory's env."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.learnt = 0
+
+    def on_episode_end(self, run: RolloutRun, trajectory: Trajectory) -> None:
+        if (trajectory.env or trajectory.task.env) == self.memory.env:
+            self.learnt += self.memory.add(distil_rules(trajectory))

@@ -1,0 +1,72 @@
+"""A memory in a run: top-k items in the opening system message, the retrieval in the
+trajectory's metadata, and the memory growing from finished episodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trajforge.envs.registry import get_env
+from trajforge.memory_bank.items import MemoryItem, MemoryKind, read_memory, write_memory
+from trajforge.memory_bank.live import HEADER, MEMORY_KEY, Memory, MemoryUpdate, with_memory
+from trajforge.rollout import RolloutSpec, run_rollout
+from trajforge.schema import Message, Role
+
+ENV = "keydoor-compact"
+
+
+def lesson(i: int, applies: str, env: str = ENV) -> MemoryItem:
+    return MemoryItem(
+        id=f"m{i}",
+        env=env,
+        title=f"lesson {i}",
+        applies_when=applies,
+        lesson=f"do thing {i}",
+        kind=MemoryKind.SUCCESS,
+        sources=[f"t{i}"],
+    )
+
+
+def test_the_memory_joins_the_system_message_or_comes_first() -> None:
+    system = Message(role=Role.SYSTEM, content="Reach G.")
+    user = Message(role=Role.USER, content="a D1")
+    joined = with_memory([system, user], "LESSONS")
+    assert [m.content for m in joined] == ["Reach G.\n\nLESSONS", "a D1"]
+    assert [m.content for m in with_memory([user], "LESSONS")] == ["LESSONS", "a D1"]
+
+
+def test_retrieval_uses_only_the_env_items_best_first(tmp_path: Path) -> None:
+    path = tmp_path / "mem.jsonl"
+    task = get_env(ENV).tasks(1, seed=0, split="test")[0]
+    write_memory(
+        path,
+        [
+            lesson(1, "nothing alike"),
+            lesson(2, task.prompt),
+            lesson(3, task.prompt, env="calculator"),
+        ],
+    )
+    memory = Memory.load(path, ENV, k=2)
+    assert memory.ignored == 1
+    assert [i.id for i, _ in memory.retrieve(task)] == ["m2"]
+
+
+def test_a_rollout_reads_records_and_grows_the_memory(tmp_path: Path) -> None:
+    path = tmp_path / "mem.jsonl"
+    tasks = get_env(ENV).tasks(2, seed=0, split="train")
+    write_memory(path, [lesson(1, tasks[0].prompt)])
+    memory = Memory.load(path, ENV, k=3)
+    grow = MemoryUpdate(memory)
+    spec = RolloutSpec(env=ENV, policy={"name": "expert"}, tasks=tasks, n=1, concurrency=1)
+    trajs = run_rollout(spec, wrap_env=memory.wrap, hooks=[grow])
+    by_task = {t.task.id: t for t in trajs}
+    first = by_task[tasks[0].id]
+    record = first.metadata[MEMORY_KEY]
+    assert record["path"] == str(path) and record["k"] == 3
+    assert record["items"][0]["id"] == "m1" and record["items"][0]["score"] > 0
+    assert HEADER in (first.messages[0].content or "")
+    assert "lesson 1: do thing 1" in (first.messages[0].content or "")
+    # Both episodes were learnt: the file holds them after the first item, with provenance.
+    assert grow.learnt == 2
+    stored = read_memory(path)
+    assert stored[0].id == "m1" and len(stored) == 3
+    assert {i.sources[0] for i in stored[1:]} == {t.id for t in trajs}
