@@ -52,7 +52,9 @@ def test_a_supervised_loop_lowers_the_loss_and_logs_it(
     _, service = served
     metrics = service.root / "runs" / info.model_id.replace(":", "-") / "metrics.jsonl"
     logged = [json.loads(line) for line in metrics.read_text().splitlines()]
-    assert [r["loss"] for r in logged if "loss" in r] == pytest.approx(losses)
+    assert [r["step"] for r in logged] == list(range(1, 9))
+    assert [r["loss"] for r in logged] == pytest.approx(losses)
+    assert all(r["datums"] == 2 and r["tokens"] == 23 + 19 for r in logged)
 
 
 def reward(tokens: list[int]) -> float:
@@ -108,7 +110,9 @@ def test_an_rl_loop_raises_the_reward(
     assert all(t.messages[1].logprobs for t in stored)
 
 
-def test_save_and_load_state_resume_exactly(client: tinker.ServiceClient) -> None:
+def test_save_and_load_state_resume_exactly(
+    client: tinker.ServiceClient, served: tuple[str, TinkerService]
+) -> None:
     trainer = client.create_lora_training_client(base_model="tiny", rank=4, seed=2).result()
     data = [sft_datum(SEQ)]
     adam = types.AdamParams(learning_rate=1e-2)
@@ -129,7 +133,8 @@ def test_save_and_load_state_resume_exactly(client: tinker.ServiceClient) -> Non
     assert two_more(trainer) == first
     resumed = client.create_training_client_from_state_with_optimizer(path).result()
     assert two_more(resumed) == first
-    listed = client.create_rest_client().list_checkpoints(trainer.get_info().model_id).result()
+    rest = tinker.RestClient(base_url=served[0], api_key="tml-local")
+    listed = rest.list_checkpoints(trainer.get_info().model_id).result()
     assert [c.tinker_path for c in listed.checkpoints] == [path]
 
 

@@ -156,17 +156,6 @@ def tinker_app(service: TinkerService) -> FastAPI:
             step = model.forward_backward(
                 req.data, req.loss_fn, req.config, backward=not req.forward_only
             )
-            if not req.forward_only:
-                tokens = sum(len(d.tokens) for d in req.data)
-                service.log_metrics(
-                    model,
-                    {
-                        "loss": step.metrics["loss:sum"],
-                        "loss_fn": req.loss_fn,
-                        "datums": len(req.data),
-                        "tokens": tokens,
-                    },
-                )
             return forward_backward_output(step.outputs, step.metrics)
 
         return accepted(service.submit_ordered(req.model_id, req.seq_id, work), req.model_id)
@@ -181,7 +170,7 @@ def tinker_app(service: TinkerService) -> FastAPI:
             metrics = model.optim_step(
                 p.learning_rate, (p.beta1, p.beta2), p.eps, p.weight_decay, p.grad_clip_norm
             )
-            service.log_metrics(model, {"event": "optim_step", **metrics})
+            service.log_metrics(model, metrics)
             return {"metrics": metrics}
 
         return accepted(service.submit_ordered(body.model_id, body.seq_id, work), body.model_id)

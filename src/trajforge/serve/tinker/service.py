@@ -193,12 +193,13 @@ class TinkerService:
         return model
 
     def log_metrics(self, model: TrainingModel, record: dict[str, Any]) -> None:
-        """Append a training event to the model's ``metrics.jsonl`` (what the viewer plots)."""
+        """Append an optimizer step's metrics to the model's ``metrics.jsonl`` (one line per
+        step, what ``trajforge view`` plots); the first step names the run in the store."""
         folder = self.root / "runs" / _safe(model.model_id)
         folder.mkdir(parents=True, exist_ok=True)
         with (folder / "metrics.jsonl").open("a") as out:
             out.write(json.dumps({"step": model.steps, **record}) + "\n")
-        if self.store is not None and model.batches + model.steps <= 1:
+        if self.store is not None and model.steps == 1:
             self.store.set_run(
                 "tinker-" + _safe(model.model_id),
                 {"kind": "tinker-train", "model": model.base, "output_dir": str(folder)},

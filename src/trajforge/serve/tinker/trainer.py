@@ -130,7 +130,8 @@ class TrainingModel:
         self.optimizer = make_optimizer(self.model, OptimSettings(), fused=False)
         self.steps = 0
         """Optimizer steps taken: the weights' version."""
-        self.batches = 0
+        self.pending: dict[str, float] = {}
+        """What the ``forward_backward`` calls since the last step added up to (for its metrics)."""
 
     def _check(self, data: list[Datum], name: str) -> None:
         if not data:
@@ -169,14 +170,20 @@ class TrainingModel:
             total = torch.stack(losses).sum()
             if backward:
                 total.backward()
-                self.batches += 1
+                for key, value in (
+                    ("loss", float(total.detach())),
+                    ("datums", len(data)),
+                    ("tokens", sum(len(d.tokens) for d in data)),
+                ):
+                    self.pending[key] = self.pending.get(key, 0.0) + value
         outputs = [{"logprobs": lp.detach().numpy().astype(np.float32)} for lp in logprobs]
         return StepResult(outputs=outputs, metrics={"loss:sum": float(total.detach())})
 
     def optim_step(
         self, lr: float, betas: tuple[float, float], eps: float, weight_decay: float, clip: float
     ) -> dict[str, float]:
-        """One AdamW step with these settings (Tinker sends them with every step)."""
+        """One AdamW step with these settings (Tinker sends them with every step); its metrics
+        with the losses, datums and tokens of the batches it applies."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         grads = [p.grad for p in params if p.grad is not None]
         norm = float(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
@@ -187,7 +194,9 @@ class TrainingModel:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.steps += 1
-        return {"grad_norm": norm, "learning_rate": lr}
+        metrics = {**self.pending, "grad_norm": norm, "learning_rate": lr}
+        self.pending = {}
+        return metrics
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         return {
