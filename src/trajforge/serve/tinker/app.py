@@ -35,7 +35,7 @@ from trajforge.train.config import ModelSettings
 from trajforge.train.model import load_base_model
 
 PROTO = "application/x-protobuf"
-RETRIEVE_WAIT_S = 20.0
+RETRIEVE_WAIT_S = 30.0
 """How long ``retrieve_future`` holds a request open before answering ``try_again``."""
 
 M = TypeVar("M", bound=BaseModel)

@@ -17,14 +17,17 @@ from trajforge.store import TrajectoryStore
 
 def offered_models(folders: list[Path]) -> dict[str, str]:
     """Served name -> what ``load_base_model`` loads: the embedded model, ``tiny`` and each
-    folder under its own name (a name given twice is refused)."""
+    folder under its own name and under its absolute path (code that loads a tokenizer by the
+    model's name, as tinker-cookbook does, then finds it offline); a name given twice is
+    refused."""
     models = {EMBEDDED_NAME: "embedded", "embedded": "embedded", "tiny": "tiny"}
     for folder in folders:
         if not folder.is_dir():
             raise ConfigError(f"--tinker-model: {folder} is not a model folder")
         if folder.name in models:
             raise ConfigError(f"--tinker-model: a model named {folder.name!r} is already served")
-        models[folder.name] = str(folder.resolve())
+        path = str(folder.resolve())
+        models[folder.name] = models[path] = path
     return models
 
 
