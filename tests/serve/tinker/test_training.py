@@ -192,3 +192,29 @@ def test_api_steps_equal_in_process_training(
         torch.testing.assert_close(api_state[name], value, atol=1e-6, rtol=0)
         moved = max(moved, float(value.abs().max()))
     assert moved > 0
+
+
+def test_forward_backward_custom_trains_like_the_built_in_loss(
+    client: tinker.ServiceClient,
+) -> None:
+    """The SDK runs a custom loss as a forward and a weighted cross entropy; a custom loss equal
+    to cross entropy moves the weights as the built-in one does."""
+
+    def nll(
+        data: list[types.Datum], logprobs: list[torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        return -sum(lp.sum() for lp in logprobs), {}  # type: ignore[return-value]
+
+    custom = client.create_lora_training_client(base_model="tiny", rank=4, seed=6).result()
+    built_in = client.create_lora_training_client(base_model="tiny", rank=4, seed=6).result()
+    data = [sft_datum(SEQ)]
+    adam = types.AdamParams(learning_rate=1e-2)
+    out = custom.forward_backward_custom(data, nll).result()
+    custom.optim_step(adam).result()
+    ref = built_in.forward_backward(data, "cross_entropy").result()
+    built_in.optim_step(adam).result()
+    assert out.metrics["loss:sum"] == pytest.approx(ref.metrics["loss:sum"], rel=1e-5)
+    probe = types.ModelInput.from_ints(SEQ)
+    a = custom.save_weights_and_get_sampling_client().result().compute_logprobs(probe).result()
+    b = built_in.save_weights_and_get_sampling_client().result().compute_logprobs(probe).result()
+    np.testing.assert_allclose(a[1:], b[1:], atol=1e-5)
