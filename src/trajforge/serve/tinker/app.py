@@ -9,6 +9,7 @@ mistakes), its message naming the field.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any, TypeVar
 
@@ -279,13 +280,15 @@ def tinker_app(service: TinkerService) -> FastAPI:
         sampler = service.sampler(body.sampling_session_id)
         prompt = body.prompt.to_ints()
         params = body.sampling_params.model_dump()
+        group = uuid.uuid4().hex
 
         async def work() -> bytes:
             sequences = await sampler.sample(prompt, body.num_samples, params, group=group)
-            logprobs = sampler.prompt_logprobs(prompt) if body.prompt_logprobs else None
+            logprobs = None
+            if body.prompt_logprobs:  # a whole forward: off the event loop
+                logprobs = await asyncio.to_thread(sampler.prompt_logprobs, prompt)
             return sample_response(sequences, logprobs)
 
-        group = uuid.uuid4().hex
         request_id = service.submit_async(work())
         ids = [f"{group}-{i}" for i in range(body.num_samples)]
         return {**accepted(request_id), "sample_sequence_ids": ids}
