@@ -11,7 +11,7 @@ from pathlib import Path
 import trajforge
 
 SRC = Path(trajforge.__file__).parent
-MAX_LAZY_IMPORTS = 39
+MAX_LAZY_IMPORTS = 40
 
 
 def _function_local_imports() -> list[tuple[Path, int, str]]:

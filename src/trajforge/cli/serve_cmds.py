@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -46,9 +47,29 @@ def serve(
     precision: opts.PrecisionOption = Precision.AUTO,
     batch_size: opts.BatchSizeOption = 16,
     store: StoreOption = None,
+    tinker: Annotated[
+        bool,
+        typer.Option("--tinker", help="Serve the Tinker training API instead (docs/tinker.md)."),
+    ] = False,
+    tinker_dir: Annotated[
+        Path, typer.Option("--tinker-dir", help="Tinker checkpoints, tokenizers and metrics.")
+    ] = Path("runs/tinker"),
+    tinker_model: Annotated[
+        list[Path] | None,
+        typer.Option("--tinker-model", help="A model folder the Tinker API also offers."),
+    ] = None,
 ) -> None:
     """Serve MODEL as an OpenAI-compatible API (/v1/chat/completions, /v1/responses) and record
     every call: a session at /sessions/ID/v1 becomes token-exact trajectories in the store."""
+    if tinker:
+        # lazy: the Tinker server loads torch, the trainer and the tinker SDK's protobufs
+        from trajforge.serve.tinker.run import serve_tinker
+
+        port = claim_port(host, port)
+        serve_tinker(
+            host, port, tinker_dir, tinker_model or [], resolve_store_path(store), err_console
+        )
+        return
     from trajforge.serve.server import serve_forever  # lazy: uvicorn and fastapi take 0.4 s
 
     port = claim_port(host, port)

@@ -1,0 +1,51 @@
+"""``trajforge serve --tinker``: the models offered and the server in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from rich.console import Console
+
+from trajforge.errors import ConfigError
+from trajforge.policy.models.smollm2 import EMBEDDED_NAME
+from trajforge.serve.server import serve_app_forever
+from trajforge.serve.tinker.app import tinker_app
+from trajforge.serve.tinker.service import TinkerService
+from trajforge.store import TrajectoryStore
+
+
+def offered_models(folders: list[Path]) -> dict[str, str]:
+    """Served name -> what ``load_base_model`` loads: the embedded model, ``tiny`` and each
+    folder under its own name and under its absolute path (code that loads a tokenizer by the
+    model's name, as tinker-cookbook does, then finds it offline); a name given twice is
+    refused."""
+    models = {EMBEDDED_NAME: "embedded", "embedded": "embedded", "tiny": "tiny"}
+    for folder in folders:
+        if not folder.is_dir():
+            raise ConfigError(f"--tinker-model: {folder} is not a model folder")
+        if folder.name in models:
+            raise ConfigError(f"--tinker-model: a model named {folder.name!r} is already served")
+        path = str(folder.resolve())
+        models[folder.name] = models[path] = path
+    return models
+
+
+def serve_tinker(
+    host: str, port: int, root: Path, folders: list[Path], store_path: Path, report: Console
+) -> None:
+    """Serve until Ctrl-C; ``report`` prints a line (the CLI's console)."""
+    models = offered_models(folders)
+    with TrajectoryStore(store_path) as store:
+        service = TinkerService(root, models, store)
+        report.print(
+            f"serving the Tinker API at http://{host}:{port} (models: {', '.join(models)}); "
+            f"tinker.ServiceClient(base_url='http://{host}:{port}', api_key='tml-local'); "
+            f"checkpoints and tokenizers under {service.root}; samples into {store_path}; "
+            "Ctrl-C stops",
+            soft_wrap=True,
+        )
+        try:
+            serve_app_forever(tinker_app(service), host, port, graceful_s=5)
+        finally:
+            asyncio.run(service.close())
