@@ -23,6 +23,7 @@ from trajforge.cli import (
     run_cmds,
     serve_cmds,
     train_cmds,
+    triage_cmds,
     view_cmds,
 )
 from trajforge.cli.common import err_console
@@ -78,6 +79,7 @@ for module in (
     collect_cmds,
     mcp_cmds,
     config_cmds,
+    triage_cmds,
     view_cmds,
 ):
     module.register(app)

@@ -1,0 +1,90 @@
+"""trajforge triage, and ls/stats --signal, run through the real entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_runner import RunCli
+from trajforge.schema import Message, Role, Task, Trajectory
+from trajforge.store import TrajectoryStore
+from triage.conftest import GOOD, episode
+
+BAD = ("calculator", {"expression": "6*"}, "Error: invalid syntax")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "store.db"
+    with TrajectoryStore(path) as st:
+        st.add_many(
+            [
+                episode([GOOD], run_id="evalrun"),
+                episode([BAD, GOOD], run_id="evalrun"),
+                episode([GOOD, GOOD, GOOD], "The answer is 41", reward=0.0, run_id="other"),
+                # No tools, no tool calls, no reward, an env nobody knows.
+                Trajectory(
+                    task=Task(id="chat", prompt="hi"),
+                    env="nowhere",
+                    run_id="other",
+                    messages=[Message(role=Role.USER, content="hi")],
+                ),
+            ]
+        )
+    return path
+
+
+def test_json_lines_give_id_signals_and_first_error(run_cli: RunCli, store: Path) -> None:
+    code, out, err = run_cli("triage", "--store", store, "--json")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert len(lines) == 4
+    with TrajectoryStore(store) as st:
+        ids = {t.id for t in st.query()}
+    assert {line["id"] for line in lines} == ids
+    by_signals = {tuple(line["signals"]): line["first_error"] for line in lines}
+    assert by_signals == {
+        (): None,
+        ("tool_error",): 1,
+        ("loop", "wrong_answer"): 3,
+        ("no_final_answer",): None,
+    }
+
+
+def test_the_table_and_the_stored_scores_that_ls_and_stats_filter(
+    run_cli: RunCli, store: Path
+) -> None:
+    code, out, err = run_cli("triage", "--store", store)
+    assert code == 0, err
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()}
+    assert rows["evalrun"][1:3] == ["2", "1"]  # trajectories, failed
+    assert rows["other"][1:3] == ["2", "2"]
+    assert rows["all"][1] == "4"
+    assert "tool_error" in out and "wrong_answer" in out
+
+    code, out, _ = run_cli("ls", "--store", store, "--signal", "loop", "--json")
+    assert code == 0
+    assert [r["run_id"] for r in json.loads(out)] == ["other"]
+    code, out, _ = run_cli("stats", "--store", store, "--signal", "tool_error", "--json")
+    assert code == 0 and json.loads(out)["count"] == 1
+
+
+def test_one_run_by_prefix_and_an_unknown_run(run_cli: RunCli, store: Path) -> None:
+    code, out, _ = run_cli("triage", "--store", store, "--run", "eval", "--json")
+    assert code == 0
+    assert len(out.splitlines()) == 2
+    code, out, err = run_cli("triage", "--store", store, "--run", "nosuchrun")
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        f"error: --run: no run starting with 'nosuchrun' in {store}"
+    ]
+
+
+def test_an_empty_store_and_a_missing_one(run_cli: RunCli, tmp_path: Path) -> None:
+    TrajectoryStore(tmp_path / "empty.db").close()
+    code, out, _ = run_cli("triage", "--store", tmp_path / "empty.db")
+    assert code == 0 and "no trajectories to triage" in out
+    code, _, err = run_cli("triage", "--store", tmp_path / "none.db")
+    assert code == 1 and "no store at" in err
