@@ -25,7 +25,13 @@ from trajforge.triage.first_error import (
     signal_score_name,
     triage,
 )
-from trajforge.triage.run import RunFailures, failure_table, stored_failure_table, triage_store
+from trajforge.triage.run import (
+    RunFailures,
+    failure_table,
+    stored_failure_table,
+    triage_runs,
+    triage_store,
+)
 from trajforge.triage.signals import POLICY_SIGNALS, Signal, SignalHit, TriageOptions, detect
 
 __all__ = [
@@ -42,5 +48,6 @@ __all__ = [
     "signal_score_name",
     "stored_failure_table",
     "triage",
+    "triage_runs",
     "triage_store",
 ]

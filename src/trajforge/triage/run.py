@@ -114,3 +114,12 @@ def _rest(total: RunFailures, parts: list[RunFailures]) -> RunFailures:
         if left:
             rest.signals[s] = left
     return rest
+
+
+def triage_runs(
+    store: TrajectoryStore, runs: list[str], options: TriageOptions | None = None
+) -> list[RunFailures]:
+    """Triage every trajectory of ``runs`` and return their failure table (what a pipeline
+    ``triage`` stage records)."""
+    verdicts = [v for run in runs for v in triage_store(store, TrajectoryFilter(run=run), options)]
+    return failure_table(verdicts)
