@@ -88,3 +88,35 @@ def test_an_empty_store_and_a_missing_one(run_cli: RunCli, tmp_path: Path) -> No
     assert code == 0 and "no trajectories to triage" in out
     code, _, err = run_cli("triage", "--store", tmp_path / "none.db")
     assert code == 1 and "no store at" in err
+
+
+def test_a_judge_model_is_asked_only_where_the_rules_blame_no_call(
+    run_cli: RunCli, store: Path, tmp_path: Path
+) -> None:
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text("name: mine\nversion: '2'\ninstructions: Find the first wrong step.\n")
+    code, out, err = run_cli(
+        "triage", "--store", store, "--json", "--judge-model", "tiny", "--rubric", rubric
+    )
+    assert code == 0, err
+    lines = {tuple(line["signals"]): line for line in map(json.loads, out.splitlines())}
+    # Only failures without a blamed call are asked: not the successes, not the wrong answer
+    # after a loop (the loop is blamed), but the unscored chat (no reward: not a success).
+    asked = {k for k, line in lines.items() if "llm_first_error" in line}
+    assert asked == {("no_final_answer",)}
+    assert lines[("no_final_answer",)]["llm_reason"]  # a reason, or why there is none
+    with TrajectoryStore(store) as st:
+        [judged] = [t for t in st.query() if t.score("triage_llm") is not None]
+    score = judged.score("triage_llm")
+    assert score is not None and score.evaluator.prompt_version == "triage-llm/1;mine@2"
+
+
+def test_a_rubric_needs_a_judge_model_and_must_be_one(
+    run_cli: RunCli, store: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("colour: blue\n")
+    code, _, err = run_cli("triage", "--store", store, "--rubric", bad)
+    assert code == 1 and "--rubric: give --judge-model too" in err
+    code, _, err = run_cli("triage", "--store", store, "--judge-model", "tiny", "--rubric", bad)
+    assert code == 1 and f"{bad}: not a localiser rubric" in err

@@ -7,6 +7,7 @@ import pytest
 from episodes import scripted_policy
 from trajforge.policy.base import Policy
 from trajforge.schema import EvaluatorKind, Message, Task
+from trajforge.triage import triage
 from trajforge.triage.llm import LLMLocaliser, LocaliserReplyError, parse_location
 
 from .conftest import GOOD, episode
@@ -68,3 +69,10 @@ def test_a_step_is_never_guessed() -> None:
 def test_parse_location_refuses_bad_replies(reply: str, problem: str) -> None:
     with pytest.raises(LocaliserReplyError, match=problem):
         parse_location(reply, {1, 3})
+
+
+def test_the_localiser_is_asked_about_failures_the_rules_blame_no_call_in() -> None:
+    assert not triage(episode([GOOD])).unplaced  # a success
+    assert not triage(episode([BAD, GOOD], "The answer is 41", reward=0.0)).unplaced
+    assert triage(episode([GOOD], "The answer is 41", reward=0.0)).unplaced
+    assert triage(episode([GOOD], reward=None)).unplaced  # unscored: not a success

@@ -3,8 +3,10 @@ stored as scores and summed into a failure table per run."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -13,9 +15,12 @@ from rich.progress import Progress
 from trajforge.cli.common import StoreOption, console, err_console
 from trajforge.cli.data_cmds import RunFilter, open_store
 from trajforge.cli.render import fitted_table
-from trajforge.errors import StoreError
+from trajforge.errors import ConfigError, StoreError
+from trajforge.policy.base import Policy
+from trajforge.policy.naming import load_policy
 from trajforge.store import TrajectoryFilter, TrajectoryStore
 from trajforge.triage import RunFailures, Signal, TriageOptions, failure_table, triage_store
+from trajforge.triage.llm import LLMLocaliser, LocaliserRubric, locate_unplaced
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -42,10 +47,31 @@ def run_filter(st: TrajectoryStore, run: str | None) -> TrajectoryFilter:
         raise StoreError(f"--run: {exc}") from None
 
 
+JudgeModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--judge-model",
+        metavar="SPEC",
+        help="Ask this policy (embedded, tiny, a model folder or openai:<url>#<model>) where "
+        "each failed trajectory the rules place no error in went wrong (score triage_llm).",
+    ),
+]
+RubricOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--rubric",
+        metavar="FILE.yaml",
+        help="The localiser's rubric: name, version and instructions (default: built in).",
+    ),
+]
+
+
 def triage(
     run: RunFilter = None,
     loop_repeats: LoopRepeats = 3,
     slow_tool_s: SlowToolS = 30.0,
+    judge_model: JudgeModelOption = None,
+    rubric: RubricOption = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -58,27 +84,50 @@ def triage(
     calls, truncation, no or wrong answer, ...) and the first-error step, stored as scores
     (`ls --signal loop` finds them) and summed into a failure table per run."""
     options = TriageOptions(loop_repeats=loop_repeats, slow_tool_s=slow_tool_s)
+    if rubric is not None and judge_model is None:
+        raise ConfigError("--rubric: give --judge-model too (it is the localiser's rubric)")
+    localiser_rubric = None if rubric is None else LocaliserRubric.load(rubric)
     with open_store(store) as st:
         where = run_filter(st, run)
         total = st.count(where)
         verdicts = []
-        with Progress(console=err_console, transient=True, disable=as_json) as progress:
+        with Progress(console=err_console, transient=True) as progress:
             bar = progress.add_task("triage", total=total)
             for verdict in triage_store(st, where, options):
                 verdicts.append(verdict)
                 progress.advance(bar)
-                if as_json:
-                    line = {
-                        "id": verdict.id,
-                        "run_id": verdict.run_id,
-                        "signals": sorted(s.value for s in verdict.signals),
-                        "first_error": verdict.first_error,
-                        "counts": {s.value: n for s, n in verdict.signals.items()},
-                        "details": verdict.details,
-                    }
-                    print(json.dumps(line), flush=True)
+        located = {}
+        if judge_model is not None:
+            localiser = LLMLocaliser(_judge(judge_model), localiser_rubric)
+            located = asyncio.run(locate_unplaced(st, verdicts, localiser))
     if not as_json:
         print_failure_table(failure_table(verdicts), total)
+        if judge_model is not None:
+            placed = sum(1 for s in located.values() if s.dimensions)
+            console.print(f"{judge_model} placed {placed} of {len(located)} unplaced failures")
+        return
+    for verdict in verdicts:
+        line: dict[str, Any] = {
+            "id": verdict.id,
+            "run_id": verdict.run_id,
+            "signals": sorted(s.value for s in verdict.signals),
+            "first_error": verdict.first_error,
+            "counts": {s.value: n for s, n in verdict.signals.items()},
+            "details": verdict.details,
+        }
+        if verdict.id in located:
+            score = located[verdict.id]
+            step = score.dimensions.get("first_error")
+            line["llm_first_error"] = None if step is None else int(step)
+            line["llm_reason"] = score.explanation or score.error
+        print(json.dumps(line), flush=True)
+
+
+def _judge(spec: str) -> Policy:
+    try:
+        return load_policy(spec)
+    except ConfigError as exc:
+        raise ConfigError(f"--judge-model: {exc}") from None
 
 
 def print_failure_table(rows: list[RunFailures], total: int) -> None:

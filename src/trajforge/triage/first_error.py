@@ -13,8 +13,15 @@ from collections import Counter
 
 from pydantic import BaseModel, ConfigDict
 
-from trajforge.schema import Evaluator, EvaluatorKind, Score, Trajectory
-from trajforge.triage.signals import POLICY_SIGNALS, Signal, SignalHit, TriageOptions, detect
+from trajforge.schema import Evaluator, EvaluatorKind, Score, Trajectory, is_success
+from trajforge.triage.signals import (
+    CALL_SIGNALS,
+    POLICY_SIGNALS,
+    Signal,
+    SignalHit,
+    TriageOptions,
+    detect,
+)
 
 SCORE_NAME = "triage"
 FIRST_ERROR = "first_error"
@@ -44,6 +51,18 @@ class TriageVerdict(BaseModel):
     signals: dict[Signal, int]
     first_error: int | None
     details: list[str]
+    succeeded: bool
+    """The episode succeeded (``schema.is_success``)."""
+
+    @property
+    def unplaced(self) -> bool:
+        """A failure of the policy's in which the rules blame no step before the ending (no
+        failed, malformed or repeated call): what an LLM localiser is asked about."""
+        return (
+            not self.succeeded
+            and Signal.INFRA_FAILURE not in self.signals
+            and not any(s in CALL_SIGNALS for s in self.signals)
+        )
 
     @property
     def clean(self) -> bool:
@@ -89,6 +108,7 @@ class TriageVerdict(BaseModel):
             signals=signals,
             first_error=None if step is None else int(step),
             details=details,
+            succeeded=is_success(traj.outcome.status, traj.outcome.reward),
         )
 
 
@@ -104,4 +124,7 @@ def triage(traj: Trajectory, options: TriageOptions | None = None) -> TriageVerd
         signals={s: counts[s] for s in Signal if counts[s]},
         first_error=first_error(hits),
         details=where,
+        succeeded=is_success(
+            traj.outcome.status, traj.outcome.reward, (options or TriageOptions()).success_threshold
+        ),
     )

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trajforge.errors import ConfigError
 from trajforge.judge.llm_judge import render_trajectory
 from trajforge.policy.base import Policy, SamplingParams
 from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Trajectory
+from trajforge.store.sqlite import TrajectoryStore
+from trajforge.triage.first_error import TriageVerdict
 
 PROMPT_VERSION = "triage-llm/1"
 SCORE_NAME = "triage_llm"
@@ -39,6 +44,20 @@ class LocaliserRubric(BaseModel):
             "can be the error."
         )
     )
+
+    @classmethod
+    def load(cls, path: Path) -> LocaliserRubric:
+        """A rubric from a YAML or JSON file (``name``, ``version``, ``instructions``).
+
+        Raises:
+            ConfigError: the file is missing or not such a rubric.
+        """
+        try:
+            data = yaml.safe_load(path.read_text())
+            return cls.model_validate(data)
+        except (OSError, yaml.YAMLError, ValidationError) as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ConfigError(f"{path}: not a localiser rubric: {first}") from None
 
 
 class LocaliserReplyError(ValueError):
@@ -141,3 +160,18 @@ class LLMLocaliser:
         score = await self(trajectory)
         step = score.dimensions.get("first_error")
         return None if step is None else int(step)
+
+
+async def locate_unplaced(
+    store: TrajectoryStore, verdicts: list[TriageVerdict], localiser: LLMLocaliser
+) -> dict[str, Score]:
+    """Ask ``localiser`` about each verdict's trajectory that failed with no step the rules
+    could blame, storing its ``triage_llm`` score (replacing an earlier one); returns the
+    scores by trajectory id."""
+    found: dict[str, Score] = {}
+    for verdict in verdicts:
+        if verdict.unplaced:
+            found[verdict.id] = await localiser(store.get(verdict.id))
+    if found:
+        store.replace_scores({k: [v] for k, v in found.items()}, SCORE_NAME)
+    return found

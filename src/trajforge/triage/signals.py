@@ -59,6 +59,9 @@ POLICY_SIGNALS = frozenset(
     }
 )
 
+CALL_SIGNALS = frozenset({Signal.TOOL_ERROR, Signal.LOOP, Signal.MALFORMED_CALL})
+"""The signals that blame a step before the ending (a call)."""
+
 
 class TriageOptions(BaseModel):
     """Thresholds of the rule signals."""
