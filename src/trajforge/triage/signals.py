@@ -104,11 +104,8 @@ class _Calls:
 
 
 def _last_assistant(messages: list[Message]) -> int | None:
-    return next((i for i in range(len(messages) - 1, -1, -1) if _is(messages[i])), None)
-
-
-def _is(message: Message) -> bool:
-    return message.role is Role.ASSISTANT
+    last = (i for i in range(len(messages) - 1, -1, -1) if messages[i].role is Role.ASSISTANT)
+    return next(last, None)
 
 
 def _short(text: str, limit: int = 80) -> str:
