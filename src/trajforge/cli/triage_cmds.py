@@ -57,7 +57,7 @@ JudgeModelOption = Annotated[
     ),
 ]
 RubricOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--rubric",
         metavar="FILE.yaml",
@@ -86,7 +86,7 @@ def triage(
     options = TriageOptions(loop_repeats=loop_repeats, slow_tool_s=slow_tool_s)
     if rubric is not None and judge_model is None:
         raise ConfigError("--rubric: give --judge-model too (it is the localiser's rubric)")
-    localiser_rubric = None if rubric is None else LocaliserRubric.load(rubric)
+    localiser_rubric = None if rubric is None else LocaliserRubric.load(Path(rubric))
     with open_store(store) as st:
         where = run_filter(st, run)
         total = st.count(where)
