@@ -14,6 +14,7 @@ from typer.exceptions import TyperException
 from trajforge.cli import (
     collect_cmds,
     config_cmds,
+    curate_cmds,
     data_cmds,
     env_cmds,
     eval_cmds,
@@ -80,6 +81,7 @@ for module in (
     mcp_cmds,
     config_cmds,
     triage_cmds,
+    curate_cmds,
     view_cmds,
 ):
     module.register(app)
