@@ -14,8 +14,9 @@ With ``--llm N`` the LLM localiser (``trajforge.triage.llm``) with the embedded 
 of the faulty trajectories and N clean ones: precision and recall of "has a first error at
 step s" against the same labels.
 
-The issue's headline, recovery after repair data / before, needs repair training, which this
-bench does not run: ``ratio`` is null and the localisation figures are reported instead.
+The issue's headline, recovery after repair data / before, needs SFT runs with and without
+``trajforge curate repair``'s data, which this bench does not run: ``ratio`` is null and the
+localisation figures are reported instead.
 
     PYTHONPATH=src python bench/triage.py [--tasks 30] [--llm 0]
 """
@@ -32,10 +33,13 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 
+from trajforge.curate.repair import RepairSkipped, repair
 from trajforge.envs.registry import EnvEntry, get_env
 from trajforge.judge.process import TOOL_ERROR_PREFIX
+from trajforge.policy.check import check_trajectory
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.naming import load_policy
+from trajforge.policy.renderer import ChatRenderer
 from trajforge.rollout import RolloutSpec, run_rollout
 from trajforge.schema import ExpertFn, Message, Role, Score, Task, ToolCall, Trajectory
 from trajforge.triage import triage
@@ -202,6 +206,30 @@ def rule_figures(samples: list[Sample]) -> dict[str, object]:
     }
 
 
+def repair_figures(samples: list[Sample]) -> dict[str, object]:
+    """Repair trajectories (``curate.repair``) of the failed faulty episodes, each continued by
+    the clean expert episode of its task: how many were built, why the rest were not, and how
+    many of those built pass the token-exactness check."""
+    renderer = ChatRenderer(load_tokenizer())
+    clean = {(s.env, s.trajectory.task.id): s.trajectory for s in samples if s.fault is None}
+    built: list[Trajectory] = []
+    skipped: Counter[str] = Counter()
+    failed = [s for s in samples if s.fault is not None and s.trajectory.outcome.reward != 1.0]
+    for s in failed:
+        good = clean[(s.env, s.trajectory.task.id)]
+        try:
+            built.append(repair(s.trajectory, triage(s.trajectory), good, renderer))
+        except RepairSkipped as exc:
+            skipped[f"{s.fault}: {str(exc).split(': ', 1)[1]}"] += 1
+    exact = sum(not check_trajectory(t, renderer) for t in built)
+    return {
+        "repair_failed_episodes": len(failed),
+        "repair_built": len(built),
+        "repair_token_exact": exact,
+        "repair_skipped": dict(skipped),
+    }
+
+
 def llm_figures(samples: list[Sample], n: int, seed: int) -> dict[str, object]:
     """Precision and recall of the LLM localiser's (step) claims on n faulty and n clean
     trajectories: a claim is right when it names the labelled step."""
@@ -246,6 +274,9 @@ def main() -> None:
     for key, value in figures.items():
         print(f"{key}: {value}")
     print(f"faults that did not take (left out): {dict(dropped)}")
+    repairs = repair_figures(samples)
+    for key, value in repairs.items():
+        print(f"{key}: {value}")
     llm = llm_figures(samples, args.llm, args.seed) if args.llm else {}
     for key, value in llm.items():
         print(f"{key}: {value}")
@@ -258,11 +289,12 @@ def main() -> None:
                 "cpus": os.cpu_count(),
                 **figures,
                 "dropped": sum(dropped.values()),
+                **repairs,
                 **llm,
                 "build_s": round(built_s, 1),
                 "ratio": None,
-                "ratio_note": "null: recovery after/before needs repair training (not built); "
-                "see first_error_accuracy",
+                "ratio_note": "null: recovery after/before needs SFT with and without repair data "
+                "(not run); see first_error_accuracy",
             }
         )
     )

@@ -67,7 +67,7 @@ def repair(
     if step is None:
         raise RepairSkipped(f"{failed.id}: no first error to repair")
     if not failed.messages[step].tool_calls:
-        raise RepairSkipped(f"{failed.id}: its first error (message {step}) is not a tool call")
+        raise RepairSkipped(f"{failed.id}: its first error is not a tool call")
     if failed.task.id != good.task.id:
         raise RepairSkipped(f"{failed.id}: task {failed.task.id!r}, not {good.task.id!r}")
     if not (failed.is_tokenized and good.is_tokenized):
