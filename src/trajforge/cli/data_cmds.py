@@ -40,6 +40,7 @@ from trajforge.policy.text_render import render_text_only
 from trajforge.schema import OutcomeStatus, Trajectory, json_schema_text
 from trajforge.store import TrajectoryFilter, TrajectoryStore
 from trajforge.store.filters import validate_named
+from trajforge.triage import Signal, signal_score_name
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -54,6 +55,10 @@ EnvFilter = Annotated[str | None, typer.Option("--env", help="Only this environm
 StatusFilter = Annotated[
     str | None,
     typer.Option("--status", help=f"Only this outcome status ({', '.join(STATUSES)})."),
+]
+SignalFilter = Annotated[
+    Signal | None,
+    typer.Option("--signal", help="Only trajectories `trajforge triage` found this signal in."),
 ]
 MinReward = Annotated[float | None, typer.Option("--min-reward", help="Only rewards >= this.")]
 MaxReward = Annotated[float | None, typer.Option("--max-reward", help="Only rewards <= this.")]
@@ -86,6 +91,7 @@ def _filters(
     status: str | None,
     min_reward: float | None,
     max_reward: float | None,
+    signal: Signal | None = None,
 ) -> TrajectoryFilter:
     """The store filter the options ask for, with ``--run`` resolved from a unique prefix.
 
@@ -93,6 +99,8 @@ def _filters(
     rather than answered with an empty listing that looks like missing data.
     """
     fields = {"status": status, "min_reward": min_reward, "max_reward": max_reward}
+    if signal is not None:
+        fields["score"] = signal_score_name(signal)
     found = validate_named(TrajectoryFilter, fields, _option, ConfigError)
     if env is not None:
         known = st.envs()
@@ -242,6 +250,7 @@ def ls(
     status: StatusFilter = None,
     min_reward: MinReward = None,
     max_reward: MaxReward = None,
+    signal: SignalFilter = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many rows.")] = 50,
     as_json: JsonOption = False,
     store: StoreOption = None,
@@ -249,7 +258,7 @@ def ls(
     """List stored trajectories, newest first, with short ids that any command accepts."""
     _check_limit(limit)
     with open_store(store) as st:
-        filters = _filters(st, run, env, status, min_reward, max_reward)
+        filters = _filters(st, run, env, status, min_reward, max_reward, signal)
         rows = st.summaries(filters, limit=limit)
         total = st.count(filters)
         short_ids = st.short_ids([r["id"] for r in rows], minimum=SHORT_ID_LENGTH)
@@ -310,13 +319,14 @@ def stats(
     status: StatusFilter = None,
     min_reward: MinReward = None,
     max_reward: MaxReward = None,
+    signal: SignalFilter = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
     """Counts, success, reward mean/std, status breakdown and failures (the policy's own, and
     those lost to the infrastructure), overall and per run and env."""
     with open_store(store) as st:
-        filters = _filters(st, run, env, status, min_reward, max_reward)
+        filters = _filters(st, run, env, status, min_reward, max_reward, signal)
         infra_ids = {r["id"] for r in st.infra_failures(filters)}
         result = add_reward_figures(st.stats(filters), st.summaries(filters), infra_ids)
     if as_json:

@@ -14,6 +14,7 @@ from typer.exceptions import TyperException
 from trajforge.cli import (
     collect_cmds,
     config_cmds,
+    curate_cmds,
     data_cmds,
     env_cmds,
     eval_cmds,
@@ -26,6 +27,7 @@ from trajforge.cli import (
     serve_cmds,
     template_cmds,
     train_cmds,
+    triage_cmds,
     view_cmds,
 )
 from trajforge.cli.common import err_console
@@ -83,6 +85,8 @@ for module in (
     openenv_cmds,
     config_cmds,
     template_cmds,
+    triage_cmds,
+    curate_cmds,
     view_cmds,
     memory_cmds,
 ):

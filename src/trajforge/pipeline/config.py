@@ -166,8 +166,29 @@ class RLStage(_Strict):
     ``checkpoint_every_s`` to 300."""
 
 
+TRAJECTORY_KINDS = ("demonstrations", "collect", "eval")
+"""The stage kinds that store trajectories (a run of the experiment's store)."""
+
+
+class TriageStage(_Strict):
+    """Triage the trajectories of earlier stages (``trajforge triage``): rule signals and the
+    first-error step stored as scores, and a failure table per run in the stage's record."""
+
+    kind: Literal["triage"] = "triage"
+    """Stage kind."""
+    name: str = "triage"
+    """Stage name, unique in the experiment."""
+    stages: list[str] = Field(default_factory=list)
+    """The earlier ``eval``, ``demonstrations`` or ``collect`` stages whose trajectories it
+    triages (empty: every such stage before it)."""
+    loop_repeats: int = Field(default=3, ge=2)
+    """Identical calls answered identically this many times make a loop."""
+    slow_tool_s: float = Field(default=30.0, gt=0)
+    """Seconds after which a tool call is slow."""
+
+
 Stage = Annotated[
-    EvalStage | DemonstrationStage | CollectStage | SFTStage | RLStage,
+    EvalStage | DemonstrationStage | CollectStage | SFTStage | RLStage | TriageStage,
     Field(discriminator="kind"),
 ]
 STAGE_KINDS: tuple[type[BaseModel], ...] = (
@@ -176,6 +197,7 @@ STAGE_KINDS: tuple[type[BaseModel], ...] = (
     CollectStage,
     SFTStage,
     RLStage,
+    TriageStage,
 )
 
 _EXAMPLE_STAGES = [
@@ -239,14 +261,12 @@ class Experiment(_Strict):
         if dupes:
             raise ValueError(f"stage names must be unique, repeated: {', '.join(dupes)}")
         for i, s in enumerate(stages):
+            if isinstance(s, TriageStage):
+                _check_triaged(s, stages[:i])
             if not isinstance(s, SFTStage):
                 continue
             source = names.index(s.demonstrations) if s.demonstrations in names else None
-            if (
-                source is None
-                or source > i
-                or stages[source].kind not in ("demonstrations", "collect", "eval")
-            ):
+            if source is None or source > i or stages[source].kind not in TRAJECTORY_KINDS:
                 raise ValueError(
                     f"sft stage {s.name!r} reads demonstrations {s.demonstrations!r}, which is not "
                     "an earlier demonstrations, collect or eval stage"
@@ -267,6 +287,26 @@ def best_of_problem(exp: Experiment) -> str | None:
     except ConfigError as exc:
         return str(exc)
     return None
+
+
+def _check_triaged(stage: TriageStage, before: list[Stage]) -> None:
+    earlier = {s.name for s in before if s.kind in TRAJECTORY_KINDS}
+    wrong = [n for n in stage.stages if n not in earlier]
+    if wrong:
+        raise ValueError(
+            f"triage stage {stage.name!r} reads {', '.join(map(repr, wrong))}, which is not an "
+            "earlier demonstrations, collect or eval stage"
+        )
+    if not earlier:
+        raise ValueError(f"triage stage {stage.name!r} has no earlier stage with trajectories")
+
+
+def triaged_stages(exp: Experiment, index: int) -> list[str]:
+    """The stages whose trajectories triage stage ``index`` reads."""
+    stage = exp.stages[index]
+    assert isinstance(stage, TriageStage)
+    before = [s.name for s in exp.stages[:index] if s.kind in TRAJECTORY_KINDS]
+    return list(stage.stages) or before
 
 
 def load_experiment(path: Path, overrides: Iterable[str] = ()) -> Experiment:

@@ -26,8 +26,10 @@ from trajforge.pipeline.config import (
     Experiment,
     RLStage,
     SFTStage,
+    TriageStage,
     rl_config,
     sft_config,
+    triaged_stages,
 )
 
 NOT_OUTCOME_KEYS = frozenset(
@@ -54,6 +56,8 @@ def stage_inputs(exp: Experiment, index: int) -> list[str]:
     """The earlier stages whose output stage ``index`` reads: the training stage whose weights
     it starts from, and an SFT stage's demonstrations."""
     stage = exp.stages[index]
+    if isinstance(stage, TriageStage):
+        return triaged_stages(exp, index)
     trained = [s.name for s in exp.stages[:index] if isinstance(s, SFTStage | RLStage)]
     uses = [] if isinstance(stage, DemonstrationStage) else trained[-1:]
     return uses + ([stage.demonstrations] if isinstance(stage, SFTStage) else [])
@@ -78,6 +82,8 @@ class StageMaking:
             config.update(stage=stage.model_dump(mode="json"))
         elif isinstance(stage, CollectStage):
             config.update(model=model, stage=stage.model_dump(mode="json"))
+        elif isinstance(stage, TriageStage):
+            config.update(stage=stage.model_dump(mode="json"))
         elif isinstance(stage, SFTStage):
             run = demonstrations_run or f"{exp.name}.{stage.demonstrations}"
             sft = sft_config(exp, index, model=model, run_dir=self.run_dir, attempt=0,

@@ -38,6 +38,7 @@ from trajforge.pipeline.config import (
     RLStage,
     SFTStage,
     Stage,
+    TriageStage,
     check_experiment,
     rl_config,
     sft_config,
@@ -73,6 +74,7 @@ from trajforge.train.distributed import from_main, is_main_process, join_launche
 from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
+from trajforge.triage import TriageOptions, triage_runs
 
 if TYPE_CHECKING:
     from trajforge.train.base import Trainer, TrainResult
@@ -273,6 +275,8 @@ class ExperimentRunner:
             return from_main(lambda: self._collect(stage, model, run_id))
         if isinstance(stage, SFTStage):
             return self._sft(index, stage, model, attempt)
+        if isinstance(stage, TriageStage):
+            return self._triage(index, stage)
         return self._rl(index, model, attempt)
 
     def _eval(self, model: str, run_id: str) -> dict[str, Any]:
@@ -362,6 +366,16 @@ class ExperimentRunner:
         text = f"{len(trajectories)} agent runs ({_counts(statuses)}), {solved} solved"
         return {"run_id": run_id, "count": len(trajectories), "solved": solved,
                 "statuses": dict(statuses), "text": text}  # fmt: skip
+
+    def _triage(self, index: int, stage: TriageStage) -> dict[str, Any]:
+        runs = [(self._record(n) or {})["run_id"] for n in stage_inputs(self.exp, index)]
+        options = TriageOptions(loop_repeats=stage.loop_repeats, slow_tool_s=stage.slow_tool_s)
+        with TrajectoryStore(self.store_path) as db:
+            table = triage_runs(db, runs, options)
+        total = sum(r.trajectories for r in table if r.run != "all")
+        failed = sum(r.failed for r in table if r.run != "all")
+        text = f"{total} trajectories of {len(runs)} run(s) triaged, {failed} with a policy signal"
+        return {"runs": runs, "failures": [r.model_dump(mode="json") for r in table], "text": text}
 
     def _sft(self, index: int, stage: SFTStage, model: str, attempt: int) -> dict[str, Any]:
         demo = self._record(stage.demonstrations)

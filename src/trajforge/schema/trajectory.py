@@ -246,6 +246,11 @@ class Usage(Strict):
     wall_time_s: float = Field(default=0.0, ge=0.0)
 
 
+LOSS_FROM_MESSAGE = "loss_from_message"
+"""``Trajectory.metadata`` key of curated data (repair trajectories): the assistant messages
+before this message index are context only, without loss."""
+
+
 class Trajectory(Strict):
     """One episode. Validation enforces the conversation invariants of the contract."""
 

@@ -14,7 +14,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -230,6 +230,41 @@ class TrajectoryStore:
                     "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)",
                     [(rowid, s.name, s.value) for s in new],
                 )
+
+        self._retry(update)
+
+    def replace_scores(self, updates: Mapping[str, list[Score]], family: str) -> None:
+        """Give each trajectory of ``updates`` (id -> scores) the new scores in place of its
+        ``family`` scores (the score ``family`` and every ``family.<name>``), in one
+        transaction; a re-run verdict replaces the last one instead of piling up beside it."""
+
+        def of_family(name: str) -> bool:
+            return name == family or name.startswith(family + ".")
+
+        def update() -> None:
+            with self._write() as cur:
+                for traj_id, new in updates.items():
+                    row = cur.execute(
+                        "SELECT t.rowid, b.body FROM trajectories t JOIN bodies b ON b.rowid = t.rowid WHERE t.id = ?",
+                        (traj_id,),
+                    ).fetchone()
+                    if row is None:
+                        raise StoreError(f"no trajectory {traj_id!r} in {self.path}")
+                    rowid, body = row
+                    traj = decode_body(body)
+                    traj.scores = [s for s in traj.scores if not of_family(s.name)] + new
+                    cur.execute(
+                        "UPDATE bodies SET body = ? WHERE rowid = ?",
+                        (encode_body(traj, compress=self.compress), rowid),
+                    )
+                    cur.execute(
+                        "DELETE FROM scores WHERE traj_rowid = ? AND (name = ? OR substr(name, 1, ?) = ?)",
+                        (rowid, family, len(family) + 1, family + "."),
+                    )
+                    cur.executemany(
+                        "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)",
+                        [(rowid, s.name, s.value) for s in new],
+                    )
 
         self._retry(update)
 

@@ -3,7 +3,8 @@
 Layout (shared with ``trajforge.algos``): ``[B, T]`` = trajectories x tokens of the concatenated
 context, right-padded. The value at position ``t`` is about token ``t`` (its loss mask, its
 sampled logprob, its advantage); the trainer predicts token ``t`` from the logits at ``t - 1``.
-The loss mask is exactly the assistant messages' tokens.
+The loss mask is exactly the assistant messages' tokens (from ``metadata["loss_from_message"]``
+on, where curated data sets it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 
 from trajforge.errors import DataError
 from trajforge.schema import Role, Trajectory
+from trajforge.schema.trajectory import LOSS_FROM_MESSAGE
 
 
 class TextOnlyTrajectoryError(DataError):
@@ -73,11 +75,13 @@ def encode_trajectory(
     if mask_rendered and not traj.exactness.is_exact:
         prefix = traj.exactness.rendered_prefix
         rendered = len(traj.messages) if prefix is None else prefix
+    # Curated data may hold assistant turns that are context only (a repair's failed prefix).
+    loss_from = traj.metadata.get(LOSS_FROM_MESSAGE, 0)
     for index, msg in enumerate(traj.messages):
         toks = msg.token_ids or []
         ids.extend(toks)
         if msg.role is Role.ASSISTANT:
-            mask.extend([index >= rendered] * len(toks))
+            mask.extend([index >= max(rendered, loss_from)] * len(toks))
             turns.extend([turn] * len(toks))
             if msg.logprobs is None:
                 has_old = False

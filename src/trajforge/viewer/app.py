@@ -181,6 +181,11 @@ def create_app(data: ViewerData) -> FastAPI:
             **table_context(query, f"/runs/{resolved}"),
         )
 
+    @app.get("/triage", response_class=HTMLResponse)
+    def triage_page(run: str | None = None) -> HTMLResponse:
+        resolved = None if run is None else data.resolve_run(run)
+        return page("triage.html.j2", title="triage", f=data.failures(resolved))
+
     @app.get("/trajectories/{traj_id}", response_class=HTMLResponse)
     def trajectory_page(traj_id: str) -> HTMLResponse:
         view = data.trajectory(traj_id)
@@ -231,6 +236,10 @@ def create_app(data: ViewerData) -> FastAPI:
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+    @app.get("/api/triage")
+    def api_triage(run: str | None = None) -> dict[str, Any]:
+        return data.failures(None if run is None else data.resolve_run(run))
 
     @app.get("/api/trajectories")
     def api_trajectories(request: Request) -> dict[str, Any]:

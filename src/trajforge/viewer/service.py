@@ -24,6 +24,7 @@ from trajforge.judge.stats import (
 from trajforge.rollout import is_generated_run_id
 from trajforge.schema import SUCCESS_THRESHOLD, Trajectory
 from trajforge.store import TrajectoryFilter, TrajectoryStore
+from trajforge.triage import Signal, signal_score_name, stored_failure_table
 from trajforge.viewer.conversation import conversation, outline
 from trajforge.viewer.curves import Curve, run_folder_curves, stage_of
 from trajforge.viewer.diff import diff_trajectories
@@ -159,6 +160,18 @@ class ViewerData:
             "by_env": {k: v["count"] for k, v in stats["by_env"].items()},
             "by_status": stats["status"],
             "curves": [c.as_dict() for c in self.curves(run_id)],
+        }
+
+    def failures(self, run_id: str | None = None) -> dict[str, Any]:
+        """The failure table of the stored triage verdicts (``trajforge triage``), per run:
+        trajectories, failed, and each signal's trajectories with the score that lists them."""
+        where = TrajectoryFilter(run=run_id)
+        rows = stored_failure_table(self.store(), where)
+        signals = [s for s in Signal if any(s in r.signals for r in rows)]
+        return {
+            "run": run_id,
+            "signals": [{"name": s.value, "score": signal_score_name(s)} for s in signals],
+            "rows": [r.model_dump(mode="json") for r in rows],
         }
 
     def curves(self, run_id: str | None = None) -> list[Curve]:
