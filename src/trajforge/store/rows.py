@@ -5,7 +5,6 @@ Kept apart from ``sqlite.py`` (connections, transactions, the public API) so eac
 
 from __future__ import annotations
 
-import math
 import re
 import sqlite3
 import zlib
@@ -158,55 +157,6 @@ def body_json(body: bytes | None) -> str | None:
     if body is None:
         return None
     return (body if body[:1] == b"{" else zlib.decompress(body)).decode()
-
-
-class StatsTotals:
-    """Running totals for one group of the statistics."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.rewarded = 0
-        self.reward_sum = 0.0
-        self.reward_sq = 0.0
-        self.turns = 0.0
-        self.tokens = 0.0
-        self.status: dict[str, int] = {}
-
-    def add(
-        self,
-        status: str,
-        count: int,
-        rewarded: int,
-        rsum: float,
-        rsq: float,
-        turns: float,
-        tokens: float,
-    ) -> None:
-        self.count += count
-        self.rewarded += rewarded
-        self.reward_sum += rsum
-        self.reward_sq += rsq
-        self.turns += turns
-        self.tokens += tokens
-        self.status[status] = self.status.get(status, 0) + count
-
-    def as_dict(self) -> dict[str, Any]:
-        mean = self.reward_sum / self.rewarded if self.rewarded else None
-        std = (
-            math.sqrt(max(self.reward_sq / self.rewarded - mean * mean, 0.0))
-            if mean is not None
-            else None
-        )
-        return {
-            "count": self.count,
-            "rewarded": self.rewarded,
-            "reward_mean": mean,
-            "reward_std": std,
-            "turns_mean": self.turns / self.count if self.count else None,
-            "tokens_mean": self.tokens / self.count if self.count else None,
-            "tokens_total": int(self.tokens),
-            "status": dict(sorted(self.status.items())),
-        }
 
 
 def summary_row(traj: Trajectory) -> tuple[Any, ...]:

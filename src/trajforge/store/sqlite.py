@@ -9,7 +9,6 @@ filters, and ``runs`` a metadata object per run.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -22,7 +21,7 @@ from typing import Any, TypeVar
 from trajforge.errors import StoreError
 from trajforge.formats.jsonl import write_trajectories
 from trajforge.schema import Score, Trajectory
-from trajforge.store import browse, lookup
+from trajforge.store import browse, lookup, runs
 from trajforge.store import rows as store_rows
 from trajforge.store.filters import TrajectoryFilter, as_filter, where_clause
 from trajforge.store.migrate import create_or_upgrade
@@ -32,12 +31,13 @@ from trajforge.store.rows import (
     PAGE_SIZE,
     SCHEMA_OBJECTS,
     SUMMARY_COLUMNS,
-    StatsTotals,
     body_json,
     check_is_store,
     decode_body,
     encode_body,
 )
+from trajforge.store.scores import store_scores
+from trajforge.store.stats import summary_stats
 from trajforge.store.text_index import search_text
 from trajforge.store.transaction import Transaction, is_busy
 
@@ -213,23 +213,7 @@ class TrajectoryStore:
 
         def update() -> None:
             with self._write() as cur:
-                row = cur.execute(
-                    "SELECT t.rowid, b.body FROM trajectories t JOIN bodies b ON b.rowid = t.rowid WHERE t.id = ?",
-                    (traj_id,),
-                ).fetchone()
-                if row is None:
-                    raise StoreError(f"no trajectory {traj_id!r} in {self.path}")
-                rowid, body = row
-                traj = decode_body(body)
-                traj.scores.extend(new)
-                cur.execute(
-                    "UPDATE bodies SET body = ? WHERE rowid = ?",
-                    (encode_body(traj, compress=self.compress), rowid),
-                )
-                cur.executemany(
-                    "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)",
-                    [(rowid, s.name, s.value) for s in new],
-                )
+                store_scores(cur, traj_id, new, store=self.path, compress=self.compress)
 
         self._retry(update)
 
@@ -238,48 +222,22 @@ class TrajectoryStore:
         ``family`` scores (the score ``family`` and every ``family.<name>``), in one
         transaction; a re-run verdict replaces the last one instead of piling up beside it."""
 
-        def of_family(name: str) -> bool:
-            return name == family or name.startswith(family + ".")
-
         def update() -> None:
             with self._write() as cur:
                 for traj_id, new in updates.items():
-                    row = cur.execute(
-                        "SELECT t.rowid, b.body FROM trajectories t JOIN bodies b ON b.rowid = t.rowid WHERE t.id = ?",
-                        (traj_id,),
-                    ).fetchone()
-                    if row is None:
-                        raise StoreError(f"no trajectory {traj_id!r} in {self.path}")
-                    rowid, body = row
-                    traj = decode_body(body)
-                    traj.scores = [s for s in traj.scores if not of_family(s.name)] + new
-                    cur.execute(
-                        "UPDATE bodies SET body = ? WHERE rowid = ?",
-                        (encode_body(traj, compress=self.compress), rowid),
-                    )
-                    cur.execute(
-                        "DELETE FROM scores WHERE traj_rowid = ? AND (name = ? OR substr(name, 1, ?) = ?)",
-                        (rowid, family, len(family) + 1, family + "."),
-                    )
-                    cur.executemany(
-                        "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)",
-                        [(rowid, s.name, s.value) for s in new],
-                    )
+                    store_scores(
+                        cur, traj_id, new, store=self.path, compress=self.compress,
+                        replacing=family,
+                    )  # fmt: skip
 
         self._retry(update)
 
     def set_run(self, run_id: str, metadata: dict[str, Any]) -> None:
         """Create or replace a run's metadata (its creation time is kept)."""
-        text = json.dumps(metadata, sort_keys=True, default=str)
-        now = time.time()
 
         def upsert() -> None:
             with self._write() as cur:
-                cur.execute(
-                    "INSERT INTO runs (run_id, metadata, created_at, updated_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (run_id) DO UPDATE SET metadata = excluded.metadata, updated_at = excluded.updated_at",
-                    (run_id, text, now, now),
-                )
+                runs.upsert_run(cur, run_id, metadata)
 
         self._retry(upsert)
 
@@ -287,26 +245,11 @@ class TrajectoryStore:
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         """A run's metadata, or None if it was never set."""
-        row = self._read("SELECT metadata FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return runs.run_metadata(self._read, run_id)
 
     def list_runs(self) -> list[dict[str, Any]]:
         """Every run with metadata or trajectories: ``run_id``, ``created_at``, ``count``, ``metadata``."""
-        rows = self._read(
-            "SELECT r.run_id, r.created_at, r.metadata, (SELECT count(*) FROM trajectories t WHERE t.run_id = r.run_id) "
-            "FROM runs r UNION ALL "
-            "SELECT run_id, min(created_at), NULL, count(*) FROM trajectories "
-            "WHERE run_id IS NOT NULL AND run_id NOT IN (SELECT run_id FROM runs) GROUP BY run_id ORDER BY 2"
-        ).fetchall()
-        return [
-            {
-                "run_id": r[0],
-                "created_at": r[1],
-                "metadata": json.loads(r[2]) if r[2] else {},
-                "count": r[3],
-            }
-            for r in rows
-        ]
+        return runs.list_runs(self._read)
 
     def get(self, traj_id: str) -> Trajectory:
         """The stored trajectory with this id; ``StoreError`` if there is none."""
@@ -412,34 +355,9 @@ class TrajectoryStore:
         )
 
     def stats(self, where: TrajectoryFilter | None = None, /, **fields: Any) -> dict[str, Any]:
-        """Counts, reward mean/std (population), turns and tokens, overall and per run, env, status.
-
-        Computed in one SQL aggregation over the summary table; bodies are not read.
-        """
-        sql_where, params = where_clause(as_filter(where, fields))
-        rows = self._read(
-            "SELECT run_id, env, status, count(*), count(reward), total(reward), total(reward * reward), "
-            f"total(turns), total(tokens) FROM trajectories t {sql_where} GROUP BY run_id, env, status",
-            params,
-        ).fetchall()
-        overall = StatsTotals()
-        by_run: dict[str, StatsTotals] = {}
-        by_env: dict[str, StatsTotals] = {}
-        by_status: dict[str, StatsTotals] = {}
-        for run_id, env, status, *numbers in rows:
-            for agg in (
-                overall,
-                by_run.setdefault(run_id or "", StatsTotals()),
-                by_env.setdefault(env or "", StatsTotals()),
-                by_status.setdefault(status, StatsTotals()),
-            ):
-                agg.add(status, *numbers)
-        return {
-            **overall.as_dict(),
-            "by_run": {k: v.as_dict() for k, v in sorted(by_run.items())},
-            "by_env": {k: v.as_dict() for k, v in sorted(by_env.items())},
-            "by_status": {k: v.as_dict() for k, v in sorted(by_status.items())},
-        }
+        """Counts, reward mean/std (population), turns and tokens, overall and per run, env and
+        status (``store.stats``); bodies are not read."""
+        return summary_stats(self._read, as_filter(where, fields))
 
     def page(
         self,
