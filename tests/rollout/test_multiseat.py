@@ -13,7 +13,7 @@ from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.naming import load_policy
 from trajforge.rollout import PolicyRef, RolloutSpec, Sampling, TaskSample, run_rollout
 from trajforge.rollout.hooks import RolloutHook, RolloutRun
-from trajforge.rollout.multiseat import MultiSeatRunner, scripted_seat, seat_run_id
+from trajforge.rollout.multiseat import MultiSeatRunner, play_against, scripted_seat, seat_run_id
 from trajforge.rollout.spec import RolloutError
 from trajforge.schema import OutcomeStatus, Role, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
@@ -131,3 +131,16 @@ def test_a_multiseat_run_takes_its_policies_live() -> None:
         run_rollout(named, runner=runner)
     with pytest.raises(RolloutError, match="no multi-seat game"):
         scripted_seat(get_env("calculator"), "random")
+
+
+def test_play_against_puts_the_policy_in_each_tasks_seat() -> None:
+    entry = get_env("tictactoe")
+    tasks = entry.tasks(30, seed=0, split="test")
+    player = scripted_seat(entry, "heuristic")
+    trajs = play_against(entry, player, "random", tasks, sampling=Sampling(max_new_tokens=4))
+    assert sorted(t.task.id for t in trajs) == sorted(t.id for t in tasks)
+    assert all(t.model == player.name for t in trajs)
+    assert all(t.metadata["seat"] == t.task.data["seat"] for t in trajs)
+    results = [t.metadata["result"] for t in trajs]
+    assert results.count("win") > results.count("loss")
+    assert {t.run_id.rsplit("-", 1)[-1] for t in trajs if t.run_id} == {"x", "o"}

@@ -30,12 +30,12 @@ from trajforge.envs.multiseat.base import MultiSeatEnv, opponent_by_name, result
 from trajforge.envs.registry import EnvEntry
 from trajforge.policy.base import ChatSession, Policy, SamplingParams
 from trajforge.policy.naming import load_policy
-from trajforge.rollout.engine import EpisodeRunner, PlayedEpisode
+from trajforge.rollout.engine import EpisodeRunner, PlayedEpisode, run_rollout
 from trajforge.rollout.episode import EpisodeKey, describe_error
 from trajforge.rollout.hooks import RolloutRun
 from trajforge.rollout.limits import EndReason, fault_of
-from trajforge.rollout.seeding import derive_seed, group_id_for
-from trajforge.rollout.spec import RolloutError, RolloutSpec
+from trajforge.rollout.seeding import derive_seed, group_id_for, new_run_id
+from trajforge.rollout.spec import RolloutError, RolloutSpec, Sampling
 from trajforge.schema import (
     Message,
     Outcome,
@@ -289,3 +289,42 @@ class MultiSeatRunner(EpisodeRunner):
 
     async def close(self) -> None:
         """The caller owns the seats' policies."""
+
+
+def play_facing(
+    spec: RolloutSpec, make_game: GameFactory, policy: Policy, opponent: Policy
+) -> list[Trajectory]:
+    """``policy`` in each task's seat (``data["seat"]``) and ``opponent`` in the others, over
+    ``spec``'s listed tasks; ``policy``'s trajectories, one per task x sample. Each seat's
+    games run as the run ``<run_id>-<seat>``."""
+    if not isinstance(spec.tasks, list):
+        raise RolloutError("spec.tasks: list the tasks of a game against an opponent")
+    seats = make_game().seats
+    run_id = spec.run_id or new_run_id()
+    played: list[Trajectory] = []
+    for seat in seats:
+        tasks = [t for t in spec.tasks if t.data.get("seat", seats[0]) == seat]
+        if not tasks:
+            continue
+        policies = {s: (policy if s == seat else opponent) for s in seats}
+        runner = MultiSeatRunner(make_game, policies, primary=seat)
+        part = spec.model_copy(update={"tasks": tasks, "run_id": f"{run_id}-{seat}"})
+        played.extend(run_rollout(part, runner=runner))
+    return played
+
+
+def play_against(
+    entry: EnvEntry,
+    policy: Policy,
+    opponent: str,
+    tasks: list[Task],
+    *,
+    sampling: Sampling,
+    seed: int = 0,
+    run_id: str | None = None,
+) -> list[Trajectory]:
+    """``policy`` in each task's seat against ``entry``'s scripted ``opponent``."""
+    if entry.game is None:
+        raise RolloutError(f"env {entry.name!r} is no multi-seat game")
+    spec = RolloutSpec(env=entry.name, tasks=tasks, sampling=sampling, seed=seed, run_id=run_id)
+    return play_facing(spec, entry.game, policy, scripted_seat(entry, opponent))

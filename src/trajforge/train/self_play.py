@@ -26,7 +26,7 @@ from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
 from trajforge.policy.hf import HFPolicy
 from trajforge.rollout import RolloutHook, RolloutRun, RolloutSpec, run_rollout
-from trajforge.rollout.multiseat import MultiSeatRunner
+from trajforge.rollout.multiseat import MultiSeatRunner, play_facing
 from trajforge.schema import Trajectory
 from trajforge.train.config import SelfPlayOpponent, SelfPlaySettings
 
@@ -97,18 +97,7 @@ class SelfPlay:
             runner = MultiSeatRunner(self.make_game, dict.fromkeys(self.seats, policy))
             own = run_rollout(spec, runner=runner, hooks=[linked])
             return [*own, *linked.trajectories]
-        opponent = self._opponent(policy, step)
-        assert isinstance(spec.tasks, list), "the trainer lists its tasks"
-        played: list[Trajectory] = []
-        for seat in self.seats:
-            tasks = [t for t in spec.tasks if t.data.get("seat", self.seats[0]) == seat]
-            if not tasks:
-                continue
-            policies = {s: (policy if s == seat else opponent) for s in self.seats}
-            runner = MultiSeatRunner(self.make_game, policies, primary=seat)
-            part = spec.model_copy(update={"tasks": tasks, "run_id": f"{spec.run_id}-{seat}"})
-            played.extend(run_rollout(part, runner=runner))
-        return played
+        return play_facing(spec, self.make_game, policy, self._opponent(policy, step))
 
     def advantages(self, trajs: Sequence[Trajectory], inp: AdvantageInput) -> AdvantageOutput:
         """RAE over the step's trajectories; the baselines move on."""
