@@ -11,6 +11,7 @@ intervals, and an Elo table over the two checkpoints and both opponents.
 
     .venv/bin/python bench/self_play.py --micro            # the tiny model, ~1 min: proves the path
     .venv/bin/python bench/self_play.py --out runs/self-play   # kuhn-poker and pocket, minutes
+    .venv/bin/python bench/self_play.py --sft runs/self-play/sft/final --steps 100 --out runs/sp100
 
 Writes ``results.json`` (with ``games``) and ``report.html`` in ``--out``, prints the tallies
 and then ONE JSON line: ``ratio`` = the win rate against the heuristic after / before (null
@@ -68,6 +69,25 @@ def _evaluate(env: str, model: str, name: str, tasks: list[Any]) -> list[GameTal
     ]
 
 
+def _sft(env: str, model: str, sizes: dict[str, int], out: Path, common: dict[str, Any]) -> Path:
+    """``model`` taught the game's protocol on random-vs-random games; its final folder."""
+    demos = _demonstrations(env, sizes["games"], out / "demos.db")
+    sft_cfg = SFTConfig.model_validate(
+        {
+            **common,
+            "output_dir": out / "sft",
+            "model": {"spec": model, "precision": "fp32"},
+            "data": {"store": out / "demos.db"},
+            "epochs": sizes["sft_epochs"],
+            "batch_size": 16,
+            "optim": {"lr": 3e-3, "schedule": "cosine", "warmup_steps": 5},
+        }
+    )
+    sft = SFTTrainer(sft_cfg, demos).train(overwrite=True)
+    assert sft.final_dir is not None
+    return sft.final_dir
+
+
 def _show(t: GameTally) -> str:
     return (
         f"{t.player:>7} vs {t.opponent:<9} win {100 * t.win_rate:5.1f}% "
@@ -82,28 +102,18 @@ def main() -> None:
     parser.add_argument("--micro", action="store_true", help="the tiny model at micro sizes")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temp dir)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=None, help="RL steps (default: the size's)")
+    parser.add_argument("--sft", type=Path, default=None, help="start from this SFT model folder (an earlier run's sft/final) instead of training one")  # fmt: skip
     args = parser.parse_args()
-    sizes = SIZES["micro" if args.micro else "full"]
+    sizes = dict(SIZES["micro" if args.micro else "full"])
+    if args.steps is not None:
+        sizes["steps"] = args.steps
     model = "tiny" if args.micro else "pocket"
     out = args.out or Path(tempfile.mkdtemp(prefix="self-play-"))
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     common: dict[str, Any] = {"tensorboard": False, "progress": False, "seed": args.seed}
-
-    demos = _demonstrations(args.env, sizes["games"], out / "demos.db")
-    sft_cfg = SFTConfig.model_validate(
-        {
-            **common,
-            "output_dir": out / "sft",
-            "model": {"spec": model, "precision": "fp32"},
-            "data": {"store": out / "demos.db"},
-            "epochs": sizes["sft_epochs"],
-            "batch_size": 16,
-            "optim": {"lr": 3e-3, "schedule": "cosine", "warmup_steps": 5},
-        }
-    )
-    sft = SFTTrainer(sft_cfg, demos).train(overwrite=True)
-    assert sft.final_dir is not None
+    sft_dir = args.sft or _sft(args.env, model, sizes, out, common)
     t_sft = time.perf_counter()
 
     rl_cfg = RLConfig.model_validate(
@@ -111,7 +121,7 @@ def main() -> None:
             **common,
             "output_dir": out / "rl",
             "env": args.env,
-            "model": {"spec": str(sft.final_dir), "precision": "fp32"},
+            "model": {"spec": str(sft_dir), "precision": "fp32"},
             "num_tasks": 256,
             "steps": sizes["steps"],
             "groups_per_step": sizes["groups"],
@@ -131,7 +141,7 @@ def main() -> None:
 
     held_out = get_env(args.env).tasks(sizes["eval"], seed=args.seed, split="test")
     tallies = [
-        *_evaluate(args.env, str(sft.final_dir), "before", held_out),
+        *_evaluate(args.env, str(sft_dir), "before", held_out),
         *_evaluate(args.env, str(rl.final_dir), "after", held_out),
     ]
     summary = GamesSummary(env=args.env, tallies=tallies, elo=elo_ratings(tallies))
@@ -162,6 +172,7 @@ def main() -> None:
         "win_after_ci95": [after.win_low, after.win_high],
         "win_gain_points": 100 * (after.win_rate - before.win_rate),
         "rl_steps": sizes["steps"],
+        "sft_from": str(args.sft) if args.sft else None,
         "sft_s": round(t_sft - t0, 1),
         "rl_s": round(t_rl - t_sft, 1),
         "total_s": round(time.perf_counter() - t0, 1),
