@@ -113,6 +113,29 @@ def test_rollout_and_eval_commands_run_on_ray_and_resume_there(tmp_path: Path) -
     assert json.loads(resumed.stdout)["resumed_from"] == 6
 
 
+def test_a_simulated_users_side_is_recorded_on_ray_as_in_process(tmp_path: Path) -> None:
+    spec = RolloutSpec.model_validate(
+        {
+            "env": "retail",
+            "policy": {"name": "expert"},
+            "tasks": {"count": 2},
+            "run_id": "users",
+        }
+    )
+    sides: dict[str, list[Trajectory]] = {}
+    for where, runner in (("local", None), ("ray", RayRunner(RayOptions(actors=2)))):
+        store = tmp_path / f"{where}.db"
+        live = {"runner": runner} if runner is not None else {}
+        agents = run_rollout(spec.model_copy(update={"store": store}), **live)  # type: ignore[arg-type]
+        with TrajectoryStore(store) as st:
+            users = list(st.query(run="users.user"))
+        assert {u.metadata["linked"] for u in users} == {a.id for a in agents}
+        assert {a.metadata["linked"] for a in agents} == {u.id for u in users}
+        assert {u.model for u in users} == {"scripted-user"}
+        sides[where] = sorted(users, key=lambda u: u.task.id)
+    assert [_tokens(u) for u in sides["ray"]] == [_tokens(u) for u in sides["local"]]
+
+
 def test_ray_refuses_what_it_cannot_play() -> None:
     lockstep = RolloutSpec.model_validate(
         {"env": "calculator", "policy": {"name": "expert"}, "tasks": {"count": 1}, "lockstep": True}

@@ -32,6 +32,9 @@ def test_builtin_names() -> None:
         "keydoor-compact",
         "time",
         "retail",
+        "tictactoe",
+        "kuhn-poker",
+        "negotiation",
     ]
 
 

@@ -38,7 +38,6 @@ from trajforge.rollout import (
     RolloutRun,
     RolloutSpec,
 )
-from trajforge.schema import Trajectory
 
 DEFAULT_SLOTS = 8
 """Episodes an actor plays at once when neither the options nor the spec say."""
@@ -103,17 +102,13 @@ class RayRunner(EpisodeRunner):
                 "spec.env and spec.policy: Ray actors build the environment and the policy from "
                 "their names; a live one stays in this process"
             )
-        if spec.user is not None:
-            raise RolloutError(
-                "spec.user: a simulated user's policy runs in one process, not on Ray actors "
-                "(an env's scripted user plays there, its side not recorded)"
-            )
         if self._actors:  # a persistent runner's actors, kept from the last run
             built = RolloutSpec.model_validate_json(self._spec_json)
-            if (spec.env, spec.policy) != (built.env, built.policy):
+            if (spec.env, spec.policy, spec.user) != (built.env, built.policy, built.user):
                 raise RolloutError(
-                    f"spec.env and spec.policy: the Ray actors play {built.env} with "
-                    f"{built.policy}, not {spec.env} with {spec.policy}"
+                    f"spec.env, spec.policy and spec.user: the Ray actors play {built.env} with "
+                    f"{built.policy} (user {built.user}), not {spec.env} with {spec.policy} "
+                    f"(user {spec.user})"
                 )
             return self._model
         self._spec_json = spec.model_dump_json()
@@ -165,7 +160,7 @@ class RayRunner(EpisodeRunner):
     async def _dispatch(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
         queue = deque(run.todo)
         spec = ray.put(run.spec.model_dump_json())  # once per run, not once per episode
-        running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]] = {}
+        running: dict[asyncio.Future[PlayedEpisode], tuple[_Actor, EpisodeKey, Any]] = {}
         # This run's episodes on each actor (runs sharing the actors have slots each).
         busy: dict[_Actor, int] = {}
         yielded: set[tuple[str, int]] = set()
@@ -183,7 +178,7 @@ class RayRunner(EpisodeRunner):
                     actor, key, _ = running.pop(future)
                     busy[actor] -= 1
                     try:
-                        trajectory = future.result()
+                        played = future.result()
                     except _LOST as exc:
                         queue.appendleft(key)
                         last_death = _last_line(exc)
@@ -196,7 +191,7 @@ class RayRunner(EpisodeRunner):
                     if key.store_key in yielded:
                         continue
                     yielded.add(key.store_key)
-                    yield PlayedEpisode(trajectory, [])
+                    yield played
         finally:
             for _, _, ref in running.values():
                 ray.cancel(ref)
@@ -205,7 +200,7 @@ class RayRunner(EpisodeRunner):
         self,
         spec: Any,
         queue: deque[EpisodeKey],
-        running: dict[asyncio.Future[Trajectory], tuple[_Actor, EpisodeKey, Any]],
+        running: dict[asyncio.Future[PlayedEpisode], tuple[_Actor, EpisodeKey, Any]],
         busy: dict[_Actor, int],
     ) -> None:
         """Fill every actor's free slots from the front of the queue, least busy first."""
@@ -218,7 +213,7 @@ class RayRunner(EpisodeRunner):
             key = queue.popleft()
             version = self._weights[1] if self._weights is not None else None
             ref = actor.handle.play.remote(spec, key, version)
-            future: asyncio.Future[Trajectory] = asyncio.wrap_future(ref.future())
+            future: asyncio.Future[PlayedEpisode] = asyncio.wrap_future(ref.future())
             busy[actor] = busy.get(actor, 0) + 1
             running[future] = (actor, key, ref)
 

@@ -9,8 +9,8 @@ import ray
 
 from trajforge.distributed.options import POLICY_VERSION
 from trajforge.envs.registry import get_env
-from trajforge.rollout import EpisodeKey, RolloutError, RolloutSpec, new_episode
-from trajforge.schema import Trajectory
+from trajforge.rollout import EpisodeKey, PlayedEpisode, RolloutError, RolloutSpec, new_episode
+from trajforge.rollout.engine import user_policy_for
 
 KEPT_SPECS = 8
 """Runs whose parsed spec an actor keeps (RL plays one run per step, a few at once ahead)."""
@@ -32,6 +32,8 @@ class RolloutWorker:
         entry = get_env(spec.env)
         self._make_env = entry.make
         self._policy = spec.policy.load(expert=entry.expert)
+        # The simulated user as a run in one process has it, its side recorded the same way.
+        self._user = user_policy_for(spec, entry.scripted_user, self._policy)
         self._specs: dict[str, RolloutSpec] = {}
         self._version: int | None = None
         self._loaded = asyncio.Condition()
@@ -59,9 +61,12 @@ class RolloutWorker:
                     self._version = version
                 self._loaded.notify_all()
 
-    async def play(self, spec_json: str, key: EpisodeKey, version: int | None = None) -> Trajectory:
-        """Play episode ``key`` of the run ``spec_json`` describes (its env and policy this
-        actor's) to its end, with weights of ``version`` or newer when a version is given."""
+    async def play(
+        self, spec_json: str, key: EpisodeKey, version: int | None = None
+    ) -> PlayedEpisode:
+        """Play episode ``key`` of the run ``spec_json`` describes (its env, policy and user
+        this actor's) to its end, with weights of ``version`` or newer when a version is given;
+        its trajectory and the simulated user's linked to it."""
         if version is not None:
             async with self._loaded:
                 await self._loaded.wait_for(
@@ -78,13 +83,17 @@ class RolloutWorker:
                 del self._specs[next(iter(self._specs))]
             spec = self._specs[spec_json] = RolloutSpec.model_validate_json(spec_json)
         started_with = self._version
-        trajectory = await new_episode(spec, key, self._make_env, self._policy).play()
+        episode = new_episode(spec, key, self._make_env, self._policy, self._user)
+        trajectory = await episode.play()
         if started_with is not None:
-            trajectory.metadata[POLICY_VERSION] = started_with
-        return trajectory
+            for played in (trajectory, *episode.linked):
+                played.metadata[POLICY_VERSION] = started_with
+        return PlayedEpisode(trajectory, episode.linked)
 
     async def close(self) -> None:
-        """Release the policy (its model, its HTTP client)."""
+        """Release the policies (their models, their HTTP clients)."""
+        if self._user is not None and self._user is not self._policy:
+            await self._user.close()
         await self._policy.close()
 
 

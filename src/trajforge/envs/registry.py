@@ -2,7 +2,8 @@
 
 ``ENVS`` (a ``trajforge.registry.Registry``) holds the environments known by name: the
 built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``, ``keydoor``,
-``keydoor-compact``, ``time``, ``retail``) and, where the optional ``tau2`` extra is installed, ``tau2-<domain>`` for each
+``keydoor-compact``, ``time``, ``retail``, and the games ``tictactoe``, ``kuhn-poker``,
+``negotiation``) and, where the optional ``tau2`` extra is installed, ``tau2-<domain>`` for each
 tau2-bench domain (through the adapter in ``trajforge.envs.tau2_bench``). ``get_env`` also
 takes a user's environment by where it is:
 
@@ -24,6 +25,9 @@ A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, s
 and ``expert(task, messages)``, and optionally ``scripted_user(task, view)`` and
 ``ANSWER_FREE_VERIFIER = True`` (its verifier never reads the answer key); its description
 is ``DESCRIPTION`` or its docstring's first line.
+A game (``trajforge.envs.multiseat``) also has
+``make_game()`` (every seat played by a policy) and ``OPPONENTS`` (scripted seats by name); its
+``make_env`` is one seat against a scripted opponent.
 
 A user factory is called with the keyword arguments given to ``EnvEntry.make`` and returns either
 
@@ -43,7 +47,7 @@ import asyncio
 import importlib
 import importlib.util
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from functools import cache, partial
 from pathlib import Path
@@ -51,6 +55,7 @@ from types import ModuleType
 from typing import Any
 
 from trajforge.envs.base import Env
+from trajforge.envs.multiseat.base import MultiSeatEnv, Opponent
 from trajforge.envs.taskset import TEST, TRAIN, TaskSet
 from trajforge.errors import ConfigError
 from trajforge.registry import Registry, is_ref, load_module
@@ -66,6 +71,9 @@ BUILTIN_MODULES: dict[str, str] = {
     "keydoor-compact": "trajforge.envs.builtin.keydoor_compact",
     "time": "trajforge.envs.builtin.time_env",
     "retail": "trajforge.envs.builtin.retail",
+    "tictactoe": "trajforge.envs.multiseat.tictactoe",
+    "kuhn-poker": "trajforge.envs.multiseat.kuhn",
+    "negotiation": "trajforge.envs.multiseat.negotiation",
 }
 TAU2_PREFIX = "tau2-"
 # Imported by name, only when a tau2 env is named or listed: tau2 takes seconds to import.
@@ -120,6 +128,8 @@ class EnvEntry:
         answer_free_verifier: Whether the verifier judges without the task's answer key (a
             goal reached, unit tests run), so that best-of-N may choose by it; False unless
             the env says so.
+        game: Makes a fresh multi-seat game (games only).
+        opponents: The game's scripted seats by name (games only).
     """
 
     def __init__(
@@ -132,9 +142,13 @@ class EnvEntry:
         scripted_user: ExpertFn | None = None,
         source: EnvSource = EnvSource.CODE,
         answer_free_verifier: bool = False,
+        game: Callable[[], MultiSeatEnv] | None = None,
+        opponents: Mapping[str, Opponent] | None = None,
     ) -> None:
         self.name = name
         self.answer_free_verifier = answer_free_verifier
+        self.game = game
+        self.opponents = dict(opponents or {})
         self.source = source
         self.scripted_user = scripted_user
         self.description = description
@@ -211,6 +225,8 @@ def _builtin(name: str, module_name: str) -> EnvEntry:
         getattr(module, "scripted_user", None),
         EnvSource.BUILTIN,
         getattr(module, "ANSWER_FREE_VERIFIER", False),
+        getattr(module, "make_game", None),
+        getattr(module, "OPPONENTS", None),
     )
 
 

@@ -13,6 +13,7 @@ from jinja2 import Environment, PackageLoader
 from trajforge import __version__
 from trajforge.errors import DataError
 from trajforge.judge.stats import FailureSplit, format_scored
+from trajforge.report.games import GamesSummary
 from trajforge.report.intervals import reward_text, success_text
 from trajforge.schema import Role, Trajectory, is_success
 from trajforge.store import TrajectoryStore
@@ -241,6 +242,7 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         for s in stages
         if s.get("kind") != "eval"
     ]
+    games = GamesSummary.model_validate(results["games"]) if "games" in results else None
     figures = _figures(stages, evals, trajectories)
     sample_pairs = _samples([(s["name"], trajectories.get(s["name"], [])) for s in evals], samples)
     # autoescape on: select_autoescape() would leave a ".html.j2" template unescaped.
@@ -259,6 +261,7 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         other_stages=other,
         plots=figures,
         samples=sample_pairs,
+        games=games,
         version=__version__,
         view_command=view_command(run_dir.resolve()) if store else None,
     )

@@ -172,7 +172,7 @@ class LocalRunner(EpisodeRunner):
             ``start``, with ``expert`` as the scripted expert, and closed by ``close``).
         expert: The environment's scripted expert, for the ``expert`` policy.
         user_policy: Plays the simulated user, kept open by the caller (``None``: chosen by
-            ``start`` from ``spec.user`` and ``scripted_user``, see ``_user_policy``).
+            ``start`` from ``spec.user`` and ``scripted_user``, see ``user_policy_for``).
         scripted_user: The environment's scripted user, if it has one.
     """
 
@@ -199,7 +199,7 @@ class LocalRunner(EpisodeRunner):
             self._policy = spec.policy.load(expert=self._expert)
             self._owned.append(self._policy)
         if self._user_policy is None:
-            self._user_policy = _user_policy(spec, self._scripted_user, self._policy)
+            self._user_policy = user_policy_for(spec, self._scripted_user, self._policy)
             if self._user_policy is not None and self._user_policy is not self._policy:
                 self._owned.append(self._user_policy)
         return self._policy.name
@@ -265,7 +265,7 @@ def _tasks(spec: RolloutSpec, entry: EnvEntry | None) -> list[Task]:
     return entry.tasks(sample.count, seed=sample.seed, split=sample.split)
 
 
-def _user_policy(spec: RolloutSpec, script: ExpertFn | None, agent: Policy) -> Policy | None:
+def user_policy_for(spec: RolloutSpec, script: ExpertFn | None, agent: Policy) -> Policy | None:
     """The simulated user's policy: ``spec.user`` (the agent's own object when both name the
     same policy; ``expert`` is the env's scripted user ``script``), else the env's scripted user
     when it has one, else none."""

@@ -303,6 +303,37 @@ class ValidationSettings(_Config):
     an RL step has to beat them). A resumed run compares from the weights it resumed with."""
 
 
+class SelfPlayOpponent(StrEnum):
+    SELF = "self"
+    POOL = "pool"
+
+
+class RoleAdvantage(StrEnum):
+    RAE = "rae"
+    ESTIMATOR = "estimator"
+
+
+class SelfPlaySettings(_Config):
+    """Self-play on a multi-seat game (``env: tictactoe``, ``kuhn-poker``, ``negotiation``):
+    the trained policy sits in the task's seat and ``opponent`` in the others. (To train one
+    seat against a scripted opponent, leave this out: the game's env is that seat against its
+    heuristic opponent.)"""
+
+    opponent: SelfPlayOpponent = SelfPlayOpponent.SELF
+    """``self``: the trained policy plays every seat and every seat's trajectory is trained;
+    ``pool``: earlier checkpoints of it (a snapshot every ``snapshot_every`` steps, the
+    starting weights first) play the other seats, and only the task's seat is trained."""
+    advantage: RoleAdvantage = RoleAdvantage.RAE
+    """``rae``: SPIRAL's role-conditioned advantages, a moving baseline per seat across steps;
+    ``estimator``: the run's ``estimator`` over each task's samples of one seat."""
+    rae_alpha: float = Field(default=0.95, ge=0, lt=1)
+    """Decay of RAE's moving baselines."""
+    pool_size: int = Field(default=4, ge=1)
+    """Checkpoints the pool keeps (the newest)."""
+    snapshot_every: int = Field(default=5, ge=1)
+    """Steps between the pool's snapshots."""
+
+
 class RLConfig(CommonSettings):
     """On-policy RL: roll out groups with the current weights, compute advantages, update."""
 
@@ -401,6 +432,8 @@ class RLConfig(CommonSettings):
     """Also write every rollout to this trajectory store (null: keep none)."""
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
     """Greedy validation on unsampled training tasks, and keeping the best weights."""
+    self_play: SelfPlaySettings | None = None
+    """Self-play on a multi-seat game (null: one agent, as the env gives it)."""
     scorers: ScorerRefs = Field(default_factory=default_refs("env_verifier"), min_length=1)
     """The reward: a rubric of weighted scorers, summed. Each item is a scorer's name, or
     ``{name, weight, options}``; a name is a registered scorer (``env_verifier``, the env's
@@ -418,6 +451,10 @@ class RLConfig(CommonSettings):
     def _ray_rolls_out_env_episodes(self) -> RLConfig:
         if self.ray is not None and self.agent is not None:
             raise ValueError("ray: an agent program's rollouts run through the gateway, not on Ray")
+        if self.self_play is not None and (self.ray is not None or self.agent is not None):
+            raise ValueError(
+                "self_play: a game's seats are played in this process, not by ray or agent"
+            )
         if self.async_staleness > 1 and self.ray is None:
             raise ValueError(
                 "async_staleness: more than 1 step ahead needs ray: (in this process, rollouts "

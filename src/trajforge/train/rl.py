@@ -58,11 +58,12 @@ from trajforge.rollout import (
 from trajforge.schema import OutcomeStatus, Role, Task, Trajectory, is_infra_failure, is_success
 from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
-from trajforge.train.config import InfraFailures, RLConfig
+from trajforge.train.config import InfraFailures, RLConfig, RoleAdvantage
 from trajforge.train.distributed import from_main
 from trajforge.train.model import TrainParts
 from trajforge.train.reference import ReferenceModel
 from trajforge.train.replay import ReplayBuffer
+from trajforge.train.self_play import SelfPlay
 from trajforge.train.task_revisit import TaskRevisits
 from trajforge.train.validation import (
     BestWeights,
@@ -165,6 +166,9 @@ class RLTrainer(Trainer):
         self.rl_cfg = cfg
         self.entry = get_env(cfg.env)
         self.tasks = self.entry.tasks(cfg.num_tasks, seed=cfg.seed, split=cfg.task_split)
+        self.self_play = (
+            SelfPlay(cfg.self_play, self.entry, cfg.seed) if cfg.self_play is not None else None
+        )
         self.task_cursor = 0
         self.task_index = {task.id: i for i, task in enumerate(self.tasks)}
         self.revisits = TaskRevisits(cfg.revisit)
@@ -211,6 +215,7 @@ class RLTrainer(Trainer):
             "replay": [t.model_dump(mode="json") for t in self.replay.items],
             "revisit": self.revisits.state(),
             "validation": [p.as_dict() for p in self.validated],
+            "self_play": self.self_play.state() if self.self_play is not None else {},
         }
 
     def set_cursor(self, cursor: dict[str, Any]) -> None:
@@ -218,6 +223,8 @@ class RLTrainer(Trainer):
         self.replay.items = [Trajectory.model_validate(t) for t in cursor.get("replay", [])]
         self.revisits.load_state(cursor.get("revisit", []))
         self.validated = [ValidationPoint(**p) for p in cursor.get("validation", [])]
+        if self.self_play is not None:
+            self.self_play.load_state(cursor.get("self_play", {}))
 
     def train(self, *, resume: bool = False, overwrite: bool = False) -> TrainResult:
         try:
@@ -371,6 +378,8 @@ class RLTrainer(Trainer):
             limits = Limits(episode_timeout_s=cfg.agent_timeout_s)
             agent = spec.model_copy(update={"limits": limits, "concurrency": cfg.agent_concurrency})
             return run_rollout(agent, runner=self.agent_runner(self.policy))
+        if self.self_play is not None:
+            return self.self_play.rollout(spec, self.policy, step)
         if self.remote is not None:
             # Each actor builds this policy, then loads the published weights.
             precision = Precision.BF16 if self.rollout_dtype is torch.bfloat16 else Precision.FP32
@@ -477,6 +486,8 @@ class RLTrainer(Trainer):
         update = self._update(trajs, reward_t) if trajs else {}
         metrics.update(update)
         self._refresh_policy()
+        if self.self_play is not None and self.policy is not None:
+            self.self_play.after_update(step, self.policy)
         self._publish(step)
         metrics["step_time_s"] = time.perf_counter() - t0
         if self._validation_due(step):
@@ -502,9 +513,12 @@ class RLTrainer(Trainer):
         cfg = self.rl_cfg
         seqs = [encode_trajectory(t, max_length=cfg.max_seq_len) for t in trajs]
         full = TokenBatch.collate(seqs, pad_token_id=self.parts.pad_token_id)
-        adv = compute_advantages(
-            cfg.estimator, advantage_input(trajs, full, rewards), **cfg.estimator_kwargs
-        )
+        inp = advantage_input(trajs, full, rewards)
+        if cfg.self_play is not None and cfg.self_play.advantage is RoleAdvantage.RAE:
+            assert self.self_play is not None
+            adv = self.self_play.advantages(trajs, inp)
+        else:
+            adv = compute_advantages(cfg.estimator, inp, **cfg.estimator_kwargs)
         token_adv = adv.token_advantages.float()
         token_adv = weight_by_sign(
             token_adv,

@@ -1,0 +1,113 @@
+"""Self-play in the RL trainer: who sits in each seat, a step's games, and RAE's baselines.
+
+With ``opponent: self`` the policy being trained plays every seat of each game
+(``trajforge.rollout.multiseat``) and every seat's trajectory is trained, so one step learns
+both roles of a zero-sum game from the same games. With ``opponent: pool`` it plays the
+task's seat against earlier weights of itself (snapshots taken every ``snapshot_every``
+steps, the starting weights first, the newest ``pool_size`` kept; each step draws one), and
+only its own seat is trained, so the opponent it learns to beat does not move while it learns.
+
+Advantages are SPIRAL's role-conditioned ones (``trajforge.algos.rae``): a moving baseline
+per game and seat, kept here across steps and saved with the trainer's cursor. The pool is
+not saved: a resumed run starts it again from the weights it resumes with.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from trajforge.algos import AdvantageInput, AdvantageOutput
+from trajforge.algos.rae import rae
+from trajforge.envs.registry import EnvEntry
+from trajforge.errors import ConfigError
+from trajforge.policy.base import Policy
+from trajforge.policy.hf import HFPolicy
+from trajforge.rollout import RolloutHook, RolloutRun, RolloutSpec, run_rollout
+from trajforge.rollout.multiseat import MultiSeatRunner, play_facing
+from trajforge.schema import Trajectory
+from trajforge.train.config import SelfPlayOpponent, SelfPlaySettings
+
+
+class _Linked(RolloutHook):
+    """Keeps the trajectories recorded beside each episode's own (the other seats')."""
+
+    def __init__(self) -> None:
+        self.trajectories: list[Trajectory] = []
+
+    def on_linked_trajectory(self, run: RolloutRun, trajectory: Trajectory) -> None:
+        self.trajectories.append(trajectory)
+
+
+def role_of(traj: Trajectory) -> str:
+    """The role a trajectory was played in: its game and seat (``tictactoe:x``)."""
+    seat = traj.metadata.get("seat")
+    if seat is None:
+        raise ConfigError(f"trajectory {traj.id}: no metadata.seat; it is not a game's seat")
+    return f"{traj.env}:{seat}"
+
+
+class SelfPlay:
+    """The self-play side of an RL run.
+
+    Args:
+        cfg: The run's ``self_play`` settings.
+        entry: The game (an env with ``game``).
+        seed: The run's seed (which pool member plays a step).
+    """
+
+    def __init__(self, cfg: SelfPlaySettings, entry: EnvEntry, seed: int) -> None:
+        if entry.game is None:
+            raise ConfigError(
+                f"self_play: env {entry.name!r} is no multi-seat game "
+                "(tictactoe, kuhn-poker, negotiation)"
+            )
+        self.cfg = cfg
+        self.make_game = entry.game
+        self.seats = entry.game().seats
+        self.seed = seed
+        self.baselines: dict[str, float] = {}
+        self.pool: list[HFPolicy] = []
+
+    def _snapshot(self, policy: HFPolicy, step: int) -> None:
+        frozen = HFPolicy(
+            copy.deepcopy(policy.model),
+            policy.tokenizer,
+            max_batch_size=policy.max_batch_size,
+            name=f"{policy.name}@step{step}",
+        )
+        self.pool = [*self.pool, frozen][-self.cfg.pool_size :]
+
+    def after_update(self, step: int, policy: HFPolicy) -> None:
+        """Snapshot the updated weights into the pool when one is due."""
+        if self.cfg.opponent is SelfPlayOpponent.POOL and step % self.cfg.snapshot_every == 0:
+            self._snapshot(policy, step)
+
+    def _opponent(self, policy: HFPolicy, step: int) -> Policy:
+        if not self.pool:
+            self._snapshot(policy, 0)
+        return random.Random(f"{self.seed}:{step}").choice(self.pool)
+
+    def rollout(self, spec: RolloutSpec, policy: HFPolicy, step: int) -> list[Trajectory]:
+        """The step's games of ``spec``'s tasks; the trajectories to train on."""
+        if self.cfg.opponent is SelfPlayOpponent.SELF:
+            linked = _Linked()
+            runner = MultiSeatRunner(self.make_game, dict.fromkeys(self.seats, policy))
+            own = run_rollout(spec, runner=runner, hooks=[linked])
+            return [*own, *linked.trajectories]
+        return play_facing(spec, self.make_game, policy, self._opponent(policy, step))
+
+    def advantages(self, trajs: Sequence[Trajectory], inp: AdvantageInput) -> AdvantageOutput:
+        """RAE over the step's trajectories; the baselines move on."""
+        out, self.baselines = rae(
+            inp, [role_of(t) for t in trajs], self.baselines, alpha=self.cfg.rae_alpha
+        )
+        return out
+
+    def state(self) -> dict[str, Any]:
+        return {"baselines": dict(self.baselines)}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.baselines = {str(k): float(v) for k, v in state.get("baselines", {}).items()}
