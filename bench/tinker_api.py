@@ -25,14 +25,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 import tinker
 from tinker import types
-
 from trajforge.serve.server import serving_app
-from trajforge.serve.tinker.app import tinker_app
-from trajforge.serve.tinker.service import TinkerService
-from trajforge.serve.tinker.trainer import LoraSpec, TrainingModel
-from trajforge.serve.tinker.wire import Datum
+from trajforge.tinker.app import tinker_app
+from trajforge.tinker.service import TinkerService
+from trajforge.tinker.trainer import LoraSpec, TrainingModel
+from trajforge.tinker.wire import Datum
 
 
 def batch(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:

@@ -63,7 +63,7 @@ def serve(
     every call: a session at /sessions/ID/v1 becomes token-exact trajectories in the store."""
     if tinker:
         # lazy: the Tinker server loads torch, the trainer and the tinker SDK's protobufs
-        from trajforge.serve.tinker.run import serve_tinker
+        from trajforge.tinker.run import serve_tinker
 
         port = claim_port(host, port)
         serve_tinker(

@@ -19,9 +19,9 @@ import torch
 from trajforge.policy.base import FinishReason, SamplingParams
 from trajforge.policy.hf import HFPolicy
 from trajforge.schema import Message, Outcome, Role, Task, Trajectory, Usage
-from trajforge.serve.tinker.errors import UserError
-from trajforge.serve.tinker.wire import Sequence
 from trajforge.store import TrajectoryStore
+from trajforge.tinker.errors import UserError
+from trajforge.tinker.wire import Sequence
 
 
 class Sampler:

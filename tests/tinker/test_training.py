@@ -7,12 +7,12 @@ import json
 
 import numpy as np
 import pytest
-import tinker
 import torch
-from tinker import types
 
-from trajforge.serve.tinker.service import TinkerService
-from trajforge.serve.tinker.trainer import LoraSpec, build_lora_model
+import tinker
+from tinker import types
+from trajforge.tinker.service import TinkerService
+from trajforge.tinker.trainer import LoraSpec, build_lora_model
 from trajforge.train.config import OptimSettings
 from trajforge.train.logprobs import token_logprobs
 from trajforge.train.model import make_optimizer

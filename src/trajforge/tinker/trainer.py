@@ -17,9 +17,9 @@ import torch
 from pydantic import BaseModel, Field
 from torch import nn
 
-from trajforge.serve.tinker.errors import UserError
-from trajforge.serve.tinker.losses import check_inputs, datum_loss, loss_fn
-from trajforge.serve.tinker.wire import Datum
+from trajforge.tinker.errors import UserError
+from trajforge.tinker.losses import check_inputs, datum_loss, loss_fn
+from trajforge.tinker.wire import Datum
 from trajforge.train.config import LoraSettings, ModelSettings, OptimSettings
 from trajforge.train.logprobs import token_logprobs
 from trajforge.train.model import apply_lora, load_base_model, make_optimizer

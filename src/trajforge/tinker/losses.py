@@ -14,7 +14,7 @@ from enum import StrEnum
 import numpy as np
 import torch
 
-from trajforge.serve.tinker.errors import UserError
+from trajforge.tinker.errors import UserError
 
 
 class LossFn(StrEnum):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tinker.proto import tinker_public_pb2 as pb
 
-from trajforge.serve.tinker.errors import UserError
+from trajforge.tinker.errors import UserError
 
 _DTYPES: dict[int, np.dtype] = {
     pb.DTYPE_FLOAT32: np.dtype(np.float32),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trajforge.errors import ConfigError
-from trajforge.serve.tinker.run import offered_models
+from trajforge.tinker.run import offered_models
 
 
 def test_the_embedded_model_tiny_and_folders_by_name_and_path(tmp_path: Path) -> None:

@@ -16,18 +16,18 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
-from tinker import types
 
-from trajforge.serve.tinker.errors import NotFound, UserError
-from trajforge.serve.tinker.service import TinkerService
-from trajforge.serve.tinker.trainer import (
+from tinker import types
+from trajforge.tinker.errors import NotFound, UserError
+from trajforge.tinker.service import TinkerService
+from trajforge.tinker.trainer import (
     LoraSpec,
     TrainingModel,
     build_lora_model,
     load_adapter,
     read_meta,
 )
-from trajforge.serve.tinker.wire import (
+from trajforge.tinker.wire import (
     forward_backward_output,
     parse_forward_backward,
     sample_response,

@@ -6,12 +6,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import tinker
 
+import tinker
 from trajforge.serve.server import serving_app
-from trajforge.serve.tinker.app import tinker_app
-from trajforge.serve.tinker.service import TinkerService
 from trajforge.store import TrajectoryStore
+from trajforge.tinker.app import tinker_app
+from trajforge.tinker.service import TinkerService
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,12 @@ import asyncio
 
 import numpy as np
 import pytest
-import tinker
-from tinker import types
 from tinker._client import AsyncTinker
 from tinker.types.future_retrieve_request import FutureRetrieveRequest
 
-from trajforge.serve.tinker.service import TinkerService
+import tinker
+from tinker import types
+from trajforge.tinker.service import TinkerService
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,9 @@ from rich.console import Console
 from trajforge.errors import ConfigError
 from trajforge.policy.models.smollm2 import EMBEDDED_NAME
 from trajforge.serve.server import serve_app_forever
-from trajforge.serve.tinker.app import tinker_app
-from trajforge.serve.tinker.service import TinkerService
 from trajforge.store import TrajectoryStore
+from trajforge.tinker.app import tinker_app
+from trajforge.tinker.service import TinkerService
 
 
 def offered_models(folders: list[Path]) -> dict[str, str]:

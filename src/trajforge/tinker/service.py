@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trajforge.serve.tinker.errors import NotFound, UserError
-from trajforge.serve.tinker.sampler import Sampler
-from trajforge.serve.tinker.trainer import LoraSpec, TrainingModel, read_meta
 from trajforge.store import TrajectoryStore
+from trajforge.tinker.errors import NotFound, UserError
+from trajforge.tinker.sampler import Sampler
+from trajforge.tinker.trainer import LoraSpec, TrainingModel, read_meta
 from trajforge.train.config import ModelSettings
 from trajforge.train.model import load_base_model
 
