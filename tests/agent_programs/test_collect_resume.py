@@ -30,15 +30,19 @@ KILL_AFTER = 8
 
 
 def _stored(db: Path) -> int:
-    """Runs of ``col`` in ``db``, read-only: opening a ``TrajectoryStore`` prepares the file
-    (tables, migrations) and may wait on the collection's writes, so the count would come late."""
+    """Runs of ``col`` in ``db``, by a plain SQLite reader: opening a ``TrajectoryStore``
+    prepares the file (tables, migrations) and may wait on the collection's writes, and a
+    ``mode=ro`` connection to a WAL file being written failed on a loaded machine, which read as
+    "nothing stored" until the collection had ended."""
     if not db.exists():
         return 0
-    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as conn:
+    with closing(sqlite3.connect(db, timeout=30)) as conn:
         try:
             query = "SELECT count(*) FROM trajectories WHERE run_id = ?"
             return int(conn.execute(query, ("col",)).fetchone()[0])
-        except sqlite3.OperationalError:  # no table yet: the collection has not started
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):  # the collection has not made its tables yet
+                raise
             return 0
 
 
@@ -60,6 +64,7 @@ def _kill_mid_way(
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, f"fewer than {KILL_AFTER} runs stored in 600 s"
         time.sleep(0.05)
+    assert process.poll() is None, "the collection ended before it could be killed"
     process.send_signal(how)
     out, err = process.communicate(timeout=300)
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
