@@ -67,7 +67,8 @@ def main() -> None:
             model=os.environ.get("TRAJFORGE_MODEL", "embedded"),
             messages=messages,
             tools=[CALCULATOR],
-            temperature=1.0,
+            # The temperature the run samples at: RL trains the policy tempered by it.
+            temperature=float(os.environ.get("TRAJFORGE_TEMPERATURE", "1")),
             max_tokens=64,
         )
         message = reply.choices[0].message

@@ -34,9 +34,23 @@ def test_an_rl_step_on_an_agent_programs_runs(tmp_path: Path) -> None:
         trajs = db.query(run="rl-out-step1")
     assert len(trajs) == 4  # 2 tasks x 2 runs, each one session
     assert all(t.metadata["gateway"]["weights_versions"] == [0] for t in trajs)
+    # The program sampled at the temperature it was told, the config's.
+    assert all(t.metadata["gateway"]["temperatures"] == [cfg.temperature] for t in trajs)
     assert len({t.group_id for t in trajs}) == 2
 
 
 def test_an_agent_config_needs_the_gateway(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="agent"):
         RLTrainer(small_rl_config(tmp_path, agent=AGENT))
+
+
+def test_an_agent_sampling_at_another_temperature_is_refused(tmp_path: Path) -> None:
+    # The program overrides what it is told: its calls are sampled at 0.3, the trainer's
+    # log-probabilities would be of the policy at 1.
+    hot = f"env TRAJFORGE_TEMPERATURE=0.3 {AGENT}"
+    cfg = small_rl_config(tmp_path / "out", agent=hot, agent_timeout_s=120)
+    trainer = RLTrainer(cfg, rubric=even_rubric(), agent_runner=agent_runners(cfg.agent, cfg.env))
+    with pytest.raises(
+        ConfigError, match=r"rl.temperature is 1 but the agent program sampled at 0.3"
+    ):
+        trainer.train()

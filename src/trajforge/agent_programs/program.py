@@ -68,12 +68,17 @@ def agent_argv(agent: str) -> list[str]:
     return argv
 
 
-def agent_environment(session_url: str, model: str, task: Task) -> dict[str, str]:
-    """What a run is told: its session's OpenAI base URL and key, the model, its task."""
+def agent_environment(
+    session_url: str, model: str, task: Task, temperature: float
+) -> dict[str, str]:
+    """What a run is told: its session's OpenAI base URL and key, the model, its task, and the
+    temperature to sample at (RL trains the policy tempered by it, so a program that passes it
+    on keeps the update on-policy)."""
     return {
         "OPENAI_BASE_URL": f"{session_url}/v1",
         "OPENAI_API_KEY": "trajforge",
         "TRAJFORGE_MODEL": model,
+        "TRAJFORGE_TEMPERATURE": f"{temperature:g}",
         "TRAJFORGE_SESSION_URL": session_url,
         "TRAJFORGE_TASK": task.model_dump_json(),
     }

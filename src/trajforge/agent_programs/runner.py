@@ -157,7 +157,10 @@ class AgentRunner(EpisodeRunner):
         )
         timeout_s = run.spec.limits.episode_timeout_s
         told = agent_environment(
-            f"{self._url}/sessions/{session_id}", self._gateway.model_names[0], key.task
+            f"{self._url}/sessions/{session_id}",
+            self._gateway.model_names[0],
+            key.task,
+            run.spec.sampling.temperature,
         )
         done = await self._launch(self.argv, told, key.task.model_dump_json(), timeout_s)
         if done.returncode is None:

@@ -121,7 +121,7 @@ async def completions_route(gateway: ChatGateway, session_id: str, body: Any) ->
     took = time.perf_counter() - clock
     prompt = Message(role=Role.USER, content=prompt_text, token_ids=list(prompt_ids))
     for completion in completions:
-        _record(gateway, session_id, prompt, completion, took)
+        _record(gateway, session_id, prompt, completion, request.temperature, took)
     choices = [_choice(k, c, request, policy) for k, c in enumerate(completions)]
     counts = usage(len(prompt_ids), sum(len(c.token_ids) for c in completions))
     reply = {"id": new_id("cmpl"), "object": "text_completion", "created": int(time.time()),
@@ -132,7 +132,12 @@ async def completions_route(gateway: ChatGateway, session_id: str, body: Any) ->
 
 
 def _record(
-    gateway: Gateway, session_id: str, prompt: Message, completion: Completion, took: float
+    gateway: Gateway,
+    session_id: str,
+    prompt: Message,
+    completion: Completion,
+    temperature: float,
+    took: float,
 ) -> None:
     session = gateway.recorder.session(session_id)
     reply = Message(
@@ -149,6 +154,7 @@ def _record(
     )
     recording.notes["endpoint"] = "completions"
     recording.notes["weights_versions"] = [completion.weights_version]
+    recording.notes["temperatures"] = [temperature]
     recording.rendering = RAW_RENDERING
     session.add(recording)
     gateway.recorder.finish(session, recording, took)

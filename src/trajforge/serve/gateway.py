@@ -241,12 +241,14 @@ class Gateway:
             raise
         timing = Timing(started_at=started, duration_s=time.perf_counter() - clock)
         choices = []
-        for recording, completion in zip(recordings, completions, strict=True):
+        for recording, completion, sampling in zip(recordings, completions, samplings, strict=True):
             message = _rendered(recording).add_completion(
                 completion, turn=recording.turn, timing=timing
             )
-            # Which weights sampled each turn: a run whose weights follow a trainer needs it.
+            # Which weights sampled each turn, and how hot: a trainer needs both to know the
+            # turn was sampled from the policy it trains.
             recording.notes.setdefault("weights_versions", []).append(completion.weights_version)
+            recording.notes.setdefault("temperatures", []).append(sampling.temperature)
             self.recorder.finish(session, recording, timing.duration_s)
             choices.append(
                 Choice(

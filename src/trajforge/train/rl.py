@@ -61,6 +61,7 @@ from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import InfraFailures, RLConfig, RoleAdvantage
 from trajforge.train.distributed import from_main
 from trajforge.train.model import TrainParts
+from trajforge.train.on_policy import check_sampled_temperature
 from trajforge.train.reference import ReferenceModel
 from trajforge.train.replay import ReplayBuffer
 from trajforge.train.self_play import SelfPlay
@@ -377,7 +378,9 @@ class RLTrainer(Trainer):
             # run at once.
             limits = Limits(episode_timeout_s=cfg.agent_timeout_s)
             agent = spec.model_copy(update={"limits": limits, "concurrency": cfg.agent_concurrency})
-            return run_rollout(agent, runner=self.agent_runner(self.policy))
+            played = run_rollout(agent, runner=self.agent_runner(self.policy))
+            check_sampled_temperature(played, cfg.temperature)
+            return played
         if self.self_play is not None:
             return self.self_play.rollout(spec, self.policy, step)
         if self.remote is not None:
