@@ -1,6 +1,7 @@
 """What docs/templates.md says the gateway does where a template is not prefix-safe: a template
-that rewrites the history is refused at the break (no wrong ids recorded), and one whose
-generation prompt opens text the reply's rendering drops keeps the sampled ids, exactly."""
+that rewrites the history splits the conversation at the break (the recorded trajectory kept,
+the call's messages starting a linked one rendered whole, as the model is given them), and one
+whose generation prompt opens text the reply's rendering drops keeps the sampled ids, exactly."""
 
 from __future__ import annotations
 
@@ -10,13 +11,18 @@ import copy
 import pytest
 from serve_helpers import MODEL
 
-from trajforge.policy.check import check_trajectory
+from trajforge.policy.check import check_label, check_trajectory
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
-from trajforge.schema import Message, Role, Task
+from trajforge.schema import ExactnessKind, Message, Role, Task
 from trajforge.serve.gateway import Gateway
-from trajforge.serve.wire import ChatRequest, WireError
+from trajforge.serve.wire import ChatRequest
+from trajforge.templates.library import LIBRARY, is_fetched, library_dir, library_template
 
+needs_library = pytest.mark.skipif(
+    not is_fetched(),
+    reason=f"llama.cpp's chat templates are not in {library_dir()} (make setup fetches them)",
+)
 _TURN = "<|im_start|>{{ m.role }}\n"
 _GEN = "{% if add_generation_prompt %}<|im_start|>assistant\n{{ opening }}{% endif %}"
 # Past replies are shortened once a later message exists, as reasoning templates drop thinking.
@@ -54,14 +60,69 @@ def _turns(*texts: str) -> list[Message]:
     return [Message(role=r, content=t) for r, t in zip(roles, texts, strict=False)]
 
 
-def test_a_template_that_rewrites_the_history_is_refused_at_the_break() -> None:
+def test_a_template_that_rewrites_the_history_splits_at_the_break() -> None:
+    gateway = _gateway(REWRITES_HISTORY)
+    renderer = gateway.policy.renderer
+    _call(gateway, _turns("hi"))
+    call = _turns("hi", "answer 1", "more")
+    _call(gateway, call)
+    first, second = gateway.recorder.trajectories(gateway.recorder.session("s"))
+    assert len(first.messages) == 2 and first.exactness.is_exact
+    label = second.exactness
+    assert label.kind is ExactnessKind.SPLIT and label.split_from == first.id
+    assert label.rendered_prefix == 3
+    assert label.reason is not None
+    assert "message 1 (assistant)" in label.reason and "'answer 1<|im_end|>" in label.reason
+    assert "'(earlier reply)<|im_end|>" in label.reason
+    # The second piece's prompt is the fresh whole rendering the model was given.
+    prompt = [t for m in second.messages[:3] for t in m.token_ids or []]
+    assert prompt == renderer.encode(renderer.render_text(call, [], add_generation_prompt=True))
+    assert second.messages[1].logprobs is None and second.messages[3].logprobs is not None
+    assert second.messages[3].content == "answer 2"
+    for piece in (first, second):
+        assert check_trajectory(piece, renderer) == []
+    assert check_label(second) == []
+
+
+def test_a_split_piece_is_continued_and_split_again_at_the_next_break() -> None:
     gateway = _gateway(REWRITES_HISTORY)
     _call(gateway, _turns("hi"))
-    with pytest.raises(WireError, match="cannot render this conversation") as raised:
-        _call(gateway, _turns("hi", "answer 1", "more"))
-    assert raised.value.status == 400
-    (only,) = gateway.recorder.trajectories(gateway.recorder.session("s"))
-    assert len(only.messages) == 2 and only.exactness.is_exact
+    _call(gateway, _turns("hi", "answer 1", "more"))
+    _call(gateway, _turns("hi", "answer 1", "more", "answer 2", "again"))
+    pieces = gateway.recorder.trajectories(gateway.recorder.session("s"))
+    assert [len(p.messages) for p in pieces] == [2, 4, 6]
+    assert [p.exactness.split_from for p in pieces] == [None, pieces[0].id, pieces[1].id]
+    assert pieces[2].exactness.reason is not None
+    assert "message 3 (assistant)" in pieces[2].exactness.reason
+    for piece in pieces:
+        assert check_trajectory(piece, gateway.policy.renderer) == []
+
+
+def test_a_tampered_split_piece_fails_the_check() -> None:
+    gateway = _gateway(REWRITES_HISTORY)
+    _call(gateway, _turns("hi"))
+    _call(gateway, _turns("hi", "answer 1", "more"))
+    second = gateway.recorder.trajectories(gateway.recorder.session("s"))[1]
+    renderer = gateway.policy.renderer
+    tampered = second.model_copy(deep=True)
+    tampered.messages[1].token_ids = renderer.encode("answer 1")
+    (found,) = check_trajectory(tampered, renderer)
+    assert found.message_index == 1 and found.kind == "tokens"
+
+
+@needs_library
+def test_qwen3_splits_where_it_drops_a_past_turns_thinking_block() -> None:
+    template = library_template(next(e for e in LIBRARY if e.name == "Qwen-Qwen3-0.6B"))
+    gateway = _gateway(template.text)
+    _call(gateway, _turns("hi"))
+    _call(gateway, _turns("hi", "answer 1", "more"))
+    first, second = gateway.recorder.trajectories(gateway.recorder.session("s"))
+    assert first.exactness.is_exact and second.exactness.split_from == first.id
+    assert second.exactness.reason is not None
+    assert "message 1 (assistant)" in second.exactness.reason
+    assert "'<think>" in second.exactness.reason
+    for piece in (first, second):
+        assert check_trajectory(piece, gateway.policy.renderer) == []
 
 
 def test_a_prompt_that_opens_thinking_keeps_the_sampled_ids_exactly() -> None:

@@ -13,6 +13,9 @@ On top of that:
 - its exactness label must not claim more than its provenance shows: ids rendered from text
   (``metadata["rendered_with"]``) are not ``exact``, and a split names another trajectory.
   Every trajectory's label is checked, those without ids or a tokenizer here too.
+- the rendered prefix of a trajectory that is not exact is replayed as it was opened: turn by
+  turn, or as one whole rendering where the template rewrites earlier turns
+  (``RenderedSession.opened``); a whole rendering's replies are compared as ids, not parsed.
 
 A closing token moved from an observation into the preceding assistant message right before its
 end is indistinguishable from a sampled one and is not reported.
@@ -192,16 +195,21 @@ def check_trajectory(
     if found:
         return found
     try:
-        replay = RenderedSession(renderer, traj.messages, traj.tools, task=traj.task).messages
-        turn = 0
-        for i, (stored, expected) in enumerate(zip(traj.messages, replay, strict=True)):
-            if stored.role is Role.ASSISTANT:
-                found += _check_assistant(renderer, traj, i, turn)
-                turn += 1
-                continue
-            mismatch = _compare_ids(renderer, traj.id, i, stored, expected.token_ids or [])
-            if mismatch is not None:
-                found.append(mismatch)
+        # The rendered prefix of a trajectory that is not exact opened it as the model was
+        # given it: turn by turn, or whole where the template rewrites earlier turns.
+        prefix = 0 if traj.exactness.is_exact else traj.exactness.rendered_prefix or 0
+        session = RenderedSession.opened(
+            renderer, traj.messages[:prefix], traj.tools, task=traj.task
+        )
+        session.add_messages(traj.messages[prefix:])
+        turns = 0
+        for i, (stored, expected) in enumerate(zip(traj.messages, session.messages, strict=True)):
+            if stored.role is Role.ASSISTANT and i >= session.whole_prefix:
+                found += _check_assistant(renderer, traj, i, turns)
+            else:
+                mismatch = _compare_ids(renderer, traj.id, i, stored, expected.token_ids or [])
+                found += [] if mismatch is None else [mismatch]
+            turns += stored.role is Role.ASSISTANT
     except RenderError as exc:
         return [Mismatch(trajectory_id=traj.id, kind=MismatchKind.RENDER, detail=str(exc))]
     return found

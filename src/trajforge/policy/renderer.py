@@ -40,6 +40,31 @@ class RenderError(TrajforgeError):
     """A conversation cannot be rendered exactly with this tokenizer's chat template."""
 
 
+class HistoryRewritten(RenderError):
+    """Adding messages makes the chat template write the earlier ones differently (it drops
+    past reasoning, shortens past replies): ids recorded for them cannot be extended. Carries
+    the two renderings, so that ``policy.whole_render.break_reason`` can say where they part."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        renderer: ChatRenderer,
+        history: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        earlier: str,
+        later: str,
+    ) -> None:
+        super().__init__(message)
+        self.renderer = renderer
+        self.history = list(history)
+        self.tools = list(tools)
+        self.earlier = earlier
+        """The rendering of ``history`` alone."""
+        self.later = later
+        """The rendering once the new messages follow it."""
+
+
 class ToolProtocol(StrEnum):
     AUTO = "auto"
     NATIVE = "native"
@@ -66,7 +91,7 @@ class _Lead:
     """What the template writes from there to the content (an opening, the turn's header)."""
 
 
-def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     n = min(len(a), len(b))
     for i in range(n):
         if a[i] != b[i]:
@@ -266,28 +291,33 @@ class ChatRenderer:
             base = self.render_text(history, tools, add_generation_prompt=False)
         full = self.render_text([*history, *observations], tools, add_generation_prompt=True)
         if not full.startswith(base):
-            at = _common_prefix(base, full)
-            raise RenderError(
+            at = common_prefix(base, full)
+            raise HistoryRewritten(
                 "the chat template is not prefix-stable: adding observations changes the "
                 f"rendering of earlier turns at character {at} ({base[at : at + 40]!r} became "
-                f"{full[at : at + 40]!r})"
+                f"{full[at : at + 40]!r})",
+                renderer=self,
+                history=history,
+                tools=tools,
+                earlier=base,
+                later=full,
             )
         cuts = []
         for j in range(1, len(observations)):
             partial = self.render_text(
                 [*history, *observations[:j]], tools, add_generation_prompt=False
             )
-            cuts.append(len(head) + _common_prefix(partial, full) - len(base))
-        return self._split(head + full[len(base) :], cuts)
+            cuts.append(len(head) + common_prefix(partial, full) - len(base))
+        return self.split_text(head + full[len(base) :], cuts)
 
-    def _split(self, text: str, cuts: Sequence[int]) -> list[list[int]]:
+    def split_text(self, text: str, cuts: Sequence[int]) -> list[list[int]]:
         """Tokenize ``text`` once and split the ids at the character positions ``cuts``; a
         token that straddles a cut goes to the later piece."""
         whole = self.encode(text)
         pieces: list[list[int]] = []
         start = 0
         for cut in cuts:
-            end = max(start, _common_prefix(self.encode(text[: max(cut, 0)]), whole))
+            end = max(start, common_prefix(self.encode(text[: max(cut, 0)]), whole))
             pieces.append(whole[start:end])
             start = end
         pieces.append(whole[start:])

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trajforge.policy.base import ChatSession, Completion
-from trajforge.policy.renderer import ChatRenderer, RenderError
+from trajforge.policy.renderer import ChatRenderer, HistoryRewritten, RenderError
+from trajforge.policy.whole_render import whole_ids
 from trajforge.schema import Message, Role, Task, Timing, ToolSpec
 
 
@@ -15,6 +16,10 @@ class RenderedSession(ChatSession):
     The concatenation of ``m.token_ids`` over ``messages`` is always the exact model context.
     Assistant messages given without token ids (a reply written as text) are tokenized as the
     template renders them and carry no logprobs, marking them as not sampled.
+
+    ``opened`` starts one from a history as the model is given it: rendered message by message
+    where the template extends turn by turn, else whole (``whole_prefix`` then counts the
+    messages whose ids are the whole rendering's, earlier replies included).
     """
 
     def __init__(
@@ -29,7 +34,34 @@ class RenderedSession(ChatSession):
         self.tools = list(tools)
         self.task = task
         self.messages = []
+        self.whole_prefix = 0
+        """How many leading messages carry ids of one whole rendering rather than their own."""
         self.add_messages(messages)
+
+    @classmethod
+    def opened(
+        cls,
+        renderer: ChatRenderer,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        task: Task | None = None,
+    ) -> RenderedSession:
+        """A session over ``messages`` rendered turn by turn, or, where the template writes
+        earlier turns differently once later ones follow, as one whole rendering: the prompt
+        the model is then given. Replies in it keep their text, not their sampled ids or
+        logprobs (they were sampled in another context)."""
+        try:
+            return cls(renderer, messages, tools, task=task)
+        except HistoryRewritten:
+            session = cls(renderer, [], tools, task=task)
+        pieces = whole_ids(renderer, messages, tools)
+        session.messages = [
+            m.model_copy(update={"token_ids": ids, "logprobs": None})
+            for m, ids in zip(messages, pieces, strict=True)
+        ]
+        session.whole_prefix = len(messages)
+        return session
 
     @property
     def num_tokens(self) -> int:
@@ -55,6 +87,7 @@ class RenderedSession(ChatSession):
         """An independent continuation of this conversation (same renderer and tools)."""
         twin = RenderedSession(self.renderer, [], self.tools, task=self.task)
         twin.messages = list(self.messages)
+        twin.whole_prefix = self.whole_prefix
         return twin
 
     def add_observations(self, observations: Sequence[Message]) -> list[Message]:
@@ -128,7 +161,8 @@ class RenderedSession(ChatSession):
         # prompt nothing has been sampled from yet; render them again together with the new
         # ones, so the context holds a single generation prompt at its end.
         start = len(self.messages)
-        while start > 0 and self.messages[start - 1].role is not Role.ASSISTANT:
+        # A whole rendering is never re-rendered in parts.
+        while start > self.whole_prefix and self.messages[start - 1].role is not Role.ASSISTANT:
             start -= 1
         pending = [*self.messages[start:], *batch]
         history = self.messages[:start]

@@ -61,7 +61,7 @@ class TokenPolicy(Policy):
         *,
         task: Task | None = None,
     ) -> RenderedSession:
-        return RenderedSession(self.renderer, messages, tools, task=task)
+        return RenderedSession.opened(self.renderer, messages, tools, task=task)
 
     async def complete(
         self,

@@ -1,13 +1,17 @@
 """Whether a gateway call continues a recorded trajectory, and the exactness label of one that
 does not: ``split`` where it repeats at least one recorded assistant turn and then departs (an
-earlier turn edited, the history cut back), ``re-rendered`` where it holds assistant turns sent as
-text that nothing recorded, else ``exact``."""
+earlier turn edited, the history cut back), or only appends to it but the chat template writes
+the recorded turns differently once the new messages follow (``split_at_break``),
+``re-rendered`` where it holds assistant turns sent as text that nothing recorded, else
+``exact``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+from trajforge.policy.renderer import HistoryRewritten
+from trajforge.policy.whole_render import break_reason
 from trajforge.schema import Exactness, ExactnessKind, Message, Role
 from trajforge.serve.wire import call_arguments_text
 
@@ -77,3 +81,15 @@ def exactness_of(
             rendered_prefix=len(messages),
         )
     return Exactness()
+
+
+def split_at_break(recorded_id: str, exc: HistoryRewritten, messages: list[Message]) -> Exactness:
+    """The label of the trajectory a call starts where it appends to trajectory
+    ``recorded_id`` but the template rewrites that trajectory's turns (``exc``): it breaks off
+    there, its ``messages`` rendered whole as the model is given them."""
+    return Exactness(
+        kind=ExactnessKind.SPLIT,
+        reason=break_reason(exc),
+        split_from=recorded_id,
+        rendered_prefix=len(messages),
+    )

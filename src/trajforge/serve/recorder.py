@@ -7,7 +7,9 @@ ones included) are never re-tokenized, so the prompt the model sees extends the 
 token for token. Any other call (history edited or summarised, a sub-agent, a retry) starts a
 new trajectory in the same session, linked to it by ``metadata["gateway"]`` and labelled with
 its exactness (``continuation``: ``split`` where it departs from a recorded one after repeating
-its assistant turns). Every trajectory is
+its assistant turns, or where the chat template rewrites the recorded turns once the new
+messages follow: the recorded trajectory is kept as it is and the call's messages start the
+next piece, rendered whole as the model is given them). Every trajectory is
 written to the store after each call that changes it, so a crash loses at most the call in
 flight.
 
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from itertools import count, islice
 from typing import Any, Protocol
 
+from trajforge.policy.renderer import HistoryRewritten
 from trajforge.schema import (
     Evaluator,
     EvaluatorKind,
@@ -44,7 +47,7 @@ from trajforge.schema import (
     Trajectory,
     Usage,
 )
-from trajforge.serve.continuation import exactness_of, same_message
+from trajforge.serve.continuation import exactness_of, same_message, split_at_break
 from trajforge.serve.wire import WireError
 from trajforge.store import TrajectoryStore
 
@@ -221,7 +224,12 @@ class Recorder:
         context), or a new one. Call under ``session.lock``."""
         for recording in reversed(session.recordings):
             if recording.extends(messages, tools):
-                recording.session.add_observations(messages[len(recording.session.messages) :])
+                try:
+                    recording.session.add_observations(messages[len(recording.session.messages) :])
+                except HistoryRewritten as exc:  # kept as it is; the call starts a piece after it
+                    return self.new_recording(
+                        session, messages, tools, split_at_break(recording.id, exc, messages)
+                    )
                 recording.busy = True
                 return recording
         return self.new_recording(session, messages, tools)
@@ -241,14 +249,16 @@ class Recorder:
         session: GatewaySession,
         messages: list[Message],
         tools: list[ToolSpec],
+        exactness: Exactness | None = None,
     ) -> Recording:
-        """A new trajectory of the session, starting from ``messages``, labelled with what
-        ``messages`` are to the session's recorded trajectories."""
+        """A new trajectory of the session, starting from ``messages``, labelled ``exactness``
+        or with what ``messages`` are to the session's recorded trajectories."""
         recording = Recording(
             id=uuid.uuid4().hex,
             session=self.start(messages, tools, session.task),
             sequence=next(session.sequences),
-            exactness=exactness_of(
+            exactness=exactness
+            or exactness_of(
                 [(r.id, r.session.messages) for r in reversed(session.recordings)], messages
             ),
         )
