@@ -14,7 +14,7 @@ from serve_helpers import MODEL
 from trajforge.policy.check import check_label, check_trajectory
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
-from trajforge.schema import ExactnessKind, Message, Role, Task
+from trajforge.schema import ExactnessKind, Message, OutcomeStatus, Role, Task
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.wire import ChatRequest
 from trajforge.templates.library import LIBRARY, is_fetched, library_dir, library_template
@@ -95,6 +95,30 @@ def test_a_split_piece_is_continued_and_split_again_at_the_next_break() -> None:
     assert pieces[2].exactness.reason is not None
     assert "message 3 (assistant)" in pieces[2].exactness.reason
     for piece in pieces:
+        assert check_trajectory(piece, gateway.policy.renderer) == []
+
+
+def test_a_piece_whose_calls_are_answered_after_the_break_says_where() -> None:
+    def calls_once(task: Task | None, messages: list[Message]) -> str:
+        if any(m.role is Role.TOOL for m in messages):
+            return "done"
+        return '<tool_call>{"name": "look", "arguments": {}}</tool_call>'
+
+    tokenizer = copy.deepcopy(load_tokenizer())
+    tokenizer.chat_template = REWRITES_HISTORY
+    gateway = Gateway(ScriptedPolicy(calls_once, tokenizer, name=MODEL), None, run_id="gw")
+    _call(gateway, _turns("hi"))
+    (first,) = gateway.recorder.trajectories(gateway.recorder.session("s"))
+    reply = first.messages[1].model_copy(update={"token_ids": None, "logprobs": None})
+    (call,) = reply.tool_calls
+    answer = Message(role=Role.TOOL, content="seen", tool_call_id=call.id)
+    _call(gateway, [first.messages[0], reply, answer])
+    first, second = gateway.recorder.trajectories(gateway.recorder.session("s"))
+    assert first.outcome.status is OutcomeStatus.TRUNCATED and first.outcome.fault is None
+    assert first.outcome.reason is not None and second.id in first.outcome.reason
+    assert first.metadata["gateway"]["split_into"] == second.id
+    assert second.outcome.status is OutcomeStatus.OK and second.messages[-1].content == "done"
+    for piece in (first, second):
         assert check_trajectory(piece, gateway.policy.renderer) == []
 
 

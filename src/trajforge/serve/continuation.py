@@ -12,8 +12,11 @@ from typing import Any
 
 from trajforge.policy.renderer import HistoryRewritten
 from trajforge.policy.whole_render import break_reason
-from trajforge.schema import Exactness, ExactnessKind, Message, Role
+from trajforge.schema import Exactness, ExactnessKind, Fault, Message, Outcome, OutcomeStatus, Role
 from trajforge.serve.wire import call_arguments_text
+
+SPLIT_INTO = "split_into"
+"""``metadata["gateway"]`` key of a trajectory split at a template break: the piece after it."""
 
 
 def _calls(message: Message) -> list[tuple[str, str, Any]]:
@@ -92,4 +95,20 @@ def split_at_break(recorded_id: str, exc: HistoryRewritten, messages: list[Messa
         reason=break_reason(exc),
         split_from=recorded_id,
         rendered_prefix=len(messages),
+    )
+
+
+def unanswered_calls(split_into: str | None) -> Outcome:
+    """The outcome of a trajectory whose last turn's tool calls it does not answer: the agent's
+    failure, unless the answers are in the piece ``split_into`` that broke off after it."""
+    if split_into is None:
+        return Outcome(
+            status=OutcomeStatus.TRUNCATED,
+            reason="the agent did not answer the last tool calls",
+            fault=Fault.POLICY,
+        )
+    return Outcome(
+        status=OutcomeStatus.TRUNCATED,
+        reason=f"its last tool calls are answered in trajectory {split_into}, split off where "
+        "the chat template rewrites this one's turns",
     )

@@ -47,7 +47,13 @@ from trajforge.schema import (
     Trajectory,
     Usage,
 )
-from trajforge.serve.continuation import exactness_of, same_message, split_at_break
+from trajforge.serve.continuation import (
+    SPLIT_INTO,
+    exactness_of,
+    same_message,
+    split_at_break,
+    unanswered_calls,
+)
 from trajforge.serve.wire import WireError
 from trajforge.store import TrajectoryStore
 
@@ -227,9 +233,11 @@ class Recorder:
                 try:
                     recording.session.add_observations(messages[len(recording.session.messages) :])
                 except HistoryRewritten as exc:  # kept as it is; the call starts a piece after it
-                    return self.new_recording(
-                        session, messages, tools, split_at_break(recording.id, exc, messages)
-                    )
+                    label = split_at_break(recording.id, exc, messages)
+                    piece = self.new_recording(session, messages, tools, label)
+                    recording.notes[SPLIT_INTO] = piece.id
+                    self.save(session, recording)
+                    return piece
                 recording.busy = True
                 return recording
         return self.new_recording(session, messages, tools)
@@ -360,11 +368,7 @@ class Recorder:
         outcome = Outcome(status=recording.status, reason=recording.reason, fault=recording.fault)
         last = messages[-1]
         if outcome.status is OutcomeStatus.OK and last.role is Role.ASSISTANT and last.tool_calls:
-            outcome = Outcome(
-                status=OutcomeStatus.TRUNCATED,
-                reason="the agent did not answer the last tool calls",
-                fault=Fault.POLICY,
-            )
+            outcome = unanswered_calls(recording.notes.get(SPLIT_INTO))
         if session.failure is not None:
             outcome = session.failure
         assistant = [m for m in messages if m.role is Role.ASSISTANT]
