@@ -6,38 +6,21 @@ whose generation prompt opens text the reply's rendering drops keeps the sampled
 from __future__ import annotations
 
 import asyncio
-import copy
 
-import pytest
 from serve_helpers import MODEL
 
+from template_doubles import (
+    OPENS_IN_PROMPT,
+    REWRITES_HISTORY,
+    library_text,
+    needs_library,
+    smollm2_with,
+)
 from trajforge.policy.check import check_label, check_trajectory
-from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import ExactnessKind, Message, OutcomeStatus, Role, Task
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.wire import ChatRequest
-from trajforge.templates.library import LIBRARY, is_fetched, library_dir, library_template
-
-needs_library = pytest.mark.skipif(
-    not is_fetched(),
-    reason=f"llama.cpp's chat templates are not in {library_dir()} (make setup fetches them)",
-)
-_TURN = "<|im_start|>{{ m.role }}\n"
-_GEN = "{% if add_generation_prompt %}<|im_start|>assistant\n{{ opening }}{% endif %}"
-# Past replies are shortened once a later message exists, as reasoning templates drop thinking.
-REWRITES_HISTORY = (
-    "{% for m in messages %}" + _TURN + "{% if m.role == 'assistant' and not loop.last %}"
-    "(earlier reply){% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
-    + _GEN.replace("{{ opening }}", "")
-)
-# The generation prompt opens a thinking block that the reply's rendering never shows.
-OPENS_IN_PROMPT = (
-    "{% for m in messages %}"
-    + _TURN
-    + "{{ m.content }}<|im_end|>\n{% endfor %}"
-    + _GEN.replace("{{ opening }}", "<think>\n")
-)
 
 
 def _reply(task: Task | None, messages: list[Message]) -> str:
@@ -45,9 +28,7 @@ def _reply(task: Task | None, messages: list[Message]) -> str:
 
 
 def _gateway(template: str) -> Gateway:
-    tokenizer = copy.deepcopy(load_tokenizer())
-    tokenizer.chat_template = template
-    return Gateway(ScriptedPolicy(_reply, tokenizer, name=MODEL), None, run_id="gw")
+    return Gateway(ScriptedPolicy(_reply, smollm2_with(template), name=MODEL), None, run_id="gw")
 
 
 def _call(gateway: Gateway, messages: list[Message]) -> None:
@@ -104,9 +85,8 @@ def test_a_piece_whose_calls_are_answered_after_the_break_says_where() -> None:
             return "done"
         return '<tool_call>{"name": "look", "arguments": {}}</tool_call>'
 
-    tokenizer = copy.deepcopy(load_tokenizer())
-    tokenizer.chat_template = REWRITES_HISTORY
-    gateway = Gateway(ScriptedPolicy(calls_once, tokenizer, name=MODEL), None, run_id="gw")
+    policy = ScriptedPolicy(calls_once, smollm2_with(REWRITES_HISTORY), name=MODEL)
+    gateway = Gateway(policy, None, run_id="gw")
     _call(gateway, _turns("hi"))
     (first,) = gateway.recorder.trajectories(gateway.recorder.session("s"))
     reply = first.messages[1].model_copy(update={"token_ids": None, "logprobs": None})
@@ -136,8 +116,7 @@ def test_a_tampered_split_piece_fails_the_check() -> None:
 
 @needs_library
 def test_qwen3_splits_where_it_drops_a_past_turns_thinking_block() -> None:
-    template = library_template(next(e for e in LIBRARY if e.name == "Qwen-Qwen3-0.6B"))
-    gateway = _gateway(template.text)
+    gateway = _gateway(library_text("Qwen-Qwen3-0.6B"))
     _call(gateway, _turns("hi"))
     _call(gateway, _turns("hi", "answer 1", "more"))
     first, second = gateway.recorder.trajectories(gateway.recorder.session("s"))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from template_doubles import needs_library
 from trajforge.errors import ConfigError
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.templates import SHAPES, ShapeName, ShapeResult, Verdict, check_shape
@@ -18,17 +19,11 @@ from trajforge.templates.library import (
     LIBRARY,
     extract,
     is_fetched,
-    library_dir,
     library_template,
 )
 from trajforge.templates.table import Handling, handling, library_reports, markdown
 
 _BY_NAME = {entry.name: entry for entry in LIBRARY}
-needs_library = pytest.mark.skipif(
-    not is_fetched(),
-    reason=f"llama.cpp's chat templates are not in {library_dir()} "
-    "(make setup fetches them: python -m trajforge.templates.library)",
-)
 
 
 def _check(name: str, shape: ShapeName) -> ShapeResult:
@@ -138,8 +133,8 @@ def test_each_outcome_is_handled_as_the_renderer_does() -> None:
 
 
 @needs_library
-def test_a_rewritten_history_is_refused_and_a_rewritten_reply_keeps_its_samples() -> None:
+def test_a_rewritten_history_is_split_and_a_rewritten_reply_keeps_its_samples() -> None:
     qwen3 = _check("Qwen-Qwen3-0.6B", ShapeName.REASONING)
-    assert handling(qwen3) is Handling.REFUSES
+    assert handling(qwen3) is Handling.SPLITS
     r1 = _check("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", ShapeName.SINGLE_TURN)
     assert handling(r1) is Handling.KEEPS_SAMPLED

@@ -21,6 +21,7 @@ from trajforge.envs.base import Env
 from trajforge.envs.user_sim import UserSimEnv
 from trajforge.policy.base import ChatSession, Policy, SamplingParams
 from trajforge.rollout.limits import EndReason, Limits, fault_of
+from trajforge.rollout.resplit import Pieces
 from trajforge.rollout.seeding import derive_seed
 from trajforge.rollout.user import PolicyUser
 from trajforge.schema import (
@@ -104,6 +105,8 @@ class Episode:
         self.seed = seed
         self.env: Env | None = None
         self.session: ChatSession | None = None
+        self.pieces = Pieces()
+        """Where the policy's template rewrites the history, the pieces it is split into."""
         self.pending: Message | None = None
         self.turn = 0
         self.usage = Usage()
@@ -292,7 +295,9 @@ class Episode:
             if obs.timing is None:
                 obs.timing = Timing(started_at=started_at, duration_s=duration)
         try:
-            self.session.add_observations(result.observations)
+            self.session = self.pieces.add_observations(
+                self.policy, self.session, result.observations
+            )
         except Exception as exc:
             self._end(OutcomeStatus.ERROR, EndReason.POLICY_ERROR, describe_error(exc))
             return
@@ -367,6 +372,7 @@ class Episode:
             )
             self.reward = None
             traj = self._trajectory(_valid_prefix(messages), metadata)
+        self.linked += self.pieces.trajectories(traj)
         if self.user is not None and user_id is not None:
             try:
                 self.linked.append(self.user.trajectory(traj, traj.env or "", user_id))
@@ -381,6 +387,7 @@ class Episode:
         if self.infra_fault is not None:
             fault, error = Fault.INFRA, error or self.infra_fault
         return Trajectory(
+            id=self.pieces.id,
             task=self.key.task,
             env=env.name if env is not None else self.key.task.env,
             group_id=self.group_id,
@@ -397,6 +404,7 @@ class Episode:
                 fault=fault,
             ),
             usage=self.usage,
+            exactness=self.pieces.exactness,
             metadata=metadata,
         )
 

@@ -10,6 +10,7 @@ from enum import StrEnum
 from trajforge.templates.library import LIBRARY, LLAMA_CPP_PYTHON, library_template
 from trajforge.templates.prefix import (
     BreakKind,
+    PrefixBreak,
     ShapeResult,
     TemplateReport,
     Verdict,
@@ -17,6 +18,9 @@ from trajforge.templates.prefix import (
 )
 from trajforge.templates.shapes import SHAPES
 from trajforge.templates.source import STAND_IN, load
+
+SHOWN = 24
+"""Characters of each side of a break the page shows."""
 
 
 class Handling(StrEnum):
@@ -27,11 +31,15 @@ class Handling(StrEnum):
         "exact: the sampled ids are kept after each generation prompt, though a whole "
         "re-rendering differs (imports rendered from text are labelled re-rendered)"
     )
-    REFUSES = (
-        "cannot extend the recorded ids past the break: the renderer refuses with a "
-        "RenderError (the gateway answers 400), so no wrong ids are recorded"
+    SPLITS = (
+        "split at the break: the conversation so far stays one exact trajectory, and the next "
+        "turn starts a linked one (`split`, the break as its reason) from the template's whole "
+        "rendering of the history, the prompt the model is given; gateway and rollout alike"
     )
-    UNSUPPORTED = "the template refuses the shape: the gateway answers 400 naming it"
+    UNSUPPORTED = (
+        "the template refuses the shape: the gateway answers 400 naming the message, an "
+        "episode ends with the error"
+    )
 
 
 def handling(result: ShapeResult) -> Handling:
@@ -40,12 +48,34 @@ def handling(result: ShapeResult) -> Handling:
     text_breaks = [b for b in result.breaks if b.kind is BreakKind.TEXT]
     if not text_breaks:
         return Handling.EXACT
-    # A break from a rendering that ends a reply to the next prompt rewrites the history the
-    # recorded ids hold; one from a prompt to its reply only rewrites the reply, whose sampled
-    # ids trajforge keeps.
-    if any(b.earlier.startswith("after") for b in text_breaks):
-        return Handling.REFUSES
+    if history_break(result) is not None:
+        return Handling.SPLITS
     return Handling.KEEPS_SAMPLED
+
+
+def history_break(result: ShapeResult) -> PrefixBreak | None:
+    """The first break that rewrites recorded history: from a rendering that ends a reply to
+    the next prompt (one from a prompt to its reply only rewrites the reply, whose sampled ids
+    trajforge keeps)."""
+    return next(
+        (b for b in result.breaks if b.kind is BreakKind.TEXT and b.earlier.startswith("after")),
+        None,
+    )
+
+
+def _splits(results: Sequence[ShapeResult]) -> list[str]:
+    """Where the shapes that split do, and what their history's text was and became there
+    (shapes that break alike on one line)."""
+    by_break: dict[str, list[str]] = {}
+    for result in results:
+        found = history_break(result) if handling(result) is Handling.SPLITS else None
+        if found is not None:
+            where = (
+                f"at {found.earlier} → {found.later}, `{found.earlier_text[:SHOWN]!r}` became "
+                f"`{found.later_text[:SHOWN]!r}`"
+            )
+            by_break.setdefault(where, []).append(result.shape.value)
+    return [f"{', '.join(shapes)}: {where}" for where, shapes in by_break.items()]
 
 
 def library_reports() -> list[TemplateReport]:
@@ -102,11 +132,41 @@ def markdown(reports: Sequence[TemplateReport]) -> str:
     for report in reports:
         cells = [_cell(r) for r in report.results]
         lines.append(f"| {report.template} | " + " | ".join(cells) + " |")
-    lines += ["", "## What trajforge does", ""]
+    lines += [
+        "",
+        "## What trajforge does",
+        "",
+        "Where a template writes earlier turns differently once later ones follow, the gateway "
+        "and the rollout engine split the conversation there: each piece holds exactly the ids "
+        "the model was given and sampled, the later piece names the one it broke off "
+        "(`exactness.split_from`) and says which message the template rewrote and how (its "
+        "text and first tokens in each rendering). Under each template that splits, each "
+        "shape's first such break: where, and what the history's text was and became.",
+        "",
+        "An env episode split this way is stored as its pieces. The last is the episode's "
+        "trajectory: its sample index, outcome and reward, what the run's statistics and RL "
+        "count. Each earlier piece is stored beside it with the episode's outcome and reward "
+        "(`truncated` where its last tool calls are answered in the next piece), no sample "
+        "index, and `metadata.split_into` naming the piece after it. Every sampled turn is in "
+        "one piece, in the context it was sampled in, with its logprobs and turn reward; a later "
+        "piece holds the earlier turns again as context (`rendered_prefix` messages, no "
+        "logprobs). So SFT and DPO with `data.non_exact: mask` train each sampled turn once "
+        "(earlier pieces whole, they are exact, though `data.status: ok` leaves out a "
+        "`truncated` one; the last piece after its rendered prefix), "
+        "`keep` trains the prefix turns again as text, `refuse` stops at the first split "
+        "piece; RL trains the last piece's turns after its rendered prefix with the episode's "
+        "advantage and leaves the earlier pieces' turns out. Final observations that break "
+        "the template (a truncated episode's last tool results) open a last piece with no "
+        "sampled turn.",
+        "",
+    ]
     for report in reports:
         by_handling: dict[Handling, list[str]] = {}
         for result in report.results:
             by_handling.setdefault(handling(result), []).append(result.shape.value)
         lines.append(f"- **{report.template}**:")
-        lines += [f"  - {', '.join(shapes)}: {how.value}" for how, shapes in by_handling.items()]
+        for how, shapes in by_handling.items():
+            lines.append(f"  - {', '.join(shapes)}: {how.value}")
+            if how is Handling.SPLITS:
+                lines += [f"    - {where}" for where in _splits(report.results)]
     return "\n".join(lines) + "\n"

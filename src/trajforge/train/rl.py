@@ -514,7 +514,9 @@ class RLTrainer(Trainer):
 
     def _update(self, trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str, float]:
         cfg = self.rl_cfg
-        seqs = [encode_trajectory(t, max_length=cfg.max_seq_len) for t in trajs]
+        # A split or re-rendered episode's rendered prefix is context: its turns were not
+        # sampled in it, so only the turns after it take the episode's advantage.
+        seqs = [encode_trajectory(t, max_length=cfg.max_seq_len, mask_rendered=True) for t in trajs]
         full = TokenBatch.collate(seqs, pad_token_id=self.parts.pad_token_id)
         inp = advantage_input(trajs, full, rewards)
         if cfg.self_play is not None and cfg.self_play.advantage is RoleAdvantage.RAE:

@@ -1,0 +1,98 @@
+"""Env episodes under a chat template that rewrites the history: split into linked pieces at
+each break, every piece token-exact, the reward on the last one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rollout_doubles import make_tasks, run_live
+
+from template_doubles import REWRITES_HISTORY, library_text, needs_library, smollm2_with
+from trajforge.envs.base import Env, StepResult
+from trajforge.policy.check import check_label, check_trajectory
+from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.rollout.resplit import SPLIT_INTO
+from trajforge.schema import ExactnessKind, Message, OutcomeStatus, Role, Task, Trajectory
+from trajforge.store.sqlite import TrajectoryStore
+
+
+class UserTurnsEnv(Env):
+    """A user who says ``more`` after each reply and is done after ``turns`` of them."""
+
+    name = "user-turns"
+
+    def __init__(self, turns: int = 3) -> None:
+        super().__init__()
+        self.turns = turns
+        self.turn = 0
+
+    async def reset(self, task: Task) -> list[Message]:
+        self.turn = 0
+        return [Message(role=Role.USER, content=task.prompt)]
+
+    async def step(self, action: Message) -> StepResult:
+        self.turn += 1
+        if self.turn >= self.turns:
+            return StepResult(observations=[], reward=1.0, done=True)
+        return StepResult(observations=[Message(role=Role.USER, content="more")], reward=0.25)
+
+
+def _reply(task: Task | None, messages: list[Message]) -> str:
+    return f"answer {sum(1 for m in messages if m.role is Role.ASSISTANT) + 1}"
+
+
+def _play(template: str, store: TrajectoryStore) -> tuple[ScriptedPolicy, list[Trajectory]]:
+    """The policy and every stored piece, shortest first; the episode's own is the last."""
+    policy = ScriptedPolicy(_reply, smollm2_with(template))
+    (episode,) = run_live(UserTurnsEnv, policy, make_tasks(1), store=store, run_id="r")
+    pieces = sorted(store.query(run="r"), key=lambda t: len(t.messages))
+    assert pieces[-1].id == episode.id
+    return policy, pieces
+
+
+def test_an_episode_splits_at_each_break_into_linked_exact_pieces(tmp_path: Path) -> None:
+    with TrajectoryStore(tmp_path / "s.db") as store:
+        policy, pieces = _play(REWRITES_HISTORY, store)
+    assert [len(p.messages) for p in pieces] == [2, 4, 6]
+    first, second, last = pieces
+    assert [p.sample_index for p in pieces] == [None, None, 0]
+    assert first.exactness.is_exact
+    assert second.exactness.kind is ExactnessKind.SPLIT
+    assert (second.exactness.split_from, last.exactness.split_from) == (first.id, second.id)
+    assert [first.metadata[SPLIT_INTO], second.metadata[SPLIT_INTO]] == [second.id, last.id]
+    assert SPLIT_INTO not in last.metadata
+    assert last.exactness.rendered_prefix == 5
+    reason = last.exactness.reason or ""
+    assert "message 3 (assistant)" in reason and "'(earlier reply)" in reason
+    # The reward is the episode's; every piece keeps the turn rewards of its own turns.
+    assert all(p.outcome.status is OutcomeStatus.OK and p.reward == 1.0 for p in pieces)
+    assert [m.reward for m in first.messages if m.role is Role.ASSISTANT] == [0.25]
+    # Each piece's sampled turns carry logprobs; replies rendered into a later prompt do not.
+    assert [m.logprobs is not None for m in last.messages if m.role is Role.ASSISTANT] == [
+        False,
+        False,
+        True,
+    ]
+    for piece in pieces:
+        assert check_trajectory(piece, policy.renderer) == []
+        assert check_label(piece) == []
+
+
+def test_a_prefix_safe_template_keeps_one_exact_trajectory(tmp_path: Path) -> None:
+    with TrajectoryStore(tmp_path / "s.db") as store:
+        _, pieces = _play(str(load_tokenizer().chat_template), store)
+    (only,) = pieces
+    assert len(only.messages) == 6 and only.exactness.is_exact
+
+
+@needs_library
+def test_qwen3_splits_an_episode_where_a_new_user_turn_drops_the_thinking(
+    tmp_path: Path,
+) -> None:
+    with TrajectoryStore(tmp_path / "s.db") as store:
+        policy, pieces = _play(library_text("Qwen-Qwen3-0.6B"), store)
+    assert len(pieces) == 3
+    assert "'<think>" in (pieces[1].exactness.reason or "")
+    for piece in pieces:
+        assert check_trajectory(piece, policy.renderer) == []
