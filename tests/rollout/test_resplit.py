@@ -3,6 +3,7 @@ each break, every piece token-exact, the reward on the last one."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from rollout_doubles import make_tasks, run_live
@@ -10,8 +11,11 @@ from rollout_doubles import make_tasks, run_live
 from template_doubles import REWRITES_HISTORY, library_text, needs_library, smollm2_with
 from trajforge.envs.base import Env, StepResult
 from trajforge.policy.check import check_label, check_trajectory
+from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.rollout import Limits, Sampling
 from trajforge.rollout.resplit import SPLIT_INTO
 from trajforge.schema import ExactnessKind, Message, OutcomeStatus, Role, Task, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
@@ -96,3 +100,36 @@ def test_qwen3_splits_an_episode_where_a_new_user_turn_drops_the_thinking(
     assert "'<think>" in (pieces[1].exactness.reason or "")
     for piece in pieces:
         assert check_trajectory(piece, policy.renderer) == []
+
+
+def test_a_batched_model_with_its_prefix_cache_samples_every_piece_exactly(
+    tmp_path: Path,
+) -> None:
+    model, _ = tiny_model_and_tokenizer(seed=0)
+    policy = HFPolicy(model, smollm2_with(REWRITES_HISTORY), max_batch_size=4)
+    try:
+        with TrajectoryStore(tmp_path / "s.db") as store:
+            episodes = run_live(
+                UserTurnsEnv,
+                policy,
+                make_tasks(2),
+                store=store,
+                run_id="r",
+                n=2,
+                concurrency=4,
+                sampling=Sampling(max_new_tokens=6),
+                limits=Limits(stop_on_turn_limit=False),
+            )
+            stored = store.query(run="r")
+    finally:
+        asyncio.run(policy.close())
+    assert len(episodes) == 4 and len(stored) == 12
+    by_id = {t.id: t for t in stored}
+    for episode in episodes:
+        assert episode.exactness.kind is ExactnessKind.SPLIT
+        previous = by_id[episode.exactness.split_from or ""]
+        assert previous.sample_index is None and previous.metadata[SPLIT_INTO] == episode.id
+    for piece in stored:
+        assert check_trajectory(piece, policy.renderer) == []
+        sampled = [m for m in piece.messages if m.logprobs is not None]
+        assert sampled and all(m.role is Role.ASSISTANT for m in sampled)
