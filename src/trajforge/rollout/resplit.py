@@ -68,9 +68,10 @@ class Pieces:
         except HistoryRewritten as exc:
             reason = break_reason(exc)
         history = [*session.messages, *observations]
+        # Opened first: a history the template cannot render at all ends the episode unsplit.
+        opened = policy.start_session(history, session.tools, task=session.task)
         self.closed.append(Piece(self.id, list(session.messages), self.exactness))
         policy.end_session(session)
-        opened = policy.start_session(history, session.tools, task=session.task)
         self.exactness = Exactness(
             kind=ExactnessKind.SPLIT,
             reason=reason,
