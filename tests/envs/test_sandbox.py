@@ -472,7 +472,7 @@ def test_privilege_and_namespace_escapes_fail(run: Callable[..., SandboxResult])
 def test_unsandboxed_mode_is_opt_in_and_loud(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(sandbox, "_probe", lambda: "bubblewrap is not installed (simulated)")
+    monkeypatch.setattr(sandbox, "probe", lambda: "bubblewrap is not installed (simulated)")
     monkeypatch.setenv("TRAJFORGE_FAKE", "leaked")
     with pytest.raises(SandboxUnavailableError, match="bubblewrap is not installed"):
         run_python_sync("print(1)")
@@ -520,7 +520,7 @@ async def test_a_command_sees_its_mounts_as_given_and_nothing_else(tmp_path: Pat
 
 
 async def test_mounts_are_never_run_unsandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox, "_probe", lambda: "bubblewrap is not installed (simulated)")
+    monkeypatch.setattr(sandbox, "probe", lambda: "bubblewrap is not installed (simulated)")
     with pytest.raises(SandboxUnavailableError, match="bubblewrap is not installed"):
         await sandbox.run_command(
             ["/bin/true"],

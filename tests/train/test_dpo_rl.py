@@ -334,7 +334,7 @@ def _lose_to_infra(
         return out
 
     monkeypatch.setattr(trainer, "_rollout", faulty)
-    monkeypatch.setattr("trajforge.train.rl.compute_advantages", estimator)
+    monkeypatch.setattr("trajforge.train.rl_update.compute_advantages", estimator)
     monkeypatch.setattr(trainer, "_optimize", lambda seqs: {})
     return rolled, seen
 

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from trajforge.cli import rollout_options as opts
+from trajforge.cli.command_run import command_run
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json
 from trajforge.cli.failures import finish, stored_failures
 from trajforge.cli.serve_cmds import ServeModelOption, check_model
@@ -125,7 +126,7 @@ def collect(
     if resume is None:
         check_model(model)
     extra = {AGENT_META: agent}
-    with opts.command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
+    with command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
         runner = AgentRunner(str(current.meta.get(AGENT_META) or ""), ray=on_ray)
         done = current.roll_out(show=not as_json, runner=runner)
         rows = [

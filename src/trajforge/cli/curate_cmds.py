@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json
-from trajforge.cli.data_cmds import open_store
+from trajforge.cli.store_options import open_store
 from trajforge.cli.triage_cmds import run_filter
 from trajforge.curate.repair import RepairSkipped, repair
 from trajforge.errors import ConfigError

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.best_of import BestOfOption, SelectOption, plan_for_env
+from trajforge.cli.command_run import command_run
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.cli.failures import finish, scored_failures
 from trajforge.cli.memory_cmds import (
@@ -252,7 +253,7 @@ def eval_command(
     if reads is not None:
         extra["memory"] = reads.model_dump(mode="json")
     # The rollout options reach the run's spec through ctx.params.
-    with opts.command_run(ctx, COMMAND, extra) as current:
+    with command_run(ctx, COMMAND, extra) as current:
         if current.resumed:
             judging = Judging.model_validate(current.meta.get("judging", {}))
             if "best_of" in current.meta:

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from trajforge.cli import rollout_options as opts
+from trajforge.cli.command_run import command_run
 from trajforge.cli.common import (
     JsonOption,
     StoreOption,
@@ -100,7 +101,7 @@ def rollout_command(
     on_ray = opts.ray_options(ctx.params)
     plan = plan_memory(memory, memory_k, memory_update, on_ray is not None, user)
     extra = {"memory": plan.model_dump(mode="json")} if plan is not None else None
-    with opts.command_run(ctx, COMMAND, extra) as current:
+    with command_run(ctx, COMMAND, extra) as current:
         plan = memory_meta(current.meta)
         learning = plan.open(current.env) if plan is not None else None
         done = current.roll_out(

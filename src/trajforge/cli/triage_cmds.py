@@ -13,8 +13,8 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from trajforge.cli.common import StoreOption, console, err_console
-from trajforge.cli.data_cmds import RunFilter, open_store
 from trajforge.cli.render import fitted_table
+from trajforge.cli.store_options import RunFilter, open_store
 from trajforge.errors import ConfigError, StoreError
 from trajforge.policy.base import Policy
 from trajforge.policy.naming import load_policy

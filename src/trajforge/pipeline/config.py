@@ -1,34 +1,40 @@
-"""The experiment file: one YAML naming the env, the model and the stages of a run.
+"""A training stage's config, built from the experiment, and the check of a whole experiment.
 
-``load_experiment`` reads it (with ``KEY=VALUE`` overrides that address stages by name).
 ``sft_config`` and ``rl_config`` build a training stage's config, filled with what the
 experiment decides (model, data, output folder, env, store, seed); the runner trains with
-them and ``check_experiment`` validates them, so the check sees exactly what will run.
+them and ``check_experiment`` validates them, so the check sees exactly what will run. The
+experiment model (``experiment.py``) and its stages (``stages.py``) are re-exported here, the
+one place the pipeline's configs are imported from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
-
-from trajforge.configfile import (
-    KeyPath,
-    Origin,
-    apply_overrides,
-    raise_problems,
-    read_yaml,
-    validate,
-)
-from trajforge.distributed.options import RayOptions
-from trajforge.envs.registry import get_env
+from trajforge.configfile import KeyPath, raise_problems, validate
 from trajforge.errors import ConfigError
-from trajforge.judge.best_of_run import plan_best_of
-from trajforge.judge.scorer import ScorerRefs, default_refs
+from trajforge.pipeline.experiment import (
+    Experiment,
+    best_of_problem,
+    load_experiment,
+    triaged_stages,
+)
+from trajforge.pipeline.stages import (
+    STAGE_KINDS,
+    TRAJECTORY_KINDS,
+    CollectStage,
+    DemonstrationStage,
+    EvalSettings,
+    EvalStage,
+    RLStage,
+    SFTStage,
+    Stage,
+    TriageStage,
+    stage_name,
+)
 from trajforge.policy.naming import OPENAI_PREFIX
-from trajforge.precision import Precision
 from trajforge.train.config import (
     ConfigT,
     RLConfig,
@@ -37,308 +43,33 @@ from trajforge.train.config import (
     model_name_problem,
 )
 
+__all__ = [
+    "STAGE_CHECKPOINT_S",
+    "STAGE_KINDS",
+    "STORE_FILE",
+    "TRAJECTORY_KINDS",
+    "CollectStage",
+    "DemonstrationStage",
+    "EvalSettings",
+    "EvalStage",
+    "Experiment",
+    "RLStage",
+    "SFTStage",
+    "Stage",
+    "TriageStage",
+    "best_of_problem",
+    "check_experiment",
+    "load_experiment",
+    "rl_config",
+    "sft_config",
+    "stage_name",
+    "triaged_stages",
+]
+
 STORE_FILE = "store.db"
 STAGE_CHECKPOINT_S = 300.0
 """A training stage saves a checkpoint at least this often (seconds) unless its ``train``
 says otherwise: an interrupted experiment loses minutes, never the whole stage."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class EvalSettings(_Strict):
-    """The held-out evaluation every ``eval`` stage repeats on the same tasks."""
-
-    tasks: int = Field(default=50, ge=1)
-    """Tasks evaluated."""
-    n: int = Field(default=1, ge=1)
-    """Samples per task (pass@k is reported for k up to n)."""
-    split: Literal["train", "test"] = "test"
-    """The env's task split to evaluate on."""
-    seed: int = 0
-    """Seed of the task sample and of sampling."""
-    temperature: float = Field(default=0.0, ge=0)
-    """Sampling temperature (0: greedy)."""
-    max_turns: int | None = Field(default=None, ge=1)
-    """Assistant turns per episode (null: the environment's own limit)."""
-    max_new_tokens: int = Field(default=96, ge=1)
-    """Tokens per assistant turn."""
-    max_batch_size: int = Field(default=25, ge=1)
-    """Sequences a local model decodes together (eval and demonstration stages)."""
-    scorers: ScorerRefs = Field(default_factory=default_refs("process"))
-    """Scorers run on every eval trajectory, each score stored with it and averaged in the
-    summary: names, or ``{name, options}``; a registered scorer, ``module:function`` or
-    ``file.py:function``. Success and reward stay the env's verdict (weights only matter
-    in an RL reward)."""
-    best_of: int | None = None
-    """Best-of-N: sample this many candidates per task (instead of ``n``) and keep one chosen
-    by ``select``; the stage reports pass@1, pass@N and selected@N with 95% intervals."""
-    select: str | None = None
-    """The best-of-N selector: ``verifier`` (only for an env whose verifier reads no answer
-    key), ``judge:RUBRIC`` (judged by ``judge_model``), ``majority`` or ``logprob``."""
-    judge_model: str | None = None
-    """The policy that judges candidates for ``select: judge:RUBRIC``."""
-
-
-class EvalStage(_Strict):
-    """Evaluate the latest weights on the held-out tasks (``eval``)."""
-
-    kind: Literal["eval"] = "eval"
-    """Stage kind."""
-    name: str = Field(examples=["base"])
-    """Stage name, unique in the experiment."""
-
-
-class DemonstrationStage(_Strict):
-    """Trajectories from a teacher: the env's scripted expert, or any policy spec."""
-
-    kind: Literal["demonstrations"] = "demonstrations"
-    """Stage kind."""
-    name: str = "demonstrations"
-    """Stage name, unique in the experiment."""
-    policy: str = "expert"
-    """The teacher: ``expert`` (the env's scripted expert), ``script:file.py:function`` (a
-    scripted teacher of your own, called like the expert), ``embedded``, ``tiny``, ``pocket``, a model
-    folder or ``openai:<base_url>#<model>``."""
-    tasks: int = Field(default=200, ge=1)
-    """Episodes, one per task."""
-    split: Literal["train", "test"] = "train"
-    """The env's task split."""
-    seed: int = 0
-    """Seed of the task sample."""
-    max_turns: int | None = Field(default=None, ge=1)
-    """Assistant turns per episode (null: the environment's own limit)."""
-
-
-class CollectStage(_Strict):
-    """Trajectories from an agent program: ``trajforge collect`` against a recording gateway
-    serving the latest weights, one run per task x ``n`` (see ``docs/gateway.md``)."""
-
-    kind: Literal["collect"] = "collect"
-    """Stage kind."""
-    name: str = "collect"
-    """Stage name, unique in the experiment."""
-    agent: str = Field(min_length=1, examples=["python my_agent.py"])
-    """The command that runs the agent once (``OPENAI_BASE_URL`` points at its session, the
-    task comes as JSON on stdin and in ``TRAJFORGE_TASK``)."""
-    tasks: int = Field(default=16, ge=1)
-    """Tasks of the env."""
-    n: int = Field(default=1, ge=1)
-    """Runs per task (they share a group id)."""
-    split: Literal["train", "test"] = "train"
-    """The env's task split."""
-    seed: int = 0
-    """Seed of the task sample."""
-    concurrency: int = Field(default=8, ge=1)
-    """Agent programs running at once."""
-    timeout_s: float = Field(default=300.0, gt=0)
-    """Seconds one run may take before it and everything it started are killed."""
-
-
-class SFTStage(_Strict):
-    """Fine-tune on the successful demonstrations; ``train`` holds ``SFTConfig`` keys."""
-
-    kind: Literal["sft"] = "sft"
-    """Stage kind."""
-    name: str = "sft"
-    """Stage name, unique in the experiment."""
-    demonstrations: str = "demonstrations"
-    """The earlier stage (``demonstrations``, ``collect`` or ``eval``) whose successful
-    trajectories (reward >= 1) are the data."""
-    train: dict[str, Any] = Field(default_factory=dict)
-    """``SFTConfig`` keys (``trajforge config show sft``). ``model.spec``, ``data.store`` and
-    ``data.run`` are set by the experiment (data filters such as ``data.limit`` are the
-    stage's; ``data.min_reward`` defaults to 1); ``output_dir`` and ``seed`` default to the
-    run's, ``checkpoint_every_s`` to 300."""
-
-
-class RLStage(_Strict):
-    """On-policy RL on the env; ``train`` holds ``RLConfig`` keys."""
-
-    kind: Literal["rl"] = "rl"
-    """Stage kind."""
-    name: str = "rl"
-    """Stage name, unique in the experiment."""
-    train: dict[str, Any] = Field(default_factory=dict)
-    """``RLConfig`` keys (``trajforge config show rl``). ``model.spec`` is set by the
-    experiment; ``env``, ``output_dir``, ``seed`` and ``store`` default to the run's,
-    ``checkpoint_every_s`` to 300."""
-
-
-TRAJECTORY_KINDS = ("demonstrations", "collect", "eval")
-"""The stage kinds that store trajectories (a run of the experiment's store)."""
-
-
-class TriageStage(_Strict):
-    """Triage the trajectories of earlier stages (``trajforge triage``): rule signals and the
-    first-error step stored as scores, and a failure table per run in the stage's record."""
-
-    kind: Literal["triage"] = "triage"
-    """Stage kind."""
-    name: str = "triage"
-    """Stage name, unique in the experiment."""
-    stages: list[str] = Field(default_factory=list)
-    """The earlier ``eval``, ``demonstrations`` or ``collect`` stages whose trajectories it
-    triages (empty: every such stage before it)."""
-    loop_repeats: int = Field(default=3, ge=2)
-    """Identical calls answered identically this many times make a loop."""
-    slow_tool_s: float = Field(default=30.0, gt=0)
-    """Seconds after which a tool call is slow."""
-
-
-Stage = Annotated[
-    EvalStage | DemonstrationStage | CollectStage | SFTStage | RLStage | TriageStage,
-    Field(discriminator="kind"),
-]
-STAGE_KINDS: tuple[type[BaseModel], ...] = (
-    EvalStage,
-    DemonstrationStage,
-    CollectStage,
-    SFTStage,
-    RLStage,
-    TriageStage,
-)
-
-_EXAMPLE_STAGES = [
-    {"kind": "eval", "name": "base"},
-    {"kind": "demonstrations"},
-    {"kind": "sft"},
-    {"kind": "eval", "name": "after_sft"},
-    {"kind": "rl"},
-    {"kind": "eval", "name": "after_rl"},
-]
-
-
-class Experiment(_Strict):
-    """A staged run: evaluations, demonstrations and training stages in order, in one folder.
-
-    ``precision`` applies to every stage: the eval and demonstration policies' weights, and
-    the training stages' ``model.precision`` (unless a stage sets its own). ``auto`` is bf16
-    where the hardware has it natively (a GPU, or a CPU with AMX or AVX512-BF16; roughly half
-    the stage times there) and fp32 elsewhere; an explicit ``bf16`` needs native bf16."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", examples=["calculator"])
-    """Experiment name: the run folder is ``out_dir/name`` and run ids start with it."""
-    env: str = Field(examples=["calculator"])
-    """The environment: a built-in name, ``module:factory`` or ``file.py:factory``."""
-    model: str = "embedded"
-    """The starting policy: ``embedded``, ``tiny``, ``pocket``, a model folder (``expert`` or
-    ``openai:<base_url>#<model>`` only without training stages)."""
-    seed: int = 0
-    """Seed of the training stages (unless their ``train`` sets one)."""
-    precision: Precision = Precision.AUTO
-    """``auto``, ``fp32`` or ``bf16``, for every stage (see above)."""
-    out_dir: Path = Path("runs")
-    """Folder that holds the run folder."""
-    eval: EvalSettings = Field(default_factory=EvalSettings)
-    """The held-out evaluation of every ``eval`` stage."""
-    ray: RayOptions | None = None
-    """Play the episodes of the eval, demonstration and RL stages on Ray actors, and a collect
-    stage's agent programs as Ray tasks (needs the ``ray`` extra): ``{}`` for a local cluster
-    of this machine's CPUs, or ``{address: auto, actors: 8}`` for an existing one
-    (``address``, ``actors``, ``cpus_per_actor``, ``slots``, ``max_restarts``). The store, the
-    plan, the gateway and the training stay in this process. ``trajforge run --ray`` sets it."""
-    stages: list[Stage] = Field(min_length=1, examples=[_EXAMPLE_STAGES])
-    """The stages in order; each has a ``kind``: ``eval``, ``demonstrations``, ``collect``,
-    ``sft`` or ``rl``."""
-
-    _origin: Origin | None = PrivateAttr(default=None)
-
-    @property
-    def origin(self) -> Origin:
-        """Where the keys came from: the file and its lines, else the code that built it."""
-        if self._origin is not None:
-            return self._origin
-        names: dict[KeyPath, str] = {("stages", i): s.name for i, s in enumerate(self.stages)}
-        return Origin("<experiment>", names=names)
-
-    @field_validator("stages")
-    @classmethod
-    def _stage_references(cls, stages: list[Stage]) -> list[Stage]:
-        names = [s.name for s in stages]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"stage names must be unique, repeated: {', '.join(dupes)}")
-        for i, s in enumerate(stages):
-            if isinstance(s, TriageStage):
-                _check_triaged(s, stages[:i])
-            if not isinstance(s, SFTStage):
-                continue
-            source = names.index(s.demonstrations) if s.demonstrations in names else None
-            if source is None or source > i or stages[source].kind not in TRAJECTORY_KINDS:
-                raise ValueError(
-                    f"sft stage {s.name!r} reads demonstrations {s.demonstrations!r}, which is not "
-                    "an earlier demonstrations, collect or eval stage"
-                )
-        return stages
-
-
-def best_of_problem(exp: Experiment) -> str | None:
-    """What is wrong with the eval's best-of-N (``None``: nothing, or none is asked for)."""
-    ev = exp.eval
-    if ev.best_of is None and ev.select is None:
-        return None
-    if ev.best_of is not None and ev.n != 1:
-        return "give best_of or n, not both (best_of samples N per task)"
-    answer_free = get_env(exp.env).answer_free_verifier
-    try:
-        plan_best_of(exp.env, answer_free, ev.best_of, ev.select, ev.judge_model, ev.temperature)
-    except ConfigError as exc:
-        return str(exc)
-    return None
-
-
-def _check_triaged(stage: TriageStage, before: list[Stage]) -> None:
-    earlier = {s.name for s in before if s.kind in TRAJECTORY_KINDS}
-    wrong = [n for n in stage.stages if n not in earlier]
-    if wrong:
-        raise ValueError(
-            f"triage stage {stage.name!r} reads {', '.join(map(repr, wrong))}, which is not an "
-            "earlier demonstrations, collect or eval stage"
-        )
-    if not earlier:
-        raise ValueError(f"triage stage {stage.name!r} has no earlier stage with trajectories")
-
-
-def triaged_stages(exp: Experiment, index: int) -> list[str]:
-    """The stages whose trajectories triage stage ``index`` reads."""
-    stage = exp.stages[index]
-    assert isinstance(stage, TriageStage)
-    before = [s.name for s in exp.stages[:index] if s.kind in TRAJECTORY_KINDS]
-    return list(stage.stages) or before
-
-
-def load_experiment(path: Path, overrides: Iterable[str] = ()) -> Experiment:
-    """Read an experiment YAML and apply ``KEY=VALUE`` ``overrides``; errors name the file,
-    the line and the key (or the override)."""
-    if not path.is_file():
-        raise ConfigError(f"{path}: experiment file not found")
-    data, origin = read_yaml(path)
-    _name_stages(data)
-    origin = apply_overrides(data, origin, overrides)
-    experiment = validate(data, Experiment, origin)
-    experiment._origin = origin
-    return experiment
-
-
-def _name_stages(data: dict[str, Any]) -> None:
-    """Write each unnamed stage's default name into the data, so that overrides and errors can
-    call it by that name (``stages.rl``) as the runner will."""
-    defaults = {
-        kind.model_fields["kind"].default: kind.model_fields["name"].default
-        for kind in STAGE_KINDS
-        if not kind.model_fields["name"].is_required()
-    }
-    stages = data.get("stages")
-    for stage in stages if isinstance(stages, list) else []:
-        if isinstance(stage, dict) and "name" not in stage and stage.get("kind") in defaults:
-            stage["name"] = defaults[stage["kind"]]
-
-
-def stage_name(stage: Stage, attempt: int) -> str:
-    """A stage's attempt as named in run ids and folders: ``<name>``, then ``<name>.<attempt>``."""
-    return stage.name + (f".{attempt}" if attempt else "")
 
 
 def _stage_defaults(exp: Experiment, raw: dict[str, Any], output_dir: Path) -> None:

@@ -21,16 +21,14 @@ from typing import Any, TypeVar
 from trajforge.errors import StoreError
 from trajforge.formats.jsonl import write_trajectories
 from trajforge.schema import Score, Trajectory
-from trajforge.store import browse, lookup, runs
-from trajforge.store import rows as store_rows
-from trajforge.store.filters import TrajectoryFilter, as_filter, where_clause
+from trajforge.store import browse, lookup, query, runs
+from trajforge.store.filters import TrajectoryFilter, as_filter
+from trajforge.store.insert import insert_rows, replace_row
 from trajforge.store.migrate import create_or_upgrade
 from trajforge.store.rows import (
     BODY_JSON_FUNCTION,
-    ORDER_COLUMNS,
     PAGE_SIZE,
     SCHEMA_OBJECTS,
-    SUMMARY_COLUMNS,
     body_json,
     check_is_store,
     decode_body,
@@ -38,15 +36,12 @@ from trajforge.store.rows import (
 )
 from trajforge.store.scores import store_scores
 from trajforge.store.stats import summary_stats
-from trajforge.store.text_index import search_text
 from trajforge.store.transaction import Transaction, is_busy
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 30.0
 WAL_CHECKPOINT_PAGES = 8192
-_BODY_CHUNK = 500  # bodies fetched per statement while streaming query results
-_SUMMARY_LIST = ", ".join(SUMMARY_COLUMNS)
 
 
 class TrajectoryStore:
@@ -148,33 +143,8 @@ class TrajectoryStore:
         return self._retry(lambda: self._insert(rows, skip_existing))
 
     def _insert(self, rows: list[tuple[Trajectory, bytes]], skip_existing: bool) -> int:
-        verb = "INSERT OR IGNORE" if skip_existing else "INSERT"
-        marks = ",".join("?" * len(SUMMARY_COLUMNS))
-        summary_sql = f"{verb} INTO trajectories ({_SUMMARY_LIST}) VALUES ({marks})"
-        bodies: list[tuple[int | None, bytes]] = []
-        texts: list[tuple[int | None, str]] = []
-        scores: list[tuple[int | None, str, float | None]] = []
         with self._write() as cur:
-            for traj, body in rows:
-                try:
-                    cur.execute(summary_sql, store_rows.summary_row(traj))
-                except sqlite3.IntegrityError:
-                    raise StoreError(
-                        f"trajectory {traj.id!r} (run {traj.run_id!r}, task {traj.task.id!r}, "
-                        f"sample {traj.sample_index}) is already stored "
-                        "(skip_existing / --skip-existing skips it)"
-                    ) from None
-                if cur.rowcount == 0:
-                    continue
-                bodies.append((cur.lastrowid, body))
-                texts.append((cur.lastrowid, search_text(traj)))
-                scores.extend((cur.lastrowid, s.name, s.value) for s in traj.scores)
-            cur.executemany("INSERT INTO bodies (rowid, body) VALUES (?, ?)", bodies)
-            cur.executemany("INSERT INTO texts (rowid, text) VALUES (?, ?)", texts)
-            cur.executemany(
-                "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)", scores
-            )
-        return len(bodies)
+            return insert_rows(cur, rows, skip_existing)
 
     def put(self, traj: Trajectory) -> None:
         """Store ``traj``, replacing the stored trajectory with the same id in one transaction
@@ -183,27 +153,7 @@ class TrajectoryStore:
 
         def replace() -> None:
             with self._write() as cur:
-                row = cur.execute("SELECT rowid FROM trajectories WHERE id = ?", (traj.id,))
-                found = row.fetchone()
-                if found is not None:
-                    cur.execute("DELETE FROM trajectories WHERE rowid = ?", found)
-                    cur.execute("DELETE FROM bodies WHERE rowid = ?", found)
-                    cur.execute("DELETE FROM texts WHERE rowid = ?", found)
-                    cur.execute("DELETE FROM scores WHERE traj_rowid = ?", found)
-                marks = ",".join("?" * len(SUMMARY_COLUMNS))
-                cur.execute(
-                    f"INSERT INTO trajectories ({_SUMMARY_LIST}) VALUES ({marks})",
-                    store_rows.summary_row(traj),
-                )
-                rowid = cur.lastrowid
-                cur.execute("INSERT INTO bodies (rowid, body) VALUES (?, ?)", (rowid, body))
-                cur.execute(
-                    "INSERT INTO texts (rowid, text) VALUES (?, ?)", (rowid, search_text(traj))
-                )
-                cur.executemany(
-                    "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)",
-                    [(rowid, s.name, s.value) for s in traj.scores],
-                )
+                replace_row(cur, traj, body)
 
         self._retry(replace)
 
@@ -312,47 +262,18 @@ class TrajectoryStore:
         **fields: Any,
     ) -> Iterator[Trajectory]:
         """Like ``query`` but streaming, decoding one body at a time."""
-        if order_by not in ORDER_COLUMNS:
-            raise StoreError(
-                f"order_by: {order_by!r} is not one of {', '.join(sorted(ORDER_COLUMNS))}"
-            )
-        sql_where, params = where_clause(as_filter(where, fields))
-        direction = "DESC" if descending else "ASC"
-        # Rowids first, bodies after: sorting the matches with their bodies attached would drag
-        # every matching body through the sorter, not just the ``limit`` returned.
-        sql = f"SELECT t.rowid FROM trajectories t {sql_where} ORDER BY t.{order_by} {direction}, t.rowid {direction}"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
-        rowids = [rowid for (rowid,) in self._read(sql, params)]
-        for k in range(0, len(rowids), _BODY_CHUNK):
-            chunk = rowids[k : k + _BODY_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            bodies = dict(
-                self._read(f"SELECT rowid, body FROM bodies WHERE rowid IN ({marks})", chunk)
-            )
-            for rowid in chunk:
-                yield decode_body(bodies[rowid])
+        found = as_filter(where, fields)
+        yield from query.iter_trajectories(self._read, found, order_by, descending, limit)
 
     def summaries(
         self, where: TrajectoryFilter | None = None, /, *, limit: int | None = None, **fields: Any
     ) -> list[dict[str, Any]]:
         """Summary rows (no bodies) matching the filter of ``query``, newest first."""
-        sql_where, params = where_clause(as_filter(where, fields))
-        sql = f"SELECT {_SUMMARY_LIST} FROM trajectories t {sql_where} ORDER BY t.created_at DESC, t.rowid DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
-        cur = self._read(sql, params)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur]
+        return query.summaries(self._read, as_filter(where, fields), limit)
 
     def count(self, where: TrajectoryFilter | None = None, /, **fields: Any) -> int:
         """How many trajectories match the filter of ``query``."""
-        sql_where, params = where_clause(as_filter(where, fields))
-        return int(
-            self._read(f"SELECT count(*) FROM trajectories t {sql_where}", params).fetchone()[0]
-        )
+        return query.count(self._read, as_filter(where, fields))
 
     def stats(self, where: TrajectoryFilter | None = None, /, **fields: Any) -> dict[str, Any]:
         """Counts, reward mean/std (population), turns and tokens, overall and per run, env and

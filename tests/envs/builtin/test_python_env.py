@@ -135,7 +135,7 @@ def test_verifier_reads_the_final_answer() -> None:
 
 
 def _unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox, "_probe", lambda: "bubblewrap is not installed (simulated)")
+    monkeypatch.setattr(sandbox, "probe", lambda: "bubblewrap is not installed (simulated)")
 
 
 def test_a_sandbox_that_does_not_start_marks_the_episode_lost_to_the_infrastructure(
@@ -157,7 +157,7 @@ def test_a_sandbox_process_that_cannot_be_spawned_is_an_infra_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _unavailable(monkeypatch)
-    monkeypatch.setattr(sandbox, "_python_executable", lambda: tmp_path / "no-python")
+    monkeypatch.setattr(sandbox, "python_executable", lambda: tmp_path / "no-python")
     config = SandboxConfig(allow_unsandboxed=True, timeout_s=5)
     with pytest.raises(SandboxUnavailableError, match="the sandbox did not start") as caught:
         sandbox.run_python_sync("print(1)", config)

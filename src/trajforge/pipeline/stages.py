@@ -1,0 +1,190 @@
+"""The stages of an experiment file: evaluations, demonstrations, agent-program collections,
+SFT, RL and triage, each a pydantic model told apart by its ``kind``.
+
+Every key is documented by the docstring under it: ``trajforge config show`` and
+``docs/configuration.md`` are generated from them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from trajforge.judge.scorer import ScorerRefs, default_refs
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class EvalSettings(StrictModel):
+    """The held-out evaluation every ``eval`` stage repeats on the same tasks."""
+
+    tasks: int = Field(default=50, ge=1)
+    """Tasks evaluated."""
+    n: int = Field(default=1, ge=1)
+    """Samples per task (pass@k is reported for k up to n)."""
+    split: Literal["train", "test"] = "test"
+    """The env's task split to evaluate on."""
+    seed: int = 0
+    """Seed of the task sample and of sampling."""
+    temperature: float = Field(default=0.0, ge=0)
+    """Sampling temperature (0: greedy)."""
+    max_turns: int | None = Field(default=None, ge=1)
+    """Assistant turns per episode (null: the environment's own limit)."""
+    max_new_tokens: int = Field(default=96, ge=1)
+    """Tokens per assistant turn."""
+    max_batch_size: int = Field(default=25, ge=1)
+    """Sequences a local model decodes together (eval and demonstration stages)."""
+    scorers: ScorerRefs = Field(default_factory=default_refs("process"))
+    """Scorers run on every eval trajectory, each score stored with it and averaged in the
+    summary: names, or ``{name, options}``; a registered scorer, ``module:function`` or
+    ``file.py:function``. Success and reward stay the env's verdict (weights only matter
+    in an RL reward)."""
+    best_of: int | None = None
+    """Best-of-N: sample this many candidates per task (instead of ``n``) and keep one chosen
+    by ``select``; the stage reports pass@1, pass@N and selected@N with 95% intervals."""
+    select: str | None = None
+    """The best-of-N selector: ``verifier`` (only for an env whose verifier reads no answer
+    key), ``judge:RUBRIC`` (judged by ``judge_model``), ``majority`` or ``logprob``."""
+    judge_model: str | None = None
+    """The policy that judges candidates for ``select: judge:RUBRIC``."""
+
+
+class EvalStage(StrictModel):
+    """Evaluate the latest weights on the held-out tasks (``eval``)."""
+
+    kind: Literal["eval"] = "eval"
+    """Stage kind."""
+    name: str = Field(examples=["base"])
+    """Stage name, unique in the experiment."""
+
+
+class DemonstrationStage(StrictModel):
+    """Trajectories from a teacher: the env's scripted expert, or any policy spec."""
+
+    kind: Literal["demonstrations"] = "demonstrations"
+    """Stage kind."""
+    name: str = "demonstrations"
+    """Stage name, unique in the experiment."""
+    policy: str = "expert"
+    """The teacher: ``expert`` (the env's scripted expert), ``script:file.py:function`` (a
+    scripted teacher of your own, called like the expert), ``embedded``, ``tiny``, ``pocket``, a model
+    folder or ``openai:<base_url>#<model>``."""
+    tasks: int = Field(default=200, ge=1)
+    """Episodes, one per task."""
+    split: Literal["train", "test"] = "train"
+    """The env's task split."""
+    seed: int = 0
+    """Seed of the task sample."""
+    max_turns: int | None = Field(default=None, ge=1)
+    """Assistant turns per episode (null: the environment's own limit)."""
+
+
+class CollectStage(StrictModel):
+    """Trajectories from an agent program: ``trajforge collect`` against a recording gateway
+    serving the latest weights, one run per task x ``n`` (see ``docs/gateway.md``)."""
+
+    kind: Literal["collect"] = "collect"
+    """Stage kind."""
+    name: str = "collect"
+    """Stage name, unique in the experiment."""
+    agent: str = Field(min_length=1, examples=["python my_agent.py"])
+    """The command that runs the agent once (``OPENAI_BASE_URL`` points at its session, the
+    task comes as JSON on stdin and in ``TRAJFORGE_TASK``)."""
+    tasks: int = Field(default=16, ge=1)
+    """Tasks of the env."""
+    n: int = Field(default=1, ge=1)
+    """Runs per task (they share a group id)."""
+    split: Literal["train", "test"] = "train"
+    """The env's task split."""
+    seed: int = 0
+    """Seed of the task sample."""
+    concurrency: int = Field(default=8, ge=1)
+    """Agent programs running at once."""
+    timeout_s: float = Field(default=300.0, gt=0)
+    """Seconds one run may take before it and everything it started are killed."""
+
+
+class SFTStage(StrictModel):
+    """Fine-tune on the successful demonstrations; ``train`` holds ``SFTConfig`` keys."""
+
+    kind: Literal["sft"] = "sft"
+    """Stage kind."""
+    name: str = "sft"
+    """Stage name, unique in the experiment."""
+    demonstrations: str = "demonstrations"
+    """The earlier stage (``demonstrations``, ``collect`` or ``eval``) whose successful
+    trajectories (reward >= 1) are the data."""
+    train: dict[str, Any] = Field(default_factory=dict)
+    """``SFTConfig`` keys (``trajforge config show sft``). ``model.spec``, ``data.store`` and
+    ``data.run`` are set by the experiment (data filters such as ``data.limit`` are the
+    stage's; ``data.min_reward`` defaults to 1); ``output_dir`` and ``seed`` default to the
+    run's, ``checkpoint_every_s`` to 300."""
+
+
+class RLStage(StrictModel):
+    """On-policy RL on the env; ``train`` holds ``RLConfig`` keys."""
+
+    kind: Literal["rl"] = "rl"
+    """Stage kind."""
+    name: str = "rl"
+    """Stage name, unique in the experiment."""
+    train: dict[str, Any] = Field(default_factory=dict)
+    """``RLConfig`` keys (``trajforge config show rl``). ``model.spec`` is set by the
+    experiment; ``env``, ``output_dir``, ``seed`` and ``store`` default to the run's,
+    ``checkpoint_every_s`` to 300."""
+
+
+TRAJECTORY_KINDS = ("demonstrations", "collect", "eval")
+"""The stage kinds that store trajectories (a run of the experiment's store)."""
+
+
+class TriageStage(StrictModel):
+    """Triage the trajectories of earlier stages (``trajforge triage``): rule signals and the
+    first-error step stored as scores, and a failure table per run in the stage's record."""
+
+    kind: Literal["triage"] = "triage"
+    """Stage kind."""
+    name: str = "triage"
+    """Stage name, unique in the experiment."""
+    stages: list[str] = Field(default_factory=list)
+    """The earlier ``eval``, ``demonstrations`` or ``collect`` stages whose trajectories it
+    triages (empty: every such stage before it)."""
+    loop_repeats: int = Field(default=3, ge=2)
+    """Identical calls answered identically this many times make a loop."""
+    slow_tool_s: float = Field(default=30.0, gt=0)
+    """Seconds after which a tool call is slow."""
+
+
+Stage = Annotated[
+    EvalStage | DemonstrationStage | CollectStage | SFTStage | RLStage | TriageStage,
+    Field(discriminator="kind"),
+]
+STAGE_KINDS: tuple[type[BaseModel], ...] = (
+    EvalStage,
+    DemonstrationStage,
+    CollectStage,
+    SFTStage,
+    RLStage,
+    TriageStage,
+)
+
+
+def check_triaged(stage: TriageStage, before: list[Stage]) -> None:
+    """Refuse a triage stage that names no earlier stage with trajectories."""
+    earlier = {s.name for s in before if s.kind in TRAJECTORY_KINDS}
+    wrong = [n for n in stage.stages if n not in earlier]
+    if wrong:
+        raise ValueError(
+            f"triage stage {stage.name!r} reads {', '.join(map(repr, wrong))}, which is not an "
+            "earlier demonstrations, collect or eval stage"
+        )
+    if not earlier:
+        raise ValueError(f"triage stage {stage.name!r} has no earlier stage with trajectories")
+
+
+def stage_name(stage: Stage, attempt: int) -> str:
+    """A stage's attempt as named in run ids and folders: ``<name>``, then ``<name>.<attempt>``."""
+    return stage.name + (f".{attempt}" if attempt else "")

@@ -1,0 +1,71 @@
+"""Writing trajectories into the store's tables: each one's summary row, body, search text and
+score index together, added beside the stored ones or in place of the stored version; the
+caller holds the write transaction."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from trajforge.errors import StoreError
+from trajforge.schema import Trajectory
+from trajforge.store import rows as store_rows
+from trajforge.store.rows import SUMMARY_COLUMNS
+from trajforge.store.text_index import search_text
+
+SUMMARY_LIST = ", ".join(SUMMARY_COLUMNS)
+
+
+def insert_rows(
+    cur: sqlite3.Cursor, rows: list[tuple[Trajectory, bytes]], skip_existing: bool
+) -> int:
+    """Insert each ``(trajectory, encoded body)`` of ``rows``; returns how many were added (one
+    already stored is skipped with ``skip_existing``, else a ``StoreError``)."""
+    verb = "INSERT OR IGNORE" if skip_existing else "INSERT"
+    marks = ",".join("?" * len(SUMMARY_COLUMNS))
+    summary_sql = f"{verb} INTO trajectories ({SUMMARY_LIST}) VALUES ({marks})"
+    bodies: list[tuple[int | None, bytes]] = []
+    texts: list[tuple[int | None, str]] = []
+    scores: list[tuple[int | None, str, float | None]] = []
+    for traj, body in rows:
+        try:
+            cur.execute(summary_sql, store_rows.summary_row(traj))
+        except sqlite3.IntegrityError:
+            raise StoreError(
+                f"trajectory {traj.id!r} (run {traj.run_id!r}, task {traj.task.id!r}, "
+                f"sample {traj.sample_index}) is already stored "
+                "(skip_existing / --skip-existing skips it)"
+            ) from None
+        if cur.rowcount == 0:
+            continue
+        bodies.append((cur.lastrowid, body))
+        texts.append((cur.lastrowid, search_text(traj)))
+        scores.extend((cur.lastrowid, s.name, s.value) for s in traj.scores)
+    cur.executemany("INSERT INTO bodies (rowid, body) VALUES (?, ?)", bodies)
+    cur.executemany("INSERT INTO texts (rowid, text) VALUES (?, ?)", texts)
+    cur.executemany(
+        "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)", scores
+    )
+    return len(bodies)
+
+
+def replace_row(cur: sqlite3.Cursor, traj: Trajectory, body: bytes) -> None:
+    """Store ``traj`` (its encoded ``body``) in place of the stored trajectory with its id."""
+    row = cur.execute("SELECT rowid FROM trajectories WHERE id = ?", (traj.id,))
+    found = row.fetchone()
+    if found is not None:
+        cur.execute("DELETE FROM trajectories WHERE rowid = ?", found)
+        cur.execute("DELETE FROM bodies WHERE rowid = ?", found)
+        cur.execute("DELETE FROM texts WHERE rowid = ?", found)
+        cur.execute("DELETE FROM scores WHERE traj_rowid = ?", found)
+    marks = ",".join("?" * len(SUMMARY_COLUMNS))
+    cur.execute(
+        f"INSERT INTO trajectories ({SUMMARY_LIST}) VALUES ({marks})",
+        store_rows.summary_row(traj),
+    )
+    rowid = cur.lastrowid
+    cur.execute("INSERT INTO bodies (rowid, body) VALUES (?, ?)", (rowid, body))
+    cur.execute("INSERT INTO texts (rowid, text) VALUES (?, ?)", (rowid, search_text(traj)))
+    cur.executemany(
+        "INSERT OR REPLACE INTO scores (traj_rowid, name, value) VALUES (?, ?, ?)",
+        [(rowid, s.name, s.value) for s in traj.scores],
+    )

@@ -1,0 +1,253 @@
+"""The RL config and its sub-settings: replay of past successes, task revisits, validation,
+self-play, and what becomes of episodes lost to the infrastructure.
+
+Every key is documented by the docstring under it: ``trajforge config show`` and
+``docs/configuration.md`` are generated from them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from trajforge import algos
+from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
+from trajforge.distributed.options import RayOptions
+from trajforge.judge.scorer import ScorerRefs, default_refs
+from trajforge.precision import Precision
+from trajforge.train.settings import CommonSettings, ConfigModel
+
+
+class InfraFailures(StrEnum):
+    """What RL does with an episode lost to the infrastructure (``Outcome.fault: infra``)."""
+
+    DROP = "drop"
+    ZERO = "zero"
+
+
+class ReplaySettings(ConfigModel):
+    """Replay of past successes: trajectories that ended ``ok`` with reward >= ``min_reward``
+    (``schema.is_success`` at that threshold)."""
+
+    enabled: bool = False
+    """Add a past success to groups in which every sample failed."""
+    min_reward: float = 1.0
+    """A trajectory that ended ``ok`` with at least this reward is a success (one cut short
+    never is)."""
+    max_size: int = Field(default=256, ge=1)
+    """Successes kept."""
+    per_step: int = Field(default=2, ge=0)
+    """At most this many replayed trajectories per step."""
+
+
+class TaskRevisitSettings(ConfigModel):
+    """Prioritized revisits of tasks not yet solved by every sample (``train.task_revisit``)."""
+
+    enabled: bool = False
+    """Bring back unsolved tasks, the most learnable first."""
+    fraction: float = Field(default=0.5, ge=0, le=1)
+    """Share of each step's groups given to revisits (fewer while the pool is smaller)."""
+    max_visits: int = Field(default=3, ge=1)
+    """A task leaves the pool after this many revisits."""
+    capacity: int = Field(default=64, ge=1)
+    """Tasks the pool holds; beyond it the lowest priority is dropped."""
+    solved_reward: float = 1.0
+    """A sample with at least this reward solved its task."""
+
+
+class ValidationSettings(ConfigModel):
+    """Greedy episodes on training-split tasks the RL never samples, before the first step and
+    every ``every`` steps; with ``keep_best`` the run ends on the weights that validated best."""
+
+    tasks: int = Field(default=0, ge=0)
+    """Validation tasks (0: no validation). Drawn from the training split with ``seed``, apart
+    from the RL's own tasks, so the held-out test split stays untouched."""
+    every: int = Field(default=0, ge=0)
+    """Validate after every this many steps (0: only before the first step and after the last)."""
+    seed: int = 1
+    """Seed of the validation draw (the RL's tasks use ``seed`` of the run)."""
+    keep_best: bool = True
+    """End on the best-validated weights, the starting ones included (ties keep the earlier:
+    an RL step has to beat them). A resumed run compares from the weights it resumed with."""
+
+
+class SelfPlayOpponent(StrEnum):
+    SELF = "self"
+    POOL = "pool"
+
+
+class RoleAdvantage(StrEnum):
+    RAE = "rae"
+    ESTIMATOR = "estimator"
+
+
+class SelfPlaySettings(ConfigModel):
+    """Self-play on a multi-seat game (``env: tictactoe``, ``kuhn-poker``, ``negotiation``):
+    the trained policy sits in the task's seat and ``opponent`` in the others. (To train one
+    seat against a scripted opponent, leave this out: the game's env is that seat against its
+    heuristic opponent.)"""
+
+    opponent: SelfPlayOpponent = SelfPlayOpponent.SELF
+    """``self``: the trained policy plays every seat and every seat's trajectory is trained;
+    ``pool``: earlier checkpoints of it (a snapshot every ``snapshot_every`` steps, the
+    starting weights first) play the other seats, and only the task's seat is trained."""
+    advantage: RoleAdvantage = RoleAdvantage.RAE
+    """``rae``: SPIRAL's role-conditioned advantages, a moving baseline per seat across steps;
+    ``estimator``: the run's ``estimator`` over each task's samples of one seat."""
+    rae_alpha: float = Field(default=0.95, ge=0, lt=1)
+    """Decay of RAE's moving baselines."""
+    pool_size: int = Field(default=4, ge=1)
+    """Checkpoints the pool keeps (the newest)."""
+    snapshot_every: int = Field(default=5, ge=1)
+    """Steps between the pool's snapshots."""
+
+
+class RLConfig(CommonSettings):
+    """On-policy RL: roll out groups with the current weights, compute advantages, update."""
+
+    env: str = "calculator"
+    """The environment: a built-in name, ``module:factory`` or ``file.py:factory``."""
+    agent: str | None = None
+    """An agent program that produces the rollouts instead of the env's episodes (``python
+    my_agent.py``): run once per task and sample against a gateway serving the weights being
+    trained, its reward as in ``trajforge collect`` (posted, printed, else the env's verifier)."""
+    agent_timeout_s: float = Field(default=300.0, gt=0)
+    """Seconds one agent run may take before it and everything it started are killed."""
+    agent_concurrency: int = Field(default=8, ge=1)
+    """Agent programs running at once."""
+    task_split: Literal["train", "test"] = "train"
+    """Which of the env's task splits to train on."""
+    num_tasks: int = Field(default=64, ge=1)
+    """Tasks drawn from the split (cycled through in order)."""
+    groups_per_step: int = Field(default=4, ge=1)
+    """Tasks per step."""
+    samples_per_group: int = Field(default=4, ge=1)
+    """Episodes per task; their rewards are compared within the group."""
+    steps: int = Field(default=10, ge=1)
+    """Rollout-and-update steps."""
+    epochs_per_step: int = Field(default=1, ge=1)
+    """Passes over each step's rollouts (more than 1 is off-policy after the first)."""
+    estimator: Estimator = Estimator.GRPO
+    """Advantage estimator: ``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp``,
+    ``turn_returns`` or ``gigpo`` (see docs/algorithms.md)."""
+    estimator_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Options of the estimator (e.g. ``{scale_by_std: false}``; gigpo: ``omega``, ``gamma``)."""
+    positive_advantage_weight: float = Field(default=1.0, ge=0, le=1)
+    """Scale of positive advantages (Zhu et al. 2025; 0.1 is their W-REINFORCE)."""
+    negative_advantage_weight: float = Field(default=1.0, ge=0, le=1)
+    """Scale of negative advantages (0 learns from successes only)."""
+    loss: LossName = LossName.PPO_CLIP
+    """Policy loss: ``ppo_clip``, ``gspo``, ``cispo`` or ``reinforce``."""
+    loss_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Options of the loss (e.g. ``{eps_low: 0.2, eps_high: 0.28}``)."""
+    aggregation: Aggregation = Aggregation.TOKEN_MEAN
+    """How token losses become one: ``token-mean``, ``seq-mean-token-mean`` or
+    ``seq-mean-token-sum-norm``."""
+    recompute_old_logprobs: bool = True
+    """Recompute the sampling policy's logprobs with the trainer's forward pass instead of
+    trusting the ones recorded during rollout."""
+    kl_coef: float = Field(default=0.0, ge=0)
+    """Weight of the KL penalty to the initial model (0: no reference model is kept)."""
+    kl_kind: KLKind = KLKind.K3
+    """KL estimator: ``k1``, ``k2`` or ``k3`` (Schulman's approximations)."""
+    filter_zero_advantage: bool = False
+    """Skip groups whose advantages are all zero (every sample scored the same)."""
+    infra_failures: InfraFailures = InfraFailures.DROP
+    """Episodes lost to the infrastructure (a crashed tool or MCP server, a sandbox that did not
+    start, an env or backend that raised, a killed agent program): ``drop`` leaves them out of
+    their group's advantage and of training (the baseline is the rest's; a group left with
+    fewer than two is skipped), ``zero`` trains on them like any episode, one that ended on the
+    failure scoring as a failure. Counted per step as ``infra_failures``."""
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    """Replay of past successes into failed groups."""
+    revisit: TaskRevisitSettings = Field(default_factory=TaskRevisitSettings)
+    """Prioritized revisits of unsolved tasks."""
+    temperature: float = Field(default=1.0, ge=0)
+    """Sampling temperature of rollouts."""
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    """Nucleus sampling of rollouts."""
+    max_new_tokens: int = Field(default=128, ge=1)
+    """Tokens per assistant turn."""
+    max_turns: int | None = Field(default=None, ge=1)
+    """Assistant turns per episode (null: the environment's own limit)."""
+    max_batch_size: int = Field(default=16, ge=1)
+    """Sequences the rollout policy decodes together."""
+    rollout_precision: Precision = Precision.AUTO
+    """Weights rollouts sample from: ``auto`` (a bf16 copy while training in bf16), ``fp32``
+    (the trained weights) or ``bf16``."""
+    rollout_is_cap: float | None = Field(default=2.0, gt=0)
+    """Truncated importance sampling of the rollouts: each token's advantage is weighted by
+    ``min(pi_train / pi_rollout, cap)``, the trainer's probability of the sampled token over
+    the sampler's, so rollouts sampled from other weights than the trained ones (a bf16 copy)
+    estimate the trained policy's gradient (docs/metrics.md, ``rollout_logprob_gap``); rollouts
+    from the trained fp32 weights themselves get weights within 1e-6 of 1. null: off. Acts
+    where the old logprobs are the trainer's (``recompute_old_logprobs``); otherwise the PPO
+    ratio is already against the sampler's."""
+    async_staleness: int = Field(default=0, ge=0)
+    """0: synchronous (each step samples from the weights it then trains). 1: the next step's
+    rollouts run while this step trains, from a copy of the weights one update old (a turn may
+    see the newer ones); PPO's importance ratio against the recorded logprobs corrects for it
+    (``recompute_old_logprobs: false``), as verl's fully asynchronous mode and AReaL do. k > 1
+    (with ``ray``): the next k steps' rollouts run on the actors at once, from weights at most
+    k updates old."""
+    ray: RayOptions | None = None
+    """Sample the rollouts on Ray actors (``{}``: a local cluster, one actor per CPU;
+    ``{address: auto, actors: 4}``: an existing cluster): each holds a replica of the policy
+    that loads the new weights from the object store after every update, and every
+    trajectory records the weights version it was sampled with (``policy_version``). Needs
+    the ``ray`` extra."""
+    store: Path | None = None
+    """Also write every rollout to this trajectory store (null: keep none)."""
+    validation: ValidationSettings = Field(default_factory=ValidationSettings)
+    """Greedy validation on unsampled training tasks, and keeping the best weights."""
+    self_play: SelfPlaySettings | None = None
+    """Self-play on a multi-seat game (null: one agent, as the env gives it)."""
+    scorers: ScorerRefs = Field(default_factory=default_refs("env_verifier"), min_length=1)
+    """The reward: a rubric of weighted scorers, summed. Each item is a scorer's name, or
+    ``{name, weight, options}``; a name is a registered scorer (``env_verifier``, the env's
+    verdict; ``trajforge judge --help`` lists them), ``module:function`` or
+    ``file.py:function`` (a function ``(trajectory) -> float | Score``)."""
+
+    @field_validator("estimator_kwargs")
+    @classmethod
+    def _estimator_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "estimator" in info.data:
+            _check_options(value, algos.estimator_options(info.data["estimator"]), "estimator")
+        return value
+
+    @model_validator(mode="after")
+    def _ray_rolls_out_env_episodes(self) -> RLConfig:
+        if self.ray is not None and self.agent is not None:
+            raise ValueError("ray: an agent program's rollouts run through the gateway, not on Ray")
+        if self.self_play is not None and (self.ray is not None or self.agent is not None):
+            raise ValueError(
+                "self_play: a game's seats are played in this process, not by ray or agent"
+            )
+        if self.async_staleness > 1 and self.ray is None:
+            raise ValueError(
+                "async_staleness: more than 1 step ahead needs ray: (in this process, rollouts "
+                "sample one step ahead at most)"
+            )
+        return self
+
+    @field_validator("loss_kwargs")
+    @classmethod
+    def _loss_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "loss" in info.data:
+            _check_options(value, algos.loss_options(info.data["loss"]), "loss")
+        return value
+
+
+def _check_options(given: dict[str, Any], known: list[str], what: str) -> None:
+    for key in given:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(
+                f"{key!r} is not an option of this {what}{hint}; its options: "
+                f"{', '.join(known) or 'none'}"
+            )

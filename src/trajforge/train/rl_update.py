@@ -1,0 +1,233 @@
+"""RL's optimisation pass: a step's trajectories to advantages (the estimator, or self-play's
+role-conditioned ones, weighted by sign), then ``epochs_per_step`` epochs of the policy loss
+over this process's micro-batches, with the KL to the reference, the old logprobs from the
+first epoch's own forward, and truncated importance weights for a sampler that is not the
+trained weights (``rollout_is_cap``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+
+from trajforge.algos import (
+    AdvantageInput,
+    compute_advantages,
+    kl_estimate,
+    policy_loss,
+    truncated_is_weights,
+)
+from trajforge.algos.advantages import weight_by_sign
+from trajforge.curate import group_key
+from trajforge.schema import Role, Trajectory
+from trajforge.train.base import Trainer
+from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
+from trajforge.train.config import RLConfig, RoleAdvantage
+from trajforge.train.reference import ReferenceModel
+from trajforge.train.self_play import SelfPlay
+
+_COUNTED_BY_THE_STEP = frozenset(
+    {"groups", "zero_adv_groups", "zero_adv_group_frac", "reward_mean", "reward_std"}
+)
+# The loss's per-micro-batch advantage moments and token count repeat the step's own.
+_LOSS_REPEATS = frozenset({"adv_mean", "adv_std", "loss_tokens"})
+
+
+def advantage_input(
+    trajs: Sequence[Trajectory], batch: TokenBatch, rewards: torch.Tensor
+) -> AdvantageInput:
+    """The ``AdvantageInput`` of ``trajs`` (laid out like ``batch``, one row per trajectory)."""
+    turns = [[m for m in t.messages if m.role is Role.ASSISTANT] for t in trajs]
+    k = max(1, max(len(a) for a in turns))
+    turn_rewards = torch.zeros((len(trajs), k))
+    turn_mask = torch.zeros((len(trajs), k), dtype=torch.bool)
+    for b, assistant in enumerate(turns):
+        for j, m in enumerate(assistant):
+            turn_mask[b, j] = True
+            turn_rewards[b, j] = m.reward or 0.0
+    return AdvantageInput(
+        rewards=rewards,
+        group_ids=[group_key(t) for t in trajs],
+        turn_rewards=turn_rewards,
+        turn_mask=turn_mask,
+        state_keys=[[m.state_key for m in a] for a in turns],
+        token_turn_index=batch.token_turn_index,
+    )
+
+
+class RLUpdate(Trainer):
+    """The update side of ``RLTrainer``: advantages and the policy-loss epochs."""
+
+    rl_cfg: RLConfig
+    self_play: SelfPlay | None
+    reference: ReferenceModel | None
+
+    def _update(self, trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str, float]:
+        cfg = self.rl_cfg
+        # A split or re-rendered episode's rendered prefix is context: its turns were not
+        # sampled in it, so only the turns after it take the episode's advantage.
+        seqs = [encode_trajectory(t, max_length=cfg.max_seq_len, mask_rendered=True) for t in trajs]
+        full = TokenBatch.collate(seqs, pad_token_id=self.parts.pad_token_id)
+        inp = advantage_input(trajs, full, rewards)
+        if cfg.self_play is not None and cfg.self_play.advantage is RoleAdvantage.RAE:
+            assert self.self_play is not None
+            adv = self.self_play.advantages(trajs, inp)
+        else:
+            adv = compute_advantages(cfg.estimator, inp, **cfg.estimator_kwargs)
+        token_adv = adv.token_advantages.float()
+        token_adv = weight_by_sign(
+            token_adv,
+            positive=cfg.positive_advantage_weight,
+            negative=cfg.negative_advantage_weight,
+        )
+        for row, s in enumerate(seqs):
+            s.advantages = token_adv[row, : len(s)].tolist()
+        # The step's rewards and zero-advantage groups are counted over every episode (above)
+        # and after the sign weights (below): the estimator's own counts would repeat them.
+        metrics = {k: float(v) for k, v in adv.metrics.items() if k not in _COUNTED_BY_THE_STEP}
+        zero = self._zero_advantage_groups(trajs, token_adv, full.loss_mask)
+        metrics["zero_adv_frac"] = zero[1]
+        if cfg.filter_zero_advantage:
+            seqs = [s for s, t in zip(seqs, trajs, strict=True) if group_key(t) not in zero[0]]
+        if not seqs:
+            metrics["trained_trajectories"] = 0.0
+            return metrics
+        metrics["trained_trajectories"] = float(len(seqs))
+        return metrics | self._optimize(seqs)
+
+    @staticmethod
+    def _zero_advantage_groups(
+        trajs: Sequence[Trajectory], token_adv: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[set[str], float]:
+        nonzero: dict[str, bool] = {}
+        for row, t in enumerate(trajs):
+            key = group_key(t)
+            moving = bool((token_adv[row].abs() * mask[row]).sum() > 1e-8)
+            nonzero[key] = nonzero.get(key, False) or moving
+        zero = {k for k, v in nonzero.items() if not v}
+        return zero, len(zero) / max(1, len(nonzero))
+
+    def _optimize(self, seqs: list[TokenSequence]) -> dict[str, float]:
+        """Update on this process's share of the step's ``seqs`` (all of them in one process)."""
+        cfg = self.rl_cfg
+        device = self.parts.device
+        pad = self.parts.pad_token_id
+        mine = self.shard(seqs, [len(s) for s in seqs])
+        passes = self.even_passes(
+            self.micro_batches(mine), lambda: TokenBatch.collate(seqs[:1], pad_token_id=pad)
+        )
+        batches = [b.to(device) for b, _ in passes]
+        counted = [c for _, c in passes]
+        # Logprobs of the tempered policy the rollouts sampled from (greedy rollouts: T = 1).
+        temperature = cfg.temperature if cfg.temperature > 0 else 1.0
+        # The first epoch trains the weights that just rolled out, so the trainer's own old
+        # logprobs are that epoch's forward values (ratio 1, its gradient the policy gradient),
+        # kept for the later epochs: no separate no-grad pass over the batch. The reference
+        # path keeps that pass whenever there are later epochs.
+        own_old = cfg.recompute_old_logprobs or not all(b.has_old_logprobs for b in batches)
+        one_on_policy = cfg.recompute_old_logprobs and cfg.epochs_per_step == 1
+        separate_pass = own_old and cfg.reference_path and not one_on_policy
+        from_first_epoch = own_old and not separate_pass
+        # What the rollout policy reported, kept before any recompute: the gap to the training
+        # forward shows drift between the two (a stale rollout copy, a precision mismatch).
+        sampled = [b.old_logprobs if b.has_old_logprobs else None for b in batches]
+        if separate_pass:
+            with torch.no_grad(), self.parts.accelerator.autocast():
+                for b in batches:
+                    b.old_logprobs = self.parts.logprob_model(
+                        b.input_ids, b.attention_mask, b.loss_mask, False, temperature
+                    )[0].float()
+        refs = (
+            [self.reference.logprobs(b, temperature) for b in batches] if self.reference else None
+        )
+        n_tokens = sum(b.num_loss_tokens for b, c in zip(batches, counted, strict=True) if c)
+        n_rows = sum(len(b.lengths) for b, c in zip(batches, counted, strict=True) if c)
+        token_weighted = cfg.aggregation == "token-mean"
+        # This process's part of the global mean (the local count alone in one process).
+        divisor = self.global_mean_divisor(n_tokens if token_weighted else n_rows)
+        sums: dict[str, float] = {}
+        gaps: list[tuple[float, float]] = []
+        is_stats: list[tuple[float, float, float]] = []
+        cap = cfg.rollout_is_cap or 0.0
+        # Truncated importance sampling corrects old logprobs that are the trainer's own; the
+        # sampler's (recompute_old_logprobs off) already put the PPO ratio against the sampler.
+        correct = cap > 0 and own_old
+
+        def share_of(k: int) -> float:
+            b = batches[k]
+            size = b.num_loss_tokens if token_weighted else len(b.lengths)
+            return size / max(n_tokens if token_weighted else n_rows, 1)
+
+        t0 = time.perf_counter()
+        for epoch in range(cfg.epochs_per_step):
+            for k, b in enumerate(batches):
+                with self.parts.accelerator.autocast():
+                    lp, ent = self.parts.logprob_model(
+                        b.input_ids, b.attention_mask, b.loss_mask, True, temperature
+                    )
+                lp = lp.float()
+                if from_first_epoch and epoch == 0:
+                    b.old_logprobs = lp.detach()
+                mask = b.loss_mask.float()
+                denom = mask.sum().clamp(min=1)
+                rollout_lp = sampled[k]
+                if epoch == 0 and rollout_lp is not None and counted[k]:
+                    gap = ((lp.detach() - rollout_lp).abs() * mask).sum() / denom
+                    gaps.append((share_of(k), float(gap)))
+                    if correct:  # kept by the later epochs, which reuse the advantages
+                        weights = truncated_is_weights(b.old_logprobs, rollout_lp, mask, cap)
+                        b.advantages = b.advantages * weights
+                        is_stats.append((share_of(k), *_weight_stats(weights, mask, cap)))
+                loss, info = policy_loss(
+                    cfg.loss,
+                    lp,
+                    b.old_logprobs,
+                    b.advantages,
+                    mask,
+                    aggregation=cfg.aggregation,
+                    **cfg.loss_kwargs,
+                )
+                size = b.num_loss_tokens if token_weighted else len(b.lengths)
+                if not counted[k]:  # a pass that only keeps the processes in step
+                    self.backward(loss * 0.0, last=k == len(batches) - 1)
+                    continue
+                share = share_of(k)
+                if refs is not None:
+                    kl = (kl_estimate(cfg.kl_kind, lp, refs[k]) * mask).sum() / mask.sum().clamp(
+                        min=1
+                    )
+                    loss = loss + cfg.kl_coef * kl
+                    info = {**info, "kl_ref": float(kl.detach())}
+                assert ent is not None
+                info = {**info, "entropy": float((ent * mask).sum() / denom)}
+                info = {key: v for key, v in info.items() if key not in _LOSS_REPEATS}
+                self.backward(loss * (size / divisor), last=k == len(batches) - 1)
+                for key, value in {"loss": float(loss.detach()), **info}.items():
+                    sums[key] = sums.get(key, 0.0) + share * float(value) / cfg.epochs_per_step
+            sums.update(self.optimizer_step())
+        elapsed = time.perf_counter() - t0
+        if gaps:
+            sums["rollout_logprob_gap"] = _weighted_mean(gaps)
+        if is_stats:
+            sums["rollout_is_weight_mean"] = _weighted_mean([(w, m) for w, m, _ in is_stats])
+            sums["rollout_is_capped_frac"] = _weighted_mean([(w, c) for w, _, c in is_stats])
+        sums["tokens_per_s"] = n_tokens * cfg.epochs_per_step / elapsed
+        sums["loss_tokens"] = float(n_tokens)
+        return sums
+
+
+def _weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
+    """The mean of ``(weight, value)`` pairs' values by weight (a plain mean if all weigh 0)."""
+    total = sum(w for w, _ in pairs)
+    if total <= 0:
+        return sum(v for _, v in pairs) / len(pairs)
+    return sum(w * v for w, v in pairs) / total
+
+
+def _weight_stats(weights: torch.Tensor, mask: torch.Tensor, cap: float) -> tuple[float, float]:
+    """The mean truncated importance weight over ``mask`` and the fraction at the cap."""
+    m = mask.bool()
+    n = max(int(m.sum()), 1)
+    return float(weights[m].sum()) / n, float((weights[m] >= cap * (1 - 1e-6)).sum()) / n
