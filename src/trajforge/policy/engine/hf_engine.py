@@ -238,7 +238,7 @@ class DecodeEngine:
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions,
-            past_key_values=cache.cache,
+            cache=cache.cache,
             use_cache=True,
             logits_to_keep=1,
         )
