@@ -1,15 +1,15 @@
 """One RL step of the main job, on the fast logprob path and on the reference path, side by side.
 
 The configuration is the ``rl`` stage of examples/calculator/experiment.yaml (8 groups x 4
-samples, GRPO, PPO-clip, LoRA r16 on its 10 layers, 64 new tokens a turn, 4 turns), read from
-the file, with ``filter_zero_advantage`` off so that every group trains whatever its rewards (the
-base model rarely solves a task, and a step's cost is the same for any advantages). Two trainers
-start from the same weights and seed:
+samples, two passes over them, GRPO, PPO-clip, LoRA r16 on its 10 layers, 64 new tokens a turn,
+4 turns), read from the file, with ``filter_zero_advantage`` off so that every group trains
+whatever its rewards (the base model rarely solves a task, and a step's cost is the same for any
+advantages). Two trainers start from the same weights and seed:
 
 - new: the defaults (a micro-batch's common prefix, the system prompt and a group's prompt, run
-  once; with ``--epochs`` > 1, old logprobs from the first epoch's own forward);
+  once; with more than one pass, old logprobs from the first pass's own forward);
 - reference: ``reference_path: true`` (every row's full forward; a separate old-logprob pass
-  with several epochs).
+  before several passes).
 
 Neither path changes sampling, so a step's rollouts are sampled once, by the new trainer's
 policy (the same weights as the reference's), timed, and both trainers train on copies of them:
@@ -45,9 +45,11 @@ from trajforge.train.rl import RLTrainer
 EXPERIMENT = Path(__file__).parents[1] / "examples" / "calculator" / "experiment.yaml"
 
 
-def rl_stage(model: str, precision: str, epochs: int, reference: bool, out: Path) -> RLConfig:
+def rl_stage(
+    model: str, precision: str, epochs: int | None, reference: bool, out: Path
+) -> RLConfig:
     """The experiment's ``rl`` stage as a one-run config (the tiny model's 2 layers get LoRA on
-    both instead of the embedded model's top 10)."""
+    both instead of the embedded model's top 10; ``epochs`` None keeps the job's)."""
     experiment = yaml.safe_load(EXPERIMENT.read_text())
     stage = next(s for s in experiment["stages"] if s["kind"] == "rl")
     settings: dict[str, Any] = dict(stage["train"])
@@ -59,7 +61,7 @@ def rl_stage(model: str, precision: str, epochs: int, reference: bool, out: Path
         seed=experiment["seed"],
         model={"spec": model, "precision": precision, "lora": lora},
         output_dir=out,
-        epochs_per_step=epochs,
+        epochs_per_step=epochs or settings.get("epochs_per_step", 1),
         filter_zero_advantage=False,
         validation={"tasks": 0},
         reference_path=reference,
@@ -95,7 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=["tiny", "embedded"], default="tiny")
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
-    parser.add_argument("--epochs", type=int, default=1, help="epochs_per_step (the job: 1)")
+    parser.add_argument("--epochs", type=int, help="epochs_per_step (default: the job's, 2)")
     parser.add_argument("--repeats", type=int, default=1, help="steps timed")
     args = parser.parse_args()
     sampling: list[float] = []
@@ -130,7 +132,7 @@ def main() -> None:
                 "bench": "rl_step",
                 "model": args.model,
                 "precision": args.precision,
-                "epochs_per_step": args.epochs,
+                "epochs_per_step": trainers["new"].rl_cfg.epochs_per_step,
                 "repeats": args.repeats,
                 "cpu": cpu_name(),
                 "cpus": os.cpu_count(),
