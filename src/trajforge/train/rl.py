@@ -150,6 +150,10 @@ class RLTrainer(RLRollouts, RLUpdate):
         finally:
             if self.remote is not None:
                 self.remote.shutdown()
+            if self.policy is not None:
+                # Its worker thread keeps the policy, the rollout weights and the caches alive
+                # for as long as it runs: a pipeline's later stages need that memory.
+                asyncio.run(self.policy.close())
         result.validation = [p.as_dict() for p in self.validated]
         if self.best is not None and self.best.best is not None:
             result.kept_step = self.best.best.step
