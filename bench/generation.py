@@ -26,17 +26,22 @@ resulting limit in decode steps and in tokens per second at 16 rows, and the bat
 rate in that dtype as a fraction of it. The decode rate leaves the prefill out: the 16
 prompts are generated to ``max_new_tokens`` and to 8 tokens, and the difference in tokens
 over the difference in seconds is decode steps of 16 rows alone (``batched_tokens_per_s``
-keeps the prefill in).
+keeps the prefill in). ``--rows`` sets the rows of these runs (16 by default; beyond 16 the
+prompts repeat): the bandwidth limit grows with the rows, the compute limit does not.
 
 Compute limit: a decode step of 16 rows also multiplies every matmul weight by 16 vectors, 2
 FLOPs per weight and row. The best rate of a large square matmul in that dtype (best of three)
 over those FLOPs gives a second ceiling; the lower of the two (the roofline) is what this
 machine allows, and ``fraction_of_roofline`` is the decode rate against it. What bounds the
-step is measured part by part too: every linear layer once at 16 rows through the decoder's own
-kernel (``linear_ms``, and the rate that alone would allow), and attention of one query row
-against 300 cached keys in the weights' dtype and in fp32.
+step is measured part by part too: every linear layer once at those rows through the decoder's
+own fused, packed weights (``linear_ms``, and the rate that alone would allow), and attention of
+one query row against 300 cached keys in the weights' dtype and in fp32.
 
-Run: ``.venv/bin/python bench/generation.py [--max-new-tokens 64] [--rounds 4] [--threads 1]``
+``--limits-only`` skips the four-way comparison and runs the limits alone; ``ratio`` is then
+the lower ``fraction_of_roofline`` of the dtypes.
+
+Run: ``.venv/bin/python bench/generation.py [--max-new-tokens 64] [--rounds 4] [--threads 1]
+[--rows 16] [--limits-only]``
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ import torch
 import torch.nn.functional as F
 
 from trajforge.policy.base import SamplingParams
-from trajforge.policy.engine.llama_decode import _linear
+from trajforge.policy.engine.decode_weights import decode_weights
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.precision import native_bf16
@@ -205,18 +210,34 @@ def best_ms(fn: Callable[[], object], repeats: int = 20) -> float:
     return 1000 * best
 
 
+def linear_inputs(model: Any) -> list[int]:
+    """The input width of each of ``decode_weights(model)``'s linears, the LM head first."""
+    config = model.config
+    return [config.hidden_size] + [
+        config.hidden_size,
+        config.hidden_size,
+        config.hidden_size,
+        config.intermediate_size,
+    ] * config.num_hidden_layers
+
+
 def step_costs(model: Any, rows: int, keys: int = 300) -> dict[str, float]:
     """What a decode step of ``rows`` rows costs at least, part by part, in the model's dtype.
 
     ``linear_ms``: every linear layer once (the LM head included), through the decoder's own
-    ``_linear``. ``attention_ms_per_layer``: SDPA for one query row against ``keys`` cached
+    fused weights (``decode_weights``). ``attention_ms_per_layer``: SDPA for one query row against ``keys`` cached
     keys, in the weights' dtype and in fp32 (what the lean forward uses on a CPU)."""
     dtype = next(model.parameters()).dtype
-    linears = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    weights = decode_weights(model)
+    linears = [weights.lm_head]
+    for layer in weights.layers:
+        linears += [layer.qkv, layer.o, layer.gate_up, layer.down]
+    sizes = linear_inputs(model)
+    inputs = {size: torch.randn(rows, size).to(dtype) for size in set(sizes)}
     linear_ms = 0.0
-    for weight in linears:
-        x = torch.randn(rows, weight.shape[1]).to(dtype)
-        linear_ms += best_ms(partial(_linear, x, weight))
+    with torch.inference_mode():
+        for linear, size in zip(linears, sizes, strict=True):
+            linear_ms += best_ms(partial(linear, inputs[size]))
     config = model.config
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
     head_dim = config.hidden_size // heads
@@ -240,8 +261,8 @@ def step_costs(model: Any, rows: int, keys: int = 300) -> dict[str, float]:
 def bandwidth_figures(
     model: Any, tokenizer: Any, prompts: list[list[int]], n: int, bandwidth: float
 ) -> dict[str, float]:
-    """The batched rate of ``model`` (in its own dtype) against its memory-bandwidth limit and
-    its compute limit."""
+    """The batched rate of ``model`` (in its own dtype) over ``prompts`` (one row each) against
+    its memory-bandwidth limit and its compute limit."""
     policy = HFPolicy(model, tokenizer, max_batch_size=len(prompts), eos_token_ids=[])
     asyncio.run(policy_tokens(policy, prompts[:2], 4, True))
 
@@ -282,6 +303,10 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: torch's)"
     )
+    parser.add_argument("--rows", type=int, default=16, help="rows of the limit runs")
+    parser.add_argument(
+        "--limits-only", action="store_true", help="skip the batched vs one-by-one comparison"
+    )
     args = parser.parse_args()
     n = args.max_new_tokens
     if args.threads:
@@ -289,6 +314,34 @@ def main() -> None:
 
     model, tokenizer = load_embedded()
     prompts = render_prompts(tokenizer)
+    result: dict[str, Any] = {
+        "bench": "generation",
+        "model": "SmolLM2-135M-Instruct (float32, CPU)",
+        "episodes": len(prompts),
+        "prompt_tokens": [len(p) for p in prompts],
+        "max_new_tokens": n,
+        "rounds": args.rounds,
+        "torch_threads": torch.get_num_threads(),
+    }
+    if not args.limits_only:
+        result |= comparison(model, tokenizer, prompts, n, args.rounds)
+    bandwidth = copy_bandwidth()
+    rows = [prompts[i % len(prompts)] for i in range(args.rows)]
+    limits = {"fp32": bandwidth_figures(model, tokenizer, rows, n, bandwidth)}
+    if native_bf16():
+        bf16_model, _ = load_embedded(torch.bfloat16)
+        limits["bf16"] = bandwidth_figures(bf16_model, tokenizer, rows, n, bandwidth)
+    result |= {"rows": args.rows, "copy_gb_per_s": round(bandwidth / 1e9, 1), "bandwidth": limits}
+    if args.limits_only:
+        # The headline without the comparison: the roofline target, which holds in every dtype.
+        result["ratio"] = min(figures["fraction_of_roofline"] for figures in limits.values())
+    print(json.dumps(result))
+
+
+def comparison(
+    model: Any, tokenizer: Any, prompts: list[list[int]], n: int, rounds: int
+) -> dict[str, Any]:
+    """The four modes' figures, ``ratio`` and ``vs_padded`` (see the module doc)."""
     batched = HFPolicy(model, tokenizer, max_batch_size=16, eos_token_ids=[])
     single = HFPolicy(model, tokenizer, max_batch_size=1, eos_token_ids=[])
 
@@ -299,10 +352,10 @@ def main() -> None:
     clock = Clock()
     # The machine is shared: every round runs every mode (the batched modes once, a slice of
     # the prompts one by one), so load changes reach all modes alike.
-    for r in range(args.rounds):
+    for r in range(rounds):
         clock.time("batched", run(lambda: policy_tokens(batched, prompts, n, True)))
         clock.time("padded_generate", lambda: generate_tokens(model, tokenizer, prompts, n))
-        for prompt in prompts[r :: args.rounds]:
+        for prompt in prompts[r::rounds]:
             one = [prompt]
             clock.time("one_by_one_policy", run(partial(policy_tokens, single, one, n, False)))
             clock.time("one_by_one_generate", partial(generate_tokens, model, tokenizer, one, n))
@@ -311,31 +364,16 @@ def main() -> None:
     baseline = max(
         figures["one_by_one_policy"]["tokens_per_s"], figures["one_by_one_generate"]["tokens_per_s"]
     )
-    bandwidth = copy_bandwidth()
-    limits = {"fp32": bandwidth_figures(model, tokenizer, prompts, n, bandwidth)}
-    if native_bf16():
-        bf16_model, _ = load_embedded(torch.bfloat16)
-        limits["bf16"] = bandwidth_figures(bf16_model, tokenizer, prompts, n, bandwidth)
-    result = {
-        "bench": "generation",
-        "model": "SmolLM2-135M-Instruct (float32, CPU)",
-        "episodes": len(prompts),
-        "prompt_tokens": [len(p) for p in prompts],
-        "max_new_tokens": n,
-        "rounds": args.rounds,
-        "torch_threads": torch.get_num_threads(),
+    return {
         **figures,
         "ratio": round(rate / baseline, 2),
         "vs_padded": round(rate / figures["padded_generate"]["tokens_per_s"], 2),
-        "copy_gb_per_s": round(bandwidth / 1e9, 1),
-        "bandwidth": limits,
         "batching": {
             "prefills": batched.stats.prefills,
             "decode_steps": batched.stats.decode_steps,
             "max_rows": batched.stats.max_rows,
         },
     }
-    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from peft import PeftModel
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.memory import return_freed_memory
 from trajforge.policy.base import ChatSession, Completion, FinishReason, SamplingParams, TokenSink
+from trajforge.policy.engine.decode_weights import forget_decode_weights
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest, completion_of
 from trajforge.policy.engine.hf_engine import DecodeEngine
 from trajforge.policy.engine.prefix_cache import PrefixCache
@@ -271,7 +272,9 @@ class HFPolicy(TokenPolicy):
         self._ended.clear()
 
     def _forget_states(self) -> None:
-        """Reused keys and values belong to the old weights."""
+        """Reused keys and values, and the decoder's fused weights, belong to the old weights
+        (which a fused optimizer step may have changed unseen)."""
+        forget_decode_weights(self.model)
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
 

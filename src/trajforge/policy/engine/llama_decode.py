@@ -12,15 +12,15 @@ Any model this does not recognise keeps the transformers forward.
 
 from __future__ import annotations
 
-import os
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
+
+from trajforge.policy.engine.decode_weights import decode_weights
 
 if TYPE_CHECKING:
     from trajforge.policy.engine.kv_cache import RowCache
@@ -44,9 +44,12 @@ def supports_lean_decode(model: Any) -> bool:
 
 
 def _rms_norm(hidden: torch.Tensor, norm: Any) -> torch.Tensor:
-    x = hidden.float()
-    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * x.to(hidden.dtype)
+    """transformers' ``LlamaRMSNorm``: normalised in fp32, rounded to the input's dtype, then
+    scaled. In fp32 that is one fused op, bit for bit the same."""
+    shape, eps = hidden.shape[-1:], norm.variance_epsilon
+    if hidden.dtype is torch.float32:
+        return F.rms_norm(hidden, shape, norm.weight, eps)
+    return norm.weight * F.rms_norm(hidden.float(), shape, eps=eps).to(hidden.dtype)
 
 
 def causal_mask(mask: torch.Tensor, width: int) -> torch.Tensor:
@@ -102,18 +105,13 @@ def rotary_table(rotary: Any, length: int, dtype: torch.dtype) -> RotaryTable:
     return table
 
 
-def _rotate(
-    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotary position embedding of queries ``[B, H, Q, D]`` and keys ``[B, KV, Q, D]`` with
-    ``cos``/``sin`` ``[B, Q, D]``: transformers' ``apply_rotary_pos_emb``, elementwise the same,
-    run once over both."""
-    both = torch.cat([q, k], dim=1)
-    half = both.shape[-1] // 2
-    rotated = torch.cat([-both[..., half:], both[..., :half]], dim=-1)
-    out = both * cos[:, None] + rotated * sin[:, None]
-    q_out, k_out = out.split([q.shape[1], k.shape[1]], dim=1)
-    return q_out, k_out
+def _rotate(heads: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding of ``heads`` ``[N, heads, D]`` (queries and keys side by side,
+    as the fused projection gives them) with ``cos``/``sin`` ``[N, D]``: transformers'
+    ``apply_rotary_pos_emb``, elementwise the same."""
+    half = heads.shape[-1] // 2
+    rotated = torch.cat([-heads[..., half:], heads[..., :half]], dim=-1)
+    return heads * cos[:, None] + rotated * sin[:, None]
 
 
 @dataclass
@@ -155,26 +153,31 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
         groups: the row groups; their ``Q``s may differ.
     """
     inner = model.model
+    weights = decode_weights(model)
     sizes = [g.ids.numel() for g in groups]
     hidden = F.embedding(_cat([g.ids.reshape(-1) for g in groups]), inner.embed_tokens.weight)
     # A position never exceeds its row's column count: the cache's columns plus the new ones.
     longest = max(g.cache.length + g.ids.shape[1] for g in groups)
     table = rotary_table(inner.rotary_emb, longest, hidden.dtype)
-    rotary = [(table.cos[g.positions], table.sin[g.positions]) for g in groups]
+    positions = _cat([g.positions.reshape(-1) for g in groups])
+    cos, sin = table.cos[positions], table.sin[positions]
     attends_in = attention_dtype(hidden.dtype, hidden.device)
-    for index, layer in enumerate(inner.layers):
-        attn, mlp = layer.self_attn, layer.mlp
+    config = model.config
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    for index, (layer, fused) in enumerate(zip(inner.layers, weights.layers, strict=True)):
+        attn = layer.self_attn
         x = _rms_norm(hidden, layer.input_layernorm)
-        q_all = _linear(x, attn.q_proj.weight).split(sizes)
-        k_all = _linear(x, attn.k_proj.weight).split(sizes)
-        v_all = _linear(x, attn.v_proj.weight).split(sizes)
+        qkv = fused.qkv(x).view(len(x), heads + 2 * kv_heads, attn.head_dim)
+        qk = _rotate(qkv[:, : heads + kv_heads], cos, sin)
         outs = []
-        for group, (cos, sin), q, k, v in zip(groups, rotary, q_all, k_all, v_all, strict=True):
+        for group, qk_rows, v in zip(
+            groups, qk.split(sizes), qkv[:, heads + kv_heads :].split(sizes), strict=True
+        ):
             rows, width = group.ids.shape
-            shape = (rows, width, -1, attn.head_dim)
-            q, k = _rotate(q.view(shape).transpose(1, 2), k.view(shape).transpose(1, 2), cos, sin)
+            q = qk_rows[:, :heads].view(rows, width, heads, -1).transpose(1, 2)
+            k = qk_rows[:, heads:].view(rows, width, kv_heads, -1).transpose(1, 2)
             keys, values = group.cache.layers[index].update(
-                k.to(attends_in), v.view(shape).transpose(1, 2).to(attends_in)
+                k.to(attends_in), v.view(rows, width, kv_heads, -1).transpose(1, 2).to(attends_in)
             )
             out = F.scaled_dot_product_attention(
                 q.to(attends_in),
@@ -185,38 +188,17 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
                 enable_gqa=True,
             )
             outs.append(out.transpose(1, 2).reshape(rows * width, -1).to(hidden.dtype))
-        hidden = hidden + _linear(_cat(outs), attn.o_proj.weight)
-        x = _rms_norm(hidden, layer.post_attention_layernorm)
-        gated = F.silu(_linear(x, mlp.gate_proj.weight)) * _linear(x, mlp.up_proj.weight)
-        hidden = hidden + _linear(gated, mlp.down_proj.weight)
+        hidden = hidden + fused.o(_cat(outs))
+        gate, up = fused.gate_up(_rms_norm(hidden, layer.post_attention_layernorm)).chunk(2, -1)
+        hidden = hidden + fused.down(F.silu(gate) * up)
     last = _cat(
         [
             packed.view(*g.ids.shape, -1)[:, -1]
             for g, packed in zip(groups, hidden.split(sizes), strict=True)
         ]
     )
-    logits = _linear(_rms_norm(last, inner.norm), model.lm_head.weight).float()
+    logits = weights.lm_head(_rms_norm(last, inner.norm)).float()
     return list(logits.split([g.ids.shape[0] for g in groups]))
-
-
-@cache
-def onednn_fp32_linear() -> bool:
-    """Whether this torch build has oneDNN's linear kernel (``TRAJFORGE_ONEDNN_LINEAR=0`` turns
-    it off, to compare with the BLAS path)."""
-    if os.environ.get("TRAJFORGE_ONEDNN_LINEAR", "1") == "0":
-        return False
-    return bool(torch.backends.mkldnn.is_available()) and hasattr(
-        torch.ops.mkldnn, "_linear_pointwise"
-    )
-
-
-def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``x @ weight.T``. fp32 on a CPU goes through oneDNN: for the few rows of a decode step
-    its kernels are 1.5-2.7x faster than the BLAS call behind ``F.linear`` (on AMD CPUs, where
-    MKL takes a generic path, the gap is widest), and the weights are read as they are."""
-    if weight.dtype is torch.float32 and weight.device.type == "cpu" and onednn_fp32_linear():
-        return torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
-    return F.linear(x, weight)
 
 
 def _cat(tensors: list[torch.Tensor]) -> torch.Tensor:

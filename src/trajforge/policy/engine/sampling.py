@@ -93,8 +93,8 @@ def sample_tokens(
     # Decoding runs this once per step for a handful of rows, so every tensor op counts: the
     # per-row settings are read once as Python numbers and the common cases take no extra op.
     temps = temperatures.tolist()
-    if all(t == 1 for t in temps):
-        scaled = logits
+    if all(t in (0, 1) for t in temps):
+        scaled = logits  # greedy rows divide by 1
     else:
         scaled = logits / temperatures.masked_fill(temperatures <= 0, 1.0)[:, None]
     probs = torch.softmax(scaled, dim=-1)
