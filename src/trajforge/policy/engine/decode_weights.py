@@ -3,9 +3,8 @@
 A decode step multiplies a few rows by each of 211 weights. Two things make those calls cheaper
 on a CPU: fewer of them (each layer's query, key and value projections as one ``[Q+K+V, hidden]``
 weight, its gate and up projections as one ``[2 * inter, hidden]``), and weights already in
-oneDNN's blocked layout, which a plain tensor is reordered into on every call. On the 2-core AMD
-EPYC (16 rows, all linear layers of SmolLM2 once) that took 59.5 ms to 37.7 ms in fp32 and
-38.2 ms to 23.1 ms in bf16. Every output column is the same dot product as before: logits are
+oneDNN's blocked layout, which a plain tensor is reordered into on every call
+(``bench/generation.py``'s ``linear_ms``; docs/benchmarks.md, Generation). Every output column is the same dot product as before: logits are
 unchanged.
 
 The copy is rebuilt when the model's weights change: a weight replaced by another tensor, or
