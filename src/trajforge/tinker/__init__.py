@@ -4,8 +4,10 @@ Contract: code written against the ``tinker`` SDK (pinned: 0.38.0, the ``tinker`
 unchanged but for ``tinker.ServiceClient(base_url="http://HOST:PORT", api_key="tml-local")``
 (any key that starts with ``tml-``; nothing checks it). What it gets:
 
-- models: the embedded SmolLM2 (``smollm2-135m-instruct``), ``tiny`` and any model folder given
-  on the command line (under its folder name), each trainable (LoRA) and sampleable;
+- models: the embedded SmolLM2 (``smollm2-135m-instruct``, also under its safetensors folder's
+  path), ``tiny`` and any model folder given on the command line (under its folder name and its
+  path: tinker-cookbook loads a tokenizer by the model's name), each trainable (LoRA) and
+  sampleable;
 - ``create_lora_training_client(base_model, rank, seed, train_mlp, train_attn,
   train_unembed)``: trajforge's own model loading and PEFT LoRA (alpha 32), fp32 on the CPU;
   ``get_info``; ``get_tokenizer`` offline: ``model_data.tokenizer_id`` is the folder
@@ -21,7 +23,9 @@ unchanged but for ``tinker.ServiceClient(base_url="http://HOST:PORT", api_key="t
 - sampling clients (``sample``: ``num_samples``, ``max_tokens``, ``temperature``, ``top_p``,
   ``stop`` as strings or token ids, ``seed``; tokens and logprobs; ``compute_logprobs``), decoded
   by trajforge's ``HFPolicy``; every sequence is stored as a token-exact trajectory, one run per
-  sampling client with its weights' path and version;
+  sampling client with its weights' path and version; of the samplers over a training client's
+  unsaved weights (``save_weights_and_get_sampling_client``, each a whole copy of the model)
+  only the newest two are kept, and an older one is refused by name;
 - futures: every call answers a request id at once; the result is kept until retrieved; a
   training client's requests run in the order it made them. Losses and optimizer steps are
   appended to ``<dir>/runs/<model id>/metrics.jsonl``.

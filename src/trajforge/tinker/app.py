@@ -199,7 +199,13 @@ def tinker_app(service: TinkerService) -> FastAPI:
         def work() -> dict[str, Any]:
             if body.path is None:  # an ephemeral snapshot straight into a new sampler
                 sampler_id = service.add_sampler(
-                    session, model.merged(), model.tokenizer, model.base, None, model.steps
+                    session,
+                    model.merged(),
+                    model.tokenizer,
+                    model.base,
+                    None,
+                    model.steps,
+                    snapshot_of=model.model_id,
                 )
                 return {"type": "save_weights_for_sampler", "sampling_session_id": sampler_id}
             path, folder = service.path_for(body.model_id, "sampler_weights", body.path)

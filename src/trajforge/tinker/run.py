@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from trajforge.errors import ConfigError
-from trajforge.policy.models.smollm2 import EMBEDDED_NAME
+from trajforge.policy.models.smollm2 import EMBEDDED_NAME, model_folder
 from trajforge.serve.server import serve_app_forever
 from trajforge.store import TrajectoryStore
 from trajforge.tinker.app import tinker_app
@@ -16,11 +16,16 @@ from trajforge.tinker.service import TinkerService
 
 
 def offered_models(folders: list[Path]) -> dict[str, str]:
-    """Served name -> what ``load_base_model`` loads: the embedded model, ``tiny`` and each
-    folder under its own name and under its absolute path (code that loads a tokenizer by the
-    model's name, as tinker-cookbook does, then finds it offline); a name given twice is
-    refused."""
-    models = {EMBEDDED_NAME: "embedded", "embedded": "embedded", "tiny": "tiny"}
+    """Served name -> what ``load_base_model`` loads: the embedded model (also under the path
+    of its safetensors folder), ``tiny`` and each folder under its own name and under its
+    absolute path. A path as the name is what lets code that loads a tokenizer by the model's
+    name, as tinker-cookbook does, find it offline. A name given twice is refused."""
+    models = {
+        EMBEDDED_NAME: "embedded",
+        "embedded": "embedded",
+        str(model_folder().resolve()): "embedded",
+        "tiny": "tiny",
+    }
     for folder in folders:
         if not folder.is_dir():
             raise ConfigError(f"--tinker-model: {folder} is not a model folder")

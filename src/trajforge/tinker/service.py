@@ -16,6 +16,7 @@ import asyncio
 import itertools
 import json
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ from trajforge.train.config import ModelSettings
 from trajforge.train.model import load_base_model
 
 SCHEME = "tinker://"
+SNAPSHOTS_KEPT = 2
+"""Unsaved-weight samplers kept per training model: the newest, and the one before it for a
+recipe still finishing its samples."""
 KINDS = {"weights": "training", "sampler_weights": "sampler"}
 
 Result = bytes | dict[str, Any]
@@ -60,22 +64,31 @@ class TinkerService:
         self.root = root.resolve()
         self.store = store
         self.served: dict[str, Served] = {}
+        names_by_spec: dict[str, list[str]] = {}
         for name, spec in models.items():
-            self.served[name] = self._offer(name, spec)
+            names_by_spec.setdefault(spec, []).append(name)
+        for spec, names in names_by_spec.items():
+            self._offer(spec, names)
         self.training: dict[str, TrainingModel] = {}
         self.samplers: dict[str, Sampler] = {}
+        self._sampler_ids = itertools.count()
+        self._snapshots: dict[str, deque[str]] = {}
+        self._released: dict[str, str] = {}
         self.futures: dict[str, asyncio.Future[Result]] = {}
         self._orders: dict[str, _Order] = {}
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinker-train")
         self._ids = itertools.count(1)
         self._sessions = itertools.count(1)
 
-    def _offer(self, name: str, spec: str) -> Served:
+    def _offer(self, spec: str, names: list[str]) -> None:
+        """Serve ``spec`` under each of ``names``; loaded once, as a model is served under
+        several names (the embedded one under three)."""
         model, tokenizer = load_base_model(ModelSettings(spec=spec))
-        folder = self.root / "tokenizers" / _safe(name)
-        tokenizer.save_pretrained(folder)
         positions = int(getattr(model.config, "max_position_embeddings", 0) or 0)
-        return Served(name=name, spec=spec, tokenizer_dir=folder, max_context=positions)
+        for name in names:
+            folder = self.root / "tokenizers" / _safe(name)
+            tokenizer.save_pretrained(folder)
+            self.served[name] = Served(name, spec, tokenizer_dir=folder, max_context=positions)
 
     # --- sessions and ids -----------------------------------------------------------------
 
@@ -208,9 +221,20 @@ class TinkerService:
     # --- samplers -----------------------------------------------------------------------------
 
     def add_sampler(
-        self, session_id: str, model: Any, tokenizer: Any, base: str, path: str | None, version: int
+        self,
+        session_id: str,
+        model: Any,
+        tokenizer: Any,
+        base: str,
+        path: str | None,
+        version: int,
+        snapshot_of: str | None = None,
     ) -> str:
-        sampler_id = f"{session_id}:sample:{len(self.samplers)}"
+        """A new sampler's id. ``snapshot_of``: the training model whose unsaved weights it
+        samples; such a snapshot is a whole copy of the model, and a recipe asks for one every
+        step, so only the newest ``SNAPSHOTS_KEPT`` of each training model stay (runs on the
+        training thread, which closes the ones let go)."""
+        sampler_id = f"{session_id}:sample:{next(self._sampler_ids)}"
         self.samplers[sampler_id] = Sampler(
             sampler_id,
             base,
@@ -220,13 +244,26 @@ class TinkerService:
             weights_version=version,
             store=self.store,
         )
+        if snapshot_of is not None:
+            kept = self._snapshots.setdefault(snapshot_of, deque())
+            kept.append(sampler_id)
+            while len(kept) > SNAPSHOTS_KEPT:
+                released = kept.popleft()
+                self._released[released] = snapshot_of
+                asyncio.run(self.samplers.pop(released).policy.close())
         return sampler_id
 
     def sampler(self, sampler_id: str | None) -> Sampler:
         found = self.samplers.get(sampler_id or "")
-        if found is None:
-            raise UserError(f"sampling_session_id: no sampler {sampler_id!r} on this server")
-        return found
+        if found is not None:
+            return found
+        if sampler_id in self._released:
+            raise UserError(
+                f"sampling_session_id: sampler {sampler_id!r} was let go: only the newest "
+                f"{SNAPSHOTS_KEPT} snapshots of {self._released[sampler_id]!r} are kept "
+                "(save_weights_for_sampler with a name keeps weights as a path)"
+            )
+        raise UserError(f"sampling_session_id: no sampler {sampler_id!r} on this server")
 
     async def close(self) -> None:
         for sampler in self.samplers.values():
