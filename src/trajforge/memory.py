@@ -19,6 +19,11 @@ grew RSS by 567 MB with the defaults and by 157 MB at 64 entries, 131 MB of it t
 filling as it should. ``return_freed_memory`` lowers both to ``KERNEL_CACHE_ENTRIES`` before
 the first kernel runs.
 
+Freed heap memory stays with the process until glibc is asked for it back: after a full
+fine-tune of SmolLM2 in fp32 the process held 1.8 GB of freed memory, 0.44 GB once trimmed
+(``trim_freed_memory``). An experiment trims after every stage, so the next stage, often
+another model's eval, starts from what is really in use.
+
 A run that nears the memory it may use says so in its log before the kernel kills it
 (``start_memory_watchdog``): a kill leaves only "Killed" behind, with nothing on what was
 resident.
@@ -27,6 +32,7 @@ resident.
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
 import sys
@@ -70,6 +76,19 @@ def return_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+
+
+def trim_freed_memory() -> bool:
+    """Collect garbage, then hand the heap's free pages back to the OS (glibc's
+    ``malloc_trim``); whether any were handed back (False off Linux or without glibc)."""
+    gc.collect()
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    return bool(malloc_trim(0))
 
 
 class MemoryUse(NamedTuple):

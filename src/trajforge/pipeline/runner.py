@@ -29,6 +29,7 @@ from trajforge.judge.best_of_run import plan_best_of, select_into
 from trajforge.judge.evaluate import score_into, summarize
 from trajforge.judge.scorer import Rubric
 from trajforge.judge.stats import format_reward, format_scored, format_success
+from trajforge.memory import trim_freed_memory
 from trajforge.pipeline.config import (
     STORE_FILE,
     CollectStage,
@@ -229,6 +230,7 @@ class ExperimentRunner:
             try:
                 record = self._run_stage(i, stage, attempt)
             except BaseException as exc:
+                trim_freed_memory()
                 # Whatever stops a stage (an error, Ctrl-C) is recorded, so results.json never
                 # shows a stage "running" that is not; the next run starts it again.
                 error = _error_text(exc)
@@ -242,6 +244,7 @@ class ExperimentRunner:
                 else:
                     self.console.print(f"[red]{stage.name} failed[/red]")
                 raise
+            trim_freed_memory()
             record.update(
                 name=stage.name, kind=stage.kind, status="done", attempt=attempt,
                 duration_s=time.time() - start, **made_of,
