@@ -19,10 +19,10 @@ grew RSS by 567 MB with the defaults and by 157 MB at 64 entries, 131 MB of it t
 filling as it should. ``return_freed_memory`` lowers both to ``KERNEL_CACHE_ENTRIES`` before
 the first kernel runs.
 
-Freed heap memory stays with the process until glibc is asked for it back: after a full
-fine-tune of SmolLM2 in fp32 the process held 1.8 GB of freed memory, 0.44 GB once trimmed
-(``trim_freed_memory``). An experiment trims after every stage, so the next stage, often
-another model's eval, starts from what is really in use.
+Freed heap memory that long-lived neighbours pin stays with the process until glibc is asked
+for it back (``trim_freed_memory``), as a training stage's activations and optimizer state do.
+An experiment trims after every stage, so the next stage, often another model's eval, starts
+from what is really in use.
 
 A run that nears the memory it may use says so in its log before the kernel kills it
 (``start_memory_watchdog``): a kill leaves only "Killed" behind, with nothing on what was
@@ -69,11 +69,8 @@ def return_freed_memory() -> bool:
     """
     for name in KERNEL_CACHES:
         os.environ.setdefault(name, str(KERNEL_CACHE_ENTRIES))
-    if not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return False
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
+    mallopt = _glibc("mallopt")
+    if mallopt is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
 
@@ -82,13 +79,18 @@ def trim_freed_memory() -> bool:
     """Collect garbage, then hand the heap's free pages back to the OS (glibc's
     ``malloc_trim``); whether any were handed back (False off Linux or without glibc)."""
     gc.collect()
+    malloc_trim = _glibc("malloc_trim")
+    return malloc_trim is not None and bool(malloc_trim(0))
+
+
+def _glibc(function: str) -> Callable[..., int] | None:
+    """glibc's ``function`` on Linux; None elsewhere or on a libc without it."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
-        malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+        return getattr(ctypes.CDLL("libc.so.6"), function)
     except (OSError, AttributeError):
-        return False
-    return bool(malloc_trim(0))
+        return None
 
 
 class MemoryUse(NamedTuple):

@@ -230,7 +230,6 @@ class ExperimentRunner:
             try:
                 record = self._run_stage(i, stage, attempt)
             except BaseException as exc:
-                trim_freed_memory()
                 # Whatever stops a stage (an error, Ctrl-C) is recorded, so results.json never
                 # shows a stage "running" that is not; the next run starts it again.
                 error = _error_text(exc)
@@ -244,7 +243,8 @@ class ExperimentRunner:
                 else:
                     self.console.print(f"[red]{stage.name} failed[/red]")
                 raise
-            trim_freed_memory()
+            finally:
+                trim_freed_memory()
             record.update(
                 name=stage.name, kind=stage.kind, status="done", attempt=attempt,
                 duration_s=time.time() - start, **made_of,
