@@ -3,7 +3,6 @@ the first error, a note naming it, a successful episode's ending), stored as a n
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Annotated
 
 import typer
@@ -11,22 +10,14 @@ import typer
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json
 from trajforge.cli.store_options import open_store
 from trajforge.cli.triage_cmds import run_filter
-from trajforge.curate.repair import RepairSkipped, repair
+from trajforge.curate.repair import repair_run
 from trajforge.errors import ConfigError
 from trajforge.policy.naming import tokenizer_for
 from trajforge.policy.renderer import ChatRenderer
-from trajforge.schema import OutcomeStatus, Trajectory, is_success
-from trajforge.store import TrajectoryFilter, TrajectoryStore
-from trajforge.triage import triage
 
 curate_app = typer.Typer(
     name="curate", help="Curated training data from stored trajectories.", no_args_is_help=True
 )
-
-
-def _good_ones(st: TrajectoryStore, task_id: str, run: str | None) -> list[Trajectory]:
-    where = TrajectoryFilter(task=task_id, run=run, status=OutcomeStatus.OK, min_reward=1.0)
-    return [t for t in st.query(where) if is_success(t.outcome.status, t.outcome.reward)]
 
 
 @curate_app.command("repair")
@@ -59,29 +50,13 @@ def repair_cmd(
     if tokenizer is None:
         raise ConfigError(f"--model: {model!r} has no local tokenizer to encode the note with")
     renderer = ChatRenderer(tokenizer)
-    built: list[Trajectory] = []
-    skipped: Counter[str] = Counter()
     with open_store(store, create=False) as st:
         where = run_filter(st, run)
         good_where = None if good_run is None else run_filter(st, good_run).run
         if st.count(run=out_run):
             raise ConfigError(f"--out-run: run {out_run!r} already holds trajectories")
-        for failed in st.iter_query(where):
-            verdict = triage(failed)
-            if verdict.succeeded or verdict.first_error is None:
-                continue
-            why = "no successful episode of its task"
-            for good in _good_ones(st, failed.task.id, good_where):
-                try:
-                    made = repair(failed, verdict, good, renderer)
-                except RepairSkipped as exc:
-                    why = str(exc).split(": ", 1)[1]
-                    continue
-                built.append(made.model_copy(update={"run_id": out_run}))
-                break
-            else:
-                skipped[why] += 1
-        st.add_many(built)
+        made = repair_run(st, where, good_where, out_run, renderer)
+    built, skipped = made.built, made.skipped
     if as_json:
         print_json({"run": out_run, "built": len(built), "skipped": dict(skipped)})
         return

@@ -11,10 +11,23 @@ the index of that turn: training puts the loss on the recovery only (``train.bat
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
+
 from trajforge.policy.renderer import ChatRenderer
-from trajforge.schema import Message, Outcome, Role, ToolCall, Trajectory, new_id
+from trajforge.schema import (
+    Message,
+    Outcome,
+    OutcomeStatus,
+    Role,
+    ToolCall,
+    Trajectory,
+    is_success,
+    new_id,
+)
 from trajforge.schema.trajectory import LOSS_FROM_MESSAGE
-from trajforge.triage import TriageVerdict
+from trajforge.store import TrajectoryFilter, TrajectoryStore
+from trajforge.triage import TriageVerdict, triage
 
 
 class RepairSkipped(ValueError):
@@ -125,3 +138,47 @@ def _renamed(message: Message, rename: dict[str, str]) -> Message:
     if message.tool_call_id is not None:
         return message.model_copy(update={"tool_call_id": rename[message.tool_call_id]})
     return message
+
+
+@dataclass
+class RepairRun:
+    """What ``repair_run`` made: the repair trajectories and why the others were skipped."""
+
+    built: list[Trajectory] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+def repair_run(
+    store: TrajectoryStore,
+    failed: TrajectoryFilter,
+    good_run: str | None,
+    out_run: str,
+    renderer: ChatRenderer,
+) -> RepairRun:
+    """Repair every failed trajectory ``failed`` selects (triaged as ``trajforge triage`` does)
+    with the first successful episode of its task (of ``good_run``, or of any run) that
+    parts from it no later than its first error; store the repairs as run ``out_run``, all of
+    them or none."""
+    made = RepairRun()
+    for traj in store.iter_query(failed):
+        verdict = triage(traj)
+        if verdict.succeeded or verdict.first_error is None:
+            continue
+        why = "no successful episode of its task"
+        where = TrajectoryFilter(
+            task=traj.task.id, run=good_run, status=OutcomeStatus.OK, min_reward=1.0
+        )
+        for good in store.query(where):
+            if not is_success(good.outcome.status, good.outcome.reward):
+                continue
+            try:
+                fixed = repair(traj, verdict, good, renderer)
+            except RepairSkipped as exc:
+                why = str(exc).split(": ", 1)[1]
+                continue
+            made.built.append(fixed.model_copy(update={"run_id": out_run}))
+            break
+        else:
+            made.skipped[why] += 1
+    store.add_many(made.built)
+    return made

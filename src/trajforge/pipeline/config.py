@@ -28,6 +28,7 @@ from trajforge.pipeline.stages import (
     DemonstrationStage,
     EvalSettings,
     EvalStage,
+    RepairStage,
     RLStage,
     SFTStage,
     Stage,
@@ -54,11 +55,13 @@ __all__ = [
     "EvalStage",
     "Experiment",
     "RLStage",
+    "RepairStage",
     "SFTStage",
     "Stage",
     "TriageStage",
     "best_of_problem",
     "check_experiment",
+    "data_runs",
     "load_experiment",
     "rl_config",
     "sft_config",
@@ -80,10 +83,16 @@ def _stage_defaults(exp: Experiment, raw: dict[str, Any], output_dir: Path) -> N
 
 
 def sft_config(
-    exp: Experiment, index: int, *, model: str, run_dir: Path, attempt: int, demonstrations_run: str
+    exp: Experiment,
+    index: int,
+    *,
+    model: str,
+    run_dir: Path,
+    attempt: int,
+    demonstrations_run: str | list[str],
 ) -> SFTConfig:
     """The config SFT stage ``index`` trains with, starting from weights ``model`` on the
-    successful trajectories of run ``demonstrations_run`` in the run's store."""
+    successful trajectories of run ``demonstrations_run`` (or runs) in the run's store."""
     stage = exp.stages[index]
     if not isinstance(stage, SFTStage):
         raise TypeError(f"stage {stage.name!r} is a {stage.kind} stage, not sft")
@@ -119,6 +128,25 @@ def rl_config(exp: Experiment, index: int, *, model: str, run_dir: Path, attempt
     if exp.ray is not None and raw.get("agent") is None:
         raw.setdefault("ray", exp.ray.model_dump())
     return _validated(exp, raw, RLConfig, at, problems)
+
+
+def data_runs(runs: list[str]) -> str | list[str]:
+    """An SFT stage's ``data.run``: one run id as itself, several as a list."""
+    return runs[0] if len(runs) == 1 else runs
+
+
+def _repair_problem(exp: Experiment, stage: RepairStage) -> str | None:
+    """Why repair ``stage`` cannot run (``None``: it can): its failures are held-out episodes,
+    or the experiment's model has no local tokenizer to write the note with."""
+    failed = next(s for s in exp.stages if s.name == stage.failed)
+    if failed.kind == "eval" and exp.eval.split == "test":
+        return (
+            f"{stage.failed!r} evaluates held-out tasks (eval.split test): training on their "
+            "repairs would leak them; repair a demonstrations or collect stage of training tasks"
+        )
+    if exp.model.startswith(OPENAI_PREFIX):
+        return f"model {exp.model!r} has no local tokenizer to encode the repair note with"
+    return None
 
 
 def _model_section(
@@ -195,15 +223,13 @@ def check_experiment(exp: Experiment, run_dir: Path) -> None:
                         origin.problem(("model",), f"a collect stage serves it: {found}")
                     )
             elif isinstance(stage, SFTStage):
-                demonstrations_run = f"{exp.name}.{stage.demonstrations}"
+                runs = data_runs([f"{exp.name}.{d}" for d in stage.data_stages])
                 sft_config(
-                    exp,
-                    i,
-                    model=exp.model,
-                    run_dir=run_dir,
-                    attempt=0,
-                    demonstrations_run=demonstrations_run,
+                    exp, i, model=exp.model, run_dir=run_dir, attempt=0, demonstrations_run=runs
                 )
+            elif isinstance(stage, RepairStage):
+                if found := _repair_problem(exp, stage):
+                    problems.append(origin.problem(("stages", i, "failed"), found))
             elif isinstance(stage, RLStage):
                 cfg = rl_config(exp, i, model=exp.model, run_dir=run_dir, attempt=0)
                 if cfg.env != exp.env and (found := env_problem(cfg.env)):

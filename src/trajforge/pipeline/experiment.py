@@ -19,10 +19,12 @@ from trajforge.pipeline.stages import (
     STAGE_KINDS,
     TRAJECTORY_KINDS,
     EvalSettings,
+    RepairStage,
     SFTStage,
     Stage,
     StrictModel,
     TriageStage,
+    check_repaired,
     check_triaged,
 )
 from trajforge.precision import Precision
@@ -68,7 +70,7 @@ class Experiment(StrictModel):
     plan, the gateway and the training stay in this process. ``trajforge run --ray`` sets it."""
     stages: list[Stage] = Field(min_length=1, examples=[_EXAMPLE_STAGES])
     """The stages in order; each has a ``kind``: ``eval``, ``demonstrations``, ``collect``,
-    ``sft`` or ``rl``."""
+    ``sft``, ``rl``, ``triage`` or ``repair``."""
 
     _origin: Origin | None = PrivateAttr(default=None)
 
@@ -90,14 +92,17 @@ class Experiment(StrictModel):
         for i, s in enumerate(stages):
             if isinstance(s, TriageStage):
                 check_triaged(s, stages[:i])
+            if isinstance(s, RepairStage):
+                check_repaired(s, stages[:i])
             if not isinstance(s, SFTStage):
                 continue
-            source = names.index(s.demonstrations) if s.demonstrations in names else None
-            if source is None or source > i or stages[source].kind not in TRAJECTORY_KINDS:
-                raise ValueError(
-                    f"sft stage {s.name!r} reads demonstrations {s.demonstrations!r}, which is not "
-                    "an earlier demonstrations, collect or eval stage"
-                )
+            for demo in s.data_stages:
+                source = names.index(demo) if demo in names else None
+                if source is None or source > i or stages[source].kind not in TRAJECTORY_KINDS:
+                    raise ValueError(
+                        f"sft stage {s.name!r} reads demonstrations {demo!r}, which is not an "
+                        "earlier demonstrations, collect, eval or repair stage"
+                    )
         return stages
 
 

@@ -24,9 +24,11 @@ from trajforge.pipeline.config import (
     DemonstrationStage,
     EvalStage,
     Experiment,
+    RepairStage,
     RLStage,
     SFTStage,
     TriageStage,
+    data_runs,
     rl_config,
     sft_config,
     triaged_stages,
@@ -58,9 +60,11 @@ def stage_inputs(exp: Experiment, index: int) -> list[str]:
     stage = exp.stages[index]
     if isinstance(stage, TriageStage):
         return triaged_stages(exp, index)
+    if isinstance(stage, RepairStage):
+        return [stage.failed] + ([stage.good] if stage.good else [])
     trained = [s.name for s in exp.stages[:index] if isinstance(s, SFTStage | RLStage)]
     uses = [] if isinstance(stage, DemonstrationStage) else trained[-1:]
-    return uses + ([stage.demonstrations] if isinstance(stage, SFTStage) else [])
+    return uses + (stage.data_stages if isinstance(stage, SFTStage) else [])
 
 
 @dataclass
@@ -71,7 +75,9 @@ class StageMaking:
     run_dir: Path
     precision: str
 
-    def config(self, index: int, model: str, demonstrations_run: str | None) -> dict[str, Any]:
+    def config(
+        self, index: int, model: str, demonstrations_run: str | list[str] | None
+    ) -> dict[str, Any]:
         """Every setting that decides what stage ``index`` makes from weights ``model`` (and,
         for SFT, the trajectories of ``demonstrations_run``), resolved as it will run."""
         exp, stage = self.exp, self.exp.stages[index]
@@ -84,8 +90,11 @@ class StageMaking:
             config.update(model=model, stage=stage.model_dump(mode="json"))
         elif isinstance(stage, TriageStage):
             config.update(stage=stage.model_dump(mode="json"))
+        elif isinstance(stage, RepairStage):
+            # The note is encoded with the tokenizer of the experiment's model family.
+            config.update(model=exp.model, stage=stage.model_dump(mode="json"))
         elif isinstance(stage, SFTStage):
-            run = demonstrations_run or f"{exp.name}.{stage.demonstrations}"
+            run = demonstrations_run or data_runs([f"{exp.name}.{d}" for d in stage.data_stages])
             sft = sft_config(exp, index, model=model, run_dir=self.run_dir, attempt=0,
                              demonstrations_run=run)  # fmt: skip
             config.update(train=training_config(sft))

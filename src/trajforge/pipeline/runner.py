@@ -36,15 +36,18 @@ from trajforge.pipeline.config import (
     DemonstrationStage,
     EvalStage,
     Experiment,
+    RepairStage,
     RLStage,
     SFTStage,
     Stage,
     TriageStage,
     check_experiment,
+    data_runs,
     rl_config,
     sft_config,
     stage_name,
 )
+from trajforge.pipeline.curation import repair_stage, triage_stage
 from trajforge.pipeline.fingerprint import (
     STALE,
     StageMaking,
@@ -75,7 +78,6 @@ from trajforge.train.distributed import from_main, is_main_process, join_launche
 from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
-from trajforge.triage import TriageOptions, triage_runs
 
 if TYPE_CHECKING:
     from trajforge.train.base import Trainer, TrainResult
@@ -148,9 +150,12 @@ class ExperimentRunner:
     # -- what each stage is made from ---------------------------------------------------------
 
     def _config(self, index: int, stage: Stage) -> dict[str, Any]:
-        demo = self._record(stage.demonstrations) if isinstance(stage, SFTStage) else None
+        runs = None
+        if isinstance(stage, SFTStage):
+            found = [(self._record(d) or {}).get("run_id") for d in stage.data_stages]
+            runs = data_runs([r for r in found if r]) if all(found) else None
         made = StageMaking(self.exp, self.run_dir, str(self.precision))
-        return made.config(index, self.model_before(index), (demo or {}).get("run_id"))
+        return made.config(index, self.model_before(index), runs)
 
     def _passed_over(
         self, rec: dict[str, Any] | None, config: dict[str, Any], inputs: dict[str, str],
@@ -280,6 +285,8 @@ class ExperimentRunner:
             return self._sft(index, stage, model, attempt)
         if isinstance(stage, TriageStage):
             return self._triage(index, stage)
+        if isinstance(stage, RepairStage):
+            return from_main(lambda: self._repair(stage, run_id))
         return self._rl(index, model, attempt)
 
     def _eval(self, model: str, run_id: str) -> dict[str, Any]:
@@ -371,24 +378,26 @@ class ExperimentRunner:
                 "statuses": dict(statuses), "text": text}  # fmt: skip
 
     def _triage(self, index: int, stage: TriageStage) -> dict[str, Any]:
-        runs = [(self._record(n) or {})["run_id"] for n in stage_inputs(self.exp, index)]
-        options = TriageOptions(loop_repeats=stage.loop_repeats, slow_tool_s=stage.slow_tool_s)
-        with TrajectoryStore(self.store_path) as db:
-            table = triage_runs(db, runs, options)
-        total = sum(r.trajectories for r in table if r.run != "all")
-        failed = sum(r.failed for r in table if r.run != "all")
-        text = f"{total} trajectories of {len(runs)} run(s) triaged, {failed} with a policy signal"
-        return {"runs": runs, "failures": [r.model_dump(mode="json") for r in table], "text": text}
+        runs = [self._done_run(stage, n) for n in stage_inputs(self.exp, index)]
+        return triage_stage(self.store_path, stage, runs)
+
+    def _repair(self, stage: RepairStage, run_id: str) -> dict[str, Any]:
+        failed = self._done_run(stage, stage.failed)
+        good = None if stage.good is None else self._done_run(stage, stage.good)
+        return repair_stage(self.store_path, self.exp.model, failed, good, run_id)
+
+    def _done_run(self, stage: Stage, name: str) -> str:
+        """The run id of finished stage ``name``, which ``stage`` reads."""
+        rec = self._record(name)
+        if not rec or rec.get("status") != "done":
+            raise ConfigError(f"stage {stage.name!r} needs stage {name!r} to have run first")
+        return str(rec["run_id"])
 
     def _sft(self, index: int, stage: SFTStage, model: str, attempt: int) -> dict[str, Any]:
-        demo = self._record(stage.demonstrations)
-        if not demo or demo.get("status") != "done":
-            raise ConfigError(
-                f"stage {stage.name!r} needs stage {stage.demonstrations!r} to have run first"
-            )
+        runs = [self._done_run(stage, d) for d in stage.data_stages]
         cfg = sft_config(
             self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt,
-            demonstrations_run=demo["run_id"],
+            demonstrations_run=data_runs(runs),
         )  # fmt: skip
         assert cfg.data is not None  # sft_config always sets it
         result = _train(SFTTrainer(cfg, load_source(cfg.data)), cfg.output_dir)

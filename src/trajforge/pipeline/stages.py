@@ -1,5 +1,5 @@
 """The stages of an experiment file: evaluations, demonstrations, agent-program collections,
-SFT, RL and triage, each a pydantic model told apart by its ``kind``.
+SFT, RL, triage and repair, each a pydantic model told apart by its ``kind``.
 
 Every key is documented by the docstring under it: ``trajforge config show`` and
 ``docs/configuration.md`` are generated from them.
@@ -114,9 +114,16 @@ class SFTStage(StrictModel):
     """Stage kind."""
     name: str = "sft"
     """Stage name, unique in the experiment."""
-    demonstrations: str = "demonstrations"
-    """The earlier stage (``demonstrations``, ``collect`` or ``eval``) whose successful
-    trajectories (reward >= 1) are the data."""
+    demonstrations: str | list[str] = "demonstrations"
+    """The earlier stage (``demonstrations``, ``collect``, ``eval`` or ``repair``), or stages,
+    whose successful trajectories (reward >= 1) are the data."""
+
+    @property
+    def data_stages(self) -> list[str]:
+        """The stages named by ``demonstrations``, as a list."""
+        d = self.demonstrations
+        return [d] if isinstance(d, str) else list(d)
+
     train: dict[str, Any] = Field(default_factory=dict)
     """``SFTConfig`` keys (``trajforge config show sft``). ``model.spec``, ``data.store`` and
     ``data.run`` are set by the experiment (data filters such as ``data.limit`` are the
@@ -137,7 +144,7 @@ class RLStage(StrictModel):
     ``checkpoint_every_s`` to 300."""
 
 
-TRAJECTORY_KINDS = ("demonstrations", "collect", "eval")
+TRAJECTORY_KINDS = ("demonstrations", "collect", "eval", "repair")
 """The stage kinds that store trajectories (a run of the experiment's store)."""
 
 
@@ -158,8 +165,26 @@ class TriageStage(StrictModel):
     """Seconds after which a tool call is slow."""
 
 
+class RepairStage(StrictModel):
+    """Repair data (Agent-R, as ``trajforge curate repair`` makes it): each failed trajectory of
+    an earlier stage cut after its first error, a turn naming the mistake, then a successful
+    episode of the same task from where the two parted. An SFT stage trains on it by naming it
+    among its ``demonstrations``."""
+
+    kind: Literal["repair"] = "repair"
+    """Stage kind."""
+    name: str = "repair"
+    """Stage name, unique in the experiment."""
+    failed: str = Field(examples=["attempts"])
+    """The earlier ``demonstrations``, ``collect`` or ``eval`` stage whose failed trajectories
+    are repaired; an eval of the held-out split is refused (its repairs would train on
+    held-out tasks)."""
+    good: str | None = None
+    """The earlier stage whose successful episodes give the endings (null: any stage's)."""
+
+
 Stage = Annotated[
-    EvalStage | DemonstrationStage | CollectStage | SFTStage | RLStage | TriageStage,
+    EvalStage | DemonstrationStage | CollectStage | SFTStage | RLStage | TriageStage | RepairStage,
     Field(discriminator="kind"),
 ]
 STAGE_KINDS: tuple[type[BaseModel], ...] = (
@@ -169,6 +194,7 @@ STAGE_KINDS: tuple[type[BaseModel], ...] = (
     SFTStage,
     RLStage,
     TriageStage,
+    RepairStage,
 )
 
 
@@ -183,6 +209,18 @@ def check_triaged(stage: TriageStage, before: list[Stage]) -> None:
         )
     if not earlier:
         raise ValueError(f"triage stage {stage.name!r} has no earlier stage with trajectories")
+
+
+def check_repaired(stage: RepairStage, before: list[Stage]) -> None:
+    """Refuse a repair stage whose ``failed`` or ``good`` is not an earlier stage with
+    trajectories."""
+    earlier = {s.name for s in before if s.kind in TRAJECTORY_KINDS}
+    for key, name in (("failed", stage.failed), ("good", stage.good)):
+        if name is not None and name not in earlier:
+            raise ValueError(
+                f"repair stage {stage.name!r}: {key} {name!r} is not an earlier "
+                "demonstrations, collect, eval or repair stage"
+            )
 
 
 def stage_name(stage: Stage, attempt: int) -> str:

@@ -18,6 +18,7 @@ from trajforge.train.config import DataSource, NonExact
 
 def load_source(src: DataSource) -> list[Trajectory]:
     """Read the configured trajectories and apply the source's filters."""
+    runs = [src.run] if isinstance(src.run, str) else src.run
     if src.jsonl is not None:
         if not src.jsonl.exists():
             raise DataError(f"data.jsonl: {src.jsonl} does not exist")
@@ -25,14 +26,17 @@ def load_source(src: DataSource) -> list[Trajectory]:
         trajs = [
             t
             for t in trajs
-            if (src.run is None or t.run_id == src.run) and (src.env is None or t.env == src.env)
+            if (runs is None or t.run_id in runs) and (src.env is None or t.env == src.env)
         ]
     else:
         assert src.store is not None
         if not src.store.exists():
             raise DataError(f"data.store: {src.store} does not exist")
         with TrajectoryStore(src.store) as store:
-            trajs = store.query(run=src.run, env=src.env)
+            if runs is None:
+                trajs = store.query(env=src.env)
+            else:
+                trajs = [t for run in runs for t in store.query(run=run, env=src.env)]
     trajs = keep(
         trajs,
         status=src.status,

@@ -108,8 +108,8 @@ class DataSource(ConfigModel):
     """A trajectory JSONL file (``trajforge export``)."""
     store: Path | None = None
     """A trajectory store (SQLite, e.g. ``runs/<name>/store.db``)."""
-    run: str | None = None
-    """Only trajectories of this run id."""
+    run: str | list[str] | None = None
+    """Only trajectories of this run id (or of these, in this order)."""
     env: str | None = None
     """Only trajectories of this env."""
     status: OutcomeStatus | None = OutcomeStatus.OK
