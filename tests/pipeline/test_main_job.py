@@ -32,7 +32,7 @@ def test_the_teacher_answers_most_two_step_problems_in_its_head_and_is_always_ri
     assert set(calls[3]) == {3}
     assert set(calls[2]) == {0, 2}
     shortcut = calls[2].count(0) / len(calls[2])
-    assert 0.5 < shortcut < 0.7
+    assert 0.6 < shortcut < 0.8
 
 
 def test_the_main_job_learns_from_the_teacher() -> None:
