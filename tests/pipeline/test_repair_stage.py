@@ -17,7 +17,7 @@ from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.store import TrajectoryStore
 
 # A teacher whose second turn is a failing calculator call and whose final answer is wrong.
-FAULTY = '''
+FAULTY = """
 from trajforge.envs.builtin.calculator import expert
 from trajforge.schema import Role
 
@@ -28,7 +28,7 @@ def faulty(task, messages):
     turn = sum(1 for m in messages if m.role is Role.ASSISTANT)
     reply = BAD_CALL if turn == 1 else expert(task, messages)
     return reply if reply is None or "<tool_call>" in reply else "The answer is -1."
-'''
+"""
 
 SFT_TRAIN = {"batch_size": 4, "epochs": 1, "tensorboard": False, "progress": False}
 
