@@ -14,11 +14,11 @@ With ``--llm N`` the LLM localiser (``trajforge.triage.llm``) with the embedded 
 of the faulty trajectories and N clean ones: precision and recall of "has a first error at
 step s" against the same labels.
 
-The issue's headline, recovery after repair data / before, needs SFT runs with and without
-``trajforge curate repair``'s data, which this bench does not run: ``ratio`` is null and the
-localisation figures are reported instead.
+With ``--recovery-seeds N`` it also runs the recovery experiment (``bench/recovery.py``): SFT
+with and without repair data, N seeds each, evaluated with the first call forced to fail;
+``ratio`` is the recovery rate with repair data / without. Without it ``ratio`` is null.
 
-    PYTHONPATH=src python bench/triage.py [--tasks 30] [--llm 0]
+    PYTHONPATH=src python bench/triage.py [--tasks 30] [--llm 0] [--recovery-seeds 3]
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass
-from enum import StrEnum
+
+from recovery import recovery_figures
 
 from trajforge.curate.repair import RepairSkipped, repair
 from trajforge.envs.registry import EnvEntry, get_env
@@ -41,19 +42,18 @@ from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.naming import load_policy
 from trajforge.policy.renderer import ChatRenderer
 from trajforge.rollout import RolloutSpec, run_rollout
-from trajforge.schema import ExpertFn, Message, Role, Score, Task, ToolCall, Trajectory
+from trajforge.schema import ExpertFn, Message, Role, Score, Task, Trajectory
 from trajforge.triage import triage
+from trajforge.triage.faults import (
+    WRONG_ANSWER,
+    Fault,
+    call_text,
+    malformed_call,
+    tool_error_call,
+)
 from trajforge.triage.llm import LLMLocaliser
 
 ENVS = ("calculator", "sql", "search", "time", "retail", "gridworld", "keydoor")
-WRONG_ANSWER = "The answer is 987654321."
-
-
-class Fault(StrEnum):
-    TOOL_ERROR = "tool_error"
-    MALFORMED = "malformed"
-    LOOP = "loop"
-    WRONG_ANSWER = "wrong_answer"
 
 
 @dataclass(frozen=True)
@@ -70,24 +70,8 @@ class Sample:
     trajectory: Trajectory
 
 
-def _call_text(call: ToolCall) -> str:
-    payload = json.dumps({"name": call.name, "arguments": call.arguments})
-    return f"<tool_call>{payload}</tool_call>"
-
-
 def _turns(messages: list[Message]) -> list[int]:
     return [i for i, m in enumerate(messages) if m.role is Role.ASSISTANT]
-
-
-def _bad_call(entry: EnvEntry) -> str:
-    """A call to the env's first tool with required parameters, each given a value of the
-    wrong type (a nested list where a scalar is expected)."""
-    for spec in entry.tool_specs():
-        required = spec.function.parameters.get("required") or []
-        if required:
-            payload = {"name": spec.name, "arguments": {p: [[0]] for p in required}}
-            return f"<tool_call>{json.dumps(payload)}</tool_call>"
-    raise SystemExit(f"env {entry.name!r}: no tool with a required parameter to break")
 
 
 def _plans(clean: list[Trajectory], rng: random.Random) -> dict[Fault, dict[str, Plan]]:
@@ -109,8 +93,11 @@ def _plans(clean: list[Trajectory], rng: random.Random) -> dict[Fault, dict[str,
 
 
 def _faulty_expert(entry: EnvEntry, plans: dict[str, Plan]) -> ExpertFn:
-    bad_call = _bad_call(entry)
-    malformed = '<tool_call>{"name": "' + entry.tool_names()[0] + '", "arguments": {</tool_call>'
+    try:
+        bad_call = tool_error_call(entry.tool_specs())
+    except ValueError as exc:
+        raise SystemExit(f"env {entry.name!r}: {exc}") from exc
+    malformed = malformed_call(entry.tool_names()[0])
 
     def reply(task: Task, messages: list[Message]) -> str | None:
         plan = plans[task.id]
@@ -122,7 +109,7 @@ def _faulty_expert(entry: EnvEntry, plans: dict[str, Plan]) -> ExpertFn:
             return malformed
         if plan.fault is Fault.LOOP and turn in (plan.turn, plan.turn + 1):
             previous = messages[turns[plan.turn - 1]]
-            return "".join(_call_text(c) for c in previous.tool_calls)
+            return "".join(call_text(c) for c in previous.tool_calls)
         expert = entry.expert(task, messages)
         if plan.fault is Fault.WRONG_ANSWER and turn >= plan.turn and expert is not None:
             return WRONG_ANSWER if "<tool_call>" not in expert else expert
@@ -266,6 +253,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=30, help="tasks per env")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--llm", type=int, default=0, help="faulty and clean samples to judge")
+    parser.add_argument(
+        "--recovery-seeds", type=int, default=0, help="seeds of the recovery experiment"
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     samples, dropped = build(args.tasks, args.seed)
@@ -280,6 +270,11 @@ def main() -> None:
     llm = llm_figures(samples, args.llm, args.seed) if args.llm else {}
     for key, value in llm.items():
         print(f"{key}: {value}")
+    recovery = recovery_figures(args.recovery_seeds, []) if args.recovery_seeds else {}
+    if recovery:
+        ratio_note = "recovery rate after SFT with repair data / without (bench/recovery.py)"
+    else:
+        ratio_note = "null: run with --recovery-seeds N for recovery with / without repair data"
     print(
         json.dumps(
             {
@@ -291,10 +286,10 @@ def main() -> None:
                 "dropped": sum(dropped.values()),
                 **repairs,
                 **llm,
+                **recovery,
                 "build_s": round(built_s, 1),
-                "ratio": None,
-                "ratio_note": "null: recovery after/before needs SFT with and without repair data "
-                "(not run); see first_error_accuracy",
+                "ratio": recovery.get("recovery_ratio"),
+                "ratio_note": ratio_note,
             }
         )
     )

@@ -35,7 +35,7 @@ from trajforge.pipeline.stages import (
     TriageStage,
     stage_name,
 )
-from trajforge.policy.naming import OPENAI_PREFIX
+from trajforge.policy.naming import OPENAI_PREFIX, SCRIPT_PREFIX, load_script
 from trajforge.train.config import (
     ConfigT,
     RLConfig,
@@ -210,7 +210,10 @@ def check_experiment(exp: Experiment, run_dir: Path) -> None:
         problems.append(origin.problem(("model",), found))
     for i, stage in enumerate(exp.stages):
         try:
-            if isinstance(stage, DemonstrationStage):
+            if isinstance(stage, EvalStage) and stage.force is not None:
+                if found := _force_problem(exp, stage.force):
+                    problems.append(origin.problem(("stages", i, "force"), found))
+            elif isinstance(stage, DemonstrationStage):
                 if found := model_name_problem(stage.policy, trainable=False):
                     problems.append(origin.problem(("stages", i, "policy"), found))
             elif isinstance(stage, CollectStage):
@@ -237,3 +240,16 @@ def check_experiment(exp: Experiment, run_dir: Path) -> None:
         except ConfigError as exc:
             problems.append(str(exc))
     raise_problems(problems)
+
+
+def _force_problem(exp: Experiment, force: str) -> str | None:
+    """What is wrong with an eval stage's ``force`` script, if anything."""
+    if not force.startswith(SCRIPT_PREFIX):
+        return f"{force!r}: write the forced turns as script:file.py:function"
+    if exp.model.startswith(OPENAI_PREFIX):
+        return "forced turns need a model that samples token ids, not an OpenAI endpoint"
+    try:
+        load_script(force)
+    except ConfigError as exc:
+        return str(exc)
+    return None

@@ -84,6 +84,8 @@ class StageMaking:
         config: dict[str, Any] = {"env": exp.env, "precision": self.precision}
         if isinstance(stage, EvalStage):
             config.update(model=model, eval=exp.eval.model_dump(mode="json"))
+            if stage.force is not None:  # absent when unset: older runs' records stay current
+                config.update(force=stage.force)
         elif isinstance(stage, DemonstrationStage):
             config.update(stage=stage.model_dump(mode="json"))
         elif isinstance(stage, CollectStage):

@@ -276,7 +276,7 @@ class ExperimentRunner:
         model = self.model_before(index)
         run_id = self._run_id(stage, attempt)
         if isinstance(stage, EvalStage):
-            return from_main(lambda: self._eval(model, run_id))
+            return from_main(lambda: self._eval(model, run_id, stage.force))
         if isinstance(stage, DemonstrationStage):
             return from_main(lambda: self._demonstrations(stage, run_id))
         if isinstance(stage, CollectStage):
@@ -289,7 +289,7 @@ class ExperimentRunner:
             return from_main(lambda: self._repair(stage, run_id))
         return self._rl(index, model, attempt)
 
-    def _eval(self, model: str, run_id: str) -> dict[str, Any]:
+    def _eval(self, model: str, run_id: str, force: str | None) -> dict[str, Any]:
         ev = self.exp.eval
         rubric = Rubric.from_refs(ev.scorers)
         plan = plan_best_of(
@@ -303,7 +303,7 @@ class ExperimentRunner:
         n = ev.n if plan is None else plan.n
         spec = RolloutSpec(
             env=self.exp.env,
-            policy=self._policy_ref(model),
+            policy=self._policy_ref(model, force),
             tasks=TaskSample(count=ev.tasks, split=ev.split, seed=ev.seed),
             n=n,
             limits=Limits(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens),
@@ -333,11 +333,14 @@ class ExperimentRunner:
             text += "; " + ", ".join(f"{k} {v}" for k, v in picked.rows())
         return {**result, "text": text}
 
-    def _policy_ref(self, model: str) -> PolicyRef:
+    def _policy_ref(self, model: str, force: str | None = None) -> PolicyRef:
         """The policy named ``model`` with the experiment's precision and the eval's batch size
-        (both matter only to local models)."""
+        (both matter only to local models), its turns forced where ``force`` says."""
         return PolicyRef(
-            name=model, batch_size=self.exp.eval.max_batch_size, precision=self.exp.precision
+            name=model,
+            batch_size=self.exp.eval.max_batch_size,
+            precision=self.exp.precision,
+            force=force,
         )
 
     def _demonstrations(self, stage: DemonstrationStage, run_id: str) -> dict[str, Any]:

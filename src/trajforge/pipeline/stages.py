@@ -59,6 +59,9 @@ class EvalStage(StrictModel):
     """Stage kind."""
     name: str = Field(examples=["base"])
     """Stage name, unique in the experiment."""
+    force: str | None = None
+    """``script:file.py:function``, called like the env's expert: the turns it has a reply for
+    are forced to it (a mistake to recover from, say), the model plays the rest; null: none."""
 
 
 class DemonstrationStage(StrictModel):

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy, SamplingParams
-from trajforge.policy.naming import OPENAI_PREFIX, is_scripted, load_policy
+from trajforge.policy.forced import ForcedTurns
+from trajforge.policy.naming import OPENAI_PREFIX, is_scripted, load_policy, load_script
 from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.rollout.limits import Limits
 from trajforge.schema import ExpertFn, Task
@@ -62,6 +63,9 @@ class PolicyRef(_Frozen):
     """Sequences a local model decodes together (``None``: the policy's default)."""
     precision: Precision = Precision.AUTO
     """Weights of a local model; resolved on the machine that loads it."""
+    force: str | None = None
+    """``script:file.py:function`` (called like an environment's expert): the turns it has a
+    reply for are forced to that reply, the policy answers the others (``ForcedTurns``)."""
 
     @property
     def is_local_model(self) -> bool:
@@ -80,7 +84,10 @@ class PolicyRef(_Frozen):
 
     def load(self, expert: ExpertFn | None = None) -> Policy:
         """The policy (``expert`` is the environment's scripted expert, for ``expert``)."""
-        return load_policy(self.name, expert=expert, **self.load_options())
+        policy = load_policy(self.name, expert=expert, **self.load_options())
+        if self.force is None:
+            return policy
+        return ForcedTurns.wrapping(policy, load_script(self.force), f"force {self.force!r}")
 
 
 class Sampling(_Frozen):

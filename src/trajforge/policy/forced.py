@@ -1,0 +1,85 @@
+"""A policy with some of its turns forced: a script answers where it has a reply, the policy
+everywhere else.
+
+What a recovery evaluation needs: a mistake the model did not make (a malformed first call, a
+call that errors), put into its own episode, and what the model does next. The forced turns are
+token-exact like a scripted teacher's (the reply as the chat template renders it, then the
+end-of-turn token) and carry no logprobs, since the model did not sample them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trajforge.errors import ConfigError
+from trajforge.policy.base import ChatSession, Completion, FinishReason, SamplingParams, TokenSink
+from trajforge.policy.session import RenderedSession
+from trajforge.policy.token_policy import TokenPolicy, stream_whole
+from trajforge.schema import ExpertFn, Message
+
+
+class ForcedTurns(TokenPolicy):
+    """``policy``, except at the turns where ``force(task, messages)`` returns a reply.
+
+    Args:
+        policy: the policy that answers the other turns; it renders prompts from token ids
+            (a local model or a script), so the forced turns join its conversation exactly.
+        force: a function of the task and the conversation so far, like an environment's
+            expert, returning the reply to force or ``None`` to let the policy answer.
+    """
+
+    def __init__(self, policy: TokenPolicy, force: ExpertFn) -> None:
+        super().__init__(policy.tokenizer, name=policy.name)
+        # The sessions must be the policy's own: its renderer, and with it its cache keys.
+        self.renderer = policy.renderer
+        self.policy = policy
+        self.force = force
+        self.max_context_tokens = policy.max_context_tokens
+
+    @classmethod
+    def wrapping(cls, policy: object, force: ExpertFn, what: str) -> ForcedTurns:
+        """``ForcedTurns(policy, force)``, or a ``ConfigError`` naming ``what`` when the policy
+        answers from messages rather than tokens (an endpoint)."""
+        if not isinstance(policy, TokenPolicy):
+            raise ConfigError(
+                f"{what}: forced turns need a policy that samples token ids (a local model or "
+                f"a script), not {type(policy).__name__}"
+            )
+        return cls(policy, force)
+
+    @property
+    def precision(self) -> str | None:
+        return self.policy.precision
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        messages: Sequence[Message] | None = None,
+    ) -> Completion:
+        return await self.policy.generate(prompt_ids, sampling, messages=messages)
+
+    async def complete(
+        self,
+        session: RenderedSession,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        on_token: TokenSink | None = None,
+    ) -> Completion:
+        reply = None if session.task is None else self.force(session.task, session.messages)
+        if reply is None:
+            return await self.policy.complete(session, prompt_ids, sampling, on_token=on_token)
+        ids = self.renderer.text_assistant_ids(reply)
+        completion = Completion(
+            token_ids=ids, logprobs=None, text=reply, finish_reason=FinishReason.STOP
+        )
+        stream_whole(completion, on_token)
+        return completion
+
+    def end_session(self, session: ChatSession) -> None:
+        self.policy.end_session(session)
+
+    async def close(self) -> None:
+        await self.policy.close()
