@@ -2,7 +2,7 @@
 
 Per seed, two runs of the experiment through the pipeline: the repair arm as written (SFT on
 48 repair trajectories and 192 expert demonstrations) and the clean arm
-(``sft.demonstrations=demonstrations``: SFT on 240 expert demonstrations, as many steps). Both
+(``stages.sft.demonstrations=demonstrations``: SFT on 240 expert demonstrations, as many steps). Both
 are evaluated on the same held-out tasks as they are and with the first call forced to fail.
 The recovery rate is held-out success under the forced fault.
 
@@ -25,7 +25,7 @@ from trajforge.pipeline.config import load_experiment
 from trajforge.pipeline.runner import ExperimentRunner
 
 EXPERIMENT = Path(__file__).resolve().parents[1] / "examples" / "recovery" / "experiment.yaml"
-ARMS = {"clean": ["sft.demonstrations=demonstrations"], "repair": []}
+ARMS = {"clean": ["stages.sft.demonstrations=demonstrations"], "repair": []}
 EVALS = ("clean", "recovery")
 
 

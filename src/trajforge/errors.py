@@ -23,3 +23,7 @@ class InfraError(TrajforgeError):
     """The infrastructure failed, not the policy: a tool's server crashed or did not start, a
     sandbox did not start. A tool raising it still answers the model with an error message, and
     the episode is marked lost to the infrastructure (``Outcome.fault``)."""
+
+
+class EpisodeError(TrajforgeError):
+    """Episodes could not be played at all (every one of a batch ended in an error)."""

@@ -48,7 +48,9 @@ def test_a_repair_is_the_failed_prefix_a_note_and_the_good_ending_token_exact() 
     assert fixed.messages[:6] == failed.messages[:6]
     assert fixed.messages[5].content.startswith("Error")
     note = fixed.messages[6]
-    assert note.content.startswith("My previous step was a mistake (calculator: Error")
+    assert note.content.startswith(
+        "My previous step was a mistake (tool error). Let me correct it."
+    )
     assert [c.name for c in note.tool_calls] == [c.name for c in good.messages[4].tool_calls]
     assert note.token_ids is not None and note.token_ids[
         -len(good.messages[4].token_ids or []) :
@@ -81,4 +83,7 @@ def test_what_cannot_be_repaired_says_why() -> None:
 
 def test_the_note_names_the_first_error() -> None:
     _, failed = _episodes()
-    assert mistake_note(triage(failed)).endswith("Let me correct it.")
+    assert (
+        mistake_note(triage(failed))
+        == "My previous step was a mistake (tool error). Let me correct it."
+    )

@@ -11,7 +11,7 @@ import torch
 from train_helpers import even_rubric, small_rl_config
 
 from trajforge.agent_programs import agent_runners
-from trajforge.errors import ConfigError
+from trajforge.errors import ConfigError, EpisodeError
 from trajforge.store import TrajectoryStore
 from trajforge.train.rl import RLTrainer
 
@@ -52,5 +52,15 @@ def test_an_agent_sampling_at_another_temperature_is_refused(tmp_path: Path) -> 
     trainer = RLTrainer(cfg, rubric=even_rubric(), agent_runner=agent_runners(cfg.agent, cfg.env))
     with pytest.raises(
         ConfigError, match=r"rl.temperature is 1 but the agent program sampled at 0.3"
+    ):
+        trainer.train()
+
+
+def test_a_step_whose_every_episode_failed_stops_the_run_naming_the_error(tmp_path: Path) -> None:
+    broken = f"{sys.executable} -c \"raise SystemExit('ModuleNotFoundError: no openai here')\""
+    cfg = small_rl_config(tmp_path / "out", agent=broken, agent_timeout_s=60)
+    trainer = RLTrainer(cfg, rubric=even_rubric(), agent_runner=agent_runners(cfg.agent, cfg.env))
+    with pytest.raises(
+        EpisodeError, match=r"RL step 1: all 4 episodes failed; the first: .*no openai here"
     ):
         trainer.train()

@@ -58,10 +58,12 @@ def _end_of_step(messages: list[Message], step: int) -> int:
 
 
 def mistake_note(verdict: TriageVerdict) -> str:
-    """The short turn naming the mistake, from the first error's signal detail."""
-    at = f"@{verdict.first_error}:"
-    detail = next((d.split(at, 1)[1].strip() for d in verdict.details if at in d), "")
-    what = f" ({detail})" if detail else ""
+    """The short turn naming the mistake: the first error's signal, in words. Short on purpose
+    (the error text itself is already in the context, in the tool's answer): the note and the
+    corrected call share one turn's token budget."""
+    at = f" @{verdict.first_error}:"
+    signal = next((d.split(at, 1)[0] for d in verdict.details if at in d), "")
+    what = f" ({signal.replace('_', ' ')})" if signal else ""
     return f"My previous step was a mistake{what}. Let me correct it."
 
 

@@ -35,7 +35,7 @@ from trajforge.algos import drop_from_groups
 from trajforge.curate import group_key
 from trajforge.distributed import POLICY_VERSION, ray_runner
 from trajforge.envs.registry import get_env
-from trajforge.errors import ConfigError
+from trajforge.errors import ConfigError, EpisodeError
 from trajforge.judge.scorer import Rubric
 from trajforge.precision import precision_of
 from trajforge.rollout import run_rollout
@@ -246,6 +246,7 @@ class RLTrainer(RLRollouts, RLUpdate):
         t0 = time.perf_counter()
         scored = from_main(lambda: self._scored_rollouts(step))
         trajs, revisited, rollout_s, rewards, failed_scores = scored
+        _refuse_all_failed(step, trajs)
         versions = [t.metadata[POLICY_VERSION] for t in trajs if POLICY_VERSION in t.metadata]
         outcomes: dict[int, list[float]] = {}
         for t, r in zip(trajs, rewards, strict=True):
@@ -299,3 +300,13 @@ class RLTrainer(RLRollouts, RLUpdate):
         keep, skipped = drop_from_groups([group_key(t) for t in trajs], lost)
         metrics["infra_skipped_groups"] = float(skipped)
         return [i for i in rows if keep[i]]
+
+
+def _refuse_all_failed(step: int, trajs: Sequence[Trajectory]) -> None:
+    """Stop when no episode of a step ran (an agent program that cannot start, a dead env):
+    training on nothing but errors would only look like a run."""
+    if trajs and all(t.outcome.status is OutcomeStatus.ERROR for t in trajs):
+        error = (trajs[0].outcome.error or "no error text").strip().splitlines()
+        raise EpisodeError(
+            f"RL step {step}: all {len(trajs)} episodes failed; the first: {error[-1]}"
+        )
