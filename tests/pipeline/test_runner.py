@@ -116,7 +116,9 @@ def test_a_bad_stage_config_stops_the_run_before_any_stage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ran: list[str] = []
-    monkeypatch.setattr(ExperimentRunner, "_eval", lambda self, model, run_id: ran.append(run_id))
+    monkeypatch.setattr(
+        ExperimentRunner, "_eval", lambda self, model, run_id, force: ran.append(run_id)
+    )
     exp = load_experiment(
         write_experiment(tmp_path, TINY_EXPERIMENT), ["stages.rl.train.max_new_tokenz=8"]
     )
@@ -141,7 +143,7 @@ def test_a_bad_stage_config_stops_the_run_before_any_stage(
 def test_a_failing_stage_is_recorded_failed_with_its_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException, expected: str
 ) -> None:
-    def fail(self: ExperimentRunner, model: str, run_id: str) -> None:
+    def fail(self: ExperimentRunner, model: str, run_id: str, force: str | None) -> None:
         raise error
 
     monkeypatch.setattr(ExperimentRunner, "_eval", fail)
