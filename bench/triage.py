@@ -36,6 +36,7 @@ from recovery import recovery_figures
 
 from trajforge.curate.repair import RepairSkipped, repair
 from trajforge.envs.registry import EnvEntry, get_env
+from trajforge.formats.tool_calls import format_tool_call
 from trajforge.judge.process import TOOL_ERROR_PREFIX
 from trajforge.policy.check import check_trajectory
 from trajforge.policy.models.smollm2 import load_tokenizer
@@ -44,13 +45,7 @@ from trajforge.policy.renderer import ChatRenderer
 from trajforge.rollout import RolloutSpec, run_rollout
 from trajforge.schema import ExpertFn, Message, Role, Score, Task, Trajectory
 from trajforge.triage import triage
-from trajforge.triage.faults import (
-    WRONG_ANSWER,
-    Fault,
-    call_text,
-    malformed_call,
-    tool_error_call,
-)
+from trajforge.triage.faults import WRONG_ANSWER, Fault, malformed_call, tool_error_call
 from trajforge.triage.llm import LLMLocaliser
 
 ENVS = ("calculator", "sql", "search", "time", "retail", "gridworld", "keydoor")
@@ -109,7 +104,7 @@ def _faulty_expert(entry: EnvEntry, plans: dict[str, Plan]) -> ExpertFn:
             return malformed
         if plan.fault is Fault.LOOP and turn in (plan.turn, plan.turn + 1):
             previous = messages[turns[plan.turn - 1]]
-            return "".join(call_text(c) for c in previous.tool_calls)
+            return "".join(format_tool_call(c.name, c.arguments) for c in previous.tool_calls)
         expert = entry.expert(task, messages)
         if plan.fault is Fault.WRONG_ANSWER and turn >= plan.turn and expert is not None:
             return WRONG_ANSWER if "<tool_call>" not in expert else expert

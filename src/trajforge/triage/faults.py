@@ -3,16 +3,17 @@
 Fault injection measures two things triage is for: whether the first-error step lands where
 the mistake was made (``bench/triage.py``), and whether a model recovers from a mistake it did
 not make (an eval stage's ``force``; ``examples/recovery``). Each reply is text in the tool-call
-protocol the scripted experts speak, so a scripted teacher or ``ForcedTurns`` can give it.
+protocol the scripted experts speak, so a scripted teacher or ``ForcedTurns`` can give it; a
+call made again is ``formats.tool_calls.format_tool_call`` of the earlier one.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from enum import StrEnum
 
-from trajforge.schema import ToolCall, ToolSpec
+from trajforge.formats.tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, format_tool_call
+from trajforge.schema import ToolSpec
 
 WRONG_ANSWER = "The answer is 987654321."
 """A final answer no built-in task has."""
@@ -29,12 +30,6 @@ class Fault(StrEnum):
     """A final answer that is wrong."""
 
 
-def call_text(call: ToolCall) -> str:
-    """``call`` in the ``<tool_call>`` text protocol."""
-    payload = json.dumps({"name": call.name, "arguments": call.arguments})
-    return f"<tool_call>{payload}</tool_call>"
-
-
 def tool_error_call(tools: Sequence[ToolSpec]) -> str:
     """A call to the first of ``tools`` with required parameters, each given a value of the
     wrong type (a nested list where a scalar is expected).
@@ -45,11 +40,10 @@ def tool_error_call(tools: Sequence[ToolSpec]) -> str:
     for spec in tools:
         required = spec.function.parameters.get("required") or []
         if required:
-            payload = {"name": spec.name, "arguments": {p: [[0]] for p in required}}
-            return f"<tool_call>{json.dumps(payload)}</tool_call>"
+            return format_tool_call(spec.name, {p: [[0]] for p in required})
     raise ValueError("no tool with a required parameter to break")
 
 
 def malformed_call(tool: str) -> str:
     """A call to ``tool`` whose JSON breaks off."""
-    return '<tool_call>{"name": "' + tool + '", "arguments": {</tool_call>'
+    return TOOL_CALL_OPEN + '{"name": "' + tool + '", "arguments": {' + TOOL_CALL_CLOSE
