@@ -40,6 +40,7 @@ import json
 import math
 import os
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -181,6 +182,19 @@ def _validation(records: list[dict[str, Any]]) -> list[tuple[int, float]]:
     return [(step, round(sum(d[step] for d in by_seed) / len(by_seed), 3)) for step in steps]
 
 
+def _worker_init(threads: int, bench: int) -> None:
+    """A pool worker's torch threads, and its end once the bench process is gone: a killed
+    bench's workers would otherwise play their arms out as orphans, holding the cores."""
+    torch.set_num_threads(threads)
+
+    def watch() -> None:
+        while os.getppid() == bench:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="bench-watch", daemon=True).start()
+
+
 class ArmRun(NamedTuple):
     """One arm and seed: its held-out wins of ``n`` episodes and its RL stage's record."""
 
@@ -234,7 +248,7 @@ def main() -> None:
         runs = [(arm, seed) for arm in args.arms for seed in args.seeds]
         threads = max(1, (os.cpu_count() or 1) // args.jobs)
         with ProcessPoolExecutor(
-            args.jobs, get_context("spawn"), torch.set_num_threads, (threads,)
+            args.jobs, get_context("spawn"), _worker_init, (threads, os.getpid())
         ) as pool:
             futures = {r: pool.submit(_run_arm, prefix, rl, *r, sft_model, out) for r in runs}
             finished = {r: f.result() for r, f in futures.items()}

@@ -49,13 +49,13 @@ def play(env: KeyDoorCompactEnv, task: Task, replies: list[str]) -> tuple[list[M
     return asyncio.run(go())
 
 
-def test_observation_names_each_thing_by_the_moves_to_it_and_the_blocked_sides() -> None:
+def test_observation_names_each_thing_by_the_moves_to_it_and_the_open_moves() -> None:
     board = KeyBoard.from_task(HAND)
-    assert observe(board) == "a R2 A D1 R2 G D2 # U D L"
+    assert observe(board) == "a R2 A D1 R2 G D2 + R"
     moved, _ = board.move("right")
     moved, _ = moved.move("right")  # onto the key: it is held and no longer listed
-    assert observe(moved) == "A D1 G D2 L2 # U R"
-    assert observe(KeyBoard(board.rows, (1, 2), keys=frozenset("a"))) == "A 0 G D1 L2 # L R"
+    assert observe(moved) == "A D1 G D2 L2 + D L"
+    assert observe(KeyBoard(board.rows, (1, 2), keys=frozenset("a"))) == "A 0 G D1 L2 + U D"
 
 
 @pytest.mark.parametrize(
@@ -71,8 +71,8 @@ def test_the_hand_board_pays_the_key_then_the_goal_and_ends_there() -> None:
     assert [r.reward for r in results] == [0.0, KEY_REWARD, 0.0, 0.0, 0.0, 1.0]
     assert results[-1].done and results[-1].info["truncated"] is False
     assert [m.content for m in messages if m.role is Role.USER][1:3] == [
-        "a R1 A D1 R1 G D2 L1 # U D",
-        "key A D1 G D2 L2 # U R",
+        "a R1 A D1 R1 G D2 L1 + L R",
+        "key A D1 G D2 L2 + D L",
     ]
 
 
