@@ -21,6 +21,7 @@ from trajforge.curate import preference_pairs
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.train.base import Trainer
 from trajforge.train.config import DPOConfig, SFTConfig
+from trajforge.train.distributed import leave_process_group
 from trajforge.train.dpo import DPOTrainer
 from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
@@ -129,6 +130,7 @@ def main(spec_path: str) -> None:
         state = train_case(case, out / case["name"], resume=case.get("resume", False))
         if os.environ.get("RANK", "0") == "0":
             torch.save(state, out / f"{case['name']}.pt")
+    leave_process_group()
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ def run_command(
     if launched_as_processes(num_processes):
         return
     from trajforge.pipeline.runner import ExperimentRunner  # lazy: its training stages load torch
+    from trajforge.train.distributed import leave_process_group
 
     exp = load_experiment(experiment, overrides or [])
     on_ray = opts.ray_options(
@@ -69,6 +70,7 @@ def run_command(
         # A re-run resumes the stage from its checkpoint (and skips the finished ones).
         again = ["trajforge", "run", str(experiment), *(overrides or [])]
         stop_interrupted(exc, [*again, *(["--out", str(out)] if out else [])])
+    leave_process_group()
     if launched_rank() != 0:
         return  # one report per run, from the main process
     failures, episodes = _stage_failures(runner.run_dir / STORE_FILE, results)

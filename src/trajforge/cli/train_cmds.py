@@ -55,6 +55,8 @@ def _train(trainer: Trainer, kind: str, config: Path, overrides: list[str], resu
     """``trainer.train``, its ``results.json`` and report written in ``output_dir`` (on Ctrl-C
     too: the steps made so far), and the summary the command prints. On Ctrl-C the
     interruption names the command that resumes it."""
+    from trajforge.train.distributed import leave_process_group  # lazy: imports torch
+
     run = StandaloneRun(kind, trainer.cfg)
     main = launched_rank() == 0  # only the main process writes the run folder's files
     try:
@@ -69,6 +71,7 @@ def _train(trainer: Trainer, kind: str, config: Path, overrides: list[str], resu
     if main:
         run.finished(result)
         report = build_report(trainer.cfg.output_dir)
+    leave_process_group()
     return _summary(result, trainer.cfg.output_dir, report)
 
 
