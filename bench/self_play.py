@@ -12,6 +12,7 @@ intervals, and an Elo table over the two checkpoints and both opponents.
     .venv/bin/python bench/self_play.py --micro            # the tiny model, ~1 min: proves the path
     .venv/bin/python bench/self_play.py --out runs/self-play   # kuhn-poker and pocket, minutes
     .venv/bin/python bench/self_play.py --sft runs/self-play/sft/final --steps 100 --out runs/sp100
+    .venv/bin/python bench/self_play.py --env tictactoe --eval 130 --out runs/sp-ttt  # every test opening
 
 Writes ``results.json`` (with ``games``) and ``report.html`` in ``--out``, prints the tallies
 and then ONE JSON line: ``ratio`` = the win rate against the heuristic after / before (null
@@ -104,10 +105,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=None, help="RL steps (default: the size's)")
     parser.add_argument("--sft", type=Path, default=None, help="start from this SFT model folder (an earlier run's sft/final) instead of training one")  # fmt: skip
+    parser.add_argument("--eval", type=int, default=None, help="held-out games (default: the size's; tictactoe has 130 distinct test openings)")  # fmt: skip
     args = parser.parse_args()
     sizes = dict(SIZES["micro" if args.micro else "full"])
-    if args.steps is not None:
-        sizes["steps"] = args.steps
+    for key in ("steps", "eval"):
+        if getattr(args, key) is not None:
+            sizes[key] = getattr(args, key)
+    # Drawn first: a game with fewer distinct held-out tasks than asked fails before training.
+    held_out = get_env(args.env).tasks(sizes["eval"], seed=args.seed, split="test")
     model = "tiny" if args.micro else "pocket"
     out = args.out or Path(tempfile.mkdtemp(prefix="self-play-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -139,7 +144,6 @@ def main() -> None:
     assert rl.final_dir is not None
     t_rl = time.perf_counter()
 
-    held_out = get_env(args.env).tasks(sizes["eval"], seed=args.seed, split="test")
     tallies = [
         *_evaluate(args.env, str(sft_dir), "before", held_out),
         *_evaluate(args.env, str(rl.final_dir), "after", held_out),
