@@ -5,7 +5,9 @@ protocol by SFT on games between two ``random`` scripted seats (legal moves, no 
 is "before". Then self-play RL (``self_play: {opponent: self}``, SPIRAL's role-conditioned
 advantages): the policy plays every seat of each game against itself and every seat is
 trained; it never meets the heuristic opponent while it learns. "After" is the RL's final
-weights. Both are played greedily in each held-out task's seat (the test split, never trained
+weights; every few steps the policy also plays training-split games it never trains on,
+greedily against the heuristic (RL validation, choosing nothing): the win rate per step. Both
+checkpoints are played greedily in each held-out task's seat (the test split, never trained
 on) against the ``heuristic`` and the ``random`` opponents; win/draw/loss with Wilson 95%
 intervals, and an Elo table over the two checkpoints and both opponents.
 
@@ -43,8 +45,28 @@ OPPONENTS = ("heuristic", "random")
 SIZES: dict[str, dict[str, int]] = {
     # From scratch the pocket model needs several passes over a few hundred games to learn
     # the protocol; RL then runs 8 tasks x 8 samples x 2 seats a step.
-    "full": {"games": 400, "sft_epochs": 6, "steps": 30, "groups": 8, "samples": 8, "eval": 200},
-    "micro": {"games": 16, "sft_epochs": 1, "steps": 2, "groups": 2, "samples": 2, "eval": 16},
+    # ``val`` games of the training split the RL never samples, greedy against the heuristic
+    # every ``every`` steps: the win rate per step (``validation``; the final weights are kept).
+    "full": {
+        "games": 400,
+        "sft_epochs": 6,
+        "steps": 30,
+        "groups": 8,
+        "samples": 8,
+        "eval": 200,
+        "val": 64,
+        "every": 5,
+    },
+    "micro": {
+        "games": 16,
+        "sft_epochs": 1,
+        "steps": 2,
+        "groups": 2,
+        "samples": 2,
+        "eval": 16,
+        "val": 4,
+        "every": 1,
+    },
 }
 
 
@@ -138,6 +160,7 @@ def main() -> None:
             "optim": {"lr": 3e-4},
             "store": out / "store.db",
             "self_play": {"opponent": "self", "advantage": "rae"},
+            "validation": {"tasks": sizes["val"], "every": sizes["every"], "keep_best": False},
         }
     )
     rl = RLTrainer(rl_cfg).train(overwrite=True)
@@ -163,6 +186,8 @@ def main() -> None:
         print(_show(t))
     for row in summary.elo:
         print(f"elo {row.player:>9} {row.rating:7.1f} ({row.games} games)")
+    per_step = [(p["step"], p["success"]) for p in rl.validation]
+    print("validation win rate vs heuristic (step, rate):", per_step)
     versus = {(t.player, t.opponent): t for t in tallies}
     before, after = versus[("before", "heuristic")], versus[("after", "heuristic")]
     line = {
@@ -175,6 +200,7 @@ def main() -> None:
         "win_after": after.win_rate,
         "win_after_ci95": [after.win_low, after.win_high],
         "win_gain_points": 100 * (after.win_rate - before.win_rate),
+        "validation_win_curve": per_step,
         "rl_steps": sizes["steps"],
         "sft_from": str(args.sft) if args.sft else None,
         "sft_s": round(t_sft - t0, 1),
