@@ -17,7 +17,9 @@ intervals, and an Elo table over the two checkpoints and both opponents.
     .venv/bin/python bench/self_play.py --env tictactoe --eval 130 --out runs/sp-ttt  # every test opening
 
 Writes ``results.json`` (with ``games``) and ``report.html`` in ``--out``, prints the tallies
-and then ONE JSON line: ``ratio`` = the win rate against the heuristic after / before (null
+and then ONE JSON line: ``win_ceiling``, on kuhn-poker the most any greedy player wins on these
+deals against the heuristic (``kuhn.best_response``); ``ratio`` = the win rate against the
+heuristic after / before (null
 when before is 0, with both rates).
 """
 
@@ -30,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trajforge.envs.multiseat import kuhn
 from trajforge.envs.registry import get_env
 from trajforge.policy.naming import load_policy
 from trajforge.report.games import GamesSummary, GameTally, elo_ratings, tally
@@ -167,6 +170,10 @@ def main() -> None:
     assert rl.final_dir is not None
     t_rl = time.perf_counter()
 
+    # The most any greedy player wins on these deals against the heuristic (kuhn-poker only).
+    ceiling = None
+    if args.env == kuhn.NAME:
+        ceiling = kuhn.best_response(held_out, kuhn.heuristic_action)[0]
     tallies = [
         *_evaluate(args.env, str(sft_dir), "before", held_out),
         *_evaluate(args.env, str(rl.final_dir), "after", held_out),
@@ -188,6 +195,8 @@ def main() -> None:
         print(f"elo {row.player:>9} {row.rating:7.1f} ({row.games} games)")
     per_step = [(p["step"], p["success"]) for p in rl.validation]
     print("validation win rate vs heuristic (step, rate):", per_step)
+    if ceiling is not None:
+        print(f"the best greedy player wins {100 * ceiling:.1f}% of these deals vs the heuristic")
     versus = {(t.player, t.opponent): t for t in tallies}
     before, after = versus[("before", "heuristic")], versus[("after", "heuristic")]
     line = {
@@ -201,6 +210,7 @@ def main() -> None:
         "win_after_ci95": [after.win_low, after.win_high],
         "win_gain_points": 100 * (after.win_rate - before.win_rate),
         "validation_win_curve": per_step,
+        "win_ceiling": ceiling,
         "rl_steps": sizes["steps"],
         "sft_from": str(args.sft) if args.sft else None,
         "sft_s": round(t_sft - t0, 1),

@@ -92,6 +92,18 @@ def test_kuhn_heuristic_wins_chips_from_random() -> None:
     assert total / len(tasks) > 0.0
 
 
+def test_kuhn_best_response_to_the_heuristic_bluffs_with_the_jack() -> None:
+    tasks = kuhn.generate_tasks(3000, seed=1)
+    rate, policy = kuhn.best_response(tasks, kuhn.heuristic_action)
+    # Exact over the deal distribution: 11/18 (the heuristic's queen calls a bet one time in 3).
+    assert abs(rate - 11 / 18) < 0.03
+    assert {k: a for k, a in policy.items() if a == kuhn.BET} == {"p1 J -": "b", "p2 J c": "b"}
+    # Always checking and calling wins about half.
+    passive = {h: kuhn.CHECK for h in ("", "c", "b", "cb")}
+    won = sum(kuhn.play_deal(t, passive, kuhn.heuristic_action) > 0 for t in tasks)
+    assert abs(won / len(tasks) - 1 / 2) < 0.03
+
+
 def test_negotiation_deal_no_deal_and_forfeit() -> None:
     data = {"pool": [1, 2, 3], "values": {"a": [4, 0, 2], "b": [1, 3, 1]}, "seat": "a"}
     game = negotiation.Negotiation()

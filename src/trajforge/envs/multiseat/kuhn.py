@@ -14,14 +14,18 @@ opponents' chance moves.
 
 Opponents: ``random`` (any legal action) and ``heuristic`` (bets or calls with K; with Q
 checks, or bets after a check, and calls a bet one time in three; checks and folds with J); the heuristic is also the env's
-scripted expert.
+scripted expert. ``best_response`` finds the most any greedy policy wins against an opponent
+on given deals: against the heuristic, 11 deals in 18 on average (bluff with the jack, check or
+call with the rest), where checking and calling always wins half.
 
 Kuhn 1950, "A simplified two-person poker", Contributions to the Theory of Games I.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Mapping, Sequence
 
 from trajforge.envs.multiseat.base import (
     MultiSeatEnv,
@@ -45,6 +49,8 @@ SHOWDOWN_STAKES = {"cc": 1.0, "bc": 2.0, "cbc": 2.0}
 FOLDS = {"bf": "p2", "cbf": "p1"}
 SEEDS_PER_DEAL = 1000
 QUEEN_CALLS = 1 / 3
+DECISIONS = {"p1": ("", "cb"), "p2": ("c", "b")}
+"""The histories at which each seat acts: with its card, all a seat can tell apart."""
 
 
 def legal(history: str) -> str:
@@ -127,6 +133,42 @@ def heuristic_action(task: Task, view: str) -> str:
 
 
 OPPONENTS: dict[str, Opponent] = {"random": random_action, "heuristic": heuristic_action}
+
+
+def play_deal(task: Task, replies: Mapping[str, str], opponent: Opponent) -> float:
+    """The reward of ``task``'s seat answering ``replies[history]`` against ``opponent``."""
+    game, seat = KuhnPoker(), task.data["seat"]
+    game.reset(task)
+    while True:
+        mover = game.to_move
+        move = replies[game.history] if mover == seat else opponent(task, game.observe(mover))
+        result = game.step(move)
+        if result.done:
+            assert result.rewards is not None
+            return result.rewards[seat]
+
+
+def best_response(tasks: Sequence[Task], opponent: Opponent) -> tuple[float, dict[str, str]]:
+    """The most of ``tasks`` any greedy policy wins against ``opponent``, and that policy.
+
+    A greedy policy answers each card and history its seat sees with one action, and the deals
+    of one seat and card share nothing else, so each (seat, card) picks the best of its four
+    answer pairs alone. The policy maps ``"<seat> <card> <history>"`` (``-`` for none) to its
+    action."""
+    wins = 0
+    policy: dict[str, str] = {}
+    for (seat, histories), card in itertools.product(DECISIONS.items(), RANKS):
+        dealt = [t for t in tasks if t.data["seat"] == seat and t.data["cards"][seat] == card]
+        pairs = [
+            dict(zip(histories, a, strict=True)) for a in itertools.product(*map(legal, histories))
+        ]
+        won = [sum(play_deal(t, pair, opponent) > 0 for t in dealt) for pair in pairs]
+        best = max(range(len(pairs)), key=won.__getitem__)
+        wins += won[best]
+        policy |= {f"{seat} {card} {h or '-'}": a for h, a in pairs[best].items()}
+    return wins / len(tasks), policy
+
+
 expert = seat_expert(heuristic_action)
 
 
