@@ -100,7 +100,7 @@ def test_kuhn_best_response_to_the_heuristic_bluffs_with_the_jack() -> None:
     assert {k: a for k, a in policy.items() if a == kuhn.BET} == {"p1 J -": "b", "p2 J c": "b"}
     # Always checking and calling wins about half.
     passive = {h: kuhn.CHECK for h in ("", "c", "b", "cb")}
-    won = sum(kuhn.play_deal(t, passive, kuhn.heuristic_action) > 0 for t in tasks)
+    won = sum(kuhn.play_deal(t, passive, kuhn.heuristic_action) is GameResult.WIN for t in tasks)
     assert abs(won / len(tasks) - 1 / 2) < 0.03
 
 

@@ -28,11 +28,13 @@ import random
 from collections.abc import Mapping, Sequence
 
 from trajforge.envs.multiseat.base import (
+    GameResult,
     MultiSeatEnv,
     Opponent,
     SeatEnv,
     SeatStep,
     opponent_by_name,
+    result_of,
     seat_expert,
     seeded_rng,
 )
@@ -135,8 +137,8 @@ def heuristic_action(task: Task, view: str) -> str:
 OPPONENTS: dict[str, Opponent] = {"random": random_action, "heuristic": heuristic_action}
 
 
-def play_deal(task: Task, replies: Mapping[str, str], opponent: Opponent) -> float:
-    """The reward of ``task``'s seat answering ``replies[history]`` against ``opponent``."""
+def play_deal(task: Task, replies: Mapping[str, str], opponent: Opponent) -> GameResult:
+    """How ``task``'s seat fares answering ``replies[history]`` against ``opponent``."""
     game, seat = KuhnPoker(), task.data["seat"]
     game.reset(task)
     while True:
@@ -145,7 +147,7 @@ def play_deal(task: Task, replies: Mapping[str, str], opponent: Opponent) -> flo
         result = game.step(move)
         if result.done:
             assert result.rewards is not None
-            return result.rewards[seat]
+            return result_of(result.rewards, seat)
 
 
 def best_response(tasks: Sequence[Task], opponent: Opponent) -> tuple[float, dict[str, str]]:
@@ -162,7 +164,7 @@ def best_response(tasks: Sequence[Task], opponent: Opponent) -> tuple[float, dic
         pairs = [
             dict(zip(histories, a, strict=True)) for a in itertools.product(*map(legal, histories))
         ]
-        won = [sum(play_deal(t, pair, opponent) > 0 for t in dealt) for pair in pairs]
+        won = [sum(play_deal(t, pair, opponent) is GameResult.WIN for t in dealt) for pair in pairs]
         best = max(range(len(pairs)), key=won.__getitem__)
         wins += won[best]
         policy |= {f"{seat} {card} {h or '-'}": a for h, a in pairs[best].items()}
