@@ -7,9 +7,8 @@ from pathlib import Path
 
 from trajforge.envs.registry import get_env
 from trajforge.memory_bank.items import MemoryItem, MemoryKind, read_memory, write_memory
-from trajforge.memory_bank.live import HEADER, MEMORY_KEY, Memory, MemoryUpdate, with_memory
+from trajforge.memory_bank.live import HEADER, MEMORY_KEY, Memory, MemoryUpdate
 from trajforge.rollout import RolloutSpec, run_rollout
-from trajforge.schema import Message, Role
 
 ENV = "keydoor-compact"
 
@@ -24,14 +23,6 @@ def lesson(i: int, applies: str, env: str = ENV) -> MemoryItem:
         kind=MemoryKind.SUCCESS,
         sources=[f"t{i}"],
     )
-
-
-def test_the_memory_joins_the_system_message_or_comes_first() -> None:
-    system = Message(role=Role.SYSTEM, content="Reach G.")
-    user = Message(role=Role.USER, content="a D1")
-    joined = with_memory([system, user], "LESSONS")
-    assert [m.content for m in joined] == ["Reach G.\n\nLESSONS", "a D1"]
-    assert [m.content for m in with_memory([user], "LESSONS")] == ["LESSONS", "a D1"]
 
 
 def test_retrieval_uses_only_the_env_items_best_first(tmp_path: Path) -> None:

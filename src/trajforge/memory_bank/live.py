@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from trajforge.envs.base import Env, StepResult
-from trajforge.memory_bank.bm25 import BM25Index
 from trajforge.memory_bank.distil import distil_rules
 from trajforge.memory_bank.items import MemoryItem, for_env, item_line, read_memory
+from trajforge.retrieval import BM25
 from trajforge.rollout import RolloutHook, RolloutRun
-from trajforge.schema import Message, Role, Task, ToolSpec, Trajectory
+from trajforge.schema import Message, Task, ToolSpec, Trajectory, with_system_text
 
 MEMORY_KEY = "memory"
 """Where a trajectory's metadata records what was retrieved for it."""
@@ -35,7 +35,7 @@ class Memory:
     """Items of other envs in the file: warned about, never retrieved."""
 
     def __post_init__(self) -> None:
-        self.index = BM25Index([i.text() for i in self.items])
+        self.index = BM25([i.text() for i in self.items])
 
     @classmethod
     def load(cls, path: Path, env: str, k: int = DEFAULT_K) -> Memory:
@@ -46,6 +46,17 @@ class Memory:
     def retrieve(self, task: Task) -> list[tuple[MemoryItem, float]]:
         """The top-k items for ``task`` by BM25 over its prompt, best first."""
         return [(self.items[i], s) for i, s in self.index.top(task.prompt, self.k)]
+
+    def lessons(self, task: Task) -> tuple[str | None, dict[str, Any]]:
+        """What the agent reads for ``task`` (``None``: nothing matched) and the record of
+        what was retrieved, kept in the trajectory's metadata under ``MEMORY_KEY``."""
+        hits = self.retrieve(task)
+        record = {
+            "path": str(self.path),
+            "k": self.k,
+            "items": [{"id": i.id, "title": i.title, "score": round(s, 4)} for i, s in hits],
+        }
+        return (memory_prompt(hits) if hits else None), record
 
     def wrap(self, env: Env) -> Env:
         """``env`` reading this memory (what a rollout's ``wrap_env`` takes)."""
@@ -69,15 +80,6 @@ def memory_prompt(hits: list[tuple[MemoryItem, float]]) -> str:
     return "\n".join(lines)
 
 
-def with_memory(opening: list[Message], text: str) -> list[Message]:
-    """``opening`` with ``text`` added to its system message (or one put first)."""
-    if opening and opening[0].role is Role.SYSTEM:
-        first = opening[0]
-        joined = f"{first.content}\n\n{text}" if first.content else text
-        return [first.model_copy(update={"content": joined}), *opening[1:]]
-    return [Message(role=Role.SYSTEM, content=text), *opening]
-
-
 class MemoryEnv(Env):
     """``inner`` with the memory's top-k items for each task in its opening messages."""
 
@@ -92,13 +94,8 @@ class MemoryEnv(Env):
     async def reset(self, task: Task) -> list[Message]:
         opening = await self.inner.reset(task)
         self.tools = self.inner.tools
-        hits = self.memory.retrieve(task)
-        self.retrieved = {
-            "path": str(self.memory.path),
-            "k": self.memory.k,
-            "items": [{"id": i.id, "title": i.title, "score": round(s, 4)} for i, s in hits],
-        }
-        return with_memory(opening, memory_prompt(hits)) if hits else opening
+        text, self.retrieved = self.memory.lessons(task)
+        return with_system_text(opening, text) if text else opening
 
     async def step(self, action: Message) -> StepResult:
         return await self.inner.step(action)

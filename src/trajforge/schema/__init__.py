@@ -28,6 +28,7 @@ from trajforge.schema.trajectory import (
     check_conversation,
     is_infra_failure,
     new_id,
+    with_system_text,
 )
 from trajforge.schema.version import SCHEMA_VERSION
 
@@ -71,4 +72,5 @@ __all__ = [
     "json_schema",
     "json_schema_text",
     "new_id",
+    "with_system_text",
 ]

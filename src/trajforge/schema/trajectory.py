@@ -308,6 +308,17 @@ def is_infra_failure(trajectory: Trajectory) -> bool:
     return trajectory.outcome.fault is Fault.INFRA
 
 
+def with_system_text(messages: list[Message], text: str) -> list[Message]:
+    """``messages`` with ``text`` added to their opening system message (or one put first):
+    what an env or a gateway session tells the model beside the task, an experience memory's
+    lessons say."""
+    if messages and messages[0].role is Role.SYSTEM:
+        first = messages[0]
+        joined = f"{first.content}\n\n{text}" if first.content else text
+        return [first.model_copy(update={"content": joined}), *messages[1:]]
+    return [Message(role=Role.SYSTEM, content=text), *messages]
+
+
 def check_version(version: str) -> None:
     major = version.split(".", 1)[0]
     if major != SCHEMA_VERSION.split(".", 1)[0]:

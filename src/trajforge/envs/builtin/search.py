@@ -15,6 +15,7 @@ from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolError, tool
 from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
+from trajforge.retrieval import BM25, TWO_OR_MORE
 from trajforge.schema import Message, Role, Task
 from trajforge.schema.answers import answer_span, normalize_answer
 from trajforge.schema.evidence import Evidence
@@ -39,28 +40,15 @@ class _Index:
     """BM25 over the corpus (title and text), built once per process and shared read-only."""
 
     def __init__(self, corpus: Corpus) -> None:
-        import bm25s  # lazy: 0.15 s to import; only a search episode builds the index
-
-        self._bm25s = bm25s
         self.corpus = corpus
-        texts = [f"{d.title}. {d.text}" for d in corpus.documents]
-        tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
-        self.retriever = bm25s.BM25()
-        self.retriever.index(tokens, show_progress=False)
+        self.bm25 = BM25(
+            [f"{d.title}. {d.text}" for d in corpus.documents],
+            token_pattern=TWO_OR_MORE,
+            stopwords="en",
+        )
 
     def search(self, query: str, k: int = TOP_K) -> list[tuple[str, float]]:
-        tokens = self._bm25s.tokenize(
-            [query], stopwords="en", return_ids=False, show_progress=False
-        )
-        if not tokens or not tokens[0]:
-            return []
-        k = min(k, len(self.corpus.documents))
-        docs, scores = self.retriever.retrieve(tokens, k=k, show_progress=False)
-        return [
-            (self.corpus.documents[int(i)].doc_id, float(s))
-            for i, s in zip(docs[0], scores[0], strict=True)
-            if s > 0
-        ]
+        return [(self.corpus.documents[i].doc_id, s) for i, s in self.bm25.top(query, k)]
 
 
 @cache
