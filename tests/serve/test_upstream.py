@@ -61,6 +61,24 @@ def test_a_forwarded_agent_run_records_the_servers_exact_ids(
     assert sampled == [m.token_ids for m in upstream.messages if m.role is Role.ASSISTANT]
 
 
+def test_a_sessions_system_text_reaches_the_server_and_the_record(
+    base_url: str, gateway: Gateway, store_path: Path, proxy_store: TrajectoryStore
+) -> None:
+    spec = f"openai:{base_url}/v1#{MODEL}"
+    proxy, _ = open_gateway(PolicyRef(name=spec), proxy_store, "proxied")
+    proxy.recorder.open("told", None, system_text="LESSONS", annotations={"memory": {"k": 1}})
+    with serving(proxy) as url:
+        assert _agent(url, "told", spec, "Add 5 and 6 and 7?") == "The total is 18."
+    (upstream,) = recorded(store_path)  # every forwarded call continued one conversation
+    (traj,) = proxy_store.query(run="proxied")
+    for conversation in (upstream, traj):
+        assert conversation.messages[0].role is Role.SYSTEM
+        assert conversation.messages[0].content == "LESSONS"
+    assert traj.num_turns == 3 and traj.metadata["memory"] == {"k": 1}
+    context = [t for m in traj.messages for t in m.token_ids or []]
+    assert context == [t for m in upstream.messages for t in m.token_ids or []]
+
+
 def _fake_server(mode: str) -> FastAPI:
     """An OpenAI-compatible server that answers "ok"; ``none`` reports no token ids (as
     llama.cpp), ``drift`` reports a prompt that never extends the previous one."""

@@ -24,7 +24,7 @@ import asyncio
 import math
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractContextManager, AsyncExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trajforge.agent_programs.program import (
     AgentLauncher,
@@ -46,7 +46,7 @@ from trajforge.rollout import (
     RolloutSpec,
     group_id_for,
 )
-from trajforge.schema import OutcomeStatus, Trajectory
+from trajforge.schema import OutcomeStatus, Task, Trajectory
 from trajforge.schema.evidence import Verifier
 from trajforge.serve.gateway import ChatGateway, Gateway
 from trajforge.serve.recorder import GatewaySession
@@ -55,6 +55,8 @@ from trajforge.serve.upstream import open_gateway
 
 if TYPE_CHECKING:
     from trajforge.agent_programs.ray_launch import RayAgentLauncher
+
+Told = Callable[[Task], tuple[str | None, dict[str, Any]]]
 
 
 def launched_on_ray(options: RayOptions) -> AbstractContextManager[RayAgentLauncher]:
@@ -85,14 +87,23 @@ class AgentRunner(EpisodeRunner):
             policy it trains); ``None``: opened from the spec's policy by ``start``, with no
             store of its own, and closed by ``close``.
         ray: Run the programs as Ray tasks on this cluster (``None``: here).
+        told: What each run's model is told beside the program's own prompt, added to the
+            system message of every call of its session, and the trajectory metadata that
+            records it (``Memory.told``: the lessons of an experience memory for the task).
     """
 
     def __init__(
-        self, agent: str, *, gateway: ChatGateway | None = None, ray: RayOptions | None = None
+        self,
+        agent: str,
+        *,
+        gateway: ChatGateway | None = None,
+        ray: RayOptions | None = None,
+        told: Told | None = None,
     ) -> None:
         self.argv = agent_argv(agent)
         self._live = gateway
         self._ray = ray
+        self._told = told
         self._gateway: ChatGateway | None = None
         self._launch: AgentLauncher = launch_here
         self._url = ""
@@ -149,11 +160,14 @@ class AgentRunner(EpisodeRunner):
         assert self._gateway is not None, "start() opens the gateway"
         recorder = self._gateway.recorder
         session_id = f"{run.run_id}.{key.task.id}.{key.sample_index}"
+        text, annotations = self._told(key.task) if self._told is not None else (None, None)
         session = recorder.open(
             session_id,
             key.task,
             group_id=group_id_for(run.run_id, key.task.id),
             metadata={"sample": key.sample_index},
+            system_text=text,
+            annotations=annotations,
         )
         timeout_s = run.spec.limits.episode_timeout_s
         told = agent_environment(

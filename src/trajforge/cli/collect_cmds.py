@@ -14,9 +14,18 @@ from trajforge.cli import rollout_options as opts
 from trajforge.cli.command_run import command_run
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json
 from trajforge.cli.failures import finish, stored_failures
+from trajforge.cli.memory_cmds import (
+    MEMORY_OPTION,
+    MemoryKOption,
+    MemoryOption,
+    MemoryUpdateOption,
+    memory_meta,
+    plan_memory,
+)
 from trajforge.cli.serve_cmds import ServeModelOption, check_model
 from trajforge.envs.taskset import TaskSet
 from trajforge.errors import ConfigError
+from trajforge.memory_bank.live import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutSpec
 from trajforge.schema import OutcomeStatus
@@ -111,12 +120,18 @@ def collect(
         ),
     ] = False,
     ray_address: opts.RayAddressOption = None,
+    memory: MemoryOption = None,
+    memory_k: MemoryKOption = DEFAULT_K,
+    memory_update: MemoryUpdateOption = False,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
     """Run an agent program once per task x --n, each against its own gateway session; every
     run is stored as it ends (its model calls as trajectories, ok, error or timeout, with its
-    reward). Ctrl-C stops; --resume runs the rest."""
+    reward). Ctrl-C stops; --resume runs the rest.
+
+    With --memory, each run's gateway session adds the memory's lessons for its task to the
+    system message of every model call (the program's prompts stay its own)."""
     # lazy: the runner loads the gateway (uvicorn and fastapi take 0.4 s)
     from trajforge.agent_programs import AgentRunner
 
@@ -125,10 +140,27 @@ def collect(
         raise ConfigError("--agent: give the command that runs the agent, e.g. 'python agent.py'")
     if resume is None:
         check_model(model)
-    extra = {AGENT_META: agent}
+    if memory is not None and env is None and resume is None:
+        raise ConfigError(f"{MEMORY_OPTION}: give --env (a memory's items belong to an env)")
+    # The lessons are added by the gateway here, so programs on Ray read them too.
+    plan = plan_memory(memory, memory_k, memory_update, False, None)
+    extra: dict[str, Any] = {AGENT_META: agent}
+    if plan is not None:
+        extra["memory"] = plan.model_dump(mode="json")
     with command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
-        runner = AgentRunner(str(current.meta.get(AGENT_META) or ""), ray=on_ray)
-        done = current.roll_out(show=not as_json, runner=runner)
+        plan = memory_meta(current.meta)
+        learning = plan.open(current.env) if plan is not None else None
+        runner = AgentRunner(
+            str(current.meta.get(AGENT_META) or ""),
+            ray=on_ray,
+            told=learning.told if learning is not None else None,
+        )
+        done = current.roll_out(
+            show=not as_json,
+            runner=runner,
+            memory=learning,
+            update=bool(plan and plan.update),
+        )
         rows = [
             r for r in current.db.summaries(run=current.run_id) if r["sample_index"] is not None
         ]

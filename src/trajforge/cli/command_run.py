@@ -65,12 +65,15 @@ class CommandRun:
     ) -> RolloutRun:
         """Run the episodes the store does not hold yet, storing each as it ends (with a
         progress bar when ``show``; played by ``runner`` when given, else on Ray actors when
-        ``ray``, else here; each env reading ``memory`` when given, which learns from every
-        finished episode with ``update``); returns the run, with this invocation's figures."""
+        ``ray``, else here; each env reading ``memory`` when given (a runner is given it by
+        its maker: an agent program's gateway session adds the lessons), which learns from
+        every finished episode with ``update``); returns the run, with this invocation's
+        figures."""
         live = on_ray(ray) if runner is None else LiveParts(runner=runner)
         hooks: list[RolloutHook] = []
         if memory is not None:
-            live["wrap_env"] = memory.wrap
+            if runner is None:
+                live["wrap_env"] = memory.wrap
             if update:
                 hooks.append(MemoryUpdate(memory))
         return asyncio.run(_roll_out(self.spec, self.db, show, live, hooks))

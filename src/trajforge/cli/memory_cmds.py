@@ -1,5 +1,5 @@
 """``trajforge memory build`` (items distilled from stored trajectories) and the ``--memory``,
-``--memory-k`` and ``--memory-update`` options of ``rollout`` and ``eval``."""
+``--memory-k`` and ``--memory-update`` options of ``rollout``, ``eval`` and ``collect``."""
 
 from __future__ import annotations
 

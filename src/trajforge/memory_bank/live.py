@@ -58,6 +58,12 @@ class Memory:
         }
         return (memory_prompt(hits) if hits else None), record
 
+    def told(self, task: Task) -> tuple[str | None, dict[str, Any]]:
+        """``lessons`` as an agent program's gateway session takes them: the text and the
+        trajectory metadata that records it."""
+        text, record = self.lessons(task)
+        return text, {MEMORY_KEY: record}
+
     def wrap(self, env: Env) -> Env:
         """``env`` reading this memory (what a rollout's ``wrap_env`` takes)."""
         return MemoryEnv(env, self)

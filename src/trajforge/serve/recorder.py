@@ -46,6 +46,7 @@ from trajforge.schema import (
     ToolSpec,
     Trajectory,
     Usage,
+    with_system_text,
 )
 from trajforge.serve.continuation import (
     SPLIT_INTO,
@@ -144,6 +145,11 @@ class GatewaySession:
     scores: list[Score] = field(default_factory=list)
     failure: Outcome | None = None
     """How the agent program failed (error, timeout), which every trajectory then records."""
+    system_text: str | None = None
+    """Added to the system message of every call (``with_system_text``): what the run tells
+    the model beside the program's own prompt, an experience memory's lessons for the task."""
+    annotations: dict[str, Any] = field(default_factory=dict)
+    """Top-level metadata of every trajectory of the session (what memory was retrieved)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     sequences: Iterator[int] = field(default_factory=count)
     """The sequence numbers of its recordings, in the order they start."""
@@ -159,6 +165,11 @@ class GatewaySession:
         if excess > 0:
             old = {id(r) for r in [r for r in self.recordings[:-1] if not r.busy][:excess]}
             self.recordings = [r for r in self.recordings if id(r) not in old]
+
+
+def told(session: GatewaySession, messages: list[Message]) -> list[Message]:
+    """``messages`` as the model is given them in ``session``: with its ``system_text``."""
+    return with_system_text(messages, session.system_text) if session.system_text else messages
 
 
 class Recorder:
@@ -213,14 +224,18 @@ class Recorder:
         *,
         group_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        system_text: str | None = None,
+        annotations: dict[str, Any] | None = None,
     ) -> GatewaySession:
-        """Open a session for ``task`` (refused if the session has recorded calls already)."""
+        """Open a session for ``task`` (refused if the session has recorded calls already);
+        ``system_text`` and ``annotations`` as ``GatewaySession`` keeps them."""
         found = self.session(session_id)
         if found.recordings:
             raise WireError(
                 f"session {session_id!r} has recorded calls already", param="session", status=409
             )
         found.task, found.group_id, found.metadata = task, group_id, dict(metadata or {})
+        found.system_text, found.annotations = system_text, dict(annotations or {})
         return found
 
     def begin(
@@ -246,8 +261,10 @@ class Recorder:
         self, session_id: str, messages: list[Message], tools: list[ToolSpec], n: int
     ) -> tuple[GatewaySession, list[Recording]]:
         """The session of a call of ``n`` choices and the recordings it grows: the one it
-        continues (or a new one), then forks of it for the other choices."""
+        continues (or a new one), then forks of it for the other choices. The session's
+        ``system_text`` joins every call alike, so a conversation still continues its own."""
         session = self.session(session_id)
+        messages = told(session, messages)
         async with session.lock:
             first = self.begin(session, messages, tools)
             return session, [first] + [self.fork(session, first) for _ in range(n - 1)]
@@ -359,7 +376,10 @@ class Recorder:
             model=self.model,
             outcome=outcome.model_copy(update={"reward": session.reward}),
             scores=list(session.scores),
-            metadata={"gateway": {"session": session.id, "calls": 0, **session.metadata}},
+            metadata={
+                **session.annotations,
+                "gateway": {"session": session.id, "calls": 0, **session.metadata},
+            },
         )
 
     def trajectory(self, session: GatewaySession, recording: Recording) -> Trajectory:
@@ -397,6 +417,7 @@ class Recorder:
             ),
             created_at=recording.started_at,
             metadata={
+                **session.annotations,
                 "precision": self.precision,
                 **({"rendering": recording.rendering} if recording.rendering else {}),
                 "gateway": {

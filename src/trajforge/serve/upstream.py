@@ -33,7 +33,7 @@ from trajforge.serve.gateway import (
     check_served_model,
     served_policy,
 )
-from trajforge.serve.recorder import GatewaySession, Recorder, Recording
+from trajforge.serve.recorder import GatewaySession, Recorder, Recording, told
 from trajforge.serve.wire import ChatRequest, WireError
 from trajforge.store import TrajectoryStore
 
@@ -147,9 +147,10 @@ class UpstreamGateway:
         comes whole (``on_text`` is never called): a streamed call gets its text at the end."""
         self.check_model(request.model)
         session, recordings = await self.recorder.begin_call(session_id, messages, tools, request.n)
+        messages = told(session, messages)
         clock = time.perf_counter()
         try:
-            data = await self._forward(request)
+            data = await self._forward(request, messages, session.system_text is not None)
         except asyncio.CancelledError:
             self.recorder.abort_all(
                 session,
@@ -175,9 +176,17 @@ class UpstreamGateway:
             choice.completion_count = usage.get("completion_tokens")
         return choices
 
-    async def _forward(self, request: ChatRequest) -> dict[str, Any]:
+    async def _forward(
+        self, request: ChatRequest, messages: list[Message], added_system: bool
+    ) -> dict[str, Any]:
+        """The server's reply to ``request``, its system message the one recorded in
+        ``messages`` where the session adds text to it (``added_system``)."""
         body = request.model_dump(exclude_none=True, exclude={"stream", "stream_options"})
         body.update(model=self.upstream_model, logprobs=True, return_token_ids=True)
+        if added_system:
+            wire = body["messages"]
+            rest = wire[1:] if wire[0].get("role") in ("system", "developer") else wire
+            body["messages"] = [{"role": "system", "content": messages[0].content}, *rest]
         try:
             reply = await self.client.post(f"{self.base_url}/chat/completions", json=body)
         except httpx.HTTPError as exc:
