@@ -19,7 +19,7 @@ from trajforge.cli.common import err_console, resolve_store_path
 from trajforge.cli.rollout_options import check_names, spec_from_options
 from trajforge.distributed import RayOptions, on_ray
 from trajforge.errors import ConfigError, StoreError
-from trajforge.memory_bank.live import Memory, MemoryUpdate
+from trajforge.memory_bank.live import Memory, read_with
 from trajforge.rollout import (
     EpisodeRunner,
     LiveParts,
@@ -70,12 +70,7 @@ class CommandRun:
         every finished episode with ``update``); returns the run, with this invocation's
         figures."""
         live = on_ray(ray) if runner is None else LiveParts(runner=runner)
-        hooks: list[RolloutHook] = []
-        if memory is not None:
-            if runner is None:
-                live["wrap_env"] = memory.wrap
-            if update:
-                hooks.append(MemoryUpdate(memory))
+        hooks = read_with(live, memory, update)
         return asyncio.run(_roll_out(self.spec, self.db, show, live, hooks))
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,11 +20,9 @@ from trajforge.cli.common import (
     resolve_store_path,
 )
 from trajforge.errors import ConfigError, StoreError
-from trajforge.memory_bank.distil import RULES, PolicyDistiller, distil_rules, succeeded
-from trajforge.memory_bank.items import MemoryItem, MemoryKind, read_memory, write_memory
+from trajforge.memory_bank.distil import RULES, build_memory, stored_episodes
+from trajforge.memory_bank.items import read_memory
 from trajforge.memory_bank.live import DEFAULT_K, Memory
-from trajforge.policy.naming import load_policy
-from trajforge.schema import Trajectory
 from trajforge.store import TrajectoryStore
 
 MEMORY_OPTION = "--memory"
@@ -62,12 +60,8 @@ class MemoryPlan(BaseModel):
     def open(self, env: str) -> Memory:
         """The memory for ``env``, saying how many items of other envs it leaves out."""
         memory = Memory.load(Path(self.path), env, self.k)
-        if memory.ignored:
-            err_console.print(
-                f"[yellow]warning:[/yellow] {self.path}: {memory.ignored} items are of another "
-                f"env than {env!r}; not used",
-                soft_wrap=True,
-            )
+        if warning := memory.ignored_warning():
+            err_console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
         return memory
 
 
@@ -97,20 +91,6 @@ def memory_meta(meta: dict[str, Any]) -> MemoryPlan | None:
     return MemoryPlan.model_validate(found) if found else None
 
 
-async def _distil(
-    trajectories: Sequence[Trajectory], distiller: str
-) -> tuple[list[MemoryItem], int]:
-    if distiller == RULES:
-        return [distil_rules(t) for t in trajectories], 0
-    policy = load_policy(distiller)
-    try:
-        writer = PolicyDistiller(policy)
-        items = [item for t in trajectories if (item := await writer(t)) is not None]
-        return items, writer.skipped
-    finally:
-        await policy.close()
-
-
 def build_command(
     out: Annotated[Path, typer.Option("--out", help="The memory file to write (JSONL).")],
     run: Annotated[
@@ -136,34 +116,14 @@ def build_command(
         raise StoreError(f"no store at {path} (pass --store or set TRAJFORGE_STORE)")
     with TrajectoryStore(path) as db:
         runs = [db.resolve_run_id(r) for r in run] if run else [None]
-        trajectories = [
-            t
-            for r in runs
-            for t in db.query(run=r, env=env)
-            if t.sample_index is not None  # an episode's own side, not a linked user's
-        ]
+        trajectories = stored_episodes(db, runs, env)
     if not trajectories:
         raise StoreError(f"memory build: no trajectories in {path} match --run and --env")
-    items, skipped = asyncio.run(_distil(trajectories, distiller))
-    write_memory(out, items)
-    wins = sum(i.kind is MemoryKind.SUCCESS for i in items)
-    figures = {
-        "out": str(out),
-        "trajectories": len(trajectories),
-        "items": len(items),
-        "from_successes": wins,
-        "from_failures": len(items) - wins,
-        "skipped": skipped,
-        "successes_seen": sum(succeeded(t) for t in trajectories),
-    }
+    built = asyncio.run(build_memory(trajectories, distiller, out))
     if as_json:
-        print_json(figures)
+        print_json({"out": str(out), **dataclasses.asdict(built)})
         return
-    console.print(
-        f"{len(items)} memory items ({wins} from successes, {len(items) - wins} from failures) "
-        f"from {len(trajectories)} trajectories written to {out}"
-        + (f"; the distiller gave no item for {skipped}" if skipped else "")
-    )
+    console.print(built.text(out))
 
 
 def register(app: typer.Typer) -> None:

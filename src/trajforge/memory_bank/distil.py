@@ -4,18 +4,24 @@ Ouyang et al. 2025: lessons from both, each kept with where it came from).
 ``distil_rules`` fills templates from the trajectory itself: what the agent did, how it ended,
 the tool errors it met. ``PolicyDistiller`` asks any policy to write the item as one JSON
 object; a reply that is not one is retried and then skipped (counted), never guessed.
+``build_memory`` is what ``trajforge memory build`` and an experiment's ``memory`` stage both
+run: stored episodes distilled by either, written as a memory file.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from trajforge.judge.llm_judge import render_trajectory
-from trajforge.memory_bank.items import MemoryItem, MemoryKind
+from trajforge.memory_bank.items import MemoryItem, MemoryKind, write_memory
 from trajforge.policy.base import Policy, SamplingParams
+from trajforge.policy.naming import load_policy
 from trajforge.schema import Message, Role, Trajectory, is_success
+from trajforge.store import TrajectoryStore
 
 RULES = "rules"
 HEAD_WORDS = 10
@@ -135,3 +141,66 @@ class PolicyDistiller:
                 )
         self.skipped += 1
         return None
+
+
+def stored_episodes(
+    db: TrajectoryStore, runs: Sequence[str | None], env: str | None = None
+) -> list[Trajectory]:
+    """The episodes of ``runs`` (``None``: every run) in ``db``, of ``env`` when given: each
+    episode's own side, never a simulated user's linked to it."""
+    return [t for r in runs for t in db.query(run=r, env=env) if t.sample_index is not None]
+
+
+async def distil(
+    trajectories: Sequence[Trajectory], distiller: str
+) -> tuple[list[MemoryItem], int]:
+    """The items ``distiller`` (``rules`` or a policy spec) writes for ``trajectories``, and
+    how many it gave none for."""
+    if distiller == RULES:
+        return [distil_rules(t) for t in trajectories], 0
+    policy = load_policy(distiller)
+    try:
+        writer = PolicyDistiller(policy)
+        items = [item for t in trajectories if (item := await writer(t)) is not None]
+        return items, writer.skipped
+    finally:
+        await policy.close()
+
+
+@dataclass(frozen=True)
+class BuiltMemory:
+    """What ``build_memory`` wrote."""
+
+    trajectories: int
+    items: int
+    from_successes: int
+    from_failures: int
+    skipped: int
+    """Trajectories the distiller gave no item for."""
+    successes_seen: int
+
+    def text(self, out: Path) -> str:
+        """One line: the items written, where from and where to."""
+        return (
+            f"{self.items} memory items ({self.from_successes} from successes, "
+            f"{self.from_failures} from "
+            f"failures) from {self.trajectories} trajectories written to {out}"
+            + (f"; the distiller gave no item for {self.skipped}" if self.skipped else "")
+        )
+
+
+async def build_memory(
+    trajectories: Sequence[Trajectory], distiller: str, out: Path
+) -> BuiltMemory:
+    """Distil ``trajectories`` with ``distiller`` into the memory file ``out`` (replaced)."""
+    items, skipped = await distil(trajectories, distiller)
+    write_memory(out, items)
+    wins = sum(i.kind is MemoryKind.SUCCESS for i in items)
+    return BuiltMemory(
+        trajectories=len(trajectories),
+        items=len(items),
+        from_successes=wins,
+        from_failures=len(items) - wins,
+        skipped=skipped,
+        successes_seen=sum(succeeded(t) for t in trajectories),
+    )

@@ -14,7 +14,7 @@ from trajforge.envs.base import Env, StepResult
 from trajforge.memory_bank.distil import distil_rules
 from trajforge.memory_bank.items import MemoryItem, for_env, item_line, read_memory
 from trajforge.retrieval import BM25
-from trajforge.rollout import RolloutHook, RolloutRun
+from trajforge.rollout import LiveParts, RolloutHook, RolloutRun
 from trajforge.schema import Message, Task, ToolSpec, Trajectory, with_system_text
 
 MEMORY_KEY = "memory"
@@ -42,6 +42,12 @@ class Memory:
         """The memory at ``path`` for ``env``: its items of ``env``; the others counted."""
         mine, others = for_env(read_memory(path), env)
         return cls(path, env, k, mine, len(others))
+
+    def ignored_warning(self) -> str | None:
+        """What to warn about the file's items of other envs (``None``: it has none)."""
+        if not self.ignored:
+            return None
+        return f"{self.path}: {self.ignored} items are of another env than {self.env!r}; not used"
 
     def retrieve(self, task: Task) -> list[tuple[MemoryItem, float]]:
         """The top-k items for ``task`` by BM25 over its prompt, best first."""
@@ -133,3 +139,15 @@ class MemoryUpdate(RolloutHook):
     def on_episode_end(self, run: RolloutRun, trajectory: Trajectory) -> None:
         if (trajectory.env or trajectory.task.env) == self.memory.env:
             self.learnt += self.memory.add(distil_rules(trajectory))
+
+
+def read_with(live: LiveParts, memory: Memory | None, update: bool) -> list[RolloutHook]:
+    """Have the rollout that takes ``live`` read ``memory`` (each fresh env wrapped; a runner
+    in ``live`` is given it by its maker: an agent program's gateway session adds the
+    lessons); returns the hooks to add, the one that grows it from every finished episode with
+    ``update``."""
+    if memory is None:
+        return []
+    if "runner" not in live:
+        live["wrap_env"] = memory.wrap
+    return [MemoryUpdate(memory)] if update else []

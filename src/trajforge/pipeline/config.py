@@ -15,10 +15,14 @@ from typing import Any
 
 from trajforge.configfile import KeyPath, raise_problems, validate
 from trajforge.errors import ConfigError
+from trajforge.memory_bank.distil import RULES
+from trajforge.memory_bank.items import read_memory
 from trajforge.pipeline.experiment import (
     Experiment,
     best_of_problem,
+    distilled_stages,
     load_experiment,
+    memory_stage_of,
     triaged_stages,
 )
 from trajforge.pipeline.stages import (
@@ -28,6 +32,7 @@ from trajforge.pipeline.stages import (
     DemonstrationStage,
     EvalSettings,
     EvalStage,
+    MemoryStage,
     RepairStage,
     RLStage,
     SFTStage,
@@ -54,6 +59,7 @@ __all__ = [
     "EvalSettings",
     "EvalStage",
     "Experiment",
+    "MemoryStage",
     "RLStage",
     "RepairStage",
     "SFTStage",
@@ -62,7 +68,9 @@ __all__ = [
     "best_of_problem",
     "check_experiment",
     "data_runs",
+    "distilled_stages",
     "load_experiment",
+    "memory_stage_of",
     "rl_config",
     "sft_config",
     "stage_name",
@@ -210,9 +218,14 @@ def check_experiment(exp: Experiment, run_dir: Path) -> None:
         problems.append(origin.problem(("model",), found))
     for i, stage in enumerate(exp.stages):
         try:
-            if isinstance(stage, EvalStage) and stage.force is not None:
-                if found := _force_problem(exp, stage.force):
+            if isinstance(stage, EvalStage):
+                if stage.force is not None and (found := _force_problem(exp, stage.force)):
                     problems.append(origin.problem(("stages", i, "force"), found))
+                if (memory := _memory_problem(exp, i, stage)) is not None:
+                    problems.append(origin.problem(("stages", i, memory[0]), memory[1]))
+            elif isinstance(stage, MemoryStage) and stage.distiller != RULES:
+                if found := model_name_problem(stage.distiller, trainable=False):
+                    problems.append(origin.problem(("stages", i, "distiller"), found))
             elif isinstance(stage, DemonstrationStage):
                 if found := model_name_problem(stage.policy, trainable=False):
                     problems.append(origin.problem(("stages", i, "policy"), found))
@@ -252,4 +265,35 @@ def _force_problem(exp: Experiment, force: str) -> str | None:
         load_script(force)
     except ConfigError as exc:
         return str(exc)
+    return None
+
+
+def _memory_problem(exp: Experiment, index: int, stage: EvalStage) -> tuple[str, str] | None:
+    """The key of eval stage ``index`` whose memory setting is wrong, and what is wrong."""
+    if stage.memory is None:
+        return (
+            ("memory_update", "give memory (the memory to grow)") if stage.memory_update else None
+        )
+    if exp.ray is not None:
+        # Retrieval and the memory's growth happen in this process, around each env.
+        return "memory", "a memory is read in this process; not with ray"
+    source = memory_stage_of(exp, index)
+    if source is not None:
+        read = distilled_stages(exp, exp.stages.index(source))
+        if exp.eval.split == "test" and any(s.kind == "eval" for s in exp.stages if s.name in read):
+            return "memory", (
+                f"memory stage {source.name!r} distils held-out episodes (an eval stage, "
+                "eval.split test): its items would hand this eval the tasks' solutions"
+            )
+        return None
+    path = Path(stage.memory)
+    if not path.is_file():
+        return "memory", (
+            f"eval stage {stage.name!r}: memory {stage.memory!r} is not an earlier memory stage "
+            "or a memory file"
+        )
+    try:
+        read_memory(path)  # a bad file is refused whole, naming its first bad line
+    except ConfigError as exc:
+        return "memory", str(exc)
     return None

@@ -19,11 +19,14 @@ from trajforge.pipeline.stages import (
     STAGE_KINDS,
     TRAJECTORY_KINDS,
     EvalSettings,
+    EvalStage,
+    MemoryStage,
     RepairStage,
     SFTStage,
     Stage,
     StrictModel,
     TriageStage,
+    check_distilled,
     check_repaired,
     check_triaged,
 )
@@ -70,7 +73,7 @@ class Experiment(StrictModel):
     plan, the gateway and the training stay in this process. ``trajforge run --ray`` sets it."""
     stages: list[Stage] = Field(min_length=1, examples=[_EXAMPLE_STAGES])
     """The stages in order; each has a ``kind``: ``eval``, ``demonstrations``, ``collect``,
-    ``sft``, ``rl``, ``triage`` or ``repair``."""
+    ``sft``, ``rl``, ``triage``, ``repair`` or ``memory``."""
 
     _origin: Origin | None = PrivateAttr(default=None)
 
@@ -94,6 +97,8 @@ class Experiment(StrictModel):
                 check_triaged(s, stages[:i])
             if isinstance(s, RepairStage):
                 check_repaired(s, stages[:i])
+            if isinstance(s, MemoryStage):
+                check_distilled(s, stages[:i])
             if not isinstance(s, SFTStage):
                 continue
             for demo in s.data_stages:
@@ -127,6 +132,26 @@ def triaged_stages(exp: Experiment, index: int) -> list[str]:
     assert isinstance(stage, TriageStage)
     before = [s.name for s in exp.stages[:index] if s.kind in TRAJECTORY_KINDS]
     return list(stage.stages) or before
+
+
+def distilled_stages(exp: Experiment, index: int) -> list[str]:
+    """The stages whose trajectories memory stage ``index`` distils."""
+    stage = exp.stages[index]
+    assert isinstance(stage, MemoryStage)
+    before = [s.name for s in exp.stages[:index] if s.kind in TRAJECTORY_KINDS]
+    return list(stage.stages) or before
+
+
+def memory_stage_of(exp: Experiment, index: int) -> MemoryStage | None:
+    """The earlier memory stage eval stage ``index`` reads (``None``: its ``memory`` is a
+    file, or it has none)."""
+    stage = exp.stages[index]
+    if not isinstance(stage, EvalStage) or stage.memory is None:
+        return None
+    return next(
+        (s for s in exp.stages[:index] if isinstance(s, MemoryStage) and s.name == stage.memory),
+        None,
+    )
 
 
 def load_experiment(path: Path, overrides: Iterable[str] = ()) -> Experiment:

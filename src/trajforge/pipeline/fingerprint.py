@@ -24,11 +24,14 @@ from trajforge.pipeline.config import (
     DemonstrationStage,
     EvalStage,
     Experiment,
+    MemoryStage,
     RepairStage,
     RLStage,
     SFTStage,
     TriageStage,
     data_runs,
+    distilled_stages,
+    memory_stage_of,
     rl_config,
     sft_config,
     triaged_stages,
@@ -56,15 +59,22 @@ STALE = "stale"
 
 def stage_inputs(exp: Experiment, index: int) -> list[str]:
     """The earlier stages whose output stage ``index`` reads: the training stage whose weights
-    it starts from, and an SFT stage's demonstrations."""
+    it starts from, an SFT stage's demonstrations and an eval stage's memory stage."""
     stage = exp.stages[index]
     if isinstance(stage, TriageStage):
         return triaged_stages(exp, index)
+    if isinstance(stage, MemoryStage):
+        return distilled_stages(exp, index)
     if isinstance(stage, RepairStage):
         return [stage.failed] + ([stage.good] if stage.good else [])
     trained = [s.name for s in exp.stages[:index] if isinstance(s, SFTStage | RLStage)]
     uses = [] if isinstance(stage, DemonstrationStage) else trained[-1:]
-    return uses + (stage.data_stages if isinstance(stage, SFTStage) else [])
+    memory = memory_stage_of(exp, index)
+    return (
+        uses
+        + (stage.data_stages if isinstance(stage, SFTStage) else [])
+        + ([memory.name] if memory is not None else [])
+    )
 
 
 @dataclass
@@ -86,11 +96,13 @@ class StageMaking:
             config.update(model=model, eval=exp.eval.model_dump(mode="json"))
             if stage.force is not None:  # absent when unset: older runs' records stay current
                 config.update(force=stage.force)
+            if stage.memory is not None:  # likewise
+                config.update(memory=self._memory(index, stage))
         elif isinstance(stage, DemonstrationStage):
             config.update(stage=stage.model_dump(mode="json"))
         elif isinstance(stage, CollectStage):
             config.update(model=model, stage=stage.model_dump(mode="json"))
-        elif isinstance(stage, TriageStage):
+        elif isinstance(stage, TriageStage | MemoryStage):
             config.update(stage=stage.model_dump(mode="json"))
         elif isinstance(stage, RepairStage):
             # The note is encoded with the tokenizer of the experiment's model family.
@@ -104,6 +116,28 @@ class StageMaking:
             rl = rl_config(exp, index, model=model, run_dir=self.run_dir, attempt=0)
             config.update(train=training_config(rl))
         return resolved(config, self.run_dir)
+
+    def _memory(self, index: int, stage: EvalStage) -> dict[str, Any]:
+        """An eval's memory settings; a file's content hash, so that an edited file remakes
+        the eval (a memory stage's own fingerprint is among the eval's inputs instead)."""
+        memory: dict[str, Any] = {
+            "memory": stage.memory,
+            "k": stage.memory_k,
+            "update": stage.memory_update,
+        }
+        if memory_stage_of(self.exp, index) is None and stage.memory is not None:
+            path = Path(stage.memory)
+            memory["sha256"] = file_sha256(path) if path.is_file() else None
+        return memory
+
+
+def file_sha256(path: Path) -> str:
+    """The hex SHA-256 of the file at ``path``."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def next_attempt(

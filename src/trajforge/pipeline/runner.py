@@ -30,12 +30,14 @@ from trajforge.judge.evaluate import score_into, summarize
 from trajforge.judge.scorer import Rubric
 from trajforge.judge.stats import format_reward, format_scored, format_success
 from trajforge.memory import trim_freed_memory
+from trajforge.memory_bank.live import Memory, read_with
 from trajforge.pipeline.config import (
     STORE_FILE,
     CollectStage,
     DemonstrationStage,
     EvalStage,
     Experiment,
+    MemoryStage,
     RepairStage,
     RLStage,
     SFTStage,
@@ -43,6 +45,7 @@ from trajforge.pipeline.config import (
     TriageStage,
     check_experiment,
     data_runs,
+    memory_stage_of,
     rl_config,
     sft_config,
     stage_name,
@@ -56,6 +59,7 @@ from trajforge.pipeline.fingerprint import (
     stage_inputs,
     what_changed,
 )
+from trajforge.pipeline.memory_stage import MEMORY_FILE, eval_memory, memory_figures, memory_stage
 from trajforge.pipeline.train_results import loss_detail, rl_detail, training_record, write_results
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.report.html import RESULTS_FILE, build_report
@@ -276,7 +280,7 @@ class ExperimentRunner:
         model = self.model_before(index)
         run_id = self._run_id(stage, attempt)
         if isinstance(stage, EvalStage):
-            return from_main(lambda: self._eval(model, run_id, stage.force))
+            return from_main(lambda: self._eval(model, run_id, index, stage, attempt))
         if isinstance(stage, DemonstrationStage):
             return from_main(lambda: self._demonstrations(stage, run_id))
         if isinstance(stage, CollectStage):
@@ -287,9 +291,13 @@ class ExperimentRunner:
             return self._triage(index, stage)
         if isinstance(stage, RepairStage):
             return from_main(lambda: self._repair(stage, run_id))
+        if isinstance(stage, MemoryStage):
+            return from_main(lambda: self._memory(index, stage, attempt))
         return self._rl(index, model, attempt)
 
-    def _eval(self, model: str, run_id: str, force: str | None) -> dict[str, Any]:
+    def _eval(
+        self, model: str, run_id: str, index: int, stage: EvalStage, attempt: int
+    ) -> dict[str, Any]:
         ev = self.exp.eval
         rubric = Rubric.from_refs(ev.scorers)
         plan = plan_best_of(
@@ -303,7 +311,7 @@ class ExperimentRunner:
         n = ev.n if plan is None else plan.n
         spec = RolloutSpec(
             env=self.exp.env,
-            policy=self._policy_ref(model, force),
+            policy=self._policy_ref(model, stage.force),
             tasks=TaskSample(count=ev.tasks, split=ev.split, seed=ev.seed),
             n=n,
             limits=Limits(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens),
@@ -312,10 +320,14 @@ class ExperimentRunner:
             run_id=run_id,
         )
 
+        memory = self._eval_memory(index, stage, attempt)
+        items_before = len(memory.items) if memory is not None else 0
+
         async def go() -> list[Any]:
             with TrajectoryStore(self.store_path) as db:
                 live = on_ray(self.exp.ray)
-                live["store"], live["hooks"] = db, [RolloutProgress(transient=True)]
+                grow = read_with(live, memory, stage.memory_update)
+                live["store"], live["hooks"] = db, [RolloutProgress(transient=True), *grow]
                 trajs = await arun_rollout(spec, **live)
                 return await score_into(db, trajs, rubric.scorers)
 
@@ -326,12 +338,28 @@ class ExperimentRunner:
             f"{format_reward(summary.reward_mean)} (scored {format_scored(summary.scored, summary.episodes)})"
         )
         result: dict[str, Any] = {"run_id": run_id, "model": model, "summary": summary.as_dict()}
+        if memory is not None:
+            result["memory"], said = memory_figures(
+                trajectories, memory, items_before, self.run_dir
+            )
+            text += f"; {said}"
         if plan is not None:
             with TrajectoryStore(self.store_path) as db:
                 picked = select_into(db, trajectories, plan)
             result["best_of"] = picked.as_dict()
             text += "; " + ", ".join(f"{k} {v}" for k, v in picked.rows())
         return {**result, "text": text}
+
+    def _eval_memory(self, index: int, stage: EvalStage, attempt: int) -> Memory | None:
+        """The memory eval ``stage`` reads: its memory stage's file, or the file it names."""
+        if stage.memory is None:
+            return None
+        source = memory_stage_of(self.exp, index)
+        path = Path(stage.memory)
+        if source is not None:
+            path = self.run_dir / str(self._done_record(stage, source.name)["path"])
+        folder = self.run_dir / stage_name(stage, attempt)
+        return eval_memory(path, stage, self.exp.env, folder, self.console)
 
     def _policy_ref(self, model: str, force: str | None = None) -> PolicyRef:
         """The policy named ``model`` with the experiment's precision and the eval's batch size
@@ -389,12 +417,21 @@ class ExperimentRunner:
         good = None if stage.good is None else self._done_run(stage, stage.good)
         return repair_stage(self.store_path, self.exp.model, failed, good, run_id)
 
-    def _done_run(self, stage: Stage, name: str) -> str:
-        """The run id of finished stage ``name``, which ``stage`` reads."""
+    def _memory(self, index: int, stage: MemoryStage, attempt: int) -> dict[str, Any]:
+        runs = [self._done_run(stage, n) for n in stage_inputs(self.exp, index)]
+        out = self.run_dir / stage_name(stage, attempt) / MEMORY_FILE
+        return memory_stage(self.store_path, stage, runs, out, self.run_dir)
+
+    def _done_record(self, stage: Stage, name: str) -> dict[str, Any]:
+        """The record of finished stage ``name``, which ``stage`` reads."""
         rec = self._record(name)
         if not rec or rec.get("status") != "done":
             raise ConfigError(f"stage {stage.name!r} needs stage {name!r} to have run first")
-        return str(rec["run_id"])
+        return rec
+
+    def _done_run(self, stage: Stage, name: str) -> str:
+        """The run id of finished stage ``name``, which ``stage`` reads."""
+        return str(self._done_record(stage, name)["run_id"])
 
     def _sft(self, index: int, stage: SFTStage, model: str, attempt: int) -> dict[str, Any]:
         runs = [self._done_run(stage, d) for d in stage.data_stages]

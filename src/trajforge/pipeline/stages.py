@@ -1,5 +1,5 @@
 """The stages of an experiment file: evaluations, demonstrations, agent-program collections,
-SFT, RL, triage and repair, each a pydantic model told apart by its ``kind``.
+SFT, RL, triage, repair and experience memory, each a pydantic model told apart by its ``kind``.
 
 Every key is documented by the docstring under it: ``trajforge config show`` and
 ``docs/configuration.md`` are generated from them.
@@ -62,6 +62,18 @@ class EvalStage(StrictModel):
     force: str | None = None
     """``script:file.py:function``, called like the env's expert: the turns it has a reply for
     are forced to it (a mistake to recover from, say), the model plays the rest; null: none."""
+    memory: str | None = None
+    """An experience memory for the episodes: the name of an earlier ``memory`` stage, or a
+    memory JSONL file (``trajforge memory build``; relative to the working directory). The
+    top ``memory_k`` items by BM25 for each task go into its system message, and each
+    trajectory's ``metadata.memory`` lists them. Not with ``ray`` (the memory is read in this
+    process), nor from a memory stage that distils held-out eval episodes (their solutions
+    would be in it); null: none."""
+    memory_k: int = Field(default=3, ge=1)
+    """Memory items retrieved per task."""
+    memory_update: bool = False
+    """Grow the memory as the eval runs, each finished episode adding an item: a copy in the
+    stage's folder grows (``<stage>/memory.jsonl``), never the memory it was given."""
 
 
 class DemonstrationStage(StrictModel):
@@ -186,8 +198,33 @@ class RepairStage(StrictModel):
     """The earlier stage whose successful episodes give the endings (null: any stage's)."""
 
 
+class MemoryStage(StrictModel):
+    """Distil an experience memory from the trajectories of earlier stages, as ``trajforge
+    memory build`` does (one item per episode, successes and failures alike, each with the
+    trajectory ids it came from), written to ``<stage>/memory.jsonl`` in the run folder; an
+    ``eval`` stage reads it by naming it as its ``memory``."""
+
+    kind: Literal["memory"] = "memory"
+    """Stage kind."""
+    name: str = "memory"
+    """Stage name, unique in the experiment."""
+    stages: list[str] = Field(default_factory=list)
+    """The earlier ``demonstrations``, ``collect``, ``eval`` or ``repair`` stages whose
+    trajectories, of whatever split, it distils (empty: every such stage before it)."""
+    distiller: str = "rules"
+    """``rules`` (templates: what worked, what failed and how) or a policy that writes each
+    item: ``embedded``, ``tiny``, a model folder, ``openai:<base_url>#<model>``."""
+
+
 Stage = Annotated[
-    EvalStage | DemonstrationStage | CollectStage | SFTStage | RLStage | TriageStage | RepairStage,
+    EvalStage
+    | DemonstrationStage
+    | CollectStage
+    | SFTStage
+    | RLStage
+    | TriageStage
+    | RepairStage
+    | MemoryStage,
     Field(discriminator="kind"),
 ]
 STAGE_KINDS: tuple[type[BaseModel], ...] = (
@@ -198,6 +235,7 @@ STAGE_KINDS: tuple[type[BaseModel], ...] = (
     RLStage,
     TriageStage,
     RepairStage,
+    MemoryStage,
 )
 
 
@@ -212,6 +250,19 @@ def check_triaged(stage: TriageStage, before: list[Stage]) -> None:
         )
     if not earlier:
         raise ValueError(f"triage stage {stage.name!r} has no earlier stage with trajectories")
+
+
+def check_distilled(stage: MemoryStage, before: list[Stage]) -> None:
+    """Refuse a memory stage that names no earlier stage with trajectories."""
+    earlier = {s.name for s in before if s.kind in TRAJECTORY_KINDS}
+    wrong = [n for n in stage.stages if n not in earlier]
+    if wrong:
+        raise ValueError(
+            f"memory stage {stage.name!r} reads {', '.join(map(repr, wrong))}, which is not an "
+            "earlier demonstrations, collect, eval or repair stage"
+        )
+    if not earlier:
+        raise ValueError(f"memory stage {stage.name!r} has no earlier stage with trajectories")
 
 
 def check_repaired(stage: RepairStage, before: list[Stage]) -> None:
