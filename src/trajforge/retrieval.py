@@ -7,12 +7,18 @@ variant, Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25
 with f(t, d) the count of t in d, |d| its length in terms, avgdl the mean length, N the
 documents and n(t) those holding t. One index for every retrieval in trajforge: the search env's
 corpus and the experience memory's items.
+
+``EmbeddingIndex`` ranks the same way by the cosine similarity of embeddings that the caller's
+function computes (``policy.embed.TextEmbedder`` for the memory); this module imports numpy
+only, never torch. Both satisfy ``Retriever``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
 
 K1 = 1.5
 B = 0.75
@@ -20,6 +26,29 @@ WORDS = r"[a-z0-9]+"
 """Every lower-case alphanumeric run, single characters too (a board's "3" is a term)."""
 TWO_OR_MORE = r"(?u)\b\w\w+\b"
 """Words of two or more characters (``bm25s``'s own default)."""
+
+
+class Retriever(Protocol):
+    """An index of texts ranked against a query: what the memory retrieves through."""
+
+    def __len__(self) -> int: ...
+
+    def add(self, text: str) -> None:
+        """Index one more document (its index is the count before)."""
+        ...
+
+    def scores(self, query: str) -> list[float]:
+        """Every document's score for ``query``, in document order."""
+        ...
+
+    def top(self, query: str, k: int) -> list[tuple[int, float]]:
+        """At most ``k`` ``(index, score)``, best first (ties: the earlier document)."""
+        ...
+
+
+Embed = Callable[[list[str]], Any]
+"""``embed(texts)`` -> an ``(n, d)`` array (numpy, or anything ``np.asarray`` or a torch
+tensor's ``.numpy()`` reads), one row per text."""
 
 
 class BM25:
@@ -89,3 +118,55 @@ class BM25:
             index.index(tokens, show_progress=False)
             self._index = index
         return self._index
+
+
+class EmbeddingIndex:
+    """Cosine similarity between ``embed``'s vectors of the query and of each document.
+
+    Each document is embedded once, when indexed (``add`` embeds only the new one); each
+    query costs one call of ``embed``. ``top`` keeps the ``k`` best whatever their sign: a
+    cosine has no zero that means "no match" as BM25's has, so a memory always gets its ``k``
+    nearest items. A zero vector (a text with no tokens) scores 0 against everything.
+
+    Args:
+        texts: The documents, in the order their indexes name them.
+        embed: The embedding function (rows need not be normalised: the index does it).
+    """
+
+    def __init__(self, texts: Sequence[str] = (), *, embed: Embed) -> None:
+        self.embed = embed
+        self.texts = list(texts)
+        self._vectors: np.ndarray | None = self._unit(self.texts) if self.texts else None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def add(self, text: str) -> None:
+        """Index one more document (its index is the count before)."""
+        row = self._unit([text])
+        self._vectors = row if self._vectors is None else np.vstack([self._vectors, row])
+        self.texts.append(text)
+
+    def scores(self, query: str) -> list[float]:
+        """Every document's cosine similarity to ``query``."""
+        if self._vectors is None:
+            return []
+        return [float(s) for s in self._vectors @ self._unit([query])[0]]
+
+    def top(self, query: str, k: int) -> list[tuple[int, float]]:
+        """The ``k`` most similar documents, best first (ties: the earlier), any sign."""
+        ranked = sorted(enumerate(self.scores(query)), key=lambda p: (-p[1], p[0]))
+        return ranked[:k]
+
+    def _unit(self, texts: list[str]) -> np.ndarray:
+        found = self.embed(texts)
+        if hasattr(found, "detach"):  # a torch tensor, read without importing torch here
+            found = found.detach().cpu().numpy()
+        vectors = np.asarray(found, dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) != len(texts):
+            raise ValueError(
+                f"embed gave an array of shape {vectors.shape} for {len(texts)} texts; "
+                "expected one row per text"
+            )
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)

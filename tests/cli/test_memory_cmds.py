@@ -43,9 +43,10 @@ def test_build_then_eval_with_memory_records_what_it_retrieved(
     with TrajectoryStore(store) as db:
         evaluated = db.query(run="ev")
         meta = db.get_run("ev")
-    assert meta is not None and meta["memory"]["k"] == 2
+    assert meta is not None and meta["memory"]["k"] == 2 and meta["memory"]["embed"] is None
     for traj in evaluated:
         record = traj.metadata[MEMORY_KEY]
+        assert record["retriever"] == "bm25"
         assert 1 <= len(record["items"]) <= 2
         assert {i["id"] for i in record["items"]} <= {i.id for i in items}
     assert len(read_memory(memory)) == 3  # no --memory-update: the file is unchanged
@@ -103,3 +104,68 @@ def test_bad_memory_options_are_one_line(run_cli: RunCli, tmp_path: Path) -> Non
         assert code != 0 and message in err, err
     code, _, err = run_cli("memory", "build", "--store", store, "--out", memory)
     assert code != 0 and "no store at" in err
+
+
+def test_memory_embed_records_its_model_and_resume_keeps_it(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    store, memory = built_memory(run_cli, tmp_path)
+    args = ["--model", "expert", "--tasks", "2", "--run", "emb", "--store", store]
+    code, _, err = run_cli("rollout", *ENV, *args, "--memory", memory, "--memory-embed", "tiny")
+    assert code == 0, err
+    with TrajectoryStore(store) as db:
+        meta = db.get_run("emb")
+        assert meta is not None and meta["memory"]["embed"] == "tiny"
+        first = db.query(run="emb")
+        # Widen the stored run to 3 tasks: the resumed episode reads the stored plan.
+        meta["spec"]["tasks"]["count"] = 3
+        db.set_run("emb", meta)
+    assert len(first) == 2
+    code, _, err = run_cli("rollout", "--resume", "emb", "--store", store)
+    assert code == 0, err
+    with TrajectoryStore(store) as db:
+        every = db.query(run="emb")
+    assert len(every) == 3 and {t.id for t in first} < {t.id for t in every}
+    for traj in every:
+        record = traj.metadata[MEMORY_KEY]
+        assert record["retriever"] == "embedding:tiny"
+        assert len(record["items"]) == 3  # cosine keeps the k (default 3) nearest of the 3
+
+    code, _, err = run_cli(
+        "eval",
+        *ENV,
+        "--model",
+        "expert",
+        "--tasks",
+        "1",
+        "--run",
+        "ev",
+        "--memory",
+        memory,
+        "--memory-embed",
+        "tiny",
+        "--store",
+        store,
+    )
+    assert code == 0, err
+    with TrajectoryStore(store) as db:
+        (evaluated,) = db.query(run="ev")
+    assert evaluated.metadata[MEMORY_KEY]["retriever"] == "embedding:tiny"
+
+
+def test_bad_memory_embed_options_are_one_line(run_cli: RunCli, tmp_path: Path) -> None:
+    memory = tmp_path / "mem.jsonl"
+    memory.write_text("")
+    store = tmp_path / "s.db"
+    for command in ("rollout", "eval"):
+        for args, message in [
+            (["--memory-embed", "tiny"], "--memory-embed: give --memory FILE.jsonl"),
+            (
+                ["--memory", memory, "--memory-embed", "tinny"],
+                "--memory-embed: unknown embedding model 'tinny' (did you mean 'tiny'?)",
+            ),
+        ]:
+            code, _, err = run_cli(command, *ENV, "--model", "expert", *args, "--store", store)
+            assert code != 0 and message in err, err
+            assert len(err.strip().splitlines()) == 1, err
+    assert not store.exists()

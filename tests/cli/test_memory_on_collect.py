@@ -53,6 +53,15 @@ def test_collect_tells_each_run_its_lessons(run_cli: RunCli, tmp_path: Path) -> 
         assert system.content.startswith(f"You are my agent.\n\n{HEADER}\n1. ")
         assert traj.messages[1].role is Role.USER
     assert len(items) == 3 + 2  # each finished run was distilled into one more item
+    code, _, err = run_cli(
+        "collect", *ENV, *args, "--run", "e", "--memory", memory, "--memory-embed", "tiny",
+        "--store", store,
+    )  # fmt: skip
+    assert code == 0, err
+    with TrajectoryStore(store) as db:
+        embedded = db.query(run="e")
+    assert {t.metadata[MEMORY_KEY]["retriever"] for t in embedded} == {"embedding:tiny"}
+    assert all(len(t.metadata[MEMORY_KEY]["items"]) == 3 for t in embedded)
 
 
 def test_collect_memory_needs_an_env(run_cli: RunCli, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from trajforge.envs.registry import get_env
 from trajforge.memory_bank.items import MemoryItem, MemoryKind, read_memory, write_memory
 from trajforge.memory_bank.live import HEADER, MEMORY_KEY, Memory, MemoryUpdate
+from trajforge.retrieval import BM25, EmbeddingIndex
 from trajforge.rollout import RolloutSpec, run_rollout
 
 ENV = "keydoor-compact"
@@ -61,3 +62,30 @@ def test_a_rollout_reads_records_and_grows_the_memory(tmp_path: Path) -> None:
     stored = read_memory(path)
     assert stored[0].id == "m1" and len(stored) == 3
     assert {i.sources[0] for i in stored[1:]} == {t.id for t in trajs}
+
+
+def test_retrieval_by_embeddings_records_its_model_and_learns(tmp_path: Path) -> None:
+    from trajforge.policy.embed import TextEmbedder  # lazy: only this test needs torch
+
+    path = tmp_path / "mem.jsonl"
+    tasks = get_env(ENV).tasks(2, seed=0, split="test")
+    write_memory(path, [lesson(1, "nothing alike"), lesson(2, tasks[0].prompt)])
+    memory = Memory.load(path, ENV, k=1, embed=TextEmbedder.load("tiny"))
+    assert isinstance(memory.index, EmbeddingIndex) and memory.retriever == "embedding:tiny"
+    _, record = memory.lessons(tasks[0])
+    assert record["retriever"] == "embedding:tiny"
+    assert [i["id"] for i in record["items"]] == ["m2"]
+    # Cosine keeps the k nearest whatever they score, so an unrelated task still gets one.
+    assert len(memory.retrieve(tasks[1])) == 1
+    memory.add(lesson(3, tasks[1].prompt))
+    assert len(memory.index) == 3
+    assert [i.id for i, _ in memory.retrieve(tasks[1])] == ["m3"]
+
+
+def test_without_an_embedder_retrieval_is_bm25(tmp_path: Path) -> None:
+    path = tmp_path / "mem.jsonl"
+    task = get_env(ENV).tasks(1, seed=0, split="test")[0]
+    write_memory(path, [lesson(1, task.prompt)])
+    memory = Memory.load(path, ENV)
+    assert isinstance(memory.index, BM25)
+    assert memory.lessons(task)[1]["retriever"] == "bm25"

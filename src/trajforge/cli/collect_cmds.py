@@ -16,6 +16,7 @@ from trajforge.cli.common import JsonOption, StoreOption, console, print_json
 from trajforge.cli.failures import finish, stored_failures
 from trajforge.cli.memory_cmds import (
     MEMORY_OPTION,
+    MemoryEmbedOption,
     MemoryKOption,
     MemoryOption,
     MemoryUpdateOption,
@@ -123,6 +124,7 @@ def collect(
     memory: MemoryOption = None,
     memory_k: MemoryKOption = DEFAULT_K,
     memory_update: MemoryUpdateOption = False,
+    memory_embed: MemoryEmbedOption = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
@@ -143,7 +145,7 @@ def collect(
     if memory is not None and env is None and resume is None:
         raise ConfigError(f"{MEMORY_OPTION}: give --env (a memory's items belong to an env)")
     # The lessons are added by the gateway here, so programs on Ray read them too.
-    plan = plan_memory(memory, memory_k, memory_update, False, None)
+    plan = plan_memory(memory, memory_k, memory_update, False, None, memory_embed)
     extra: dict[str, Any] = {AGENT_META: agent}
     if plan is not None:
         extra["memory"] = plan.model_dump(mode="json")

@@ -17,6 +17,7 @@ from trajforge.cli.command_run import command_run
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.cli.failures import finish, scored_failures
 from trajforge.cli.memory_cmds import (
+    MemoryEmbedOption,
     MemoryKOption,
     MemoryOption,
     MemoryUpdateOption,
@@ -218,6 +219,7 @@ def eval_command(
     memory: MemoryOption = None,
     memory_k: MemoryKOption = DEFAULT_K,
     memory_update: MemoryUpdateOption = False,
+    memory_embed: MemoryEmbedOption = None,
     ray: opts.RayOption = False,
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
@@ -249,7 +251,7 @@ def eval_command(
     if plan is not None:
         extra["best_of"] = plan.model_dump(mode="json")
     on_ray = opts.ray_options(ctx.params)
-    reads = plan_memory(memory, memory_k, memory_update, on_ray is not None, user)
+    reads = plan_memory(memory, memory_k, memory_update, on_ray is not None, user, memory_embed)
     if reads is not None:
         extra["memory"] = reads.model_dump(mode="json")
     # The rollout options reach the run's spec through ctx.params.

@@ -1,5 +1,6 @@
 """``trajforge memory build`` (items distilled from stored trajectories) and the ``--memory``,
-``--memory-k`` and ``--memory-update`` options of ``rollout``, ``eval`` and ``collect``."""
+``--memory-k``, ``--memory-update`` and ``--memory-embed`` options of ``rollout``, ``eval`` and
+``collect``."""
 
 from __future__ import annotations
 
@@ -23,9 +24,11 @@ from trajforge.errors import ConfigError, StoreError
 from trajforge.memory_bank.distil import RULES, build_memory, stored_episodes
 from trajforge.memory_bank.items import read_memory
 from trajforge.memory_bank.live import DEFAULT_K, Memory
+from trajforge.policy.naming import check_embedder_name
 from trajforge.store import TrajectoryStore
 
 MEMORY_OPTION = "--memory"
+EMBED_OPTION = "--memory-embed"
 
 MemoryOption = Annotated[
     Path | None,
@@ -46,6 +49,16 @@ MemoryUpdateOption = Annotated[
         help="Grow the --memory file during the run: each finished episode adds an item.",
     ),
 ]
+MemoryEmbedOption = Annotated[
+    str | None,
+    typer.Option(
+        EMBED_OPTION,
+        metavar="MODEL",
+        help="Retrieve --memory items by the cosine similarity of this model's embeddings "
+        "instead of BM25: embedded, tiny, or a model folder (an encoder's embeds best, e.g. a "
+        "sentence-transformers folder).",
+    ),
+]
 
 
 class MemoryPlan(BaseModel):
@@ -56,23 +69,39 @@ class MemoryPlan(BaseModel):
     path: str
     k: int = DEFAULT_K
     update: bool = False
+    embed: str | None = None
+    """The embedding model retrieval uses (``--memory-embed``); ``None``: BM25."""
 
     def open(self, env: str) -> Memory:
-        """The memory for ``env``, saying how many items of other envs it leaves out."""
-        memory = Memory.load(Path(self.path), env, self.k)
+        """The memory for ``env`` (its items embedded now where ``embed`` names a model),
+        saying how many items of other envs it leaves out."""
+        embedder = None
+        if self.embed is not None:
+            from trajforge.policy.embed import TextEmbedder  # lazy: loads torch and the model
+
+            embedder = TextEmbedder.load(self.embed)
+        memory = Memory.load(Path(self.path), env, self.k, embedder)
         if warning := memory.ignored_warning():
             err_console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
         return memory
 
 
 def plan_memory(
-    path: Path | None, k: int, update: bool, ray: bool, user: str | None
+    path: Path | None,
+    k: int,
+    update: bool,
+    ray: bool,
+    user: str | None,
+    embed: str | None = None,
 ) -> MemoryPlan | None:
     """The memory ``--memory`` asks for (None: none), its file read whole before anything
-    runs; bad values are one line each."""
+    runs; bad values are one line each. ``embed`` (``--memory-embed``) is checked by name
+    here and loaded by ``MemoryPlan.open``."""
     if path is None:
         if update:
             raise ConfigError("--memory-update: give --memory FILE.jsonl (the memory to grow)")
+        if embed is not None:
+            raise ConfigError(f"{EMBED_OPTION}: give --memory FILE.jsonl (the memory to search)")
         return None
     if k < 1:
         raise ConfigError(f"--memory-k: must be at least 1, got {k}")
@@ -81,8 +110,16 @@ def plan_memory(
     if user is not None:
         # The simulated user is bound to the env itself, which the memory wraps.
         raise ConfigError(f"{MEMORY_OPTION}: not with --user (a policy as the simulated user)")
+    if embed is not None:
+        try:
+            check_embedder_name(embed)
+        except ConfigError as exc:
+            raise ConfigError(f"{EMBED_OPTION}: {exc}") from None
+        # A folder by its absolute path, so that --resume finds it from any folder.
+        if Path(embed).expanduser().is_dir():
+            embed = str(Path(embed).expanduser().absolute())
     read_memory(path)
-    return MemoryPlan(path=str(path.absolute()), k=k, update=update)
+    return MemoryPlan(path=str(path.absolute()), k=k, update=update, embed=embed)
 
 
 def memory_meta(meta: dict[str, Any]) -> MemoryPlan | None:

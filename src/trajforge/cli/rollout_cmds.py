@@ -18,6 +18,7 @@ from trajforge.cli.common import (
 )
 from trajforge.cli.failures import finish, stored_failures
 from trajforge.cli.memory_cmds import (
+    MemoryEmbedOption,
     MemoryKOption,
     MemoryOption,
     MemoryUpdateOption,
@@ -87,6 +88,7 @@ def rollout_command(
     memory: MemoryOption = None,
     memory_k: MemoryKOption = DEFAULT_K,
     memory_update: MemoryUpdateOption = False,
+    memory_embed: MemoryEmbedOption = None,
     ray: opts.RayOption = False,
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
@@ -99,7 +101,7 @@ def rollout_command(
     """
     # The options reach the run's spec through ctx.params.
     on_ray = opts.ray_options(ctx.params)
-    plan = plan_memory(memory, memory_k, memory_update, on_ray is not None, user)
+    plan = plan_memory(memory, memory_k, memory_update, on_ray is not None, user, memory_embed)
     extra = {"memory": plan.model_dump(mode="json")} if plan is not None else None
     with command_run(ctx, COMMAND, extra) as current:
         plan = memory_meta(current.meta)

@@ -1,5 +1,6 @@
-"""A memory in use during a run: the items of the run's env indexed with BM25, the top-k for
-each task put into the episode's opening messages, what was retrieved recorded in the
+"""A memory in use during a run: the items of the run's env indexed with BM25 (or by the
+cosine similarity of a model's embeddings, ``--memory-embed``), the top-k for each task put
+into the episode's opening messages, what was retrieved recorded in the
 trajectory's metadata, and (``update``) each finished episode distilled into a new item that
 later episodes can retrieve, appended to the memory file as it is learnt.
 """
@@ -8,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.memory_bank.distil import distil_rules
 from trajforge.memory_bank.items import MemoryItem, for_env, item_line, read_memory
-from trajforge.retrieval import BM25
+from trajforge.retrieval import BM25, EmbeddingIndex, Retriever
 from trajforge.rollout import LiveParts, RolloutHook, RolloutRun
 from trajforge.schema import Message, Task, ToolSpec, Trajectory, with_system_text
 
@@ -21,6 +22,18 @@ MEMORY_KEY = "memory"
 """Where a trajectory's metadata records what was retrieved for it."""
 DEFAULT_K = 3
 HEADER = "Lessons from earlier attempts at similar tasks:"
+BM25_RETRIEVER = "bm25"
+EMBEDDING_RETRIEVER = "embedding:"
+"""The record's ``retriever`` is this followed by the embedding model's name."""
+
+
+class Embedder(Protocol):
+    """A named embedding function (``policy.embed.TextEmbedder``): ``(n, d)`` rows for ``n``
+    texts."""
+
+    name: str
+
+    def __call__(self, texts: list[str]) -> Any: ...
 
 
 @dataclass
@@ -33,15 +46,26 @@ class Memory:
     items: list[MemoryItem] = field(default_factory=list)
     ignored: int = 0
     """Items of other envs in the file: warned about, never retrieved."""
+    embed: Embedder | None = field(default=None, repr=False)
+    """Retrieve by the cosine similarity of its embeddings; ``None``: by BM25."""
 
     def __post_init__(self) -> None:
-        self.index = BM25([i.text() for i in self.items])
+        texts = [i.text() for i in self.items]
+        self.index: Retriever
+        if self.embed is None:
+            self.index, self.retriever = BM25(texts), BM25_RETRIEVER
+        else:
+            self.index = EmbeddingIndex(texts, embed=self.embed)
+            self.retriever = EMBEDDING_RETRIEVER + self.embed.name
 
     @classmethod
-    def load(cls, path: Path, env: str, k: int = DEFAULT_K) -> Memory:
-        """The memory at ``path`` for ``env``: its items of ``env``; the others counted."""
+    def load(
+        cls, path: Path, env: str, k: int = DEFAULT_K, embed: Embedder | None = None
+    ) -> Memory:
+        """The memory at ``path`` for ``env``: its items of ``env``; the others counted.
+        With ``embed``, its items are embedded now and retrieved by cosine similarity."""
         mine, others = for_env(read_memory(path), env)
-        return cls(path, env, k, mine, len(others))
+        return cls(path, env, k, mine, len(others), embed)
 
     def ignored_warning(self) -> str | None:
         """What to warn about the file's items of other envs (``None``: it has none)."""
@@ -50,7 +74,8 @@ class Memory:
         return f"{self.path}: {self.ignored} items are of another env than {self.env!r}; not used"
 
     def retrieve(self, task: Task) -> list[tuple[MemoryItem, float]]:
-        """The top-k items for ``task`` by BM25 over its prompt, best first."""
+        """The top-k items for ``task`` by its prompt, best first: by BM25 (items that share
+        no term are left out) or by cosine similarity (the k nearest, whatever their score)."""
         return [(self.items[i], s) for i, s in self.index.top(task.prompt, self.k)]
 
     def lessons(self, task: Task) -> tuple[str | None, dict[str, Any]]:
@@ -60,6 +85,7 @@ class Memory:
         record = {
             "path": str(self.path),
             "k": self.k,
+            "retriever": self.retriever,
             "items": [{"id": i.id, "title": i.title, "score": round(s, 4)} for i, s in hits],
         }
         return (memory_prompt(hits) if hits else None), record

@@ -165,6 +165,29 @@ def check_policy_name(spec: str) -> None:
     )
 
 
+EMBEDDER_NAMES = ("embedded", "tiny", "pocket")
+"""The named models a text embedder (``policy.embed``) can read: those with weights."""
+
+
+def check_embedder_name(spec: str) -> None:
+    """Refuse a text embedder name (``policy.embed``) that names no weights, without loading
+    anything.
+
+    Raises:
+        ConfigError: ``spec`` is no named model with weights, model folder or checkpoint.
+    """
+    if spec in EMBEDDER_NAMES:
+        return
+    folder = Path(spec).expanduser()
+    if (folder / "config.json").is_file() or is_checkpoint(folder):
+        return
+    raise ConfigError(
+        f"unknown embedding model {spec!r}{did_you_mean(spec, list(EMBEDDER_NAMES))}: expected "
+        f"{', '.join(EMBEDDER_NAMES)} or a local model folder (an encoder's, e.g. a "
+        "sentence-transformers folder, embeds best)"
+    )
+
+
 def _load_folder(folder: Path, **kw: Any) -> Policy:
     if not ((folder / "config.json").is_file() or is_checkpoint(folder)):
         raise ConfigError(

@@ -20,31 +20,45 @@ from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
 
 
+def causal_lm(
+    spec: str, *, dtype: torch.dtype | None = None, seed: int = 0
+) -> tuple[nn.Module, Any]:
+    """``(model, tokenizer)`` of the causal LM that ``spec`` names, float32 unless ``dtype``
+    says otherwise: the embedded model, a scratch model (``tiny``, ``pocket``; ``seed`` picks
+    its weights), a training checkpoint or a transformers model folder. The one loader of
+    weights by name: the policies below and the text embedder (``policy.embed``) use it."""
+    model: nn.Module
+    if spec == "embedded":
+        return load_embedded(dtype or torch.float32)
+    if spec in SCRATCH_SIZES:
+        scratch, tokenizer = scratch_model_and_tokenizer(spec, seed=seed)
+        # nn.Module's own ``to``: transformers' wrapper of it confuses mypy.
+        model = nn.Module.to(scratch, dtype) if dtype is not None else scratch
+        return model, tokenizer
+    folder = Path(spec).expanduser()
+    if is_checkpoint(folder):
+        model, tokenizer = checkpoint_model(folder)
+        return model.to(dtype or torch.float32), tokenizer
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype or torch.float32)
+    return model, AutoTokenizer.from_pretrained(str(folder))
+
+
 def embedded_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
     """SmolLM2-135M-Instruct (``dtype`` in ``kw``, float32 by default)."""
-    model, tokenizer = load_embedded(kw.pop("dtype", None) or torch.float32)
+    model, tokenizer = causal_lm("embedded", dtype=kw.pop("dtype", None))
     return HFPolicy(model, tokenizer, name=kw.pop("name", name), **kw)
 
 
 def scratch_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
     """Scratch model ``name``, ``tiny`` or ``pocket``, at random weights (``seed`` in ``kw``
     picks them)."""
-    model, tokenizer = scratch_model_and_tokenizer(name, seed=kw.pop("seed", 0))
-    dtype = kw.pop("dtype", None)
-    if dtype is not None:
-        model = model.to(dtype)
+    model, tokenizer = causal_lm(name, dtype=kw.pop("dtype", None), seed=kw.pop("seed", 0))
     return HFPolicy(model, tokenizer, name=kw.pop("name", name), **kw)
 
 
 def folder_policy(folder: Path, kw: dict[str, Any]) -> HFPolicy:
     """The transformers model and tokenizer saved in ``folder``, or a training checkpoint's."""
-    dtype = kw.pop("dtype", None) or torch.float32
-    if is_checkpoint(folder):
-        model, tokenizer = checkpoint_model(folder)
-        model = model.to(dtype)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model, tokenizer = causal_lm(str(folder), dtype=kw.pop("dtype", None))
     return HFPolicy(model, tokenizer, name=kw.pop("name", str(folder)), **kw)
 
 
