@@ -117,7 +117,7 @@ def test_experiment_keys_are_named_by_stage_and_line(tmp_path: Path) -> None:
     )
     with pytest.raises(
         ConfigError,
-        match=r"exp\.yaml:5: stages\.base\.colour: unknown key; valid keys: kind, name, force, memory, memory_k, memory_update$",
+        match=r"exp\.yaml:5: stages\.base\.colour: unknown key; valid keys: kind, name, force, memory, memory_k, memory_update, memory_embed$",
     ):
         load_experiment(write(tmp_path, text))
     with pytest.raises(

@@ -125,7 +125,29 @@ def test_an_eval_reading_a_memory_file_records_its_hash(tmp_path: Path) -> None:
     assert (before["memory"], before["k"], before["update"]) == (str(mem), 3, False)
     mem.write_text(json.dumps({**item, "lesson": "another"}) + "\n")
     assert made.config(1, "expert", None)["memory"]["sha256"] != before["sha256"]
+    assert "embed" not in before  # BM25: older records' configs unchanged
     assert stage_inputs(exp, 1) == []
+
+
+def test_an_eval_retrieves_by_embeddings_where_it_names_a_model(tmp_path: Path) -> None:
+    mem = tmp_path / "mem.jsonl"
+    items = [
+        {"id": f"m{k}", "env": "calculator", "title": f"t{k}", "applies_when": "w",
+         "lesson": f"lesson {k}", "kind": "success", "sources": ["x"]}
+        for k in range(3)
+    ]  # fmt: skip
+    mem.write_text("".join(json.dumps(i) + "\n" for i in items))
+    stage = {"kind": "eval", "name": "near", "memory": str(mem), "memory_k": 2}
+    path = _experiment(tmp_path, [{**stage, "memory_embed": "tiny"}])
+    made = StageMaking(load_experiment(path), tmp_path / "runs" / "mem", "fp32")
+    assert made.config(0, "expert", None)["memory"]["embed"] == "tiny"
+    results = _run(path)
+    with TrajectoryStore(tmp_path / "runs" / "mem" / "store.db") as db:
+        near = db.query(run="mem.near")
+    assert _stage(results, "near")["memory"]["retrieved_mean"] == 2
+    for traj in near:  # the k nearest, whatever their similarity
+        assert traj.metadata["memory"]["retriever"] == "embedding:tiny"
+        assert len(traj.metadata["memory"]["items"]) == 2
 
 
 def test_a_memory_stage_reads_the_stages_it_names(tmp_path: Path) -> None:
@@ -164,6 +186,10 @@ def test_a_memory_that_cannot_be_read_is_refused_before_anything_runs(tmp_path: 
     assert not (tmp_path / "runs").exists()  # nothing was written
     update = _problem(tmp_path, [{"kind": "eval", "name": "x", "memory_update": True}])
     assert "memory_update: give memory" in update
+    embed = _problem(tmp_path, [{"kind": "eval", "name": "x", "memory_embed": "tiny"}])
+    assert "memory_embed: give memory" in embed
+    unknown_model = [DEMOS, MEMORY, {**RECALL, "memory_embed": "no-such-model"}]
+    assert "stages.recall.memory_embed: " in _problem(tmp_path, unknown_model)
     ray = _problem(tmp_path, [DEMOS, MEMORY, RECALL], ray={})
     assert "a memory is read in this process; not with ray" in ray
     held_out = [{"kind": "eval", "name": "base"}, {**MEMORY, "stages": ["base"]}, RECALL]

@@ -40,7 +40,12 @@ from trajforge.pipeline.stages import (
     TriageStage,
     stage_name,
 )
-from trajforge.policy.naming import OPENAI_PREFIX, SCRIPT_PREFIX, load_script
+from trajforge.policy.naming import (
+    OPENAI_PREFIX,
+    SCRIPT_PREFIX,
+    check_embedder_name,
+    load_script,
+)
 from trajforge.train.config import (
     ConfigT,
     RLConfig,
@@ -271,9 +276,16 @@ def _force_problem(exp: Experiment, force: str) -> str | None:
 def _memory_problem(exp: Experiment, index: int, stage: EvalStage) -> tuple[str, str] | None:
     """The key of eval stage ``index`` whose memory setting is wrong, and what is wrong."""
     if stage.memory is None:
+        if stage.memory_update:
+            return "memory_update", "give memory (the memory to grow)"
         return (
-            ("memory_update", "give memory (the memory to grow)") if stage.memory_update else None
+            ("memory_embed", "give memory (the memory to search)") if stage.memory_embed else None
         )
+    if stage.memory_embed is not None:
+        try:
+            check_embedder_name(stage.memory_embed)
+        except ConfigError as exc:
+            return "memory_embed", str(exc)
     if exp.ray is not None:
         # Retrieval and the memory's growth happen in this process, around each env.
         return "memory", "a memory is read in this process; not with ray"

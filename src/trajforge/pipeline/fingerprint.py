@@ -125,6 +125,8 @@ class StageMaking:
             "k": stage.memory_k,
             "update": stage.memory_update,
         }
+        if stage.memory_embed is not None:  # absent when unset: earlier records stay current
+            memory["embed"] = stage.memory_embed
         if memory_stage_of(self.exp, index) is None and stage.memory is not None:
             path = Path(stage.memory)
             memory["sha256"] = file_sha256(path) if path.is_file() else None

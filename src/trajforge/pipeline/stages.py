@@ -74,6 +74,10 @@ class EvalStage(StrictModel):
     memory_update: bool = False
     """Grow the memory as the eval runs, each finished episode adding an item: a copy in the
     stage's folder grows (``<stage>/memory.jsonl``), never the memory it was given."""
+    memory_embed: str | None = None
+    """Retrieve the memory's items by the cosine similarity of this model's embeddings
+    (``embedded``, ``tiny`` or a model folder, an encoder's embedding best) instead of BM25;
+    null: BM25."""
 
 
 class DemonstrationStage(StrictModel):
