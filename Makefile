@@ -10,6 +10,11 @@ NPM_PEERS := .npm-peers
 # The reference MCP server the MCP tests run; the stamp names the version, so a new pin installs.
 MCP_EVERYTHING := @modelcontextprotocol/server-everything@2026.8.31
 MCP_STAMP := $(NPM_PEERS)/.installed-server-everything-2026.8.31
+# harbor (its ATIF models, which the ATIF tests check files against) needs Python >= 3.12, so it
+# lives in a venv of its own beside .venv; the stamp names the pin, so a new pin installs.
+HARBOR_VENV := .venv-harbor
+HARBOR_VERSION := 0.26.0
+HARBOR_STAMP := $(HARBOR_VENV)/.installed-harbor-$(HARBOR_VERSION)
 
 .PHONY: setup chat-templates demo test test-fast lint bench clean
 
@@ -50,12 +55,30 @@ $(MCP_STAMP): $(APT_STAMP)
 	npm install --prefix $(NPM_PEERS) --save-exact --no-audit --no-fund --silent $(MCP_EVERYTHING)
 	@touch $(MCP_STAMP)
 
+# The first Python >= 3.12 on PATH or among pyenv's versions; none: the ATIF tests that need
+# harbor say so and skip, and everything else runs.
+$(HARBOR_STAMP):
+	@py=""; \
+	for candidate in python3.13 python3.12 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python 2>/dev/null); do \
+		if "$$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
+			py="$$candidate"; break; \
+		fi; \
+	done; \
+	if [ -z "$$py" ]; then \
+		echo "note: no Python >= 3.12 here: harbor==$(HARBOR_VERSION) not installed, its ATIF checks skip"; \
+	else \
+		echo "harbor==$(HARBOR_VERSION) into $(HARBOR_VENV) ($$("$$py" --version))"; \
+		rm -rf $(HARBOR_VENV) && "$$py" -m venv $(HARBOR_VENV) && \
+		$(HARBOR_VENV)/bin/pip install -q --upgrade pip && \
+		$(HARBOR_VENV)/bin/pip install -q harbor==$(HARBOR_VERSION) && touch $(HARBOR_STAMP); \
+	fi
+
 # Real chat templates of other model families (llama.cpp's, inside the llama-cpp-python sdist)
 # for the template tests: fetched once into the user cache, a no-op once there.
 chat-templates: $(BASE_STAMP)
 	$(BIN)/python -m trajforge.templates.library
 
-setup: $(STAMP) $(MCP_STAMP) chat-templates
+setup: $(STAMP) $(MCP_STAMP) $(HARBOR_STAMP) chat-templates
 
 # The demo needs neither the Debian peers nor the test extras.
 demo: $(BASE_STAMP)
@@ -76,4 +99,4 @@ lint: setup
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) $(APT_STAMP) $(NPM_PEERS)
+	rm -rf $(VENV) $(HARBOR_VENV) $(APT_STAMP) $(NPM_PEERS)

@@ -1,4 +1,4 @@
-"""An ATIF file (Harbor's agent/trajectory.json) in, its conversation shown, ATIF v1.7 out."""
+"""An ATIF file (Harbor's agent/trajectory.json) in, its conversation shown, ATIF v1.8 out."""
 
 import json
 import sys

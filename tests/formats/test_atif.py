@@ -79,6 +79,34 @@ def test_multimodal_parts_subagents_and_system_observations_read_as_text() -> No
     assert again.subagent_trajectories[0].steps[1].message == "A graphics card on a desk."
 
 
+def _audio_document(media_type: str, source: dict[str, Any]) -> dict[str, Any]:
+    part = {"type": "audio", "source": {"media_type": media_type, **source}}
+    return {
+        "schema_version": "ATIF-v1.8",
+        "session_id": "heard",
+        "agent": {"name": "listener", "version": "1"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": [{"type": "text", "text": "Transcribe:"}, part]},
+            {"step_id": 2, "source": "agent", "message": "hello"},
+        ],
+    }  # fmt: skip
+
+
+def test_v1_8_audio_parts_read_as_text_and_an_alias_as_its_type() -> None:
+    document = _audio_document("audio/MP3", {"path": "clip.mp3", "duration_sec": 2.5})
+    traj = from_atif(document)
+    assert traj.messages[0].content == "Transcribe:\n[audio: clip.mp3]"
+    part = AtifTrajectory.model_validate(document).steps[0].message[1]  # type: ignore[index]
+    assert part.source.media_type == "audio/mpeg"  # type: ignore[union-attr]
+    # An image's source under an audio part, or a negative length, is no audio part.
+    for bad in (
+        _audio_document("image/png", {"path": "a.png"}),
+        _audio_document("audio/wav", {"path": "a.wav", "duration_sec": -1}),
+    ):
+        with pytest.raises(DataError):
+            from_atif(bad)
+
+
 def _rich_trajectory() -> Trajectory:
     """A trajectory using every message field, a bad call and an episode cut short."""
     base = synthetic_trajectory(3)
@@ -143,7 +171,7 @@ def test_an_unknown_version_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(
         DataError,
         match=r"trajectory.json:2: schema_version: 'ATIF-v2.0' is not an ATIF version this "
-        r"trajforge reads \(ATIF-v1.0 to ATIF-v1.7\)",
+        r"trajforge reads \(ATIF-v1.0 to ATIF-v1.8\)",
     ):
         list(read_atif_file(path))
 

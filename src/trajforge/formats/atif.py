@@ -1,4 +1,4 @@
-"""Trajectories to and from Harbor's Agent Trajectory Interchange Format (ATIF, v1.0 to v1.7;
+"""Trajectories to and from Harbor's Agent Trajectory Interchange Format (ATIF, v1.0 to v1.8;
 the models and their sources are in ``atif_models``).
 
 A system, user or assistant message is a ``system``, ``user`` or ``agent`` step; an assistant's
@@ -12,7 +12,7 @@ the way back, so a trajectory written and read again is the same trajectory.
 
 Read from other producers: an observation result without a ``source_call_id`` (an action that
 is no tool call, a system event) is a user message after the step; content parts are text,
-an image ``[image: path]``; a subagent reference without content ``[subagent trajectory:
+an image ``[image: path]``, audio ``[audio: path]``; a subagent reference without content ``[subagent trajectory:
 id]``. Logprobs that do not align with the completion ids (ATIF only says they should) are
 dropped and the drop noted in ``metadata["atif"]["dropped"]``. A file is one ATIF document
 (Harbor's ``agent/trajectory.json``) or one per line; it is read whole or not at all, an error
@@ -66,7 +66,7 @@ _ROLES = {Role.SYSTEM: StepSource.SYSTEM, Role.USER: StepSource.USER}
 
 
 def to_atif(traj: Trajectory) -> dict[str, Any]:
-    """The trajectory as an ATIF document (``ATIF-v1.7``).
+    """The trajectory as an ATIF document (``ATIF-v1.8``).
 
     Raises:
         DataError: the trajectory has no messages (an ATIF document has at least one step).
@@ -253,7 +253,7 @@ def _text(content: str | list[ContentPart] | None) -> str:
     return "\n".join(
         part.text
         if part.text is not None
-        else f"[image: {part.source.path if part.source else ''}]"
+        else f"[{part.type}: {part.source.path if part.source else ''}]"
         for part in content
     )
 

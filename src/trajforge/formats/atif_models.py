@@ -1,11 +1,13 @@
-"""Harbor's Agent Trajectory Interchange Format (ATIF) as pydantic models, v1.0 to v1.7.
+"""Harbor's Agent Trajectory Interchange Format (ATIF) as pydantic models, v1.0 to v1.8.
 
-Written from the spec, not imported: the ``harbor`` package needs Python >= 3.12. Sources: the
+Written from the spec, not imported: the ``harbor`` package needs Python >= 3.12 (the tests
+check files both ways against ``harbor`` 0.26.0's own models in a side environment). Sources: the
 ATIF RFC, ``docs/rfcs/0001-trajectory-format.md`` of laude-institute/harbor (now
 harbor-framework/harbor, ``rfcs/0001-trajectory-format.md``), v1.4 as mirrored in
 OpenAgentsInc/openagents ``docs/atif/0001-trajectory-format.md`` at commit
 d39efb6f16b8c5efc3ffa84578400f948f9800a1 and its v1.7 text (April 2026); and the checks of
-harbor's own models (``src/harbor/models/trajectories/``: ``step.py``, ``trajectory.py``).
+harbor's own models (``src/harbor/models/trajectories/``: ``step.py``, ``trajectory.py``, and
+v1.8's audio parts in ``content.py``, harbor 0.26.0).
 Every object forbids unknown fields, as harbor's models do; later versions only add optional
 fields, so one model reads every version.
 """
@@ -18,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ATIF_VERSIONS = tuple(f"ATIF-v1.{minor}" for minor in range(8))
+ATIF_VERSIONS = tuple(f"ATIF-v1.{minor}" for minor in range(9))
 """Every ATIF version, oldest first; the last is the one written."""
 AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
 
@@ -38,19 +40,58 @@ class ImageSource(AtifModel):
     path: str
 
 
-class ContentPart(AtifModel):
-    """Text or an image (v1.6): ``text`` with ``type: text``, ``source`` with ``type: image``."""
+AUDIO_ALIASES = {
+    "audio/mp3": "audio/mpeg",
+    "audio/mpga": "audio/mpeg",
+    "audio/x-mpeg": "audio/mpeg",
+    "audio/x-wav": "audio/wav",
+    "audio/wave": "audio/wav",
+    "audio/vnd.wave": "audio/wav",
+    "audio/x-m4a": "audio/mp4",
+    "audio/m4a": "audio/mp4",
+    "audio/x-aac": "audio/aac",
+    "audio/x-flac": "audio/flac",
+    "audio/x-aiff": "audio/aiff",
+}
+"""Spellings producers write for a registered audio type (Gemini's ``audio/mp3``), read as it."""
 
-    type: Literal["text", "image"]
+
+class AudioSource(AtifModel):
+    """An audio file or URL (v1.8), with its length where known."""
+
+    media_type: Literal[
+        "audio/wav", "audio/mpeg", "audio/mp4", "audio/aac", "audio/ogg", "audio/flac",
+        "audio/webm", "audio/aiff",
+    ]  # fmt: skip
+    path: str
+    duration_sec: float | None = Field(default=None, ge=0)
+
+    @field_validator("media_type", mode="before")
+    @classmethod
+    def _registered(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            spelled = value.strip().lower()
+            return AUDIO_ALIASES.get(spelled, spelled)
+        return value
+
+
+class ContentPart(AtifModel):
+    """Text, an image (v1.6) or audio (v1.8): ``text`` with ``type: text``, a ``source`` of
+    the part's own kind with ``type: image`` or ``audio``."""
+
+    type: Literal["text", "image", "audio"]
     text: str | None = None
-    source: ImageSource | None = None
+    source: ImageSource | AudioSource | None = None
 
     @model_validator(mode="after")
     def _one_payload(self) -> ContentPart:
         if (self.type == "text") != (self.text is not None):
             raise ValueError("text: required for a text part and only there")
-        if (self.type == "image") != (self.source is not None):
-            raise ValueError("source: required for an image part and only there")
+        if (self.type != "text") != (self.source is not None):
+            raise ValueError(f"source: required for an {self.type} part and only there")
+        kind = ImageSource if self.type == "image" else AudioSource
+        if self.source is not None and not isinstance(self.source, kind):
+            raise ValueError(f"source: a {self.type} part needs an {kind.__name__}")
         return self
 
 
