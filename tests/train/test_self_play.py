@@ -68,7 +68,5 @@ def test_a_seat_against_a_pool_of_its_earlier_weights(tmp_path: Path) -> None:
 def test_self_play_needs_a_game_played_here(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="env 'calculator' is no multi-seat game"):
         RLTrainer(small_rl_config(tmp_path, self_play={}))
-    with pytest.raises(
-        ValidationError, match="self_play: a game's seats are played in this process"
-    ):
-        small_rl_config(tmp_path, env="tictactoe", self_play={}, ray={})
+    with pytest.raises(ValidationError, match="self_play: a game's seats are played by the"):
+        small_rl_config(tmp_path, env="tictactoe", self_play={}, agent="python agent.py")

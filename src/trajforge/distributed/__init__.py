@@ -8,7 +8,10 @@ endpoint an ``openai:`` policy names). Episodes are handed out one at a time as 
 slots free up, so a slow actor never holds the run; an actor that dies has its unfinished
 episodes played again elsewhere and is replaced. RL keeps one runner's actors for the whole
 run and publishes the new weights to them after every update (``RayRunner.publish``); each
-trajectory records the version it was sampled with (``POLICY_VERSION``).
+trajectory records the version it was sampled with (``POLICY_VERSION``). For RL's self-play,
+``RayRunner.seated`` has the actors play each episode as a whole game of a multi-seat env
+(``SeatPlan``), every seat with their own policy or with earlier published weights
+(``Snapshot``).
 
 The package sits above ``rollout`` and below ``train`` (RL), the pipeline and the CLI, and no
 package below it imports ray. Importing the package does not import ray (``ray_runner`` and

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 LOCAL = "local"
@@ -30,3 +33,34 @@ class RayOptions(BaseModel):
     actors, else 8)."""
     max_restarts: int = Field(default=8, ge=0)
     """Actors that may be replaced after dying, over the whole run."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Weights kept from an earlier step (a self-play pool's member), as the actors get them.
+
+    Attributes:
+        name: What it is called (``step5``); an actor's policy plays it as ``<policy>@<name>``
+            and keeps it by this name.
+        weights: The ``ray.ObjectRef`` of its state dict, put in the object store once; it is
+            passed inside a call's arguments (not as one), so an actor fetches it only the
+            first time it plays it.
+    """
+
+    name: str
+    weights: Any
+
+
+@dataclass(frozen=True)
+class SeatPlan:
+    """How a Ray actor plays a run's episodes as games of a multi-seat env: every seat by
+    its own policy (the current weights) except those ``opponents`` gives earlier weights.
+
+    Attributes:
+        opponents: Seat to the snapshot that plays it.
+        primary: The seat whose trajectory is each episode's own (``None``: the task's
+            ``data["seat"]``, else the game's first seat).
+    """
+
+    opponents: dict[str, Snapshot] = field(default_factory=dict)
+    primary: str | None = None

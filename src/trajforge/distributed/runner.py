@@ -28,7 +28,7 @@ import ray
 from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 
 from trajforge.distributed.cluster import actor_count, ray_cluster
-from trajforge.distributed.options import RayOptions
+from trajforge.distributed.options import RayOptions, SeatPlan, Snapshot
 from trajforge.distributed.worker import remote_worker
 from trajforge.rollout import (
     EpisodeKey,
@@ -154,10 +154,25 @@ class RayRunner(EpisodeRunner):
             for actor in self._actors:
                 actor.handle.set_weights.remote(*weights)
 
+    def snapshot(self, name: str) -> Snapshot:
+        """The weights published last, kept as ``name`` (a self-play pool's member): the same
+        object in the store, which lives as long as the snapshot is referenced."""
+        with self._lock:
+            if self._weights is None:
+                raise RolloutError(f"snapshot {name}: no weights have been published to the actors")
+            return Snapshot(name, self._weights[0])
+
+    def seated(self, seats: SeatPlan) -> EpisodeRunner:
+        """A runner on these actors that plays each episode as a game of the env's seats as
+        ``seats`` says; it shares the actors (closing it closes this runner)."""
+        return _Seated(self, seats)
+
     def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
         return self._dispatch(run)
 
-    async def _dispatch(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
+    async def _dispatch(
+        self, run: RolloutRun, seats: SeatPlan | None = None
+    ) -> AsyncGenerator[PlayedEpisode, None]:
         queue = deque(run.todo)
         spec = ray.put(run.spec.model_dump_json())  # once per run, not once per episode
         running: dict[asyncio.Future[PlayedEpisode], tuple[_Actor, EpisodeKey, Any]] = {}
@@ -167,7 +182,7 @@ class RayRunner(EpisodeRunner):
         last_death = ""
         try:
             while queue or running:
-                self._hand_out(spec, queue, running, busy)
+                self._hand_out(spec, seats, queue, running, busy)
                 if not running:
                     raise RolloutError(
                         f"every Ray rollout actor died ({self.replaced} replaced, "
@@ -199,6 +214,7 @@ class RayRunner(EpisodeRunner):
     def _hand_out(
         self,
         spec: Any,
+        seats: SeatPlan | None,
         queue: deque[EpisodeKey],
         running: dict[asyncio.Future[PlayedEpisode], tuple[_Actor, EpisodeKey, Any]],
         busy: dict[_Actor, int],
@@ -212,7 +228,7 @@ class RayRunner(EpisodeRunner):
                 return
             key = queue.popleft()
             version = self._weights[1] if self._weights is not None else None
-            ref = actor.handle.play.remote(spec, key, version)
+            ref = actor.handle.play.remote(spec, key, version, seats)
             future: asyncio.Future[PlayedEpisode] = asyncio.wrap_future(ref.future())
             busy[actor] = busy.get(actor, 0) + 1
             running[future] = (actor, key, ref)
@@ -241,3 +257,20 @@ class RayRunner(EpisodeRunner):
             ray.kill(actor.handle, no_restart=True)
         self._cluster.close()
         self._joined = False
+
+
+class _Seated(EpisodeRunner):
+    """``RayRunner.seated``: the runner's actors playing games as a ``SeatPlan`` says."""
+
+    def __init__(self, runner: RayRunner, seats: SeatPlan) -> None:
+        self._runner = runner
+        self._seats = seats
+
+    async def start(self, spec: RolloutSpec) -> str:
+        return await self._runner.start(spec)
+
+    def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
+        return self._runner._dispatch(run, self._seats)
+
+    async def close(self) -> None:
+        await self._runner.close()

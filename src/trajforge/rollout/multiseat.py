@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -246,37 +246,13 @@ class MultiSeatRunner(EpisodeRunner):
         names = dict.fromkeys(p.name for p in self._policies.values())
         return "+".join(names)
 
-    def _primary_of(self, game: MultiSeatEnv, task: Task) -> str:
-        if self._primary is not None:
-            return self._primary
-        seat = task.data.get("seat")
-        return str(seat) if seat in game.seats else game.seats[0]
-
     async def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
         spec = run.spec
-        assert spec.run_id is not None, "a planned run's spec names its run"
-        run_id = spec.run_id
         limiter = asyncio.Semaphore(spec.concurrency or max(1, len(run.todo)))
-        sampling = spec.sampling.params()
-        if spec.limits.max_new_tokens is not None:
-            cap = min(sampling.max_new_tokens, spec.limits.max_new_tokens)
-            sampling = replace(sampling, max_new_tokens=cap)
 
         async def one(key: EpisodeKey) -> PlayedEpisode:
             async with limiter:
-                game = self._make_game()
-                played = SeatGame(
-                    game,
-                    key,
-                    self._policies,
-                    sampling,
-                    run_id=run_id,
-                    seed=spec.seed,
-                    primary=self._primary_of(game, key.task),
-                )
-                await played.play()
-            own, *others = played.trajectories(group_id_for(run_id, key.task.id))
-            return PlayedEpisode(own, others)
+                return await play_game(spec, key, self._make_game, self._policies, self._primary)
 
         pending = [asyncio.create_task(one(key)) for key in run.todo]
         try:
@@ -291,26 +267,77 @@ class MultiSeatRunner(EpisodeRunner):
         """The caller owns the seats' policies."""
 
 
-def play_facing(
-    spec: RolloutSpec, make_game: GameFactory, policy: Policy, opponent: Policy
+def primary_seat(game: MultiSeatEnv, task: Task, primary: str | None = None) -> str:
+    """The seat whose trajectory is the episode's own: ``primary`` when given, else the
+    task's ``data["seat"]``, else the game's first seat."""
+    if primary is not None:
+        return primary
+    seat = task.data.get("seat")
+    return str(seat) if seat in game.seats else game.seats[0]
+
+
+async def play_game(
+    spec: RolloutSpec,
+    key: EpisodeKey,
+    make_game: GameFactory,
+    policies: Mapping[str, Policy],
+    primary: str | None = None,
+) -> PlayedEpisode:
+    """Episode ``key`` of the run ``spec`` describes as one game, each seat by its policy:
+    the primary seat's trajectory with the other seats' linked to it. ``MultiSeatRunner``
+    and the Ray rollout actors both play games through it, so the two record the same."""
+    assert spec.run_id is not None, "a planned run's spec names its run"
+    sampling = spec.sampling.params()
+    if spec.limits.max_new_tokens is not None:
+        cap = min(sampling.max_new_tokens, spec.limits.max_new_tokens)
+        sampling = replace(sampling, max_new_tokens=cap)
+    game = make_game()
+    played = SeatGame(
+        game,
+        key,
+        policies,
+        sampling,
+        run_id=spec.run_id,
+        seed=spec.seed,
+        primary=primary_seat(game, key.task, primary),
+    )
+    await played.play()
+    own, *others = played.trajectories(group_id_for(spec.run_id, key.task.id))
+    return PlayedEpisode(own, others)
+
+
+def play_by_seat(
+    spec: RolloutSpec, seats: Sequence[str], runner_for: Callable[[str], EpisodeRunner]
 ) -> list[Trajectory]:
-    """``policy`` in each task's seat (``data["seat"]``) and ``opponent`` in the others, over
-    ``spec``'s listed tasks; ``policy``'s trajectories, one per task x sample. Each seat's
-    games run as the run ``<run_id>-<seat>``."""
+    """``spec``'s listed tasks split by their seat (``data["seat"]``, else the first), each
+    seat's games run by ``runner_for(seat)`` as the run ``<run_id>-<seat>``; the primary
+    seats' trajectories, one per task x sample."""
     if not isinstance(spec.tasks, list):
         raise RolloutError("spec.tasks: list the tasks of a game against an opponent")
-    seats = make_game().seats
     run_id = spec.run_id or new_run_id()
     played: list[Trajectory] = []
     for seat in seats:
         tasks = [t for t in spec.tasks if t.data.get("seat", seats[0]) == seat]
         if not tasks:
             continue
-        policies = {s: (policy if s == seat else opponent) for s in seats}
-        runner = MultiSeatRunner(make_game, policies, primary=seat)
         part = spec.model_copy(update={"tasks": tasks, "run_id": f"{run_id}-{seat}"})
-        played.extend(run_rollout(part, runner=runner))
+        played.extend(run_rollout(part, runner=runner_for(seat)))
     return played
+
+
+def play_facing(
+    spec: RolloutSpec, make_game: GameFactory, policy: Policy, opponent: Policy
+) -> list[Trajectory]:
+    """``policy`` in each task's seat (``data["seat"]``) and ``opponent`` in the others, over
+    ``spec``'s listed tasks; ``policy``'s trajectories, one per task x sample. Each seat's
+    games run as the run ``<run_id>-<seat>``."""
+    seats = make_game().seats
+
+    def runner_for(seat: str) -> EpisodeRunner:
+        policies = {s: (policy if s == seat else opponent) for s in seats}
+        return MultiSeatRunner(make_game, policies, primary=seat)
+
+    return play_by_seat(spec, seats, runner_for)
 
 
 def play_against(

@@ -108,6 +108,8 @@ class RLTrainer(RLRollouts, RLUpdate):
         # several processes only the main one rolls out, so only it starts the actors.
         main = self.parts.accelerator.is_main_process
         self.remote = ray_runner(cfg.ray, persistent=True) if cfg.ray and main else None
+        if self.self_play is not None:
+            self.self_play.remote = self.remote
         keep = self.validation_tasks and cfg.validation.keep_best
         self.best = BestWeights(self.parts.unwrapped_model()) if keep else None
 
@@ -278,9 +280,10 @@ class RLTrainer(RLRollouts, RLUpdate):
         update = self._update(trajs, reward_t) if trajs else {}
         metrics.update(update)
         self._refresh_policy()
+        # Published first: on Ray, the pool's snapshot is the weights just published.
+        self._publish(step)
         if self.self_play is not None and self.policy is not None:
             self.self_play.after_update(step, self.policy)
-        self._publish(step)
         metrics["step_time_s"] = time.perf_counter() - t0
         if self._validation_due(step):
             point = self._validate(step)

@@ -205,7 +205,8 @@ class RLConfig(CommonSettings):
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
     """Greedy validation on unsampled training tasks, and keeping the best weights."""
     self_play: SelfPlaySettings | None = None
-    """Self-play on a multi-seat game (null: one agent, as the env gives it)."""
+    """Self-play on a multi-seat game (null: one agent, as the env gives it); with ``ray`` its
+    games are played on the actors."""
     scorers: ScorerRefs = Field(default_factory=default_refs("env_verifier"), min_length=1)
     """The reward: a rubric of weighted scorers, summed. Each item is a scorer's name, or
     ``{name, weight, options}``; a name is a registered scorer (``env_verifier``, the env's
@@ -223,10 +224,9 @@ class RLConfig(CommonSettings):
     def _ray_rolls_out_env_episodes(self) -> RLConfig:
         if self.ray is not None and self.agent is not None:
             raise ValueError("ray: an agent program's rollouts run through the gateway, not on Ray")
-        if self.self_play is not None and (self.ray is not None or self.agent is not None):
-            raise ValueError(
-                "self_play: a game's seats are played in this process, not by ray or agent"
-            )
+        if self.self_play is not None and self.agent is not None:
+            # An agent program plays one side through the gateway; a game needs every seat.
+            raise ValueError("self_play: a game's seats are played by the trainer, not by agent")
         if self.async_staleness > 1 and self.ray is None:
             raise ValueError(
                 "async_staleness: more than 1 step ahead needs ray: (in this process, rollouts "

@@ -1,11 +1,12 @@
 """Where an RL step's rollouts come from, and the weights they sample with.
 
 A step's episodes are played by one of four sources: the agent program's runner (``agent``),
-self-play over a multi-seat game (``self_play``), the Ray actors (``ray``), or the live rollout
-policy in this process. The policy is the trained module itself, or a copy of its weights of
-its own (bf16, asynchronous rollouts, LoRA merged in, or gathered under FSDP) refreshed after
-every update; the Ray actors get the weights published to them. In the asynchronous mode the
-next ``async_staleness`` steps' rollouts are sampled on threads (``Ahead``) while a step trains.
+self-play over a multi-seat game (``self_play``, its games played here or, with ``ray``, on the
+actors), the Ray actors (``ray``), or the live rollout policy in this process. The policy is
+the trained module itself, or a copy of its weights of its own (bf16, asynchronous rollouts,
+LoRA merged in, or gathered under FSDP) refreshed after every update; the Ray actors get the
+weights published to them. In the asynchronous mode the next ``async_staleness`` steps'
+rollouts are sampled on threads (``Ahead``) while a step trains.
 """
 
 from __future__ import annotations
@@ -195,15 +196,18 @@ class RLRollouts(Trainer):
             played = run_rollout(agent, runner=self.agent_runner(self.policy))
             check_sampled_temperature(played, cfg.temperature)
             return played
-        if self.self_play is not None:
-            return self.self_play.rollout(spec, self.policy, step)
         if self.remote is not None:
             # Each actor builds this policy, then loads the published weights.
             precision = Precision.BF16 if self.rollout_dtype is torch.bfloat16 else Precision.FP32
             actors = PolicyRef(
                 name=cfg.model.spec, batch_size=cfg.max_batch_size, precision=precision
             )
-            return run_rollout(spec.model_copy(update={"policy": actors}), runner=self.remote)
+            spec = spec.model_copy(update={"policy": actors})
+        if self.self_play is not None:
+            # On Ray its games are played by ``self.remote``'s actors (``SelfPlay.remote``).
+            return self.self_play.rollout(spec, self.policy, step)
+        if self.remote is not None:
+            return run_rollout(spec, runner=self.remote)
         # The policy is passed live: it samples from the very weights being trained.
         return run_rollout(spec, policy=self.policy)
 

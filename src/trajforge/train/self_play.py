@@ -7,6 +7,12 @@ task's seat against earlier weights of itself (snapshots taken every ``snapshot_
 steps, the starting weights first, the newest ``pool_size`` kept; each step draws one), and
 only its own seat is trained, so the opponent it learns to beat does not move while it learns.
 
+On Ray (``ray:``) the actors play whole games, every seat, with their copy of the published
+weights (``RayRunner.seated``), and hand back the same per-seat trajectories the local path
+makes (both play through ``trajforge.rollout.multiseat.play_game``). The pool's members are
+then the weights published at their step, kept in the object store (``RayRunner.snapshot``)
+and loaded by each actor the first time it plays one.
+
 Advantages are SPIRAL's role-conditioned ones (``trajforge.algos.rae``): a moving baseline
 per game and seat, kept here across steps and saved with the trainer's cursor. The pool is
 not saved: a resumed run starts it again from the weights it resumes with.
@@ -17,18 +23,22 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trajforge.algos import AdvantageInput, AdvantageOutput
 from trajforge.algos.rae import rae
+from trajforge.distributed.options import SeatPlan, Snapshot
 from trajforge.envs.registry import EnvEntry
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
 from trajforge.policy.hf import HFPolicy
-from trajforge.rollout import RolloutHook, RolloutRun, RolloutSpec, run_rollout
-from trajforge.rollout.multiseat import MultiSeatRunner, play_facing
+from trajforge.rollout import EpisodeRunner, RolloutHook, RolloutRun, RolloutSpec, run_rollout
+from trajforge.rollout.multiseat import MultiSeatRunner, play_by_seat, play_facing
 from trajforge.schema import Trajectory
 from trajforge.train.config import SelfPlayOpponent, SelfPlaySettings
+
+if TYPE_CHECKING:
+    from trajforge.distributed.runner import RayRunner
 
 
 class _Linked(RolloutHook):
@@ -70,8 +80,17 @@ class SelfPlay:
         self.seed = seed
         self.baselines: dict[str, float] = {}
         self.pool: list[HFPolicy] = []
+        self.remote: RayRunner | None = None
+        """The Ray actors that play the games (``None``: this process plays them)."""
+        self.remote_pool: list[Snapshot] = []
+        """On Ray, the pool: earlier published weights, oldest first."""
 
     def _snapshot(self, policy: HFPolicy, step: int) -> None:
+        if self.remote is not None:
+            # The weights published after this step's update: no copy on the driver.
+            snapshot = self.remote.snapshot(f"step{step}")
+            self.remote_pool = [*self.remote_pool, snapshot][-self.cfg.pool_size :]
+            return
         frozen = HFPolicy(
             copy.deepcopy(policy.model),
             policy.tokenizer,
@@ -81,7 +100,8 @@ class SelfPlay:
         self.pool = [*self.pool, frozen][-self.cfg.pool_size :]
 
     def after_update(self, step: int, policy: HFPolicy) -> None:
-        """Snapshot the updated weights into the pool when one is due."""
+        """Snapshot the updated weights into the pool when one is due (on Ray, after they
+        were published)."""
         if self.cfg.opponent is SelfPlayOpponent.POOL and step % self.cfg.snapshot_every == 0:
             self._snapshot(policy, step)
 
@@ -90,14 +110,38 @@ class SelfPlay:
             self._snapshot(policy, 0)
         return random.Random(f"{self.seed}:{step}").choice(self.pool)
 
+    def _remote_opponent(self, policy: HFPolicy, step: int) -> Snapshot:
+        if not self.remote_pool:
+            self._snapshot(policy, 0)
+        return random.Random(f"{self.seed}:{step}").choice(self.remote_pool)
+
     def rollout(self, spec: RolloutSpec, policy: HFPolicy, step: int) -> list[Trajectory]:
-        """The step's games of ``spec``'s tasks; the trajectories to train on."""
+        """The step's games of ``spec``'s tasks; the trajectories to train on. On Ray,
+        ``spec.policy`` names the policy the actors built."""
+        if self.remote is not None:
+            return self._rollout_on_ray(self.remote, spec, policy, step)
         if self.cfg.opponent is SelfPlayOpponent.SELF:
             linked = _Linked()
             runner = MultiSeatRunner(self.make_game, dict.fromkeys(self.seats, policy))
             own = run_rollout(spec, runner=runner, hooks=[linked])
             return [*own, *linked.trajectories]
         return play_facing(spec, self.make_game, policy, self._opponent(policy, step))
+
+    def _rollout_on_ray(
+        self, remote: RayRunner, spec: RolloutSpec, policy: HFPolicy, step: int
+    ) -> list[Trajectory]:
+        # The same runs as the local path: one of every seat, or one per seat against the pool.
+        if self.cfg.opponent is SelfPlayOpponent.SELF:
+            linked = _Linked()
+            own = run_rollout(spec, runner=remote.seated(SeatPlan()), hooks=[linked])
+            return [*own, *linked.trajectories]
+        opponent = self._remote_opponent(policy, step)
+
+        def runner_for(seat: str) -> EpisodeRunner:
+            others = {s: opponent for s in self.seats if s != seat}
+            return remote.seated(SeatPlan(opponents=others, primary=seat))
+
+        return play_by_seat(spec, self.seats, runner_for)
 
     def advantages(self, trajs: Sequence[Trajectory], inp: AdvantageInput) -> AdvantageOutput:
         """RAE over the step's trajectories; the baselines move on."""
