@@ -26,9 +26,8 @@ from trajforge.pipeline.stages import (
     Stage,
     StrictModel,
     TriageStage,
-    check_distilled,
+    check_reads,
     check_repaired,
-    check_triaged,
 )
 from trajforge.precision import Precision
 
@@ -93,12 +92,10 @@ class Experiment(StrictModel):
         if dupes:
             raise ValueError(f"stage names must be unique, repeated: {', '.join(dupes)}")
         for i, s in enumerate(stages):
-            if isinstance(s, TriageStage):
-                check_triaged(s, stages[:i])
+            if isinstance(s, TriageStage | MemoryStage):
+                check_reads(s, stages[:i])
             if isinstance(s, RepairStage):
                 check_repaired(s, stages[:i])
-            if isinstance(s, MemoryStage):
-                check_distilled(s, stages[:i])
             if not isinstance(s, SFTStage):
                 continue
             for demo in s.data_stages:

@@ -243,30 +243,19 @@ STAGE_KINDS: tuple[type[BaseModel], ...] = (
 )
 
 
-def check_triaged(stage: TriageStage, before: list[Stage]) -> None:
-    """Refuse a triage stage that names no earlier stage with trajectories."""
+def check_reads(stage: TriageStage | MemoryStage, before: list[Stage]) -> None:
+    """Refuse a triage or memory stage that names no earlier stage with trajectories."""
     earlier = {s.name for s in before if s.kind in TRAJECTORY_KINDS}
     wrong = [n for n in stage.stages if n not in earlier]
     if wrong:
         raise ValueError(
-            f"triage stage {stage.name!r} reads {', '.join(map(repr, wrong))}, which is not an "
-            "earlier demonstrations, collect or eval stage"
+            f"{stage.kind} stage {stage.name!r} reads {', '.join(map(repr, wrong))}, which is "
+            "not an earlier demonstrations, collect, eval or repair stage"
         )
     if not earlier:
-        raise ValueError(f"triage stage {stage.name!r} has no earlier stage with trajectories")
-
-
-def check_distilled(stage: MemoryStage, before: list[Stage]) -> None:
-    """Refuse a memory stage that names no earlier stage with trajectories."""
-    earlier = {s.name for s in before if s.kind in TRAJECTORY_KINDS}
-    wrong = [n for n in stage.stages if n not in earlier]
-    if wrong:
         raise ValueError(
-            f"memory stage {stage.name!r} reads {', '.join(map(repr, wrong))}, which is not an "
-            "earlier demonstrations, collect, eval or repair stage"
+            f"{stage.kind} stage {stage.name!r} has no earlier stage with trajectories"
         )
-    if not earlier:
-        raise ValueError(f"memory stage {stage.name!r} has no earlier stage with trajectories")
 
 
 def check_repaired(stage: RepairStage, before: list[Stage]) -> None:
