@@ -15,12 +15,12 @@ intervals, and an Elo table over the two checkpoints and both opponents.
     .venv/bin/python bench/self_play.py --out runs/self-play   # kuhn-poker and pocket, minutes
     .venv/bin/python bench/self_play.py --sft runs/self-play/sft/final --steps 100 --out runs/sp100
     .venv/bin/python bench/self_play.py --env tictactoe --eval 130 --out runs/sp-ttt  # every test opening
+    .venv/bin/python bench/self_play.py --env nim --out runs/sp-nim   # one-pile Nim, room to learn
 
 Writes ``results.json`` (with ``games``) and ``report.html`` in ``--out``, prints the tallies
-and then ONE JSON line: ``win_ceiling``, on kuhn-poker the most any greedy player wins on these
-deals against the heuristic (``kuhn.best_response``); ``ratio`` = the win rate against the
-heuristic after / before (null
-when before is 0, with both rates).
+and then ONE JSON line: ``win_ceiling``, on kuhn-poker and nim the most any greedy player wins
+on these tasks against the heuristic (``kuhn.best_response``, ``nim.best_response``); ``ratio``
+= the win rate against the heuristic after / before (null when before is 0, with both rates).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trajforge.envs.multiseat import kuhn
+from trajforge.envs.multiseat import kuhn, nim
 from trajforge.envs.registry import get_env
 from trajforge.policy.naming import load_policy
 from trajforge.report.games import GamesSummary, GameTally, elo_ratings, tally
@@ -124,7 +124,7 @@ def _show(t: GameTally) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="kuhn-poker", help="a game: kuhn-poker, tictactoe, negotiation")  # fmt: skip
+    parser.add_argument("--env", default="kuhn-poker", help="a game: kuhn-poker, nim, tictactoe, negotiation")  # fmt: skip
     parser.add_argument("--micro", action="store_true", help="the tiny model at micro sizes")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temp dir)")
     parser.add_argument("--seed", type=int, default=0)
@@ -170,10 +170,13 @@ def main() -> None:
     assert rl.final_dir is not None
     t_rl = time.perf_counter()
 
-    # The most any greedy player wins on these deals against the heuristic (kuhn-poker only).
+    # The most any greedy player wins on these tasks against the heuristic (the games with a
+    # ``best_response``: kuhn-poker and nim).
     ceiling = None
     if args.env == kuhn.NAME:
         ceiling = kuhn.best_response(held_out, kuhn.heuristic_action)[0]
+    elif args.env == nim.NAME:
+        ceiling = nim.best_response(held_out, nim.heuristic_action)[0]
     tallies = [
         *_evaluate(args.env, str(sft_dir), "before", held_out),
         *_evaluate(args.env, str(rl.final_dir), "after", held_out),
@@ -196,7 +199,7 @@ def main() -> None:
     per_step = [(p["step"], p["success"]) for p in rl.validation]
     print("validation win rate vs heuristic (step, rate):", per_step)
     if ceiling is not None:
-        print(f"the best greedy player wins {100 * ceiling:.1f}% of these deals vs the heuristic")
+        print(f"the best greedy player wins {100 * ceiling:.1f}% of these games vs the heuristic")
     versus = {(t.player, t.opponent): t for t in tallies}
     before, after = versus[("before", "heuristic")], versus[("after", "heuristic")]
     line = {
