@@ -73,12 +73,12 @@ SIZES: dict[str, dict[str, int]] = {
 }
 
 
-def _demonstrations(env: str, games: int, store: Path) -> list[Any]:
-    """Both seats' trajectories of games between two random scripted seats."""
+def _demonstrations(env: str, games: int, store: Path, demos: str) -> list[Any]:
+    """Both seats' trajectories of games between two ``demos`` scripted seats."""
     entry = get_env(env)
     assert entry.game is not None
     seats = entry.game().seats
-    policies = {seat: scripted_seat(entry, "random") for seat in seats}
+    policies = {seat: scripted_seat(entry, demos) for seat in seats}
     spec = RolloutSpec(env=env, tasks=TaskSample(count=games), run_id="demos", store=store)
     run_rollout(spec, runner=MultiSeatRunner(entry.game, policies))
     with TrajectoryStore(store) as st:
@@ -95,9 +95,12 @@ def _evaluate(env: str, model: str, name: str, tasks: list[Any]) -> list[GameTal
     ]
 
 
-def _sft(env: str, model: str, sizes: dict[str, int], out: Path, common: dict[str, Any]) -> Path:
-    """``model`` taught the game's protocol on random-vs-random games; its final folder."""
-    demos = _demonstrations(env, sizes["games"], out / "demos.db")
+def _sft(
+    env: str, model: str, sizes: dict[str, int], out: Path, common: dict[str, Any], demos_by: str
+) -> Path:
+    """``model`` taught the game's protocol on ``demos_by``-vs-``demos_by`` games; its final
+    folder."""
+    demos = _demonstrations(env, sizes["games"], out / "demos.db", demos_by)
     sft_cfg = SFTConfig.model_validate(
         {
             **common,
@@ -131,6 +134,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="RL steps (default: the size's)")
     parser.add_argument("--sft", type=Path, default=None, help="start from this SFT model folder (an earlier run's sft/final) instead of training one")  # fmt: skip
     parser.add_argument("--eval", type=int, default=None, help="held-out games (default: the size's; tictactoe has 130 distinct test openings)")  # fmt: skip
+    parser.add_argument("--demos", choices=OPPONENTS, default="random", help="the scripted seats whose games SFT learns from (default random: the protocol, no skill; heuristic: on nim, replies that depend on the pile)")  # fmt: skip
     args = parser.parse_args()
     sizes = dict(SIZES["micro" if args.micro else "full"])
     for key in ("steps", "eval"):
@@ -143,7 +147,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     common: dict[str, Any] = {"tensorboard": False, "progress": False, "seed": args.seed}
-    sft_dir = args.sft or _sft(args.env, model, sizes, out, common)
+    sft_dir = args.sft or _sft(args.env, model, sizes, out, common, args.demos)
     t_sft = time.perf_counter()
 
     rl_cfg = RLConfig.model_validate(
@@ -216,6 +220,7 @@ def main() -> None:
         "win_ceiling": ceiling,
         "rl_steps": sizes["steps"],
         "sft_from": str(args.sft) if args.sft else None,
+        "demos": None if args.sft else args.demos,
         "sft_s": round(t_sft - t0, 1),
         "rl_s": round(t_rl - t_sft, 1),
         "total_s": round(time.perf_counter() - t0, 1),
