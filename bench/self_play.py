@@ -15,12 +15,12 @@ intervals, and an Elo table over the two checkpoints and both opponents.
     .venv/bin/python bench/self_play.py --out runs/self-play   # kuhn-poker and pocket, minutes
     .venv/bin/python bench/self_play.py --sft runs/self-play/sft/final --steps 100 --out runs/sp100
     .venv/bin/python bench/self_play.py --env tictactoe --eval 130 --out runs/sp-ttt  # every test opening
+    .venv/bin/python bench/self_play.py --env nim --out runs/sp-nim   # one-pile Nim, room to learn
 
 Writes ``results.json`` (with ``games``) and ``report.html`` in ``--out``, prints the tallies
-and then ONE JSON line: ``win_ceiling``, on kuhn-poker the most any greedy player wins on these
-deals against the heuristic (``kuhn.best_response``); ``ratio`` = the win rate against the
-heuristic after / before (null
-when before is 0, with both rates).
+and then ONE JSON line: ``win_ceiling``, on kuhn-poker and nim the most any greedy player wins
+on these tasks against the heuristic (``kuhn.best_response``, ``nim.best_response``); ``ratio``
+= the win rate against the heuristic after / before (null when before is 0, with both rates).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trajforge.envs.multiseat import kuhn
+from trajforge.envs.multiseat import kuhn, nim
 from trajforge.envs.registry import get_env
 from trajforge.policy.naming import load_policy
 from trajforge.report.games import GamesSummary, GameTally, elo_ratings, tally
@@ -73,12 +73,12 @@ SIZES: dict[str, dict[str, int]] = {
 }
 
 
-def _demonstrations(env: str, games: int, store: Path) -> list[Any]:
-    """Both seats' trajectories of games between two random scripted seats."""
+def _demonstrations(env: str, games: int, store: Path, demos: str) -> list[Any]:
+    """Both seats' trajectories of games between two ``demos`` scripted seats."""
     entry = get_env(env)
     assert entry.game is not None
     seats = entry.game().seats
-    policies = {seat: scripted_seat(entry, "random") for seat in seats}
+    policies = {seat: scripted_seat(entry, demos) for seat in seats}
     spec = RolloutSpec(env=env, tasks=TaskSample(count=games), run_id="demos", store=store)
     run_rollout(spec, runner=MultiSeatRunner(entry.game, policies))
     with TrajectoryStore(store) as st:
@@ -95,9 +95,12 @@ def _evaluate(env: str, model: str, name: str, tasks: list[Any]) -> list[GameTal
     ]
 
 
-def _sft(env: str, model: str, sizes: dict[str, int], out: Path, common: dict[str, Any]) -> Path:
-    """``model`` taught the game's protocol on random-vs-random games; its final folder."""
-    demos = _demonstrations(env, sizes["games"], out / "demos.db")
+def _sft(
+    env: str, model: str, sizes: dict[str, int], out: Path, common: dict[str, Any], demos_by: str
+) -> Path:
+    """``model`` taught the game's protocol on ``demos_by``-vs-``demos_by`` games; its final
+    folder."""
+    demos = _demonstrations(env, sizes["games"], out / "demos.db", demos_by)
     sft_cfg = SFTConfig.model_validate(
         {
             **common,
@@ -124,13 +127,14 @@ def _show(t: GameTally) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="kuhn-poker", help="a game: kuhn-poker, tictactoe, negotiation")  # fmt: skip
+    parser.add_argument("--env", default="kuhn-poker", help="a game: kuhn-poker, nim, tictactoe, negotiation")  # fmt: skip
     parser.add_argument("--micro", action="store_true", help="the tiny model at micro sizes")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temp dir)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=None, help="RL steps (default: the size's)")
     parser.add_argument("--sft", type=Path, default=None, help="start from this SFT model folder (an earlier run's sft/final) instead of training one")  # fmt: skip
     parser.add_argument("--eval", type=int, default=None, help="held-out games (default: the size's; tictactoe has 130 distinct test openings)")  # fmt: skip
+    parser.add_argument("--demos", choices=OPPONENTS, default="random", help="the scripted seats whose games SFT learns from (default random: the protocol, no skill; heuristic: on nim, replies that depend on the pile)")  # fmt: skip
     args = parser.parse_args()
     sizes = dict(SIZES["micro" if args.micro else "full"])
     for key in ("steps", "eval"):
@@ -143,7 +147,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     common: dict[str, Any] = {"tensorboard": False, "progress": False, "seed": args.seed}
-    sft_dir = args.sft or _sft(args.env, model, sizes, out, common)
+    sft_dir = args.sft or _sft(args.env, model, sizes, out, common, args.demos)
     t_sft = time.perf_counter()
 
     rl_cfg = RLConfig.model_validate(
@@ -170,10 +174,13 @@ def main() -> None:
     assert rl.final_dir is not None
     t_rl = time.perf_counter()
 
-    # The most any greedy player wins on these deals against the heuristic (kuhn-poker only).
+    # The most any greedy player wins on these tasks against the heuristic (the games with a
+    # ``best_response``: kuhn-poker and nim).
     ceiling = None
     if args.env == kuhn.NAME:
         ceiling = kuhn.best_response(held_out, kuhn.heuristic_action)[0]
+    elif args.env == nim.NAME:
+        ceiling = nim.best_response(held_out, nim.heuristic_action)[0]
     tallies = [
         *_evaluate(args.env, str(sft_dir), "before", held_out),
         *_evaluate(args.env, str(rl.final_dir), "after", held_out),
@@ -196,7 +203,7 @@ def main() -> None:
     per_step = [(p["step"], p["success"]) for p in rl.validation]
     print("validation win rate vs heuristic (step, rate):", per_step)
     if ceiling is not None:
-        print(f"the best greedy player wins {100 * ceiling:.1f}% of these deals vs the heuristic")
+        print(f"the best greedy player wins {100 * ceiling:.1f}% of these games vs the heuristic")
     versus = {(t.player, t.opponent): t for t in tallies}
     before, after = versus[("before", "heuristic")], versus[("after", "heuristic")]
     line = {
@@ -213,6 +220,7 @@ def main() -> None:
         "win_ceiling": ceiling,
         "rl_steps": sizes["steps"],
         "sft_from": str(args.sft) if args.sft else None,
+        "demos": None if args.sft else args.demos,
         "sft_s": round(t_sft - t0, 1),
         "rl_s": round(t_rl - t_sft, 1),
         "total_s": round(time.perf_counter() - t0, 1),

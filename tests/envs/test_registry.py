@@ -35,6 +35,7 @@ def test_builtin_names() -> None:
         "tictactoe",
         "kuhn-poker",
         "negotiation",
+        "nim",
     ]
 
 

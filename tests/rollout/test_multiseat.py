@@ -18,7 +18,7 @@ from trajforge.rollout.spec import RolloutError
 from trajforge.schema import OutcomeStatus, Role, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
 
-GAMES = ("tictactoe", "kuhn-poker", "negotiation")
+GAMES = ("tictactoe", "kuhn-poker", "negotiation", "nim")
 
 
 class Linked(RolloutHook):

@@ -3,7 +3,7 @@
 ``ENVS`` (a ``trajforge.registry.Registry``) holds the environments known by name: the
 built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``, ``keydoor``,
 ``keydoor-compact``, ``time``, ``retail``, and the games ``tictactoe``, ``kuhn-poker``,
-``negotiation``) and, where the optional ``tau2`` extra is installed, ``tau2-<domain>`` for each
+``negotiation``, ``nim``) and, where the optional ``tau2`` extra is installed, ``tau2-<domain>`` for each
 tau2-bench domain (through the adapter in ``trajforge.envs.tau2_bench``). ``get_env`` also
 takes a user's environment by where it is:
 
@@ -74,6 +74,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "tictactoe": "trajforge.envs.multiseat.tictactoe",
     "kuhn-poker": "trajforge.envs.multiseat.kuhn",
     "negotiation": "trajforge.envs.multiseat.negotiation",
+    "nim": "trajforge.envs.multiseat.nim",
 }
 TAU2_PREFIX = "tau2-"
 # Imported by name, only when a tau2 env is named or listed: tau2 takes seconds to import.

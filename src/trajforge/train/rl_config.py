@@ -86,10 +86,10 @@ class RoleAdvantage(StrEnum):
 
 
 class SelfPlaySettings(ConfigModel):
-    """Self-play on a multi-seat game (``env: tictactoe``, ``kuhn-poker``, ``negotiation``):
-    the trained policy sits in the task's seat and ``opponent`` in the others. (To train one
-    seat against a scripted opponent, leave this out: the game's env is that seat against its
-    heuristic opponent.)"""
+    """Self-play on a multi-seat game (``env: tictactoe``, ``kuhn-poker``, ``negotiation``,
+    ``nim``): the trained policy sits in the task's seat and ``opponent`` in the others. (To
+    train one seat against a scripted opponent, leave this out: the game's env is that seat
+    against its heuristic opponent.)"""
 
     opponent: SelfPlayOpponent = SelfPlayOpponent.SELF
     """``self``: the trained policy plays every seat and every seat's trajectory is trained;

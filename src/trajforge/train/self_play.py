@@ -72,7 +72,7 @@ class SelfPlay:
         if entry.game is None:
             raise ConfigError(
                 f"self_play: env {entry.name!r} is no multi-seat game "
-                "(tictactoe, kuhn-poker, negotiation)"
+                "(tictactoe, kuhn-poker, negotiation, nim)"
             )
         self.cfg = cfg
         self.make_game = entry.game

@@ -12,7 +12,7 @@ from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
 from trajforge.schema import Message, Role, Task
 
-GAMES = ("tictactoe", "kuhn-poker", "negotiation")
+GAMES = ("tictactoe", "kuhn-poker", "negotiation", "nim")
 
 
 def play(game: MultiSeatEnv, task: Task, seats: dict[str, Opponent]) -> dict[str, float]:
