@@ -12,7 +12,6 @@ what used its earlier output stale.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections import Counter
@@ -23,14 +22,9 @@ from rich.console import Console
 
 from trajforge.agent_programs import AgentRunner, agent_runners
 from trajforge.distributed import on_ray
-from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError, TrajforgeError
-from trajforge.judge.best_of_run import plan_best_of, select_into
-from trajforge.judge.evaluate import score_into, summarize
-from trajforge.judge.scorer import Rubric
-from trajforge.judge.stats import format_reward, format_scored, format_success
 from trajforge.memory import trim_freed_memory
-from trajforge.memory_bank.live import Memory, read_with
+from trajforge.memory_bank.live import Memory
 from trajforge.pipeline.config import (
     STORE_FILE,
     CollectStage,
@@ -51,6 +45,7 @@ from trajforge.pipeline.config import (
     stage_name,
 )
 from trajforge.pipeline.curation import repair_stage, triage_stage
+from trajforge.pipeline.eval_stage import eval_stage
 from trajforge.pipeline.fingerprint import (
     STALE,
     StageMaking,
@@ -59,7 +54,7 @@ from trajforge.pipeline.fingerprint import (
     stage_inputs,
     what_changed,
 )
-from trajforge.pipeline.memory_stage import MEMORY_FILE, eval_memory, memory_figures, memory_stage
+from trajforge.pipeline.memory_stage import MEMORY_FILE, eval_memory, memory_stage
 from trajforge.pipeline.train_results import loss_detail, rl_detail, training_record, write_results
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.report.html import RESULTS_FILE, build_report
@@ -70,11 +65,9 @@ from trajforge.rollout import (
     RolloutSpec,
     Sampling,
     TaskSample,
-    arun_rollout,
     run_rollout,
 )
 from trajforge.schema import is_success
-from trajforge.store import TrajectoryStore
 from trajforge.train.checkpoint import latest_checkpoint
 from trajforge.train.config import DistributedSettings
 from trajforge.train.data import load_source
@@ -298,57 +291,9 @@ class ExperimentRunner:
     def _eval(
         self, model: str, run_id: str, index: int, stage: EvalStage, attempt: int
     ) -> dict[str, Any]:
-        ev = self.exp.eval
-        rubric = Rubric.from_refs(ev.scorers)
-        plan = plan_best_of(
-            self.exp.env,
-            get_env(self.exp.env).answer_free_verifier,
-            ev.best_of,
-            ev.select,
-            ev.judge_model,
-            ev.temperature,
-        )
-        n = ev.n if plan is None else plan.n
-        spec = RolloutSpec(
-            env=self.exp.env,
-            policy=self._policy_ref(model, stage.force),
-            tasks=TaskSample(count=ev.tasks, split=ev.split, seed=ev.seed),
-            n=n,
-            limits=Limits(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens),
-            sampling=Sampling(temperature=ev.temperature, max_new_tokens=ev.max_new_tokens),
-            seed=ev.seed,
-            run_id=run_id,
-        )
-
         memory = self._eval_memory(index, stage, attempt)
-        items_before = len(memory.items) if memory is not None else 0
-
-        async def go() -> list[Any]:
-            with TrajectoryStore(self.store_path) as db:
-                live = on_ray(self.exp.ray)
-                grow = read_with(live, memory, stage.memory_update)
-                live["store"], live["hooks"] = db, [RolloutProgress(transient=True), *grow]
-                trajs = await arun_rollout(spec, **live)
-                return await score_into(db, trajs, rubric.scorers)
-
-        trajectories = asyncio.run(go())
-        summary = summarize(trajectories, ks=sorted({1, n}))
-        text = (
-            f"success {format_success(summary.success, summary.scored, summary.episodes)}, mean reward "
-            f"{format_reward(summary.reward_mean)} (scored {format_scored(summary.scored, summary.episodes)})"
-        )
-        result: dict[str, Any] = {"run_id": run_id, "model": model, "summary": summary.as_dict()}
-        if memory is not None:
-            result["memory"], said = memory_figures(
-                trajectories, memory, items_before, self.run_dir
-            )
-            text += f"; {said}"
-        if plan is not None:
-            with TrajectoryStore(self.store_path) as db:
-                picked = select_into(db, trajectories, plan)
-            result["best_of"] = picked.as_dict()
-            text += "; " + ", ".join(f"{k} {v}" for k, v in picked.rows())
-        return {**result, "text": text}
+        policy = self._policy_ref(model, stage.force)
+        return eval_stage(self.exp, self.store_path, policy, run_id, memory, stage.memory_update)
 
     def _eval_memory(self, index: int, stage: EvalStage, attempt: int) -> Memory | None:
         """The memory eval ``stage`` reads: its memory stage's file, or the file it names."""
