@@ -75,12 +75,7 @@ class MemoryPlan(BaseModel):
     def open(self, env: str) -> Memory:
         """The memory for ``env`` (its items embedded now where ``embed`` names a model),
         saying how many items of other envs it leaves out."""
-        embedder = None
-        if self.embed is not None:
-            from trajforge.policy.embed import TextEmbedder  # lazy: loads torch and the model
-
-            embedder = TextEmbedder.load(self.embed)
-        memory = Memory.load(Path(self.path), env, self.k, embedder)
+        memory = Memory.open(Path(self.path), env, self.k, self.embed)
         if warning := memory.ignored_warning():
             err_console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
         return memory

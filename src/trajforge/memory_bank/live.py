@@ -67,6 +67,16 @@ class Memory:
         mine, others = for_env(read_memory(path), env)
         return cls(path, env, k, mine, len(others), embed)
 
+    @classmethod
+    def open(cls, path: Path, env: str, k: int = DEFAULT_K, embed: str | None = None) -> Memory:
+        """``load`` with the embedding model named ``embed`` (``--memory-embed``: ``embedded``,
+        ``tiny``, a folder) loaded first; ``None``: BM25."""
+        if embed is None:
+            return cls.load(path, env, k)
+        from trajforge.policy.embed import TextEmbedder  # lazy: loads torch and the model
+
+        return cls.load(path, env, k, TextEmbedder.load(embed))
+
     def ignored_warning(self) -> str | None:
         """What to warn about the file's items of other envs (``None``: it has none)."""
         if not self.ignored:

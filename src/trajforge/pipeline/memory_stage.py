@@ -68,12 +68,7 @@ def eval_memory(source: Path, stage: EvalStage, env: str, folder: Path, console:
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, copy)
         source = copy
-    embedder = None
-    if stage.memory_embed is not None:
-        from trajforge.policy.embed import TextEmbedder  # lazy: loads torch and the model
-
-        embedder = TextEmbedder.load(stage.memory_embed)
-    memory = Memory.load(source, env, stage.memory_k, embedder)
+    memory = Memory.open(source, env, stage.memory_k, stage.memory_embed)
     if warning := memory.ignored_warning():
         console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
     return memory
