@@ -150,7 +150,7 @@ class UpstreamGateway:
         messages = told(session, messages)
         clock = time.perf_counter()
         try:
-            data = await self._forward(request, messages, session.system_text is not None)
+            data = await self._forward(request, messages, bool(session.system_text))
         except asyncio.CancelledError:
             self.recorder.abort_all(
                 session,
