@@ -7,21 +7,24 @@ whatever its rewards (the base model rarely solves a task, and a step's cost is 
 advantages). Two trainers start from the same weights and seed:
 
 - new: the defaults (a micro-batch's common prefix, the system prompt and a group's prompt, run
-  once; with more than one pass, old logprobs from the first pass's own forward);
-- reference: ``reference_path: true`` (every row's full forward; a separate old-logprob pass
-  before several passes).
+  once in training and prefilled once in sampling; with more than one pass, old logprobs from
+  the first pass's own forward);
+- reference: ``reference_path: true`` (every prompt prefilled whole, every row's full forward;
+  a separate old-logprob pass before several passes).
 
-Neither path changes sampling, so a step's rollouts are sampled once, by the new trainer's
-policy (the same weights as the reference's), timed, and both trainers train on copies of them:
-training is compared on identical token ids, and a shared CPU spends the sampling time once.
-Training is the rest of ``run_step`` (scoring, advantages, the forward and backward passes, the
-optimizer step, the rollout copy's refresh); the two paths take turns to train first.
+Each trainer samples the step's rollouts with its own rollout policy (the same weights and
+seeds; the reference prefills every prompt whole, the new one prefills what prompts admitted
+together begin with once), timed; ``same_tokens`` is the fraction of episodes whose sampled
+tokens agree between the two. Both trainers then train on copies of the new one's rollouts, so
+training is compared on identical token ids. Training is the rest of ``run_step`` (scoring,
+advantages, the forward and backward passes, the optimizer step, the rollout copy's refresh);
+the two paths take turns to sample and to train first.
 
     nice -n 10 .venv/bin/python bench/rl_step.py --model embedded --precision fp32
     nice -n 10 .venv/bin/python bench/rl_step.py --model embedded --precision bf16
 
-Prints one JSON line: ``ratio`` = (sampling + reference training) / (sampling + new training),
-the cost of a whole step; ``train_ratio`` the same for training alone.
+Prints one JSON line: ``ratio`` = (reference sampling + training) / (new sampling + training),
+the cost of a whole step; ``train_ratio`` and ``sampling_ratio`` the same for each part alone.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from trajforge.schema import Task, Trajectory
+from trajforge.schema import Role, Task, Trajectory
 from trajforge.train.config import RLConfig
 from trajforge.train.rl import RLTrainer
 
@@ -87,6 +90,11 @@ def replaying(trajs: list[Trajectory]) -> Callable[[int, list[Task]], list[Traje
     return lambda _step, _tasks: [t.model_copy(deep=True) for t in trajs]
 
 
+def sampled_tokens(traj: Trajectory) -> list[list[int]]:
+    """The token ids of each assistant turn of ``traj``."""
+    return [list(m.token_ids or []) for m in traj.messages if m.role is Role.ASSISTANT]
+
+
 def training_seconds(trainer: RLTrainer, step: int) -> tuple[float, float]:
     """Seconds of ``trainer``'s step past its (replayed) rollouts, and its loss tokens."""
     metrics = trainer.run_step(step)
@@ -100,8 +108,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, help="epochs_per_step (default: the job's, 2)")
     parser.add_argument("--repeats", type=int, default=1, help="steps timed")
     args = parser.parse_args()
-    sampling: list[float] = []
+    sampling: dict[str, list[float]] = {"reference": [], "new": []}
     training: dict[str, list[float]] = {"reference": [], "new": []}
+    same: list[bool] = []
     tokens = {"reference": 0.0, "new": 0.0}
     with tempfile.TemporaryDirectory() as tmp:
         trainers = {
@@ -112,20 +121,26 @@ def main() -> None:
             )
             for name in training
         }
-        sampler = trainers["new"]
         for step in range(1, args.repeats + 1):
-            start = time.perf_counter()
-            trajs = sampler._rollout(step, sampler._next_tasks()[0])
-            sampling.append(time.perf_counter() - start)
-            # Turns at training first, so that neither path always meets the busier CPU.
-            for name in list(training)[:: 1 if step % 2 else -1]:
-                trainers[name]._rollout = replaying(trajs)  # type: ignore[method-assign]
+            # Turns at going first, so that neither path always meets the busier CPU.
+            order = list(training)[:: 1 if step % 2 else -1]
+            sampled = {}
+            for name in order:
+                start = time.perf_counter()
+                sampled[name] = trainers[name]._rollout(step, trainers[name]._next_tasks()[0])
+                sampling[name].append(time.perf_counter() - start)
+            same += [
+                sampled_tokens(a) == sampled_tokens(b)
+                for a, b in zip(sampled["reference"], sampled["new"], strict=True)
+            ]
+            for name in order:
+                trainers[name]._rollout = replaying(sampled["new"])  # type: ignore[method-assign]
                 seconds, loss_tokens = training_seconds(trainers[name], step)
                 training[name].append(seconds)
                 tokens[name] += loss_tokens
-    sample_s = sum(sampling) / len(sampling)
+    sample_s = {name: sum(v) / len(v) for name, v in sampling.items()}
     train_s = {name: sum(v) / len(v) for name, v in training.items()}
-    step_s = {name: sample_s + t for name, t in train_s.items()}
+    step_s = {name: sample_s[name] + t for name, t in train_s.items()}
     print(
         json.dumps(
             {
@@ -136,10 +151,12 @@ def main() -> None:
                 "repeats": args.repeats,
                 "cpu": cpu_name(),
                 "cpus": os.cpu_count(),
-                "sampling_s": round(sample_s, 2),
+                "sampling_s": {name: round(t, 2) for name, t in sample_s.items()},
+                "same_tokens": round(sum(same) / len(same), 3),
                 "training_s": {name: round(t, 2) for name, t in train_s.items()},
                 "step_s": {name: round(t, 2) for name, t in step_s.items()},
                 "loss_tokens": tokens,
+                "sampling_ratio": round(sample_s["reference"] / sample_s["new"], 3),
                 "train_ratio": round(train_s["reference"] / train_s["new"], 3),
                 "ratio": round(step_s["reference"] / step_s["new"], 3),
             }

@@ -45,6 +45,7 @@ from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
 
 OPPONENTS = ("heuristic", "random")
+CREDIT = ("rae", "gigpo", "grpo")
 SIZES: dict[str, dict[str, int]] = {
     # From scratch the pocket model needs several passes over a few hundred games to learn
     # the protocol; RL then runs 8 tasks x 8 samples x 2 seats a step.
@@ -96,7 +97,13 @@ def _evaluate(env: str, model: str, name: str, tasks: list[Any]) -> list[GameTal
 
 
 def _sft(
-    env: str, model: str, sizes: dict[str, int], out: Path, common: dict[str, Any], demos_by: str
+    env: str,
+    model: str,
+    sizes: dict[str, int],
+    out: Path,
+    common: dict[str, Any],
+    demos_by: str,
+    loss_on: str,
 ) -> Path:
     """``model`` taught the game's protocol on ``demos_by``-vs-``demos_by`` games; its final
     folder."""
@@ -109,6 +116,7 @@ def _sft(
             "data": {"store": out / "demos.db"},
             "epochs": sizes["sft_epochs"],
             "batch_size": 16,
+            "loss_on": loss_on,
             "optim": {"lr": 3e-3, "schedule": "cosine", "warmup_steps": 5},
         }
     )
@@ -134,6 +142,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="RL steps (default: the size's)")
     parser.add_argument("--sft", type=Path, default=None, help="start from this SFT model folder (an earlier run's sft/final) instead of training one")  # fmt: skip
     parser.add_argument("--eval", type=int, default=None, help="held-out games (default: the size's; tictactoe has 130 distinct test openings)")  # fmt: skip
+    parser.add_argument("--credit", choices=CREDIT, default="rae", help="the advantages: rae (SPIRAL's role baselines, one advantage a game), gigpo or grpo (over each task's samples of one seat; gigpo adds a step-level advantage per anchor state, the pile and mover)")  # fmt: skip
+    parser.add_argument("--sft-on", choices=["assistant", "all"], default="assistant", help="the SFT loss: the moves alone (assistant) or the whole transcript, the game's views too (all)")  # fmt: skip
+    parser.add_argument("--lr", type=float, default=3e-4, help="the RL learning rate")
     parser.add_argument("--demos", choices=OPPONENTS, default="random", help="the scripted seats whose games SFT learns from (default random: the protocol, no skill; heuristic: on nim, replies that depend on the pile)")  # fmt: skip
     args = parser.parse_args()
     sizes = dict(SIZES["micro" if args.micro else "full"])
@@ -147,7 +158,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     common: dict[str, Any] = {"tensorboard": False, "progress": False, "seed": args.seed}
-    sft_dir = args.sft or _sft(args.env, model, sizes, out, common, args.demos)
+    sft_dir = args.sft or _sft(args.env, model, sizes, out, common, args.demos, args.sft_on)
     t_sft = time.perf_counter()
 
     rl_cfg = RLConfig.model_validate(
@@ -164,9 +175,13 @@ def main() -> None:
             "temperature": 1.0,
             "max_new_tokens": 4,
             "loss": "ppo_clip",
-            "optim": {"lr": 3e-4},
+            "optim": {"lr": args.lr},
             "store": out / "store.db",
-            "self_play": {"opponent": "self", "advantage": "rae"},
+            "self_play": {
+                "opponent": "self",
+                "advantage": "rae" if args.credit == "rae" else "estimator",
+            },
+            "estimator": "grpo" if args.credit == "rae" else args.credit,
             "validation": {"tasks": sizes["val"], "every": sizes["every"], "keep_best": False},
         }
     )
@@ -221,6 +236,9 @@ def main() -> None:
         "rl_steps": sizes["steps"],
         "sft_from": str(args.sft) if args.sft else None,
         "demos": None if args.sft else args.demos,
+        "sft_on": None if args.sft else args.sft_on,
+        "credit": args.credit,
+        "lr": args.lr,
         "sft_s": round(t_sft - t0, 1),
         "rl_s": round(t_rl - t_sft, 1),
         "total_s": round(time.perf_counter() - t0, 1),

@@ -9,10 +9,11 @@ import torch
 from train_helpers import qa_trajectory
 
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
-from trajforge.train.batch import TokenBatch
+from trajforge.schema.trajectory import LOSS_FROM_MESSAGE
+from trajforge.train.batch import TokenBatch, encode_trajectory
 from trajforge.train.config import LoraSettings, ModelSettings, OptimSettings, SFTConfig
 from trajforge.train.logprobs import TokenLogprobModel, logprobs_from_logits
-from trajforge.train.sft import SFTTrainer
+from trajforge.train.sft import SFTTrainer, observations_too
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +131,25 @@ def test_masked_targets_change_no_gradient(tok) -> None:  # type: ignore[no-unty
     ids3[0, last_loss] = 4242
     g3 = grads(ids3, mask)
     assert not all(torch.equal(a, c) for a, c in zip(g1, g3, strict=True))
+
+
+def test_loss_on_all_learns_the_observations_too(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
+    data = _data(tok)
+    assistant = SFTTrainer(_cfg(tmp_path / "a", epochs=1), data)
+    everything = SFTTrainer(_cfg(tmp_path / "b", epochs=1, loss_on="all"), data)
+    for moves, whole in zip(assistant.seqs, everything.seqs, strict=True):
+        # Every token but the first is learned; the assistant's tokens in both.
+        assert whole.loss_mask == [False] + [True] * (len(whole) - 1)
+        assert all(w for m, w in zip(moves.loss_mask, whole.loss_mask, strict=True) if m)
+        assert sum(moves.loss_mask) < sum(whole.loss_mask)
+
+
+def test_loss_on_all_keeps_context_only_assistant_turns_out(tok) -> None:  # type: ignore[no-untyped-def]
+    traj = _data(tok)[0]
+    # The tool call (message 2) is context only, as a repair's failed prefix is.
+    traj.metadata[LOSS_FROM_MESSAGE] = 3
+    seq = encode_trajectory(traj)
+    mask = observations_too(seq)
+    call = [i for i, turn in enumerate(seq.turn_index) if turn == 0]
+    assert call and not any(mask[i] for i in call)
+    assert all(mask[i] for i, turn in enumerate(seq.turn_index) if turn < 0 and i > 0)

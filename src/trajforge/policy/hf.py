@@ -70,6 +70,9 @@ class HFPolicy(TokenPolicy):
         lean_decode: run Llama-architecture models through ``llama_decode`` (the same
             equations with less overhead; prefills of newly admitted prompts share the running
             decode step's forward); False keeps the transformers forward.
+        share_prefixes: prefill once what prompts admitted together begin with (a system
+            prompt, a group's task), each prompt then only the rest; False prefills every
+            prompt whole (``engine.shared_prefix``).
     """
 
     name = "hf"
@@ -88,6 +91,7 @@ class HFPolicy(TokenPolicy):
         name: str | None = None,
         prefix_cache_mb: float = 1024,
         lean_decode: bool = True,
+        share_prefixes: bool = True,
     ) -> None:
         super().__init__(tokenizer, tool_protocol=tool_protocol, parser=parser, name=name)
         if max_batch_size < 1:
@@ -107,7 +111,12 @@ class HFPolicy(TokenPolicy):
             PrefixCache(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
         )
         self._engine = DecodeEngine(
-            model, tokenizer, self.eos_ids, self.prefix_cache, lean_decode=lean_decode
+            model,
+            tokenizer,
+            self.eos_ids,
+            self.prefix_cache,
+            lean_decode=lean_decode,
+            share_prefixes=share_prefixes,
         )
         self._cond = threading.Condition()
         self._pending: deque[GenerationRequest] = deque()

@@ -102,7 +102,12 @@ class RLRollouts(Trainer):
             model = copy.deepcopy(model)
         if self.rollout_dtype is torch.bfloat16:
             model = model.to(torch.bfloat16)
-        return HFPolicy(model, self.parts.tokenizer, max_batch_size=self.rl_cfg.max_batch_size)
+        return HFPolicy(
+            model,
+            self.parts.tokenizer,
+            max_batch_size=self.rl_cfg.max_batch_size,
+            share_prefixes=not self.rl_cfg.reference_path,
+        )
 
     def _rollout_dtype(self) -> torch.dtype:
         cfg = self.rl_cfg

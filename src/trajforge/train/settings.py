@@ -174,9 +174,10 @@ class CommonSettings(ConfigModel):
     reference_path: bool = False
     """Compute logprobs the straightforward way: every row of a micro-batch through the whole
     model (no common prefix run once), and with several ``epochs_per_step`` a separate pass for
-    RL's old logprobs. Equal up to fp32 rounding and slower: what the fast path is tested and
-    benchmarked against (bench/rl_step.py). Under ``distributed.strategy: fsdp`` rows always
-    run whole."""
+    RL's old logprobs; RL's rollouts prefill every prompt whole (no beginning that prompts
+    admitted together share prefilled once). Equal up to fp32 rounding and slower: what the
+    fast path is tested and benchmarked against (bench/rl_step.py). Under
+    ``distributed.strategy: fsdp`` rows always run whole."""
     checkpoint_every: int = Field(default=0, ge=0)
     """Save a resumable checkpoint every this many steps and at the end (0: not by steps)."""
     checkpoint_every_s: float = Field(default=0.0, ge=0)
@@ -196,6 +197,11 @@ class CommonSettings(ConfigModel):
     """Data-parallel or sharded training over several processes."""
 
 
+class LossOn(StrEnum):
+    ASSISTANT = "assistant"
+    ALL = "all"
+
+
 class SFTConfig(CommonSettings):
     """Supervised fine-tuning on the assistant tokens of stored trajectories."""
 
@@ -208,6 +214,11 @@ class SFTConfig(CommonSettings):
     max_steps: int | None = Field(default=None, ge=1)
     """Make exactly this many steps, cycling the data as often as it takes (null: ``epochs``
     passes)."""
+    loss_on: LossOn = LossOn.ASSISTANT
+    """``assistant``: the assistant turns' tokens (behaviour cloning); ``all``: every token
+    after the first, the environment's observations too (a model trained from scratch then
+    learns what the observations say and how they follow from its moves, where behaviour
+    cloning of moves that ignore them would teach it to ignore them)."""
 
 
 class DPOConfig(CommonSettings):

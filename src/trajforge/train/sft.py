@@ -17,7 +17,7 @@ from trajforge.errors import DataError
 from trajforge.schema import Trajectory
 from trajforge.train.base import StepCallback, Trainer
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
-from trajforge.train.config import SFTConfig, masks_rendered
+from trajforge.train.config import LossOn, SFTConfig, masks_rendered
 from trajforge.train.model import TrainParts
 
 
@@ -71,6 +71,14 @@ def epoch_plan(data: EpochCursor, items: str, steps: int) -> str:
     )
 
 
+def observations_too(seq: TokenSequence) -> list[bool]:
+    """``seq``'s loss mask with every token outside the assistant turns added but the first
+    (nothing predicts it); assistant tokens the mask leaves out (a rendered or context-only
+    turn) stay out."""
+    mask = [m or turn < 0 for m, turn in zip(seq.loss_mask, seq.turn_index, strict=True)]
+    return [False, *mask[1:]]
+
+
 class SFTTrainer(Trainer):
     """Behaviour cloning on trajectories; only assistant-sampled tokens are in the loss."""
 
@@ -90,6 +98,9 @@ class SFTTrainer(Trainer):
             encode_trajectory(t, max_length=cfg.max_seq_len, mask_rendered=masks_rendered(cfg.data))
             for t in trajectories
         ]
+        if cfg.loss_on is LossOn.ALL:
+            for seq in self.seqs:
+                seq.loss_mask = observations_too(seq)
         self.data = EpochCursor(len(self.seqs), cfg.batch_size, cfg.seed)
         super().__init__(cfg, parts=parts, callbacks=callbacks)
 

@@ -51,6 +51,8 @@ class EngineStats:
     max_rows: int = 0
     generated_tokens: int = 0
     prefill_tokens: int = 0
+    shared_prefill_tokens: int = 0
+    """Of ``prefill_tokens``, those prefilled once for several prompts that begin with them."""
     reused_tokens: int = 0
 
 

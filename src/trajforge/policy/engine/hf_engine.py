@@ -29,6 +29,7 @@ from trajforge.policy.engine.llama_decode import (
 from trajforge.policy.engine.prefill import Prefill, build_prefill, length_groups
 from trajforge.policy.engine.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.engine.sampling import sample_tokens, step_uniforms
+from trajforge.policy.engine.shared_prefix import prefill_shared
 
 if TYPE_CHECKING:
     from trajforge.policy.engine.kv_cache import RowCache
@@ -47,8 +48,10 @@ class DecodeEngine:
         eos_ids: Iterable[int],
         prefix_cache: PrefixCache | None = None,
         lean_decode: bool = True,
+        share_prefixes: bool = True,
     ) -> None:
         self.lean_decode = lean_decode
+        self.share_prefixes = share_prefixes
         self.model = model
         self.tokenizer = tokenizer
         self.eos_ids = frozenset(eos_ids)
@@ -139,7 +142,30 @@ class DecodeEngine:
             for request in requests:
                 request.prefix = self.prefix_cache.lookup(request.prompt_ids)
         layers = self.model.config.get_text_config(decoder=True).num_hidden_layers
+        if self.share_prefixes:
+            self._share_prefixes(requests, layers)
         return [build_prefill(group, layers, self.device) for group in length_groups(requests)]
+
+    def _share_prefixes(self, requests: list[GenerationRequest], layers: int) -> None:
+        """Prefill once what prompts admitted together begin with (``shared_prefix``); each
+        then prefills only the rest. Prompts that continue a cached sequence keep that."""
+        fresh = [r for r in requests if r.prefix is None]
+        if len(fresh) < 2:
+            return
+        entries, computed = prefill_shared(
+            [r.prompt_ids for r in fresh], layers, self.device, self._prefill_only
+        )
+        for request, entry in zip(fresh, entries, strict=True):
+            request.prefix = entry
+        self.stats.prefill_tokens += computed
+        self.stats.shared_prefill_tokens += computed
+
+    def _prefill_only(self, group: ForwardGroup, mask: torch.Tensor) -> None:
+        """Run ``group`` through the model for its cache alone."""
+        if self._lean:
+            lean_forward(self.model, [group])
+        else:
+            self._forward(group.ids, mask, group.positions, group.cache)
 
     def _admit(self, group: Prefill, logits: torch.Tensor) -> list[GenerationRequest]:
         """Sample the first tokens of a prefilled ``group`` and join it to the batch."""

@@ -1,0 +1,117 @@
+"""Prompts admitted together that begin alike: their common beginning prefilled once.
+
+An RL step sends every episode's first prompt at once, and those prompts share most of their
+tokens: all of them the env's system prompt, the samples of a group the task as well (on the
+calculator job, 226 and 263 of each prompt's ~330 tokens). Prefilled one by one they cost
+``rows x prompt`` tokens of forward; here the shared parts are computed once and every prompt
+prefills only what is its own, over the shared keys and values (Hydragen's and SGLang's
+RadixAttention idea, at prefill time: Juravsky et al. 2024, "Hydragen: High-Throughput LLM
+Inference with Shared Prefixes", arXiv:2402.05121).
+
+The shared parts form a tree: the longest common prefix of a set of prompts is one part, and the
+prompts that continue it alike (the same next token) form a subset whose own longer common
+prefix is the next part down. Each part is prefilled over its parent's keys and values, a level
+at a time, and each prompt then reuses the deepest part it starts with. A part must be at least
+``MIN_SHARED`` tokens long and leave every prompt at least one token of its own (the one the
+next token's logits come from). Prompts that continue a cached sequence (an episode's next turn)
+are left to the prefix cache.
+
+A prompt's keys come out of one pass or of two depending on what was admitted with it: equal up
+to float rounding, the same kind of difference as prefilling it beside prompts of other lengths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from trajforge.policy.engine.llama_decode import ForwardGroup
+from trajforge.policy.engine.prefill import prefill_inputs
+from trajforge.policy.engine.prefix_cache import PrefixEntry
+
+MIN_SHARED = 16
+"""Fewest tokens worth a forward pass of their own."""
+
+
+@dataclass
+class SharedPart:
+    """One shared beginning: its tokens, the part it continues, and the prompts under it."""
+
+    tokens: list[int]
+    parent: SharedPart | None
+    members: list[int]
+    """Indices of the prompts that start with ``tokens``."""
+    entry: PrefixEntry | None = None
+
+
+def _common_length(prompts: Sequence[Sequence[int]], members: list[int], start: int) -> int:
+    """The length of ``members``' longest common prefix, known to be at least ``start``."""
+    first = prompts[members[0]]
+    # A prompt's last token is never shared: its logits give the prompt's next token.
+    limit = min(len(prompts[i]) for i in members) - 1
+    n = start
+    while n < limit and all(prompts[i][n] == first[n] for i in members[1:]):
+        n += 1
+    return n
+
+
+def shared_parts(prompts: Sequence[Sequence[int]]) -> list[list[SharedPart]]:
+    """The tree of ``prompts``' shared beginnings, a list per level (shallowest first)."""
+    levels: list[list[SharedPart]] = []
+
+    def split(members: list[int], parent: SharedPart | None, depth: int, start: int) -> None:
+        if len(members) < 2:
+            return
+        length = _common_length(prompts, members, start)
+        part = parent
+        if length >= MIN_SHARED and (parent is None or length > len(parent.tokens)):
+            part = SharedPart(list(prompts[members[0]][:length]), parent, members)
+            while len(levels) <= depth:
+                levels.append([])
+            levels[depth].append(part)
+            depth += 1
+        by_next: dict[int, list[int]] = {}
+        for i in members:
+            if len(prompts[i]) > length + 1:
+                by_next.setdefault(prompts[i][length], []).append(i)
+        for subset in by_next.values():
+            if len(subset) < len(members):
+                split(subset, part, depth, length + 1)
+
+    split(list(range(len(prompts))), None, 0, 0)
+    return levels
+
+
+def prefill_shared(
+    prompts: Sequence[Sequence[int]],
+    num_layers: int,
+    device: torch.device,
+    forward: Callable[[ForwardGroup, torch.Tensor], None],
+) -> tuple[list[PrefixEntry | None], int]:
+    """The keys and values each prompt can start from (None: nothing shared), and the tokens
+    prefilled to make them.
+
+    Args:
+        prompts: the prompts admitted together (token ids).
+        num_layers: the model's decoder layers.
+        device: where the inputs go.
+        forward: runs one ``ForwardGroup`` (with its ``[B, L]`` padding mask) through the
+            model, filling its cache.
+    """
+    deepest: list[PrefixEntry | None] = [None] * len(prompts)
+    computed = 0
+    for level in shared_parts(prompts):
+        parts = [(part.tokens, part.parent.entry if part.parent else None, part) for part in level]
+        group, mask = prefill_inputs(
+            [(tokens, parent) for tokens, parent, _ in parts], num_layers, device
+        )
+        forward(group, mask)
+        for row, (tokens, parent, part) in enumerate(parts):
+            keys, values = group.cache.row_states(row, mask[row].bool())
+            part.entry = PrefixEntry(tokens, keys, values)
+            computed += len(tokens) - (len(parent.tokens) if parent else 0)
+            for i in part.members:
+                deepest[i] = part.entry
+    return deepest, computed
