@@ -49,20 +49,25 @@ EXPERIMENT = Path(__file__).parents[1] / "examples" / "calculator" / "experiment
 
 
 def rl_stage(
-    model: str, precision: str, epochs: int | None, reference: bool, out: Path
+    model: str,
+    precision: str,
+    epochs: int | None,
+    reference: bool,
+    out: Path,
+    experiment_file: Path = EXPERIMENT,
 ) -> RLConfig:
     """The experiment's ``rl`` stage as a one-run config (the tiny model's 2 layers get LoRA on
     both instead of the embedded model's top 10; ``epochs`` None keeps the job's)."""
-    experiment = yaml.safe_load(EXPERIMENT.read_text())
+    experiment = yaml.safe_load(experiment_file.read_text())
     stage = next(s for s in experiment["stages"] if s["kind"] == "rl")
     settings: dict[str, Any] = dict(stage["train"])
-    lora = dict(settings["model"]["lora"])
+    lora = dict(settings.get("model", {}).get("lora", {}))
     if model == "tiny":
-        lora.pop("layers")
+        lora.pop("layers", None)
     settings.update(
         env=experiment["env"],
         seed=experiment["seed"],
-        model={"spec": model, "precision": precision, "lora": lora},
+        model={"spec": model, "precision": precision, "lora": lora or None},
         output_dir=out,
         epochs_per_step=epochs or settings.get("epochs_per_step", 1),
         filter_zero_advantage=False,
@@ -107,6 +112,7 @@ def main() -> None:
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--epochs", type=int, help="epochs_per_step (default: the job's, 2)")
     parser.add_argument("--repeats", type=int, default=1, help="steps timed")
+    parser.add_argument("--experiment", type=Path, default=EXPERIMENT, help="the experiment whose rl stage runs (default: the main job's; examples/keydoor/experiment.yaml: the long-horizon preset)")  # fmt: skip
     args = parser.parse_args()
     sampling: dict[str, list[float]] = {"reference": [], "new": []}
     training: dict[str, list[float]] = {"reference": [], "new": []}
@@ -116,7 +122,12 @@ def main() -> None:
         trainers = {
             name: RLTrainer(
                 rl_stage(
-                    args.model, args.precision, args.epochs, name == "reference", Path(tmp) / name
+                    args.model,
+                    args.precision,
+                    args.epochs,
+                    name == "reference",
+                    Path(tmp) / name,
+                    args.experiment,
                 )
             )
             for name in training
@@ -145,6 +156,7 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "rl_step",
+                "experiment": str(args.experiment),
                 "model": args.model,
                 "precision": args.precision,
                 "epochs_per_step": trainers["new"].rl_cfg.epochs_per_step,
