@@ -100,12 +100,10 @@ def sampled_tokens(traj: Trajectory) -> list[list[int]]:
     return [list(m.token_ids or []) for m in traj.messages if m.role is Role.ASSISTANT]
 
 
-def training_seconds(trainer: RLTrainer, step: int) -> tuple[float, dict[str, float]]:
-    """Seconds of ``trainer``'s step past its (replayed) rollouts, and its loss tokens, loss
-    and gradient norm."""
+def training_seconds(trainer: RLTrainer, step: int) -> tuple[float, float]:
+    """Seconds of ``trainer``'s step past its (replayed) rollouts, and its loss tokens."""
     metrics = trainer.run_step(step)
-    seen = {key: metrics.get(key, 0.0) for key in ("loss_tokens", "loss", "grad_norm")}
-    return metrics["step_time_s"] - metrics["rollout_time_s"], seen
+    return metrics["step_time_s"] - metrics["rollout_time_s"], metrics.get("loss_tokens", 0.0)
 
 
 def main() -> None:
@@ -120,9 +118,6 @@ def main() -> None:
     training: dict[str, list[float]] = {"reference": [], "new": []}
     same: list[bool] = []
     tokens = {"reference": 0.0, "new": 0.0}
-    # The last step's loss and gradient norm on each path: the same tokens, so equal up to
-    # rounding.
-    last: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         trainers = {
             name: RLTrainer(
@@ -151,10 +146,9 @@ def main() -> None:
             ]
             for name in order:
                 trainers[name]._rollout = replaying(sampled["new"])  # type: ignore[method-assign]
-                seconds, seen = training_seconds(trainers[name], step)
-                last[name] = {key: round(seen[key], 6) for key in ("loss", "grad_norm")}
+                seconds, loss_tokens = training_seconds(trainers[name], step)
                 training[name].append(seconds)
-                tokens[name] += seen["loss_tokens"]
+                tokens[name] += loss_tokens
     sample_s = {name: sum(v) / len(v) for name, v in sampling.items()}
     train_s = {name: sum(v) / len(v) for name, v in training.items()}
     step_s = {name: sample_s[name] + t for name, t in train_s.items()}
@@ -174,7 +168,6 @@ def main() -> None:
                 "training_s": {name: round(t, 2) for name, t in train_s.items()},
                 "step_s": {name: round(t, 2) for name, t in step_s.items()},
                 "loss_tokens": tokens,
-                "last_step": last,
                 "sampling_ratio": round(sample_s["reference"] / sample_s["new"], 3),
                 "train_ratio": round(train_s["reference"] / train_s["new"], 3),
                 "ratio": round(step_s["reference"] / step_s["new"], 3),
