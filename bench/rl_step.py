@@ -108,7 +108,11 @@ def training_seconds(trainer: RLTrainer, step: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", choices=["tiny", "embedded"], default="tiny")
+    parser.add_argument(
+        "--model",
+        default="tiny",
+        help="tiny, embedded, pocket or a model folder (an SFT checkpoint)",
+    )
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--epochs", type=int, help="epochs_per_step (default: the job's, 2)")
     parser.add_argument("--repeats", type=int, default=1, help="steps timed")
