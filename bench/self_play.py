@@ -97,17 +97,11 @@ def _evaluate(env: str, model: str, name: str, tasks: list[Any]) -> list[GameTal
 
 
 def _sft(
-    env: str,
-    model: str,
-    sizes: dict[str, int],
-    out: Path,
-    common: dict[str, Any],
-    demos_by: str,
-    loss_on: str,
+    args: argparse.Namespace, model: str, sizes: dict[str, int], out: Path, common: dict[str, Any]
 ) -> Path:
-    """``model`` taught the game's protocol on ``demos_by``-vs-``demos_by`` games; its final
-    folder."""
-    demos = _demonstrations(env, sizes["games"], out / "demos.db", demos_by)
+    """``model`` taught the game's protocol on games between two ``--demos`` seats (the SFT
+    loss on ``--sft-on``); its final folder."""
+    demos = _demonstrations(args.env, sizes["games"], out / "demos.db", args.demos)
     sft_cfg = SFTConfig.model_validate(
         {
             **common,
@@ -116,7 +110,7 @@ def _sft(
             "data": {"store": out / "demos.db"},
             "epochs": sizes["sft_epochs"],
             "batch_size": 16,
-            "loss_on": loss_on,
+            "loss_on": args.sft_on,
             "optim": {"lr": 3e-3, "schedule": "cosine", "warmup_steps": 5},
         }
     )
@@ -158,7 +152,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     common: dict[str, Any] = {"tensorboard": False, "progress": False, "seed": args.seed}
-    sft_dir = args.sft or _sft(args.env, model, sizes, out, common, args.demos, args.sft_on)
+    sft_dir = args.sft or _sft(args, model, sizes, out, common)
     t_sft = time.perf_counter()
 
     rl_cfg = RLConfig.model_validate(
