@@ -3,6 +3,7 @@ what each would alone."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -43,6 +44,18 @@ def test_beginnings_shorter_than_the_minimum_are_not_shared() -> None:
     short = list(range(MIN_SHARED - 1))
     assert shared_parts([[*short, 1, 2], [*short, 3, 4]]) == []
     assert shared_parts([[*SYSTEM, 1]]) == []
+
+
+def test_a_chain_of_beginnings_deeper_than_the_recursion_limit_is_one_level_each() -> None:
+    # Prompt k shares k + 1 of its ones with every longer prompt: each subset's common
+    # beginning is one token longer than its parent's.
+    count = 1100
+    prompts = [[*SYSTEM, *([1] * k), 2, 3] for k in range(count)]
+    levels = shared_parts(prompts)
+    assert len(levels) == count - 1
+    assert all(len(level) == 1 for level in levels)
+    assert [len(level[0].tokens) for level in levels[:3]] == [len(SYSTEM) + k for k in range(3)]
+    assert all(b[0].parent is a[0] for a, b in itertools.pairwise(levels))
 
 
 @pytest.fixture(scope="module")

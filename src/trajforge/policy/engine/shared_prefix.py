@@ -22,6 +22,7 @@ to float rounding, the same kind of difference as prefilling it beside prompts o
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -60,10 +61,15 @@ def _common_length(prompts: Sequence[Sequence[int]], members: list[int], start: 
 def shared_parts(prompts: Sequence[Sequence[int]]) -> list[list[SharedPart]]:
     """The tree of ``prompts``' shared beginnings, a list per level (shallowest first)."""
     levels: list[list[SharedPart]] = []
-
-    def split(members: list[int], parent: SharedPart | None, depth: int, start: int) -> None:
+    # Breadth first: subsets of prompts, the nearest part above them, its level and how many
+    # tokens they are known to share. A subset is always smaller than the one it came from.
+    queue: deque[tuple[list[int], SharedPart | None, int, int]] = deque(
+        [(list(range(len(prompts))), None, 0, 0)]
+    )
+    while queue:
+        members, parent, depth, start = queue.popleft()
         if len(members) < 2:
-            return
+            continue
         length = _common_length(prompts, members, start)
         part = parent
         if length >= MIN_SHARED and (parent is None or length > len(parent.tokens)):
@@ -76,11 +82,11 @@ def shared_parts(prompts: Sequence[Sequence[int]]) -> list[list[SharedPart]]:
         for i in members:
             if len(prompts[i]) > length + 1:
                 by_next.setdefault(prompts[i][length], []).append(i)
-        for subset in by_next.values():
-            if len(subset) < len(members):
-                split(subset, part, depth, length + 1)
-
-    split(list(range(len(prompts))), None, 0, 0)
+        queue.extend(
+            (subset, part, depth, length + 1)
+            for subset in by_next.values()
+            if len(subset) < len(members)
+        )
     return levels
 
 
