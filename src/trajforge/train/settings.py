@@ -203,7 +203,8 @@ class LossOn(StrEnum):
 
 
 class SFTConfig(CommonSettings):
-    """Supervised fine-tuning on the assistant tokens of stored trajectories."""
+    """Supervised fine-tuning on the assistant tokens of stored trajectories (``loss_on``:
+    every token)."""
 
     data: DataSource | None = None
     """The trajectories to learn from (required)."""

@@ -80,7 +80,8 @@ def observations_too(seq: TokenSequence) -> list[bool]:
 
 
 class SFTTrainer(Trainer):
-    """Behaviour cloning on trajectories; only assistant-sampled tokens are in the loss."""
+    """Behaviour cloning on trajectories: the assistant-sampled tokens are in the loss (with
+    ``loss_on: all``, the observations too)."""
 
     description = "sft"
     metric_weight = "loss_tokens"
