@@ -45,7 +45,7 @@ class ReplaySettings(ConfigModel):
 
 
 class TaskRevisitSettings(ConfigModel):
-    """Prioritized revisits of tasks not yet solved by every sample (``train.task_revisit``)."""
+    """Prioritized revisits of tasks not yet solved by every sample (``train.rl.task_revisit``)."""
 
     enabled: bool = False
     """Bring back unsolved tasks, the most learnable first."""
