@@ -19,9 +19,14 @@ if TYPE_CHECKING:
     from trajforge.algos.kl import apply_kl_penalty, kl_estimate
     from trajforge.algos.losses import (
         LOSSES,
+        TokenLoss,
         aggregate,
+        cispo,
+        dro,
+        importance_sampling,
         loss_options,
         policy_loss,
+        ppo_clip,
         truncated_is_weights,
     )
     from trajforge.algos.metrics import entropy_from_logits
@@ -35,7 +40,12 @@ _HOMES = {
     "apply_kl_penalty": "kl",
     "kl_estimate": "kl",
     "LOSSES": "losses",
+    "TokenLoss": "losses",
     "aggregate": "losses",
+    "cispo": "losses",
+    "dro": "losses",
+    "importance_sampling": "losses",
+    "ppo_clip": "losses",
     "loss_options": "losses",
     "policy_loss": "losses",
     "truncated_is_weights": "losses",
@@ -55,15 +65,20 @@ __all__ = [
     "Estimator",
     "KLKind",
     "LossName",
+    "TokenLoss",
     "aggregate",
     "apply_kl_penalty",
+    "cispo",
     "compute_advantages",
+    "dro",
     "drop_from_groups",
     "entropy_from_logits",
     "estimator_options",
+    "importance_sampling",
     "kl_estimate",
     "loss_options",
     "policy_loss",
+    "ppo_clip",
     "truncated_is_weights",
 ]
 
