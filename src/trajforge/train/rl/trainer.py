@@ -45,13 +45,12 @@ from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.config import InfraFailures, RLConfig, RoleAdvantage
 from trajforge.train.distributed import from_main
 from trajforge.train.model import TrainParts
-from trajforge.train.reference import ReferenceModel
 from trajforge.train.rl import update as rl_update
 from trajforge.train.rl.advantages import REWARD, episode_reward, reward_score
+from trajforge.train.rl.idle import IdleSteps
 from trajforge.train.rl.replay import ReplayBuffer
-from trajforge.train.rl.runners import AgentRunners, Ahead, choose_runner
+from trajforge.train.rl.runners import AgentRunners, Ahead, RolloutWeights, choose_runner
 from trajforge.train.rl.task_revisit import TaskRevisits
-from trajforge.train.rl.weights import RolloutWeights
 from trajforge.train.validation import (
     BestWeights,
     ValidationPoint,
@@ -60,6 +59,7 @@ from trajforge.train.validation import (
 )
 
 if TYPE_CHECKING:
+    from trajforge.train.reference import ReferenceModel
     from trajforge.train.rl.self_play import SelfPlay
 
 
@@ -106,10 +106,14 @@ class RLTrainer(Trainer):
         self.replay = ReplayBuffer(cfg.replay.max_size)
         self.ahead: deque[Ahead] = deque()
         """The next steps' rollouts under way, oldest first (``async_staleness`` at most)."""
-        self.idle_steps: list[int] = []
-        """The steps that trained nothing (every group scored alike, or nothing to train)."""
+        self.idle = IdleSteps()
         super().__init__(cfg, parts=parts, callbacks=callbacks)
-        self.reference = ReferenceModel(self.parts) if cfg.kl_coef > 0 else None
+        self.reference: ReferenceModel | None = None
+        if cfg.kl_coef > 0:
+            # lazy: the reference model's code loads only for a run with a KL penalty
+            from trajforge.train.reference import ReferenceModel
+
+            self.reference = ReferenceModel(self.parts)
         self.weights = RolloutWeights(self.parts, cfg)
         # On Ray, the actors' replicas sample the rollouts; the policy still validates. Over
         # several processes only the main one rolls out, so only it starts the actors.
@@ -174,12 +178,9 @@ class RLTrainer(Trainer):
         result.validation = [p.as_dict() for p in self.validated]
         if self.best is not None and self.best.best is not None:
             result.kept_step = self.best.best.step
-        if self.idle_steps:
-            made = result.steps - result.resumed_from
-            self.say(
-                f"rl: {len(self.idle_steps)} of {made} steps trained nothing (steps "
-                f"{_steps_text(self.idle_steps)}): {_WHAT_TO_CHANGE}"
-            )
+        summary = self.idle.summary(result.steps - result.resumed_from)
+        if summary:
+            self.say(summary)
         return result
 
     def before_steps(self, start: int) -> None:
@@ -234,7 +235,9 @@ class RLTrainer(Trainer):
                     self, cfg, batch, reference=self.reference, role_advantages=role_advantages
                 )
             )
-        self._say_if_idle(step, batch, metrics)
+        idle = self.idle.check(step, batch, metrics)
+        if idle:  # said at once: a run of such steps looks busy and learns nothing
+            self.say(idle)
 
         # The rollout weights follow; on Ray, the pool's snapshot is the weights just published.
         self.weights.refresh()
@@ -339,19 +342,6 @@ class RLTrainer(Trainer):
         metrics["infra_skipped_groups"] = float(skipped)
         return [i for i in rows if keep[i]]
 
-    def _say_if_idle(self, step: int, batch: list[Trajectory], metrics: dict[str, float]) -> None:
-        """One line at once when the step trained nothing: every group scored alike (all its
-        advantages 0), or no episode was left to train on."""
-        if batch and metrics.get("zero_adv_frac", 0.0) < 1.0:
-            return
-        self.idle_steps.append(step)
-        groups = len({group_key(t) for t in batch})
-        if batch:
-            why = f"all {groups} groups scored alike (every sample of a task got the same reward)"
-        else:
-            why = "no episode was left to train on (none tokenized, or all lost to the infrastructure)"
-        self.say(f"rl step {step} trained nothing: {why}; {_WHAT_TO_CHANGE}")
-
     def _validate(self, step: int) -> ValidationPoint:
         """Greedy episodes on the validation tasks with the current weights; the best kept."""
 
@@ -376,12 +366,6 @@ class RLTrainer(Trainer):
         return bool(self.validation_tasks) and (last or (every > 0 and step % every == 0))
 
 
-_WHAT_TO_CHANGE = (
-    "to give the groups different rewards, raise temperature or samples_per_group, or "
-    "train on harder tasks"
-)
-
-
 def _episode_metrics(trajs: Sequence[Trajectory], rewards: Sequence[float]) -> dict[str, float]:
     """The step's reward, success, error and turn figures over every episode it played."""
     reward_t = torch.tensor(rewards, dtype=torch.float32)
@@ -396,12 +380,6 @@ def _episode_metrics(trajs: Sequence[Trajectory], rewards: Sequence[float]) -> d
         "error_rate": sum(t.outcome.status is OutcomeStatus.ERROR for t in trajs) / n,
         "turns_mean": sum(t.num_turns for t in trajs) / n,
     }
-
-
-def _steps_text(steps: Sequence[int]) -> str:
-    """``1, 2, 3`` or, for many, the first few and how many more."""
-    shown = ", ".join(str(s) for s in steps[:5])
-    return shown if len(steps) <= 5 else f"{shown} and {len(steps) - 5} more"
 
 
 def _refuse_all_failed(step: int, trajs: Sequence[Trajectory]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -26,8 +27,10 @@ from trajforge.schema import Trajectory
 from trajforge.train.base import Trainer
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import RLConfig
-from trajforge.train.reference import ReferenceModel
 from trajforge.train.rl.advantages import advantage_input
+
+if TYPE_CHECKING:
+    from trajforge.train.reference import ReferenceModel
 
 RoleAdvantages = Callable[[Sequence[Trajectory], AdvantageInput], AdvantageOutput]
 """Advantages that replace the estimator's (self-play's RAE)."""
