@@ -8,10 +8,10 @@ policy_loss`` imports the module that defines it (and torch) on first access, so
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
+from trajforge.registry import lazy_names
 
 if TYPE_CHECKING:
     from trajforge.algos._groups import drop_from_groups
@@ -83,8 +83,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'trajforge.algos' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"trajforge.algos.{home}"), name)
+__getattr__ = lazy_names(__name__, _HOMES)

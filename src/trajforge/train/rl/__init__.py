@@ -15,8 +15,9 @@ Like ``trajforge.algos``, the names below load their module on first access: rea
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trajforge.registry import lazy_names
 
 if TYPE_CHECKING:
     from trajforge.train.rl.advantages import advantage_input, episode_reward
@@ -43,8 +44,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'trajforge.train.rl' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"trajforge.train.rl.{home}"), name)
+__getattr__ = lazy_names(__name__, _HOMES)
