@@ -15,7 +15,7 @@ from trajforge.judge.stats import (
     summarize_rewards_by,
     wilson_ci95,
 )
-from trajforge.schema import SUCCESS_THRESHOLD, is_success
+from trajforge.schema import is_success
 
 
 @pytest.mark.parametrize(

@@ -70,9 +70,9 @@ __all__ = [
     "check_conversation",
     "is_infra_failure",
     "is_success",
-    "success_sql",
     "json_schema",
     "json_schema_text",
     "new_id",
+    "success_sql",
     "with_system_text",
 ]
