@@ -26,9 +26,10 @@ from trajforge.cli.memory_cmds import (
 )
 from trajforge.cli.preflight import check_reachable
 from trajforge.errors import ConfigError, DataError, StoreError
-from trajforge.judge.best_of_run import BestOf, select_into
+from trajforge.judge.best_of_run import BestOf
 from trajforge.judge.criteria import load_criteria
-from trajforge.judge.evaluate import score_all, score_into, score_missing_into, summarize
+from trajforge.judge.evaluate import score_all, score_into, summarize
+from trajforge.judge.evaluation import Evaluation, close_scorers, evaluate
 from trajforge.judge.llm_judge import LLMJudge
 from trajforge.judge.meta_eval import meta_evaluate, read_labels
 from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
@@ -125,26 +126,28 @@ class Judging(BaseModel):
         return [*scorers, LLMJudge(rubric, policy, name=LLM_JUDGE_NAME)]
 
 
-async def _scored(
+async def _evaluated(
     trajectories: Sequence[Trajectory],
     judging: Judging,
-    sink: ScoreSink | None = None,
-    *,
-    missing_only: bool = False,
+    db: TrajectoryStore,
+    ks: Sequence[int],
+    plan: BestOf | None,
+) -> Evaluation:
+    """The eval recipe over a run's stored episodes, with the judge model loaded in its loop."""
+    return await evaluate(trajectories, judging.build(), store=db, ks=ks, best_of=plan)
+
+
+async def _scored(
+    trajectories: Sequence[Trajectory], judging: Judging, sink: ScoreSink | None = None
 ) -> list[Trajectory]:
-    """The trajectories with new scores appended (and stored in ``sink`` when given);
-    ``missing_only`` skips the scorers a trajectory already has a score from."""
+    """The trajectories with new scores appended (and stored in ``sink`` when given)."""
     scorers = judging.build()
     try:
         if sink is None:
             return await score_all(trajectories, scorers)
-        if missing_only:
-            return await score_missing_into(sink, trajectories, scorers)
         return await score_into(sink, trajectories, scorers)
     finally:
-        for s in scorers:
-            if isinstance(s, LLMJudge):
-                await s.policy.close()
+        await close_scorers(scorers)
 
 
 def _open_store(store: Path | None) -> TrajectoryStore:
@@ -266,21 +269,17 @@ def eval_command(
         current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)
         # Every episode is stored; an interrupted scoring resumes where it stopped.
         trajectories = current.db.query(run=current.run_id, order_by="task_id")
-        scored = asyncio.run(_scored(trajectories, judging, current.db, missing_only=True))
-        summary = summarize(scored, ks=sorted({1, current.spec.n}))
-        result: dict[str, object] = summary.as_dict()
-        best_rows: list[tuple[str, str]] = []
-        if plan is not None:
-            picked = select_into(current.db, scored, plan)
-            result["best_of"], best_rows = picked.as_dict(), picked.rows()
+        ks = sorted({1, current.spec.n})
+        done = asyncio.run(_evaluated(trajectories, judging, current.db, ks, plan))
+        result = done.as_dict()
         current.db.set_run(current.run_id, {**current.meta, "summary": result})
-    failures = scored_failures(scored)
     if as_json:
         print_json({"run_id": current.run_id, **result})
     else:
         title = f"eval {current.env} / {current.model} (run {current.run_id})"
-        console.print(_table(title, [*_eval_rows(summary), *best_rows]))
-    finish(failures, len(scored), "episodes")
+        best_rows = done.best_of.rows() if done.best_of is not None else []
+        console.print(_table(title, [*_eval_rows(done.summary), *best_rows]))
+    finish(scored_failures(done.trajectories), len(done.trajectories), "episodes")
 
 
 def judge_command(

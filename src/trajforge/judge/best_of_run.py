@@ -4,7 +4,6 @@ one kept per task, each candidate's mark written back to the store."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -96,13 +95,13 @@ async def _judged(
         await policy.close()
 
 
-def select_into(
+async def select_into(
     db: TrajectorySink, trajectories: Sequence[Trajectory], plan: BestOf
 ) -> BestOfSummary:
     """Choose one candidate per task, mark every candidate's metadata in ``db`` and return the
     figures."""
     selector = plan.selector
-    judged = asyncio.run(_judged(db, trajectories, plan))
+    judged = await _judged(db, trajectories, plan)
     choices = select_best(selector, judged)
     for choice in choices:
         for traj in marked(selector, choice):
