@@ -89,7 +89,7 @@ async def _judged(
         return list(trajectories)
     policy = load_policy(plan.judge_model)
     try:
-        judge = LLMJudge(load_criteria(selector.rubric or ""), policy, name=SELECT_JUDGE_NAME)
+        judge = LLMJudge(load_criteria(selector.criteria or ""), policy, name=SELECT_JUDGE_NAME)
         return await score_missing_into(db, trajectories, [judge])
     finally:
         await policy.close()
