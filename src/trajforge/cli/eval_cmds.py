@@ -25,6 +25,7 @@ from trajforge.cli.memory_cmds import (
     plan_memory,
 )
 from trajforge.cli.preflight import check_reachable
+from trajforge.cli.renamed import OldRubricOption, refuse_renamed
 from trajforge.errors import ConfigError, DataError, StoreError
 from trajforge.judge.best_of_run import BestOf
 from trajforge.judge.criteria import load_criteria
@@ -78,17 +79,12 @@ CriteriaOption = Annotated[
         f"(default: {DEFAULT_CRITERIA}).",
     ),
 ]
-OldRubricOption = Annotated[
-    str | None, typer.Option("--rubric", hidden=True, help="Renamed --criteria.")
-]
+CRITERIA_ARE = "what the LLM judge grades"
 
 
 def refuse_rubric(value: str | None) -> None:
-    """Refuse the old spelling of ``--criteria`` (a rubric is weighted scorers)."""
-    if value is not None:
-        raise ConfigError(
-            f"--rubric: renamed --criteria (what the LLM judge grades); give --criteria {value}"
-        )
+    """Refuse the old spelling of ``--criteria``."""
+    refuse_renamed("--rubric", "--criteria", value, CRITERIA_ARE)
 
 
 class Judging(BaseModel):
