@@ -63,5 +63,7 @@ async def evaluate(
             scored = await score_missing_into(store, trajectories, scorers)
     finally:
         await close_scorers(scorers)
-    picked = await select_into(store, scored, best_of) if best_of and store else None
+    picked = None
+    if best_of is not None and store is not None:
+        picked = await select_into(store, scored, best_of)
     return Evaluation(scored, summarize(scored, ks=ks), picked)
