@@ -1,4 +1,4 @@
-"""An LLM judge: any ``Policy`` scores a trajectory against a rubric with named dimensions.
+"""An LLM judge: any ``Policy`` scores a trajectory against criteria with named dimensions.
 
 The judge must answer with one JSON object holding every dimension (and an ``explanation``).
 The verdict is parsed strictly; an unparsable or out-of-range verdict is retried, and after the
@@ -59,14 +59,14 @@ def render_trajectory(trajectory: Trajectory, max_chars: int) -> tuple[str, str 
     return "\n\n".join([*head, cut, *kept]), note
 
 
-def judge_prompt(rubric: JudgeCriteria, trajectory: Trajectory, max_chars: int) -> list[Message]:
+def judge_prompt(criteria: JudgeCriteria, trajectory: Trajectory, max_chars: int) -> list[Message]:
     convo, cut_note = render_trajectory(trajectory, max_chars)
     dims = "\n".join(
-        f'- "{d.name}": {d.description} Allowed values: {d.values}.' for d in rubric.dimensions
+        f'- "{d.name}": {d.description} Allowed values: {d.values}.' for d in criteria.dimensions
     )
-    example = {d.name: d.values[0] for d in rubric.dimensions} | {"explanation": "..."}
+    example = {d.name: d.values[0] for d in criteria.dimensions} | {"explanation": "..."}
     system = (
-        f"{rubric.instructions}\n\nDimensions:\n{dims}\n\n"
+        f"{criteria.instructions}\n\nDimensions:\n{dims}\n\n"
         'Answer with exactly one JSON object with one key per dimension and an "explanation" '
         f"string, and nothing else. Example: {json.dumps(example)}"
     )
@@ -77,7 +77,7 @@ def judge_prompt(rubric: JudgeCriteria, trajectory: Trajectory, max_chars: int) 
     return [Message(role=Role.SYSTEM, content=system), Message(role=Role.USER, content=user)]
 
 
-def parse_verdict(text: str, rubric: JudgeCriteria) -> tuple[dict[str, int], str]:
+def parse_verdict(text: str, criteria: JudgeCriteria) -> tuple[dict[str, int], str]:
     """Parse a verdict strictly: one JSON object, every dimension present with an allowed value."""
     match = _OBJECT.search(text)
     if match is None:
@@ -88,12 +88,12 @@ def parse_verdict(text: str, rubric: JudgeCriteria) -> tuple[dict[str, int], str
         raise VerdictParseError(f"invalid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
         raise VerdictParseError("the verdict is not a JSON object")
-    allowed = {d.name for d in rubric.dimensions} | {"explanation"}
+    allowed = {d.name for d in criteria.dimensions} | {"explanation"}
     extra = sorted(set(data) - allowed)
     if extra:
         raise VerdictParseError(f"unexpected keys {extra}")
     values: dict[str, int] = {}
-    for dim in rubric.dimensions:
+    for dim in criteria.dimensions:
         if dim.name not in data:
             raise VerdictParseError(f"missing dimension {dim.name!r}")
         v = data[dim.name]
@@ -112,7 +112,7 @@ class LLMJudge:
 
     def __init__(
         self,
-        rubric: JudgeCriteria,
+        criteria: JudgeCriteria,
         policy: Policy,
         *,
         name: str = "llm_judge",
@@ -120,7 +120,7 @@ class LLMJudge:
         max_chars: int = 6000,
         sampling: SamplingParams | None = None,
     ) -> None:
-        self.rubric = rubric
+        self.criteria = criteria
         self.policy = policy
         self.name = name
         self.max_retries = max_retries
@@ -132,21 +132,21 @@ class LLMJudge:
             kind=self.kind,
             name=self.name,
             model=self.policy.name,
-            prompt_version=f"{PROMPT_VERSION};{self.rubric.name}@{self.rubric.version}",
+            prompt_version=f"{PROMPT_VERSION};{self.criteria.name}@{self.criteria.version}",
         )
 
     async def __call__(self, trajectory: Trajectory) -> Score:
-        prompt = judge_prompt(self.rubric, trajectory, self.max_chars)
+        prompt = judge_prompt(self.criteria, trajectory, self.max_chars)
         problems: list[str] = []
         for attempt in range(self.max_retries + 1):
             session = self.policy.start_session(prompt, [], task=trajectory.task)
             reply = await self.policy.respond(session, self.sampling, turn=attempt)
             try:
-                values, explanation = parse_verdict(reply.content, self.rubric)
+                values, explanation = parse_verdict(reply.content, self.criteria)
             except VerdictParseError as exc:
                 problems.append(f"try {attempt + 1}: {exc}")
                 continue
-            dim = self.rubric.dimension(self.rubric.success_dimension)
+            dim = self.criteria.dimension(self.criteria.success_dimension)
             lo, hi = min(dim.values), max(dim.values)
             success = (values[dim.name] - lo) / (hi - lo)
             return Score(
@@ -164,10 +164,10 @@ class LLMJudge:
 
 
 def llm_judge(
-    rubric: JudgeCriteria | str = "agentrewardbench", policy: Policy | None = None, **options: Any
+    criteria: JudgeCriteria | str = "agentrewardbench", policy: Policy | None = None, **options: Any
 ) -> LLMJudge:
-    """Build an LLM judge from a rubric (object, built-in name or file) and a judge policy."""
+    """Build an LLM judge from criteria (object, built-in name or file) and a judge policy."""
     if policy is None:
         raise ValueError("llm_judge needs a policy to act as the judge")
-    loaded = load_criteria(rubric) if isinstance(rubric, str) else rubric
+    loaded = load_criteria(criteria) if isinstance(criteria, str) else criteria
     return LLMJudge(loaded, policy, **options)

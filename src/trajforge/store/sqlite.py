@@ -316,7 +316,7 @@ class TrajectoryStore:
         self, threshold: float, where: TrajectoryFilter | None = None, /, **fields: Any
     ) -> list[dict[str, Any]]:
         """Per run and status: episodes, scored, reward sum and sum of squares, and how many
-        rewards reach ``threshold``, in one aggregation over the summary table."""
+        succeeded at ``threshold``, in one aggregation over the summary table."""
         return browse.reward_totals(self._read, threshold, as_filter(where, fields))
 
     def infra_failures(

@@ -1,4 +1,4 @@
-"""The LLM localiser: any policy, given a rubric, names where a trajectory first went wrong.
+"""The LLM localiser: any policy, given criteria, names where a trajectory first went wrong.
 
 It reads the conversation with each message's index (as the LLM judge renders it) and must
 answer one JSON object ``{"first_error": <index or null>, "reason": "..."}``. The reply is
@@ -28,7 +28,7 @@ SCORE_NAME = "triage_llm"
 _OBJECT = re.compile(r"\{.*?\}", re.S)
 
 
-class LocaliserRubric(BaseModel):
+class LocaliserCriteria(BaseModel):
     """What the localiser is told counts as an error."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -46,18 +46,18 @@ class LocaliserRubric(BaseModel):
     )
 
     @classmethod
-    def load(cls, path: Path) -> LocaliserRubric:
-        """A rubric from a YAML or JSON file (``name``, ``version``, ``instructions``).
+    def load(cls, path: Path) -> LocaliserCriteria:
+        """Criteria from a YAML or JSON file (``name``, ``version``, ``instructions``).
 
         Raises:
-            ConfigError: the file is missing or not such a rubric.
+            ConfigError: the file is missing or not such criteria.
         """
         try:
             data = yaml.safe_load(path.read_text())
             return cls.model_validate(data)
         except (OSError, yaml.YAMLError, ValidationError) as exc:
             first = str(exc).strip().splitlines()[0]
-            raise ConfigError(f"{path}: not a localiser rubric: {first}") from None
+            raise ConfigError(f"{path}: not localiser criteria: {first}") from None
 
 
 class LocaliserReplyError(ValueError):
@@ -96,14 +96,14 @@ class LLMLocaliser:
     def __init__(
         self,
         policy: Policy,
-        rubric: LocaliserRubric | None = None,
+        criteria: LocaliserCriteria | None = None,
         *,
         max_retries: int = 1,
         max_chars: int = 6000,
         sampling: SamplingParams | None = None,
     ) -> None:
         self.policy = policy
-        self.rubric = rubric or LocaliserRubric()
+        self.criteria = criteria or LocaliserCriteria()
         self.max_retries = max_retries
         self.max_chars = max_chars
         self.sampling = sampling or SamplingParams(temperature=0.0, max_new_tokens=96)
@@ -112,7 +112,7 @@ class LLMLocaliser:
     def prompt(self, trajectory: Trajectory) -> list[Message]:
         convo, cut_note = render_trajectory(trajectory, self.max_chars)
         system = (
-            f"{self.rubric.instructions}\n\nAnswer with exactly one JSON object and nothing "
+            f"{self.criteria.instructions}\n\nAnswer with exactly one JSON object and nothing "
             'else: {"first_error": <the index of the first wrong assistant message, or null '
             'if nothing went wrong>, "reason": "<one sentence>"}'
         )
@@ -123,7 +123,7 @@ class LLMLocaliser:
         return [Message(role=Role.SYSTEM, content=system), Message(role=Role.USER, content=user)]
 
     def _evaluator(self) -> Evaluator:
-        version = f"{PROMPT_VERSION};{self.rubric.name}@{self.rubric.version}"
+        version = f"{PROMPT_VERSION};{self.criteria.name}@{self.criteria.version}"
         return Evaluator(
             kind=self.kind, name=self.name, model=self.policy.name, prompt_version=version
         )
