@@ -25,9 +25,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from trajforge.envs.base import Env, StepResult
+from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.errors import ConfigError
 from trajforge.schema import Message, Role, Task
 
@@ -35,6 +36,8 @@ Opponent = Callable[[Task, str], str]
 """A scripted seat: ``(task, observation) -> reply``."""
 
 INVALID_PENALTY = -1.0
+HEURISTIC = "heuristic"
+"""The opponent every game has, a fixed-strength script: the default opponent and the expert."""
 
 
 class GameResult(StrEnum):
@@ -198,6 +201,23 @@ class SeatEnv(Env):
         return StepResult([observation], 0.0, False, info, key)
 
 
+Game = TypeVar("Game", bound=MultiSeatEnv)
+
+
+def play_out(game: Game, task: Task, move: Callable[[Game], str], opponent: Opponent) -> GameResult:
+    """How ``task``'s seat fares in ``game`` replying ``move(game)`` on its turns while
+    ``opponent`` plays every other seat."""
+    seat = task.data["seat"]
+    game.reset(task)
+    while True:
+        mover = game.to_move
+        reply = move(game) if mover == seat else opponent(task, game.observe(mover))
+        result = game.step(reply)
+        if result.done:
+            assert result.rewards is not None
+            return result_of(result.rewards, seat)
+
+
 def seat_expert(opponent: Opponent) -> Callable[[Task, list[Message]], str | None]:
     """``opponent`` as an env's scripted expert: its reply to the seat's newest view."""
 
@@ -205,3 +225,36 @@ def seat_expert(opponent: Opponent) -> Callable[[Task, list[Message]], str | Non
         return opponent(task, last_observation(messages))
 
     return expert
+
+
+@dataclass(frozen=True)
+class GameKit:
+    """What the env registry reads of a game module, made from the game's parts: a fresh
+    game, one seat of it against a scripted opponent, task generation and the expert (the
+    ``HEURISTIC`` opponent's reply to the seat's view).
+
+    Args:
+        name: The game's registry name.
+        game: Makes a fresh game.
+        opponents: The scripted seats by name; must hold ``HEURISTIC``.
+        draw_task: Draws one task (a position and the agent's seat) from a generator.
+    """
+
+    name: str
+    game: Callable[[], MultiSeatEnv]
+    opponents: Mapping[str, Opponent]
+    draw_task: Callable[[random.Random], Task]
+
+    def make_game(self) -> MultiSeatEnv:
+        return self.game()
+
+    def make_env(self, seat: str | None = None, opponent: str = HEURISTIC) -> SeatEnv:
+        """One seat (the task's, or ``seat``) against a scripted ``opponent``."""
+        return SeatEnv(self.game(), opponent_by_name(self.opponents, opponent, self.name), seat)
+
+    def generate_tasks(self, n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
+        """``n`` distinct tasks of ``split``, deterministic in ``seed``."""
+        return generate_unique(self.name, self.draw_task, n, seed, split)
+
+    def expert(self, task: Task, messages: list[Message]) -> str | None:
+        return self.opponents[HEURISTIC](task, last_observation(messages))
