@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, ClassVar
 
 from trajforge.judge.criteria import JudgeCriteria, load_criteria
 from trajforge.policy.base import Policy, SamplingParams
@@ -104,28 +105,22 @@ def parse_verdict(text: str, rubric: JudgeCriteria) -> tuple[dict[str, int], str
     return values, explanation if isinstance(explanation, str) else json.dumps(explanation)
 
 
+@dataclass(eq=False)
 class LLMJudge:
     """Scores trajectories with a policy as the judge; the score's value is the success
     dimension scaled to [0, 1], every dimension is kept in ``dimensions``."""
 
-    kind = EvaluatorKind.LLM
+    kind: ClassVar[EvaluatorKind] = EvaluatorKind.LLM
 
-    def __init__(
-        self,
-        rubric: JudgeCriteria,
-        policy: Policy,
-        *,
-        name: str = "llm_judge",
-        max_retries: int = 2,
-        max_chars: int = 6000,
-        sampling: SamplingParams | None = None,
-    ) -> None:
-        self.rubric = rubric
-        self.policy = policy
-        self.name = name
-        self.max_retries = max_retries
-        self.max_chars = max_chars
-        self.sampling = sampling or SamplingParams(temperature=0.0, max_new_tokens=256)
+    rubric: JudgeCriteria
+    policy: Policy
+    _: KW_ONLY
+    name: str = "llm_judge"
+    max_retries: int = 2
+    max_chars: int = 6000
+    sampling: SamplingParams = field(
+        default_factory=lambda: SamplingParams(temperature=0.0, max_new_tokens=256)
+    )
 
     def _evaluator(self) -> Evaluator:
         return Evaluator(
