@@ -78,15 +78,26 @@ def judge_prompt(rubric: JudgeCriteria, trajectory: Trajectory, max_chars: int) 
     return [Message(role=Role.SYSTEM, content=system), Message(role=Role.USER, content=user)]
 
 
+def json_in_reply(text: str, error: type[ValueError], found: re.Pattern[str] = _OBJECT) -> Any:
+    """The JSON that ``found`` (by default: from the first ``{`` to the last ``}``) finds in a
+    model's reply; ``error`` when it finds nothing or what it finds is not JSON."""
+    match = found.search(text)
+    if match is None:
+        raise error("no JSON object in the reply")
+    try:
+        return json.loads(match.group(0))
+    except json.JSONDecodeError as exc:
+        raise error(f"invalid JSON: {exc.msg}") from None
+
+
+def as_text(value: Any) -> str:
+    """A reply's free-text field as text (a model may answer it with any JSON value)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def parse_verdict(text: str, rubric: JudgeCriteria) -> tuple[dict[str, int], str]:
     """Parse a verdict strictly: one JSON object, every dimension present with an allowed value."""
-    match = _OBJECT.search(text)
-    if match is None:
-        raise VerdictParseError("no JSON object in the reply")
-    try:
-        data: Any = json.loads(match.group(0))
-    except json.JSONDecodeError as exc:
-        raise VerdictParseError(f"invalid JSON: {exc.msg}") from None
+    data = json_in_reply(text, VerdictParseError)
     if not isinstance(data, dict):
         raise VerdictParseError("the verdict is not a JSON object")
     allowed = {d.name for d in rubric.dimensions} | {"explanation"}
@@ -101,8 +112,7 @@ def parse_verdict(text: str, rubric: JudgeCriteria) -> tuple[dict[str, int], str
         if isinstance(v, bool) or not isinstance(v, int) or v not in dim.values:
             raise VerdictParseError(f"{dim.name!r} must be one of {dim.values}, got {v!r}")
         values[dim.name] = v
-    explanation = data.get("explanation", "")
-    return values, explanation if isinstance(explanation, str) else json.dumps(explanation)
+    return values, as_text(data.get("explanation", ""))
 
 
 @dataclass(eq=False)
