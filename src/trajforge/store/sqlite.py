@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 from trajforge.errors import StoreError
@@ -115,13 +114,8 @@ class TrajectoryStore:
     def __enter__(self) -> TrajectoryStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()  # however the block ended: a failed write has rolled back already
 
     # ----------------------------------------------------------------- writing
 
