@@ -13,6 +13,9 @@ policies (``trajforge.rollout.multiseat``), and ``SeatEnv`` turns one seat into 
 single-agent ``Env`` against scripted opponents, so every existing runner, ``eval`` and RL
 trainer plays a game unchanged.
 
+A game module declares ``GAME``, a ``GameKit`` of its game, task drawing and two scripted
+opponents, and the env registry reads everything else from it.
+
 Scripted opponents are ``Opponent`` functions of the task and the seat's observation text;
 a random one draws from a generator seeded by both, so the same position on the same task
 always gets the same reply (runs are reproducible).
@@ -36,8 +39,6 @@ Opponent = Callable[[Task, str], str]
 """A scripted seat: ``(task, observation) -> reply``."""
 
 INVALID_PENALTY = -1.0
-HEURISTIC = "heuristic"
-"""The opponent every game has, a fixed-strength script: the default opponent and the expert."""
 
 
 class GameResult(StrEnum):
@@ -231,24 +232,31 @@ def seat_expert(opponent: Opponent) -> Callable[[Task, list[Message]], str | Non
 class GameKit:
     """What the env registry reads of a game module, made from the game's parts: a fresh
     game, one seat of it against a scripted opponent, task generation and the expert (the
-    ``HEURISTIC`` opponent's reply to the seat's view).
+    heuristic opponent's reply to the seat's view).
 
     Args:
         name: The game's registry name.
         game: Makes a fresh game.
-        opponents: The scripted seats by name; must hold ``HEURISTIC``.
         draw_task: Draws one task (a position and the agent's seat) from a generator.
+        random: The opponent that plays any legal move.
+        heuristic: The opponent of fixed strength, the default one and the expert.
     """
 
     name: str
     game: Callable[[], MultiSeatEnv]
-    opponents: Mapping[str, Opponent]
     draw_task: Callable[[random.Random], Task]
+    random: Opponent
+    heuristic: Opponent
+
+    @property
+    def opponents(self) -> dict[str, Opponent]:
+        """The scripted seats by name."""
+        return {"random": self.random, "heuristic": self.heuristic}
 
     def make_game(self) -> MultiSeatEnv:
         return self.game()
 
-    def make_env(self, seat: str | None = None, opponent: str = HEURISTIC) -> SeatEnv:
+    def make_env(self, seat: str | None = None, opponent: str = "heuristic") -> SeatEnv:
         """One seat (the task's, or ``seat``) against a scripted ``opponent``."""
         return SeatEnv(self.game(), opponent_by_name(self.opponents, opponent, self.name), seat)
 
@@ -257,4 +265,4 @@ class GameKit:
         return generate_unique(self.name, self.draw_task, n, seed, split)
 
     def expert(self, task: Task, messages: list[Message]) -> str | None:
-        return self.opponents[HEURISTIC](task, last_observation(messages))
+        return self.heuristic(task, last_observation(messages))

@@ -28,7 +28,6 @@ import random
 from collections.abc import Mapping, Sequence
 
 from trajforge.envs.multiseat.base import (
-    HEURISTIC,
     GameKit,
     GameResult,
     MultiSeatEnv,
@@ -132,9 +131,6 @@ def heuristic_action(task: Task, view: str) -> str:
     return FOLD if facing else CHECK
 
 
-OPPONENTS: dict[str, Opponent] = {"random": random_action, HEURISTIC: heuristic_action}
-
-
 def play_deal(task: Task, replies: Mapping[str, str], opponent: Opponent) -> GameResult:
     """How ``task``'s seat fares answering ``replies[history]`` against ``opponent``."""
     return play_out(KuhnPoker(), task, lambda game: replies[game.history], opponent)
@@ -170,6 +166,4 @@ def _make_one(rng: random.Random) -> Task:
     return Task(id="draft", prompt=f"{seat} holds {cards[seat]}", data=data)
 
 
-GAME = GameKit(NAME, KuhnPoker, OPPONENTS, _make_one)
-make_game, make_env, expert = GAME.make_game, GAME.make_env, GAME.expert
-generate_tasks = GAME.generate_tasks
+GAME = GameKit(NAME, KuhnPoker, _make_one, random=random_action, heuristic=heuristic_action)

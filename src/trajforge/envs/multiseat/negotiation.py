@@ -28,10 +28,8 @@ import itertools
 import random
 
 from trajforge.envs.multiseat.base import (
-    HEURISTIC,
     GameKit,
     MultiSeatEnv,
-    Opponent,
     SeatStep,
     seeded_rng,
 )
@@ -169,9 +167,6 @@ def heuristic_move(task: Task, view: str) -> str:
     return _show(tuple(share))
 
 
-OPPONENTS: dict[str, Opponent] = {"random": random_move, HEURISTIC: heuristic_move}
-
-
 def valuations(pool: Counts) -> list[Counts]:
     """Every value per kind that makes ``pool`` worth exactly 10 (none for some pools)."""
     return [
@@ -194,6 +189,4 @@ def _make_one(rng: random.Random) -> Task:
     return Task(id="draft", prompt=f"pool {_show(pool)}", data=data)
 
 
-GAME = GameKit(NAME, Negotiation, OPPONENTS, _make_one)
-make_game, make_env, expert = GAME.make_game, GAME.make_env, GAME.expert
-generate_tasks = GAME.generate_tasks
+GAME = GameKit(NAME, Negotiation, _make_one, random=random_move, heuristic=heuristic_move)

@@ -30,7 +30,6 @@ import random
 from collections.abc import Mapping, Sequence
 
 from trajforge.envs.multiseat.base import (
-    HEURISTIC,
     GameKit,
     GameResult,
     MultiSeatEnv,
@@ -131,9 +130,6 @@ def heuristic_action(task: Task, view: str) -> str:
     return str(seeded_rng(task, view).choice(takes))
 
 
-OPPONENTS: dict[str, Opponent] = {"random": random_action, HEURISTIC: heuristic_action}
-
-
 def play_task(task: Task, policy: Mapping[int, int], opponent: Opponent) -> GameResult:
     """How ``task``'s seat fares taking ``policy[pile]`` against ``opponent``."""
     return play_out(Nim(), task, lambda game: str(policy[game.pile]), opponent)
@@ -175,6 +171,4 @@ def _make_one(rng: random.Random) -> Task:
     return Task(id="draft", prompt=f"{seat}, pile {pile}", data=data)
 
 
-GAME = GameKit(NAME, Nim, OPPONENTS, _make_one)
-make_game, make_env, expert = GAME.make_game, GAME.make_env, GAME.expert
-generate_tasks = GAME.generate_tasks
+GAME = GameKit(NAME, Nim, _make_one, random=random_action, heuristic=heuristic_action)

@@ -19,10 +19,8 @@ from __future__ import annotations
 import random
 
 from trajforge.envs.multiseat.base import (
-    HEURISTIC,
     GameKit,
     MultiSeatEnv,
-    Opponent,
     SeatStep,
     seeded_rng,
 )
@@ -152,9 +150,6 @@ def heuristic_move(task: Task, view: str) -> str:
     raise ConfigError(f"{NAME}: no empty cell on {view!r}")
 
 
-OPPONENTS: dict[str, Opponent] = {"random": random_move, HEURISTIC: heuristic_move}
-
-
 def _make_one(rng: random.Random) -> Task:
     """An opening (0 to 3 moves played) with the seat the agent takes."""
     cells = list(range(9))
@@ -167,6 +162,4 @@ def _make_one(rng: random.Random) -> Task:
     return Task(id="draft", prompt=render(board), data={"opening": opening, "seat": seat})
 
 
-GAME = GameKit(NAME, TicTacToe, OPPONENTS, _make_one)
-make_game, make_env, expert = GAME.make_game, GAME.make_env, GAME.expert
-generate_tasks = GAME.generate_tasks
+GAME = GameKit(NAME, TicTacToe, _make_one, random=random_move, heuristic=heuristic_move)
