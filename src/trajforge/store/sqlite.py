@@ -14,6 +14,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +36,7 @@ from trajforge.store.rows import (
 )
 from trajforge.store.scores import store_scores
 from trajforge.store.stats import summary_stats
-from trajforge.store.transaction import Transaction, is_busy
+from trajforge.store.transaction import is_busy, transaction
 
 T = TypeVar("T")
 
@@ -346,8 +347,8 @@ class TrajectoryStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
 
-    def _write(self) -> Transaction:
-        return Transaction(self._conn)
+    def _write(self) -> AbstractContextManager[sqlite3.Cursor]:
+        return transaction(self._conn)
 
     def _retry(self, fn: Callable[[], T]) -> T:
         """Run a write, retrying while the database is locked by another process.
