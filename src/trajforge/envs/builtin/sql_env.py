@@ -291,11 +291,7 @@ def expert(task: Task, messages: list[Message]) -> str | None:
 
 
 def make_env(**kwargs: Any) -> ToolEnv:
-    options: dict[str, Any] = {
-        "max_turns": 10,
-        "tool_timeout": 10.0,
-        "system_prompt": SYSTEM_PROMPT,
-    }
+    options: dict[str, Any] = {"max_turns": 10, "system_prompt": SYSTEM_PROMPT}
     options.update(kwargs)
     return ToolEnv(
         [list_tables, describe, query],
