@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, ClassVar
 
 from trajforge.judge.criteria import JudgeCriteria, load_criteria
 from trajforge.policy.base import Policy, SamplingParams
@@ -77,15 +78,26 @@ def judge_prompt(criteria: JudgeCriteria, trajectory: Trajectory, max_chars: int
     return [Message(role=Role.SYSTEM, content=system), Message(role=Role.USER, content=user)]
 
 
+def json_in_reply(text: str, error: type[ValueError], found: re.Pattern[str] = _OBJECT) -> Any:
+    """The JSON that ``found`` (by default: from the first ``{`` to the last ``}``) finds in a
+    model's reply; ``error`` when it finds nothing or what it finds is not JSON."""
+    match = found.search(text)
+    if match is None:
+        raise error("no JSON object in the reply")
+    try:
+        return json.loads(match.group(0))
+    except json.JSONDecodeError as exc:
+        raise error(f"invalid JSON: {exc.msg}") from None
+
+
+def as_text(value: Any) -> str:
+    """A reply's free-text field as text (a model may answer it with any JSON value)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def parse_verdict(text: str, criteria: JudgeCriteria) -> tuple[dict[str, int], str]:
     """Parse a verdict strictly: one JSON object, every dimension present with an allowed value."""
-    match = _OBJECT.search(text)
-    if match is None:
-        raise VerdictParseError("no JSON object in the reply")
-    try:
-        data: Any = json.loads(match.group(0))
-    except json.JSONDecodeError as exc:
-        raise VerdictParseError(f"invalid JSON: {exc.msg}") from None
+    data = json_in_reply(text, VerdictParseError)
     if not isinstance(data, dict):
         raise VerdictParseError("the verdict is not a JSON object")
     allowed = {d.name for d in criteria.dimensions} | {"explanation"}
@@ -100,32 +112,25 @@ def parse_verdict(text: str, criteria: JudgeCriteria) -> tuple[dict[str, int], s
         if isinstance(v, bool) or not isinstance(v, int) or v not in dim.values:
             raise VerdictParseError(f"{dim.name!r} must be one of {dim.values}, got {v!r}")
         values[dim.name] = v
-    explanation = data.get("explanation", "")
-    return values, explanation if isinstance(explanation, str) else json.dumps(explanation)
+    return values, as_text(data.get("explanation", ""))
 
 
+@dataclass(eq=False)
 class LLMJudge:
     """Scores trajectories with a policy as the judge; the score's value is the success
     dimension scaled to [0, 1], every dimension is kept in ``dimensions``."""
 
-    kind = EvaluatorKind.LLM
+    kind: ClassVar[EvaluatorKind] = EvaluatorKind.LLM
 
-    def __init__(
-        self,
-        criteria: JudgeCriteria,
-        policy: Policy,
-        *,
-        name: str = "llm_judge",
-        max_retries: int = 2,
-        max_chars: int = 6000,
-        sampling: SamplingParams | None = None,
-    ) -> None:
-        self.criteria = criteria
-        self.policy = policy
-        self.name = name
-        self.max_retries = max_retries
-        self.max_chars = max_chars
-        self.sampling = sampling or SamplingParams(temperature=0.0, max_new_tokens=256)
+    criteria: JudgeCriteria
+    policy: Policy
+    _: KW_ONLY
+    name: str = "llm_judge"
+    max_retries: int = 2
+    max_chars: int = 6000
+    sampling: SamplingParams = field(
+        default_factory=lambda: SamplingParams(temperature=0.0, max_new_tokens=256)
+    )
 
     def _evaluator(self) -> Evaluator:
         return Evaluator(

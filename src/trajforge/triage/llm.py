@@ -8,16 +8,14 @@ after the last try, recorded as a failed score; a step is never guessed.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trajforge.errors import ConfigError
-from trajforge.judge.llm_judge import render_trajectory
+from trajforge.judge.llm_judge import as_text, json_in_reply, render_trajectory
 from trajforge.policy.base import Policy, SamplingParams
 from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
@@ -67,18 +65,11 @@ class LocaliserReplyError(ValueError):
 def parse_location(text: str, assistant_steps: set[int]) -> tuple[int | None, str]:
     """The step and reason of a reply: one JSON object whose ``first_error`` is null or an
     assistant message's index."""
-    match = _OBJECT.search(text)
-    if match is None:
-        raise LocaliserReplyError("no JSON object in the reply")
-    try:
-        data: Any = json.loads(match.group(0))
-    except json.JSONDecodeError as exc:
-        raise LocaliserReplyError(f"invalid JSON: {exc.msg}") from None
+    data = json_in_reply(text, LocaliserReplyError, _OBJECT)
     if not isinstance(data, dict) or "first_error" not in data:
         raise LocaliserReplyError("the reply has no first_error")
     step = data["first_error"]
-    reason = data.get("reason", "")
-    reason = reason if isinstance(reason, str) else json.dumps(reason)
+    reason = as_text(data.get("reason", ""))
     if step is None:
         return None, reason
     if isinstance(step, bool) or not isinstance(step, int) or step not in assistant_steps:
