@@ -62,6 +62,10 @@ class Experiment(StrictModel):
     """``auto``, ``fp32`` or ``bf16``, for every stage (see above)."""
     out_dir: Path = Path("runs")
     """Folder that holds the run folder."""
+    keep_attempts: int = Field(default=1, ge=0)
+    """Earlier attempts kept per stage: a stage's folder holds its current attempt, and a
+    stage made again moves the one before to ``.attempts/<stage>.<n>`` in the run folder
+    (its final weights and metrics, without checkpoints); older ones are deleted."""
     eval: EvalSettings = Field(default_factory=EvalSettings)
     """The held-out evaluation of every ``eval`` stage."""
     ray: RayOptions | None = None
