@@ -208,7 +208,7 @@ def test_the_whole_experiment_runs_at_the_machines_precision(
             trajs = store.query(run=by_name[name]["run_id"])
             assert len(trajs) == 3
             assert {t.metadata["precision"] for t in trajs} == {machine_precision}
-        assert len(store.query(run="rl-rl-val-step0")) == 2
+        assert len(store.query(run="tiny.rl.val-step0")) == 2
 
 
 @pytest.mark.slow
