@@ -12,9 +12,11 @@ import yaml
 from rich.console import Console
 
 from trajforge.errors import ConfigError
+from trajforge.pipeline.attempts import disk_use, size_text
 from trajforge.pipeline.config import load_experiment
 from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.store import TrajectoryStore
+from trajforge.viewer.service import ViewerData
 
 TINY_EXPERIMENT = {
     "name": "tiny",
@@ -45,6 +47,9 @@ TINY_EXPERIMENT = {
         {"kind": "eval", "name": "after_rl"},
     ],
 }
+TOY_RUN_BYTES = 150_000_000
+"""The tiny model's run of TINY_EXPERIMENT (113 MB: two training stages, each its final
+weights, 16 MB, and one checkpoint with the optimizer's state, 41 MB)."""
 
 
 def write_experiment(tmp_path: Path, data: dict[str, object]) -> Path:
@@ -266,3 +271,29 @@ def test_an_interrupted_training_stage_says_where_and_resumes_from_its_checkpoin
     results = ExperimentRunner(exp, console=Console(quiet=True)).run()
     assert results["stages"][1]["status"] == "done" and results["stages"][1]["attempt"] == 0
     assert "sft: resuming from step 1 (" in capsys.readouterr().err
+
+
+def test_rl_runs_are_named_after_the_stage_and_the_viewer_says_what_each_run_is(
+    finished_run: tuple[Path, ExperimentRunner],
+) -> None:
+    _, runner = finished_run
+    sft_final = str(runner.run_dir / "sft" / "final")
+    with TrajectoryStore(runner.store_path) as store:
+        runs = {r["run_id"]: r["metadata"] for r in store.list_runs()}
+        assert len(store.query(run="tiny.rl.step1")) == 4  # 2 groups x 2 samples
+    assert not [r for r in runs if r.startswith("rl-")]
+    assert (runs["tiny.rl.step1"]["kind"], runs["tiny.rl.step1"]["model"]) == ("rl", sft_final)
+    data = ViewerData(runner.store_path, runner.run_dir)
+    shown = {r["run_id"]: (r["kind"], r["model"]) for r in data.runs()}
+    data.close()
+    assert shown["tiny.rl.step1"] == ("rl", sft_final)
+    assert shown["tiny.base"] == ("eval", "tiny")
+    assert shown["tiny.demonstrations"] == ("demonstrations", "expert")
+    assert shown["tiny.after_rl"] == ("eval", str(runner.run_dir / "rl" / "final"))
+
+
+def test_a_toy_runs_folder_stays_small(finished_run: tuple[Path, ExperimentRunner]) -> None:
+    _, runner = finished_run
+    assert disk_use(runner.run_dir) < TOY_RUN_BYTES, size_text(disk_use(runner.run_dir))
+    for stage in ("sft", "rl"):
+        assert len(list((runner.run_dir / stage / "checkpoints").glob("step-*"))) <= 2

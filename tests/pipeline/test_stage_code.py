@@ -49,10 +49,10 @@ TASKS = [Task(id=f"kg{k}", prompt=f"{k} kg in g?", answer=f"{k * 1000}") for k i
 def make_env() -> ToolEnv:
     return ToolEnv([to_grams], tasks=TASKS, name="units", verifier=grams, max_turns=2)
 '''
-VERIFIER = '''
+VERIFIER = """
 def grams(evidence):
     return 0.0
-'''
+"""
 
 
 def _project(tmp_path: Path) -> Path:
@@ -98,7 +98,9 @@ def test_the_files_a_config_names_are_hashed_with_their_folder(tmp_path: Path) -
     # trajforge's own code is covered by its version; a built-in env names no file.
     assert code_hashes({"env": "calculator", "scorer": "trajforge.judge:x"}, env="calculator") == {}
     said = covered({"trajforge": "1.2", "code": after})
-    assert "trajforge 1.2" in said and "units_verifier.py" in said and "not: modules imported" in said
+    assert (
+        "trajforge 1.2" in said and "units_verifier.py" in said and "not: modules imported" in said
+    )
 
 
 def test_what_changed_names_the_edited_files_first() -> None:
