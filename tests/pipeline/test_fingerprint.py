@@ -89,8 +89,6 @@ def test_a_changed_setting_reruns_its_stage_and_downstream_only(tmp_path: Path) 
     assert (run_dir / ".attempts" / "sft.0" / "final" / "config.json").is_file()
     assert not (run_dir / ".attempts" / "sft.0" / "checkpoints").exists()
     assert "sft: its attempt 0 moved to .attempts/sft.0" in said
-    assert f"final model: {run_dir / 'rl' / 'final'}" in said
-    assert f"run folder: {run_dir} (" in said
     assert again["rl"]["config"]["train"]["model"]["spec"] == "<run>/sft/final"
     assert again["after_rl"]["model"] == again["rl"]["model"]
     assert again["after_rl"]["run_id"] == "tiny.after_rl.1"

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from trajforge.cli.main import main
 from trajforge.errors import ConfigError
 from trajforge.pipeline.attempts import disk_use, size_text
 from trajforge.pipeline.config import load_experiment
@@ -297,3 +298,23 @@ def test_a_toy_runs_folder_stays_small(finished_run: tuple[Path, ExperimentRunne
     assert disk_use(runner.run_dir) < TOY_RUN_BYTES, size_text(disk_use(runner.run_dir))
     for stage in ("sft", "rl"):
         assert len(list((runner.run_dir / stage / "checkpoints").glob("step-*"))) <= 2
+
+
+def test_trajforge_run_ends_with_the_final_model_and_the_disk_it_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stages = [TINY_EXPERIMENT["stages"][1], TINY_EXPERIMENT["stages"][2]]  # type: ignore[index]
+    experiment = write_experiment(tmp_path, {**TINY_EXPERIMENT, "stages": stages})
+    monkeypatch.setenv("COLUMNS", "400")
+    run_dir = tmp_path / "runs" / "tiny"
+    for overrides in ([], ["stages.sft.train.max_steps=1"]):
+        monkeypatch.setattr(sys, "argv", ["trajforge", "run", str(experiment), *overrides])
+        try:
+            main()
+        except SystemExit as exc:
+            assert not exc.code, capsys.readouterr().err[-2000:]
+    said = capsys.readouterr().out.splitlines()
+    assert said[-2] == f"final model: {run_dir / 'sft' / 'final'}"
+    assert said[-1].startswith(f"run folder: {run_dir} (")
+    assert said[-1].endswith(" of it earlier attempts in .attempts/)")
+    assert f"{size_text(disk_use(run_dir))}, " in said[-1]

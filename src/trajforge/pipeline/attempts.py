@@ -71,3 +71,12 @@ def size_text(size: int) -> str:
             break
         value /= 1000
     return f"{value:.0f} {unit}" if unit in ("B", "KB") or value >= 100 else f"{value:.1f} {unit}"
+
+
+def run_folder_line(run_dir: Path) -> str:
+    """What the run folder takes on disk, and how much of it is earlier attempts."""
+    aside = run_dir / ATTEMPTS_DIR
+    earlier = f", {size_text(disk_use(aside))} of it earlier attempts in {ATTEMPTS_DIR}/"
+    return (
+        f"run folder: {run_dir} ({size_text(disk_use(run_dir))}{earlier if aside.is_dir() else ''})"
+    )

@@ -26,7 +26,7 @@ from trajforge.distributed import on_ray
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.memory import trim_freed_memory
 from trajforge.memory_bank.live import Memory
-from trajforge.pipeline.attempts import disk_use, set_aside, size_text
+from trajforge.pipeline.attempts import set_aside
 from trajforge.pipeline.config import (
     STORE_FILE,
     CollectStage,
@@ -272,7 +272,6 @@ class ExperimentRunner:
 
         if self.main:
             build_report(self.run_dir)
-            self._say_where()
         return self.results
 
     def _set_aside(self, stage: Stage, attempt: int) -> None:
@@ -284,12 +283,10 @@ class ExperimentRunner:
                 f"{stage.name}: its attempt {attempt} moved to {aside.relative_to(self.run_dir)}"
             )
 
-    def _say_where(self) -> None:
-        """The run's final weights (the last finished training stage's) and its disk use."""
+    def final_model(self) -> str | None:
+        """The run's final weights: the last finished training stage's (``None``: none)."""
         final = self.model_before(len(self.exp.stages))
-        if final != self.exp.model:
-            self.console.print(f"final model: {final}")
-        self.console.print(f"run folder: {self.run_dir} ({size_text(disk_use(self.run_dir))})")
+        return None if final == self.exp.model else final
 
     def _run_id(self, stage: Stage, attempt: int) -> str:
         return f"{self.exp.name}.{stage_name(stage, attempt)}"
