@@ -53,9 +53,7 @@ def run_command(
     """Run a staged experiment (eval, demonstrations, SFT, RL, ...) and write its report."""
     if launched_as_processes(num_processes):
         return
-    # lazy: the training stages (and checkpoints) load torch
-    from trajforge.pipeline.attempts import run_folder_line
-    from trajforge.pipeline.runner import ExperimentRunner
+    from trajforge.pipeline.runner import ExperimentRunner  # lazy: its training stages load torch
     from trajforge.train.distributed import leave_process_group
 
     exp = load_experiment(experiment, overrides or [])
@@ -102,7 +100,7 @@ def run_command(
     console.print(f"browse: [bold]{escape(view_command(runner.run_dir))}[/bold]", soft_wrap=True)
     if (final := runner.final_model()) is not None:
         console.print(f"final model: [bold]{escape(final)}[/bold]", soft_wrap=True)
-    console.print(run_folder_line(runner.run_dir), soft_wrap=True)
+    console.print(runner.disk_use_line(), soft_wrap=True)
     finish(failures, episodes, "episodes or agent runs of the stages")
 
 

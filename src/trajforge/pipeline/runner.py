@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from trajforge.agent_programs import AgentRunner, agent_runners
-from trajforge.distributed import on_ray
+from trajforge.agent_programs import agent_runners
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.memory import trim_freed_memory
 from trajforge.memory_bank.live import Memory
-from trajforge.pipeline.attempts import set_aside
+from trajforge.pipeline.attempts import run_folder_line, set_aside
 from trajforge.pipeline.config import (
     STORE_FILE,
     CollectStage,
@@ -58,20 +56,12 @@ from trajforge.pipeline.fingerprint import (
 )
 from trajforge.pipeline.memory_stage import MEMORY_FILE, eval_memory, memory_stage
 from trajforge.pipeline.rl_stage import StageRLTrainer
+from trajforge.pipeline.rollout_stages import collect_stage, demonstrations_stage
 from trajforge.pipeline.stage_code import covered
 from trajforge.pipeline.train_results import loss_detail, rl_detail, training_record, write_results
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.report.html import RESULTS_FILE, build_report
-from trajforge.rollout import (
-    Limits,
-    PolicyRef,
-    RolloutProgress,
-    RolloutSpec,
-    Sampling,
-    TaskSample,
-    run_rollout,
-)
-from trajforge.schema import is_success
+from trajforge.rollout import PolicyRef
 from trajforge.train.checkpoint import latest_checkpoint
 from trajforge.train.config import DistributedSettings
 from trajforge.train.data import load_source
@@ -288,6 +278,10 @@ class ExperimentRunner:
         final = self.model_before(len(self.exp.stages))
         return None if final == self.exp.model else final
 
+    def disk_use_line(self) -> str:
+        """What the run folder takes on disk (``pipeline.attempts.run_folder_line``)."""
+        return run_folder_line(self.run_dir)
+
     def _run_id(self, stage: Stage, attempt: int) -> str:
         return f"{self.exp.name}.{stage_name(stage, attempt)}"
 
@@ -297,9 +291,15 @@ class ExperimentRunner:
         if isinstance(stage, EvalStage):
             return from_main(lambda: self._eval(model, run_id, index, stage))
         if isinstance(stage, DemonstrationStage):
-            return from_main(lambda: self._demonstrations(stage, run_id))
+            teacher = self._policy_ref(stage.policy)
+            return from_main(
+                lambda: demonstrations_stage(self.exp, stage, teacher, run_id, self.store_path)
+            )
         if isinstance(stage, CollectStage):
-            return from_main(lambda: self._collect(stage, model, run_id))
+            served = self._policy_ref(model)
+            return from_main(
+                lambda: collect_stage(self.exp, stage, served, run_id, self.store_path)
+            )
         if isinstance(stage, SFTStage):
             return self._sft(index, stage, model)
         if isinstance(stage, TriageStage):
@@ -336,43 +336,6 @@ class ExperimentRunner:
             precision=self.exp.precision,
             force=force,
         )
-
-    def _demonstrations(self, stage: DemonstrationStage, run_id: str) -> dict[str, Any]:
-        spec = RolloutSpec(
-            env=self.exp.env,
-            policy=self._policy_ref(stage.policy),
-            tasks=TaskSample(count=stage.tasks, split=stage.split, seed=stage.seed),
-            limits=Limits(max_turns=stage.max_turns),
-            sampling=Sampling(temperature=0.0),
-            seed=stage.seed,
-            run_id=run_id,
-            store=self.store_path,
-        )
-        live = on_ray(self.exp.ray)
-        live["hooks"] = [RolloutProgress(transient=True)]
-        trajectories = run_rollout(spec, **live)
-        solved = sum(1 for t in trajectories if is_success(t.outcome.status, t.outcome.reward))
-        text = f"{len(trajectories)} episodes by {stage.policy}, {solved} solved"
-        return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}
-
-    def _collect(self, stage: CollectStage, model: str, run_id: str) -> dict[str, Any]:
-        spec = RolloutSpec(
-            env=self.exp.env,
-            policy=self._policy_ref(model),
-            tasks=TaskSample(count=stage.tasks, split=stage.split, seed=stage.seed),
-            n=stage.n,
-            limits=Limits(episode_timeout_s=stage.timeout_s),
-            concurrency=stage.concurrency,
-            run_id=run_id,
-            store=self.store_path,
-        )
-        runner = AgentRunner(stage.agent, ray=self.exp.ray)
-        trajectories = run_rollout(spec, runner=runner, hooks=[RolloutProgress(transient=True)])
-        statuses = Counter(t.outcome.status.value for t in trajectories)
-        solved = sum(1 for t in trajectories if is_success(t.outcome.status, t.outcome.reward))
-        text = f"{len(trajectories)} agent runs ({_counts(statuses)}), {solved} solved"
-        return {"run_id": run_id, "count": len(trajectories), "solved": solved,
-                "statuses": dict(statuses), "text": text}  # fmt: skip
 
     def _triage(self, index: int, stage: TriageStage) -> dict[str, Any]:
         runs = [self._done_run(stage, n) for n in stage_inputs(self.exp, index)]
@@ -421,10 +384,6 @@ def _train(trainer: Trainer, output_dir: Path) -> TrainResult:
     afresh (whatever a failed attempt left without a checkpoint is cleared)."""
     resume = from_main(lambda: latest_checkpoint(output_dir) is not None)
     return trainer.train(resume=resume, overwrite=not resume)
-
-
-def _counts(counts: Counter[str]) -> str:
-    return ", ".join(f"{n} {name}" for name, n in counts.most_common())
 
 
 def _error_text(exc: BaseException) -> str:
