@@ -300,7 +300,7 @@ def test_a_toy_runs_folder_stays_small(finished_run: tuple[Path, ExperimentRunne
         assert len(list((runner.run_dir / stage / "checkpoints").glob("step-*"))) <= 2
 
 
-def test_trajforge_run_ends_with_the_final_model_and_the_disk_it_takes(
+def test_trajforge_run_ends_by_naming_the_final_model_and_the_disk_it_takes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stages = [TINY_EXPERIMENT["stages"][1], TINY_EXPERIMENT["stages"][2]]  # type: ignore[index]
@@ -314,7 +314,9 @@ def test_trajforge_run_ends_with_the_final_model_and_the_disk_it_takes(
         except SystemExit as exc:
             assert not exc.code, capsys.readouterr().err[-2000:]
     said = capsys.readouterr().out.splitlines()
-    assert said[-2] == f"final model: {run_dir / 'sft' / 'final'}"
-    assert said[-1].startswith(f"run folder: {run_dir} (")
-    assert said[-1].endswith(" of it earlier attempts in .attempts/)")
-    assert f"{size_text(disk_use(run_dir))}, " in said[-1]
+    # Above the report and the command that browses it.
+    assert said[-4] == f"final model: {run_dir / 'sft' / 'final'}"
+    assert said[-3].startswith(f"run folder: {run_dir} (")
+    assert said[-3].endswith(" of it earlier attempts in .attempts/)")
+    assert f"{size_text(disk_use(run_dir))}, " in said[-3]
+    assert said[-1].startswith("browse: ")

@@ -107,6 +107,10 @@ def test_what_changed_names_the_edited_files_first() -> None:
     rec = {"config": {"code": {"a.py": "1", "b.py": "2"}, "x": 1}, "inputs": {}}
     edited = {"code": {"a.py": "1", "b.py": "3"}, "x": 2}
     assert what_changed(rec, edited, {}) == "its code changed: b.py"
+    older = {"config": {"x": 2}, "inputs": {}}
+    assert what_changed(older, edited, {}) == (
+        "its record has no hash of its code (a.py and b.py; an earlier trajforge made it)"
+    )
 
 
 def test_an_edited_verifier_remakes_the_stages_that_run_it_and_one_env_name_is_stored(

@@ -205,6 +205,10 @@ def what_changed(
     edited = sorted(
         f for f in old_code.keys() | new_code.keys() if old_code.get(f) != new_code.get(f)
     )
+    if edited and not old_code:
+        return (
+            f"its record has no hash of its code ({_names(edited)}; an earlier trajforge made it)"
+        )
     if edited:
         return f"its code changed: {_names(edited)}"
     diffs = _changes(record["config"], config)

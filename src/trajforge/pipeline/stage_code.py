@@ -2,9 +2,9 @@
 
 A stage's config names the code it runs: the environment (``file.py:factory``, ``env.yaml``,
 ``module:factory``), script policies (``script:file.py:function``), an agent program's command
-(``python my_agent.py``), scorers. Each file so named is hashed, and so is every other ``.py``
-file in its folder (the helpers and the verifier it imports), and the file the environment's
-verifier is defined in, wherever it is. Built-in code (trajforge's own, installed packages) is
+(``python my_agent.py``), scorers. Each file so named is hashed, and so is every ``.py`` file
+in its folder (the helpers and the verifier it imports or names), and the file the
+environment's verifier is defined in, wherever it is. Built-in code (trajforge's own, installed packages) is
 covered by the trajforge version in the config instead. An edited file changes the stage's
 config, so the stage runs again and everything downstream of it.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import trajforge
-from trajforge.envs.registry import get_env
+from trajforge.envs.registry import EnvSource, get_env
 from trajforge.errors import TrajforgeError
 from trajforge.policy.naming import SCRIPT_PREFIX
 from trajforge.registry import is_ref
@@ -33,7 +33,8 @@ _INSTALLED = [
 ]
 """Code that the trajforge version and the installed packages stand for."""
 
-_CODE_SUFFIXES = (".py", ".yaml", ".yml")
+_CODE_SUFFIXES = (".py", ".yaml", ".yml", ".json", ".jsonl", ".toml", ".sh", ".js", ".mjs", ".ts")
+"""Files a config may name that decide what a stage does: code, env and task files."""
 
 UNSEEN = (
     "not: modules imported from outside those folders, files the code reads at run time, "
@@ -48,7 +49,7 @@ def code_hashes(config: Mapping[str, Any], *, env: str | None) -> dict[str, str]
     files = {p for value in _strings(config) for p in _named_files(value)}
     if env is not None and (verifier := _verifier_file(env)) is not None:
         files.add(verifier)
-    files |= {sibling for f in list(files) if f.suffix == ".py" for sibling in _siblings(f)}
+    files |= {sibling for f in list(files) for sibling in _siblings(f)}
     return {_shown(f): file_sha256(f) for f in sorted(files) if not _installed(f)}
 
 
@@ -108,11 +109,16 @@ def _module_file(name: str) -> Path | None:
 
 
 def _verifier_file(env: str) -> Path | None:
-    """The file that defines env ``env``'s verifier, for an env of the user's own code."""
-    if not is_ref(env) and not env.endswith(_CODE_SUFFIXES):
+    """The file that defines env ``env``'s verifier, for an env of the user's own code (an env
+    file's verifier is hashed with the file's folder; other kinds are not made here, as
+    making one may start a server)."""
+    if not is_ref(env):
         return None
     try:
-        verifier = getattr(get_env(env).make(), "verifier", None)
+        entry = get_env(env)
+        verifier = (
+            getattr(entry.make(), "verifier", None) if entry.source is EnvSource.CODE else None
+        )
     except TrajforgeError:
         return None  # the experiment check reports a broken env; nothing to hash here
     if verifier is None:
@@ -128,7 +134,7 @@ def _verifier_file(env: str) -> Path | None:
 
 
 def _siblings(file: Path) -> list[Path]:
-    """The other ``.py`` files in ``file``'s folder (the code it may import)."""
+    """The ``.py`` files in ``file``'s folder (the code it may import or name)."""
     return sorted(p.resolve() for p in file.parent.glob("*.py") if p.is_file())
 
 
