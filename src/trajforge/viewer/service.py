@@ -29,7 +29,7 @@ from trajforge.viewer.conversation import conversation, outline
 from trajforge.viewer.curves import Curve, run_folder_curves, stage_of
 from trajforge.viewer.diff import diff_trajectories
 from trajforge.viewer.filters import TableQuery
-from trajforge.viewer.stages import kind_of, stage_kinds
+from trajforge.viewer.stages import is_current_attempt, kind_of, stage_kinds
 from trajforge.viewer.tokens import decoder_for, token_view
 
 
@@ -181,8 +181,10 @@ class ViewerData:
     def curves(self, run_id: str | None = None) -> list[Curve]:
         """The run folder's training curves: all of them, or those of one run's stage."""
         stage = None if run_id is None else stage_of(run_id, self.run_dir)
-        if run_id is not None and stage is None:
-            return []
+        if run_id is not None and (
+            stage is None or not is_current_attempt(run_id, stage, self.run_dir)
+        ):
+            return []  # no stage folder, or one that holds another attempt
         return run_folder_curves(self.run_dir, stage)
 
     # ------------------------------------------------------------------ table
