@@ -72,7 +72,7 @@ def launched_on_ray(options: RayOptions) -> AbstractContextManager[RayAgentLaunc
     return ray_agents(options)
 
 
-def env_verifier(env: str) -> Verifier | None:
+def verifier_of(env: str) -> Verifier | None:
     """The verifier of environment ``env`` (an env without one gives no reward)."""
     return getattr(get_env(env).make(), "verifier", None)
 
@@ -132,7 +132,7 @@ class AgentRunner(EpisodeRunner):
             )
             self._stack.push_async_callback(gateway.close)
         self._gateway = gateway
-        self._verifier = env_verifier(spec.env) if spec.env is not None else None
+        self._verifier = verifier_of(spec.env) if spec.env is not None else None
         self._url = self._stack.enter_context(serving(gateway, host=host))
         return gateway.model_names[0]
 
