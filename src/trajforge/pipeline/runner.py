@@ -55,7 +55,6 @@ from trajforge.pipeline.fingerprint import (
     what_changed,
 )
 from trajforge.pipeline.memory_stage import MEMORY_FILE, eval_memory, memory_stage
-from trajforge.pipeline.rl_stage import StageRLTrainer
 from trajforge.pipeline.rollout_stages import collect_stage, demonstrations_stage
 from trajforge.pipeline.stage_code import covered
 from trajforge.pipeline.train_results import loss_detail, rl_detail, training_record, write_results
@@ -67,6 +66,7 @@ from trajforge.train.config import DistributedSettings
 from trajforge.train.data import load_source
 from trajforge.train.distributed import from_main, is_main_process, join_launched_processes
 from trajforge.train.interrupted import TrainingInterrupted
+from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
 
 if TYPE_CHECKING:
@@ -374,7 +374,7 @@ class ExperimentRunner:
     def _rl(self, index: int, stage: RLStage, model: str, run_id: str) -> dict[str, Any]:
         cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir)
         runners = agent_runners(cfg.agent, cfg.env)
-        trainer = StageRLTrainer(cfg, run_id=run_id, stage=stage.name, agent_runner=runners)
+        trainer = RLTrainer(cfg, run_prefix=run_id, stage=stage.name, agent_runner=runners)
         result = _train(trainer, cfg.output_dir)
         return training_record(result, cfg.output_dir, rl_detail(result))
 

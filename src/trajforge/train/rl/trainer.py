@@ -41,6 +41,7 @@ from trajforge.judge.scorer import Rubric
 from trajforge.precision import precision_of
 from trajforge.rollout import Limits, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import OutcomeStatus, Task, Trajectory, is_infra_failure, is_success
+from trajforge.store import TrajectoryStore
 from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.config import InfraFailures, RLConfig, RoleAdvantage
 from trajforge.train.distributed import from_main
@@ -63,6 +64,10 @@ if TYPE_CHECKING:
     from trajforge.train.rl.self_play import SelfPlay
 
 
+RL_RUN_KIND = "rl"
+"""The ``kind`` an RL run's rollouts carry in their metadata (the viewer's runs table shows it)."""
+
+
 class RLTrainer(Trainer):
     """The on-policy loop over an environment from the registry."""
 
@@ -77,13 +82,19 @@ class RLTrainer(Trainer):
         callbacks: Sequence[StepCallback] = (),
         rubric: Rubric | None = None,
         agent_runner: AgentRunners | None = None,
+        run_prefix: str | None = None,
+        stage: str | None = None,
     ) -> None:
+        """``run_prefix``: the rollouts' run ids are ``<run_prefix>.step<N>`` (validation:
+        ``.val-step<N>``), as an experiment names its stages' runs, ``stage`` the stage's name;
+        without one, ``rl-<output folder>-step<N>``."""
         if (cfg.agent is None) != (agent_runner is None):
             raise ConfigError(
                 "agent: an agent program's rollouts run through the gateway: start the run "
                 "with trajforge train rl or an experiment (agent_runner and agent go together)"
             )
         self.rl_cfg = cfg
+        self.run_prefix, self.stage = run_prefix, stage
         self.entry = get_env(cfg.env)
         self.tasks = self.entry.tasks(cfg.num_tasks, seed=cfg.seed, split=cfg.task_split)
         self.self_play: SelfPlay | None = None
@@ -301,7 +312,8 @@ class RLTrainer(Trainer):
         self, tasks: list[Task], n: int, temperature: float, step: int, name: str
     ) -> RolloutSpec:
         cfg = self.rl_cfg
-        return RolloutSpec(
+        prefix = self.run_prefix
+        spec = RolloutSpec(
             env=cfg.env,
             tasks=tasks,
             n=n,
@@ -314,9 +326,26 @@ class RLTrainer(Trainer):
                 temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
             ),
             seed=cfg.seed * 1_000_003 + step,
-            run_id=f"rl-{cfg.output_dir.name}-{name}",
+            run_id=f"{prefix}.{name}" if prefix else f"rl-{cfg.output_dir.name}-{name}",
             store=cfg.store,
         )
+        if spec.store is not None:
+            with TrajectoryStore(spec.store) as store:
+                if store.get_run(spec.run_id) is None:  # a resumed step keeps what it had
+                    store.set_run(spec.run_id, self._run_metadata(spec))
+        return spec
+
+    def _run_metadata(self, spec: RolloutSpec) -> dict[str, Any]:
+        """What the runs table shows of a rollout run: an ``rl`` run (its stage's, in an
+        experiment) sampling from the weights being trained, which started as ``model``."""
+        meta: dict[str, Any] = {
+            "kind": RL_RUN_KIND,
+            "model": self.rl_cfg.model.spec,
+            "spec": spec.model_dump(mode="json"),
+        }
+        if self.stage is not None:
+            meta["stage"] = self.stage
+        return meta
 
     async def _score(self, trajs: Sequence[Trajectory]) -> int:
         """Score each trajectory by the rubric: its scorers' scores and their total (the score
