@@ -313,6 +313,7 @@ class RLTrainer(Trainer):
     ) -> RolloutSpec:
         cfg = self.rl_cfg
         prefix = self.run_prefix
+        run_id = f"{prefix}.{name}" if prefix else f"rl-{cfg.output_dir.name}-{name}"
         spec = RolloutSpec(
             env=cfg.env,
             tasks=tasks,
@@ -326,13 +327,13 @@ class RLTrainer(Trainer):
                 temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
             ),
             seed=cfg.seed * 1_000_003 + step,
-            run_id=f"{prefix}.{name}" if prefix else f"rl-{cfg.output_dir.name}-{name}",
+            run_id=run_id,
             store=cfg.store,
         )
         if spec.store is not None:
             with TrajectoryStore(spec.store) as store:
-                if store.get_run(spec.run_id) is None:  # a resumed step keeps what it had
-                    store.set_run(spec.run_id, self._run_metadata(spec))
+                if store.get_run(run_id) is None:  # a resumed step keeps what it had
+                    store.set_run(run_id, self._run_metadata(spec))
         return spec
 
     def _run_metadata(self, spec: RolloutSpec) -> dict[str, Any]:
