@@ -131,8 +131,10 @@ def test_the_collect_command_on_the_tiny_model(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    # The tiny model answers nonsense: every run ends ok with reward 0 from its printed line.
-    assert summary["runs"] == 6 and summary["status"]["ok"] == 6 and summary["reward_mean"] == 0.0
+    # The tiny model answers nonsense up to the gateway's token cap: every run is truncated
+    # there, as eval records such a cut, with reward 0 from its printed line.
+    assert summary["runs"] == 6 and summary["status"]["truncated"] == 6
+    assert summary["reward_mean"] == 0.0
     check = CliRunner().invoke(app, ["check", "--store", str(store), "--run", "col", "--json"])
     assert check.exit_code == 0 and json.loads(check.stdout)["mismatches"] == []
     with TrajectoryStore(store) as db:

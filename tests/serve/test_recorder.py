@@ -9,7 +9,8 @@ from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import Message, Role
 from trajforge.serve.gateway import Gateway
-from trajforge.serve.recorder import SESSION_RECORDINGS, GatewaySession, Recorder, Recording
+from trajforge.serve.recorder import Recorder
+from trajforge.serve.recording import SESSION_RECORDINGS, GatewaySession, Recording
 
 
 def _recorder(keep_sessions: int | None = None) -> Recorder:
@@ -23,7 +24,7 @@ def _recorder(keep_sessions: int | None = None) -> Recorder:
 def _call(recorder: Recorder, session: GatewaySession, text: str, *, finish: bool) -> Recording:
     recording = recorder.new_recording(session, [Message(role=Role.USER, content=text)], [])
     if finish:
-        recorder.finish(session, recording, 0.0)
+        recorder.finish(session, recording, 0.0, None)
     return recording
 
 
