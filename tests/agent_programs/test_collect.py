@@ -19,7 +19,7 @@ from trajforge.errors import ConfigError
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.rollout import Limits, RolloutSpec, group_id_for, run_rollout
-from trajforge.schema import OutcomeStatus, Task, is_infra_failure
+from trajforge.schema import EvaluatorKind, OutcomeStatus, Task, is_infra_failure
 from trajforge.serve.gateway import Gateway
 from trajforge.store import TrajectoryStore
 
@@ -109,6 +109,44 @@ def test_a_runs_verifier_reward_and_its_other_trajectories_linked_beside_it(
     assert {t.metadata["gateway"]["forked_from"] is not None for t in linked} == {True}
     sessions = {t.metadata["gateway"]["session"] for t in stored}
     assert sessions == {"gw.t001.0", "gw.t001.1"}
+
+
+CLOSING_ENV = """
+from pathlib import Path
+from trajforge.envs import ToolEnv, tool
+
+@tool
+def ping() -> str:
+    '''Ping.'''
+    return "pong"
+
+def right(evidence) -> float:
+    return float(evidence.messages[-1].content == f"The total is {evidence.task.answer}.")
+
+class ClosingEnv(ToolEnv):
+    async def close(self) -> None:
+        with Path(CLOSED).open("a") as closed:
+            closed.write("closed\\n")
+
+def make():
+    return ClosingEnv([ping], verifier=right)
+"""
+
+
+def test_a_run_without_a_reward_is_scored_by_its_envs_verifier_and_the_env_is_closed(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    closed = tmp_path / "closed.txt"
+    env_file = tmp_path / "closing_env.py"
+    env_file.write_text(f"CLOSED = {str(closed)!r}\n{CLOSING_ENV}")
+    spec = RolloutSpec(env=f"{env_file}:make", tasks=[_task(1), _task(2)], run_id="v")
+    runs = run_rollout(spec, runner=AgentRunner(AGENT, gateway=gateway))
+    assert [r.reward for r in runs] == [1.0, 1.0] and [r.run_id for r in runs] == ["v", "v"]
+    scores = [[(s.value, s.evaluator.kind) for s in r.scores] for r in runs]
+    assert scores == [[(1.0, EvaluatorKind.ENV)]] * 2
+    # The one env made for its verifier is closed with the runner.
+    assert closed.read_text() == "closed\n"
+    assert gateway.recorder.sessions == {}
 
 
 def test_an_agent_rollout_takes_a_gateway_that_stores_nothing_itself(tmp_path: Path) -> None:
