@@ -19,8 +19,8 @@ recorder's methods (``open``, ``set_reward``, ``score_each``, ``fail``, ``end``)
 
 Memory stays bounded on a server that runs for days: a session keeps its last
 ``SESSION_RECORDINGS`` trajectories (``recording``), and a recorder with ``keep_sessions``
-forgets the least recently used idle sessions beyond that many. What is forgotten is in the store already; a call continuing a forgotten trajectory
-starts a new one.
+forgets the least recently used idle sessions beyond that many. What is forgotten is in the
+store already; a call continuing a forgotten trajectory starts a new one.
 """
 
 from __future__ import annotations
