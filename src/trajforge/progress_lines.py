@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from rich.console import Console
 
@@ -28,6 +29,7 @@ def _clock_text(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
+@dataclass(eq=False)
 class ProgressLines:
     """One line per ``every_s`` seconds of a count toward ``total``: ``label done/total unit
     figures, elapsed H:MM:SS``.
@@ -41,30 +43,24 @@ class ProgressLines:
         clock: Seconds from a fixed point (``time.monotonic``; tests pass their own).
     """
 
-    def __init__(
-        self,
-        console: Console,
-        label: str,
-        total: int,
-        unit: str,
-        *,
-        every_s: float = EVERY_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.console = console
-        self.label = label
-        self.total = total
-        self.unit = unit
-        self.every_s = every_s
-        self._clock = clock
-        self._started = clock()
-        self._printed_at: float | None = None
-        self._printed_done: int | None = None
+    console: Console
+    label: str
+    total: int
+    unit: str
+    _: KW_ONLY
+    every_s: float = EVERY_S
+    clock: Callable[[], float] = time.monotonic
+    _started: float = field(init=False)
+    _printed_at: float | None = field(default=None, init=False)
+    _printed_done: int | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._started = self.clock()
 
     def update(self, done: int, figures: str = "") -> None:
         """Print where the count stands if a line is due: the first update, the one reaching
         ``total``, or ``every_s`` seconds after the last line."""
-        now = self._clock()
+        now = self.clock()
         last = done >= self.total
         due = self._printed_at is None or last or now - self._printed_at >= self.every_s
         if not due or done == self._printed_done:

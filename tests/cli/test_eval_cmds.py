@@ -214,3 +214,38 @@ def test_eval_says_when_the_split_has_fewer_tasks_than_asked(tmp_path: Path) -> 
     fits = CliRunner().invoke(app, [*args, "--tasks", "2", "--store", str(tmp_path / "t.db")])
     assert fits.exit_code == 0, fits.output
     assert "asked for" not in fits.stderr
+
+
+NEVER_ANSWERS = """
+def ramble(task, messages):
+    '''Talks past any token budget: every turn is cut before it answers.'''
+    return "Let me think about this very carefully. " * 40
+"""
+
+
+def test_a_model_that_never_answers_scores_zero_and_is_not_failed_work(tmp_path: Path) -> None:
+    script = tmp_path / "stubborn.py"
+    script.write_text(NEVER_ANSWERS)
+    store = tmp_path / "never.db"
+    args = ["eval", "--env", "calculator", "--model", f"script:{script}:ramble"]
+    args += [
+        "--tasks",
+        "2",
+        "--max-new-tokens",
+        "16",
+        "--run",
+        "nev",
+        "--store",
+        str(store),
+        "--json",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "failed" not in result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["status"] == {"truncated": 2}
+    assert (summary["success"], summary["reward_mean"], summary["scored"]) == (0.0, 0.0, 2)
+    assert (summary["policy_failures"], summary["infra_failures"]) == (2, 0)
+    assert summary["scores"]["env_verifier"] == 0.0
+    with TrajectoryStore(store) as db:
+        assert [t.outcome.reward for t in db.query(run="nev")] == [0.0, 0.0]

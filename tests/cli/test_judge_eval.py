@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from episodes import play
+from trajforge.cli.eval_cmds import Judging
 from trajforge.cli.failures import ExitCode
 from trajforge.cli.main import app
 from trajforge.envs.builtin import calculator
@@ -168,17 +169,18 @@ def test_help_lists_the_scorers(command: str) -> None:
     result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     assert ", ".join(scorer_names()) in result.stdout
-    assert "--judge-model" in result.stdout and "--rubric" in result.stdout
+    assert "--judge-model" in result.stdout and "--criteria" in result.stdout
+    assert "--rubric" not in result.stdout  # the old spelling is refused, not offered
 
 
 @pytest.mark.usefixtures("scripted_judge")
-def test_judge_runs_an_llm_judge_with_a_rubric_file(
+def test_judge_runs_an_llm_judge_with_a_criteria_file(
     labelled: tuple[Path, Path], tmp_path: Path
 ) -> None:
     store, _ = labelled
     rubric = tmp_path / "tool_use.yaml"
     rubric.write_text(RUBRIC)
-    args = ["judge", "jud", "--judge-model", "scripted-judge", "--rubric", str(rubric)]
+    args = ["judge", "jud", "--judge-model", "scripted-judge", "--criteria", str(rubric)]
     result = CliRunner().invoke(app, [*args, "--store", str(store), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -200,7 +202,7 @@ def test_judge_eval_measures_an_llm_judge(labelled: tuple[Path, Path], tmp_path:
     rubric.write_text(RUBRIC)
     args = ["judge-eval", "--labels", str(labels), "--judge-model", "scripted-judge"]
     result = CliRunner().invoke(
-        app, [*args, "--rubric", str(rubric), "--store", str(store), "--json"]
+        app, [*args, "--criteria", str(rubric), "--store", str(store), "--json"]
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -217,7 +219,7 @@ def test_eval_scores_with_the_llm_judge_too(tmp_path: Path) -> None:
     rubric = tmp_path / "tool_use.yaml"
     rubric.write_text(RUBRIC)
     args = ["eval", "--model", "expert", "--tasks", "2", "--judge-model", "scripted-judge"]
-    args += ["--rubric", str(rubric), "--run", "ev", "--store", str(store), "--json"]
+    args += ["--criteria", str(rubric), "--run", "ev", "--store", str(store), "--json"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -228,19 +230,19 @@ def test_eval_scores_with_the_llm_judge_too(tmp_path: Path) -> None:
     assert meta["judging"] == {
         "scorers": ["env_verifier", "process"],
         "judge_model": "scripted-judge",
-        "rubric": str(rubric),
+        "criteria": str(rubric),
     }
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["judge", "judged", "--rubric", "x.yaml"], "--rubric: give --judge-model too"),
+        (["judge", "judged", "--criteria", "x.yaml"], "--criteria: give --judge-model too"),
         (["judge", "judged"], "judge: name at least one --scorer, or a --judge-model"),
         (["judge", "judged", "--judge-model", "nope"], "--judge-model: unknown policy 'nope'"),
         (
-            ["judge", "judged", "--judge-model", "tiny", "--rubric", "missing.yaml"],
-            "--rubric: rubric 'missing.yaml' not found",
+            ["judge", "judged", "--judge-model", "tiny", "--criteria", "missing.yaml"],
+            "--criteria: criteria 'missing.yaml' not found",
         ),
         (
             ["judge-eval", "--labels", "l.jsonl", "-s", "process", "--judge-model", "tiny"],
@@ -255,6 +257,32 @@ def test_judge_option_errors_name_the_option(
     with pytest.raises(ConfigError) as err:
         CliRunner().invoke(app, [*args, "--store", str(store)], catch_exceptions=False)
     assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["judge", "judged", "--judge-model", "tiny", "--rubric", "mine.yaml"],
+        ["judge-eval", "--labels", "l.jsonl", "--judge-model", "tiny", "--rubric", "mine.yaml"],
+        ["eval", "--model", "expert", "--judge-model", "tiny", "--rubric", "mine.yaml"],
+    ],
+)
+def test_the_old_rubric_option_is_refused_with_the_new_spelling(
+    labelled: tuple[Path, Path], args: list[str]
+) -> None:
+    store, _ = labelled
+    with pytest.raises(ConfigError) as err:
+        CliRunner().invoke(app, [*args, "--store", str(store)], catch_exceptions=False)
+    said = str(err.value)
+    assert said == (
+        "--rubric: renamed --criteria (what the LLM judge grades); give --criteria mine.yaml"
+    )
+    assert "\n" not in said
+
+
+def test_a_run_stored_before_the_rename_keeps_its_criteria() -> None:
+    old = {"scorers": ["process"], "judge_model": "tiny", "rubric": "agentrewardbench"}
+    assert Judging.model_validate(old).criteria == "agentrewardbench"
 
 
 @pytest.mark.slow

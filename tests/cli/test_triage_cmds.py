@@ -93,10 +93,10 @@ def test_an_empty_store_and_a_missing_one(run_cli: RunCli, tmp_path: Path) -> No
 def test_a_judge_model_is_asked_only_where_the_rules_blame_no_call(
     run_cli: RunCli, store: Path, tmp_path: Path
 ) -> None:
-    rubric = tmp_path / "rubric.yaml"
-    rubric.write_text("name: mine\nversion: '2'\ninstructions: Find the first wrong step.\n")
+    criteria = tmp_path / "criteria.yaml"
+    criteria.write_text("name: mine\nversion: '2'\ninstructions: Find the first wrong step.\n")
     code, out, err = run_cli(
-        "triage", "--store", store, "--json", "--judge-model", "tiny", "--rubric", rubric
+        "triage", "--store", store, "--json", "--judge-model", "tiny", "--criteria", criteria
     )
     assert code == 0, err
     lines = {tuple(line["signals"]): line for line in map(json.loads, out.splitlines())}
@@ -111,12 +111,24 @@ def test_a_judge_model_is_asked_only_where_the_rules_blame_no_call(
     assert score is not None and score.evaluator.prompt_version == "triage-llm/1;mine@2"
 
 
-def test_a_rubric_needs_a_judge_model_and_must_be_one(
+def test_criteria_need_a_judge_model_and_must_be_criteria(
     run_cli: RunCli, store: Path, tmp_path: Path
 ) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("colour: blue\n")
-    code, _, err = run_cli("triage", "--store", store, "--rubric", bad)
-    assert code == 1 and "--rubric: give --judge-model too" in err
-    code, _, err = run_cli("triage", "--store", store, "--judge-model", "tiny", "--rubric", bad)
-    assert code == 1 and f"{bad}: not a localiser rubric" in err
+    code, _, err = run_cli("triage", "--store", store, "--criteria", bad)
+    assert code == 1 and "--criteria: give --judge-model too" in err
+    code, _, err = run_cli("triage", "--store", store, "--judge-model", "tiny", "--criteria", bad)
+    assert code == 1 and f"{bad}: not localiser criteria" in err
+
+
+def test_the_old_rubric_option_is_refused_with_the_new_spelling(
+    run_cli: RunCli, store: Path
+) -> None:
+    code, _, err = run_cli(
+        "triage", "--store", store, "--judge-model", "tiny", "--rubric", "x.yaml"
+    )
+    assert code == 1
+    assert err.strip().splitlines() == [
+        "error: --rubric: renamed --criteria (what the localiser is told); give --criteria x.yaml"
+    ]

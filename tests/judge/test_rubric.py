@@ -131,5 +131,5 @@ async def test_env_verifier_reruns_an_evidence_verifier_on_a_stored_trajectory(
         return 0.75 if evidence.answer == "The answer is 42" else 0.0
 
     score = await VerifierScorer(verifier)(make_traj("The answer is 42", reward=0.0))
-    assert (score.value, score.explanation, score.name) == (0.75, "re-verified", "env_verifier")
+    assert (score.value, score.explanation, score.name) == (0.75, "re-verified", "reverified")
     assert seen[0].state == {}  # tool state is not stored with a trajectory

@@ -65,7 +65,7 @@ def test_the_four_forms_parse() -> None:
     assert parse_selector("majority").kind is SelectorKind.MAJORITY
     assert parse_selector("logprob").text == "logprob"
     judge = parse_selector("judge:agentrewardbench")
-    assert (judge.kind, judge.rubric, judge.text) == (
+    assert (judge.kind, judge.criteria, judge.text) == (
         SelectorKind.JUDGE,
         "agentrewardbench",
         "judge:agentrewardbench",
@@ -75,9 +75,9 @@ def test_the_four_forms_parse() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("best", "--select: unknown selector 'best'; use verifier, judge:RUBRIC, majority"),
-        ("judge", "--select: judge needs a rubric, judge:RUBRIC"),
-        ("judge:", "--select: judge needs a rubric"),
+        ("best", "--select: unknown selector 'best'; use verifier, judge:CRITERIA, majority"),
+        ("judge", "--select: judge needs criteria, judge:CRITERIA"),
+        ("judge:", "--select: judge needs criteria"),
         ("majority:3", "--select: majority takes no argument, got 'majority:3'"),
         ("judge:no-such-rubric", "--select: "),
     ],

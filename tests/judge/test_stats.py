@@ -15,7 +15,7 @@ from trajforge.judge.stats import (
     summarize_rewards_by,
     wilson_ci95,
 )
-from trajforge.schema import SUCCESS_THRESHOLD
+from trajforge.schema import is_success
 
 
 @pytest.mark.parametrize(
@@ -141,7 +141,7 @@ def test_summaries_from_sql_totals_match_summaries_from_the_rewards() -> None:
     for status in ("ok", "error", "truncated", "timeout"):
         rewards = [r for s, r in outcomes if s == status and r is not None]
         n = sum(s == status for s, _ in outcomes)
-        at = sum(r >= SUCCESS_THRESHOLD for r in rewards)
+        at = sum(is_success(status, r) for r in rewards)
         low, high = (min(rewards), max(rewards)) if rewards else (None, None)
         totals.append(
             (status, n, len(rewards), sum(rewards), sum(r * r for r in rewards), at, low, high)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trajforge.errors import StoreError
-from trajforge.schema import Outcome
+from trajforge.schema import Outcome, is_success
 from trajforge.schema.synthetic import synthetic_trajectory
 from trajforge.store import TrajectoryStore
 
@@ -87,9 +87,12 @@ def test_reward_totals_per_run_and_status(store: TrajectoryStore) -> None:
     totals = store.reward_totals(0.5)
     assert sum(t["episodes"] for t in totals) == N
     assert sum(t["scored"] for t in totals) == N - 1
-    rewards = [r["reward"] for r in store.page(limit=N) if r["reward"] is not None]
+    rows = store.page(limit=N)
+    rewards = [r["reward"] for r in rows if r["reward"] is not None]
     assert sum(t["reward_sum"] for t in totals) == pytest.approx(sum(rewards))
-    assert sum(t["at_threshold"] for t in totals) == sum(x >= 0.5 for x in rewards)
+    succeeded = sum(is_success(r["status"], r["reward"], 0.5) for r in rows)
+    assert 0 < succeeded < N - 1
+    assert sum(t["successes"] for t in totals) == succeeded
 
 
 @pytest.mark.parametrize(

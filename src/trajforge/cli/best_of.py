@@ -27,7 +27,7 @@ SelectOption = Annotated[
         metavar="SELECTOR",
         # Not the selector list as errors spell it: "judge:" after a comma reads as a command.
         help="How --best-of chooses, without the answer key: verifier (only where the env's "
-        "verifier reads no answer), majority, logprob or judge:RUBRIC by --judge-model.",
+        "verifier reads no answer), majority, logprob or judge:CRITERIA by --judge-model.",
     ),
 ]
 

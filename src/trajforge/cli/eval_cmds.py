@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from rich.table import Table
 
 from trajforge.cli import rollout_options as opts
@@ -25,10 +25,12 @@ from trajforge.cli.memory_cmds import (
     plan_memory,
 )
 from trajforge.cli.preflight import check_reachable
+from trajforge.cli.renamed import OldRubricOption, refuse_renamed
 from trajforge.errors import ConfigError, DataError, StoreError
-from trajforge.judge.best_of_run import BestOf, select_into
+from trajforge.judge.best_of_run import BestOf
 from trajforge.judge.criteria import load_criteria
-from trajforge.judge.evaluate import score_all, score_into, score_missing_into, summarize
+from trajforge.judge.evaluate import score_all, score_into, summarize
+from trajforge.judge.evaluation import Evaluation, close_scorers, evaluate
 from trajforge.judge.llm_judge import LLMJudge
 from trajforge.judge.meta_eval import meta_evaluate, read_labels
 from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 
 COMMAND = "eval"
 DEFAULT_SCORERS = ("env_verifier", "process")
-DEFAULT_RUBRIC = "agentrewardbench"
+DEFAULT_CRITERIA = "agentrewardbench"
 LLM_JUDGE_NAME = "llm_judge"
 
 USER_SCORERS_HELP = "or your own as module:function or file.py:function"
@@ -68,15 +70,21 @@ JudgeModelOption = Annotated[
         "policy: embedded, tiny, a model folder or openai:<url>#<model>.",
     ),
 ]
-RubricOption = Annotated[
+CriteriaOption = Annotated[
     str | None,
     typer.Option(
-        "--rubric",
+        "--criteria",
         metavar="FILE.yaml",
-        help=f"The LLM judge's rubric: a YAML or JSON file, or a built-in name "
-        f"(default: {DEFAULT_RUBRIC}).",
+        help=f"What the LLM judge grades: a criteria YAML or JSON file, or a built-in name "
+        f"(default: {DEFAULT_CRITERIA}).",
     ),
 ]
+CRITERIA_ARE = "what the LLM judge grades"
+
+
+def refuse_rubric(value: str | None) -> None:
+    """Refuse the old spelling of ``--criteria``."""
+    refuse_renamed("--rubric", "--criteria", value, CRITERIA_ARE)
 
 
 class Judging(BaseModel):
@@ -86,7 +94,8 @@ class Judging(BaseModel):
 
     scorers: list[str] = list(DEFAULT_SCORERS)
     judge_model: str | None = None
-    rubric: str | None = None
+    # Runs stored before the rename keep their "rubric" key and still resume.
+    criteria: str | None = Field(default=None, validation_alias=AliasChoices("criteria", "rubric"))
 
     @field_validator("scorers")
     @classmethod
@@ -94,57 +103,61 @@ class Judging(BaseModel):
         # A user scorer file is kept by its absolute path, so --resume finds it from anywhere.
         return [absolute_ref(name) for name in scorers]
 
-    def rubric_to_use(self) -> JudgeCriteria | None:
-        """The LLM judge's rubric, or None without a judge model."""
+    def criteria_to_use(self) -> JudgeCriteria | None:
+        """What the LLM judge grades, or None without a judge model."""
         if self.judge_model is None:
-            if self.rubric is not None:
-                raise ConfigError("--rubric: give --judge-model too (it is the LLM judge's rubric)")
+            if self.criteria is not None:
+                raise ConfigError(
+                    "--criteria: give --judge-model too (it is what the judge grades)"
+                )
             return None
         try:
-            return load_criteria(self.rubric or DEFAULT_RUBRIC)
+            return load_criteria(self.criteria or DEFAULT_CRITERIA)
         except ConfigError as exc:
-            raise ConfigError(f"--rubric: {exc}") from None
+            raise ConfigError(f"--criteria: {exc}") from None
 
     def check(self) -> None:
-        """Refuse unknown scorers and bad rubrics before anything runs."""
+        """Refuse unknown scorers and bad criteria before anything runs."""
         for name in self.scorers:
             get_scorer(name)
-        self.rubric_to_use()
+        self.criteria_to_use()
         check_reachable(self.judge_model, "--judge-model")
 
     def build(self) -> list[Scorer]:
         """The scorers, with the judge model loaded: call it in the event loop that scores."""
         scorers = [get_scorer(name) for name in self.scorers]
-        rubric = self.rubric_to_use()
-        if rubric is None or self.judge_model is None:
+        criteria = self.criteria_to_use()
+        if criteria is None or self.judge_model is None:
             return scorers
         try:
             policy = load_policy(self.judge_model)
         except ConfigError as exc:
             raise ConfigError(f"--judge-model: {exc}") from None
-        return [*scorers, LLMJudge(rubric, policy, name=LLM_JUDGE_NAME)]
+        return [*scorers, LLMJudge(criteria, policy, name=LLM_JUDGE_NAME)]
+
+
+async def _evaluated(
+    trajectories: Sequence[Trajectory],
+    judging: Judging,
+    db: TrajectoryStore,
+    ks: Sequence[int],
+    plan: BestOf | None,
+) -> Evaluation:
+    """The eval recipe over a run's stored episodes, with the judge model loaded in its loop."""
+    return await evaluate(trajectories, judging.build(), store=db, ks=ks, best_of=plan)
 
 
 async def _scored(
-    trajectories: Sequence[Trajectory],
-    judging: Judging,
-    sink: ScoreSink | None = None,
-    *,
-    missing_only: bool = False,
+    trajectories: Sequence[Trajectory], judging: Judging, sink: ScoreSink | None = None
 ) -> list[Trajectory]:
-    """The trajectories with new scores appended (and stored in ``sink`` when given);
-    ``missing_only`` skips the scorers a trajectory already has a score from."""
+    """The trajectories with new scores appended (and stored in ``sink`` when given)."""
     scorers = judging.build()
     try:
         if sink is None:
             return await score_all(trajectories, scorers)
-        if missing_only:
-            return await score_missing_into(sink, trajectories, scorers)
         return await score_into(sink, trajectories, scorers)
     finally:
-        for s in scorers:
-            if isinstance(s, LLMJudge):
-                await s.policy.close()
+        await close_scorers(scorers)
 
 
 def _open_store(store: Path | None) -> TrajectoryStore:
@@ -210,7 +223,8 @@ def eval_command(
     precision: opts.PrecisionOption = Precision.AUTO,
     scorer: ScorerOption = None,
     judge_model: JudgeModelOption = None,
-    rubric: RubricOption = None,
+    criteria: CriteriaOption = None,
+    rubric: OldRubricOption = None,
     best_of: BestOfOption = None,
     select: SelectOption = None,
     run: opts.RunOption = None,
@@ -234,10 +248,13 @@ def eval_command(
     Defaults that differ from rollout's: greedy (--temperature 0), the test split.
     Ctrl-C stops the run; --resume finishes it.
     """
-    # A rubric file is stored by its absolute path, so --resume finds it from anywhere.
-    rubric_ref = str(Path(rubric).absolute()) if rubric and Path(rubric).suffix else rubric
+    refuse_rubric(rubric)
+    # A criteria file is stored by its absolute path, so --resume finds it from anywhere.
+    criteria_ref = (
+        str(Path(criteria).absolute()) if criteria and Path(criteria).suffix else criteria
+    )
     judging = Judging(
-        scorers=list(scorer or DEFAULT_SCORERS), judge_model=judge_model, rubric=rubric_ref
+        scorers=list(scorer or DEFAULT_SCORERS), judge_model=judge_model, criteria=criteria_ref
     )
     plan: BestOf | None = None
     if resume is None:  # a fresh run's scorers are checked before the store is opened
@@ -266,21 +283,17 @@ def eval_command(
         current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)
         # Every episode is stored; an interrupted scoring resumes where it stopped.
         trajectories = current.db.query(run=current.run_id, order_by="task_id")
-        scored = asyncio.run(_scored(trajectories, judging, current.db, missing_only=True))
-        summary = summarize(scored, ks=sorted({1, current.spec.n}))
-        result: dict[str, object] = summary.as_dict()
-        best_rows: list[tuple[str, str]] = []
-        if plan is not None:
-            picked = select_into(current.db, scored, plan)
-            result["best_of"], best_rows = picked.as_dict(), picked.rows()
+        ks = sorted({1, current.spec.n})
+        done = asyncio.run(_evaluated(trajectories, judging, current.db, ks, plan))
+        result = done.as_dict()
         current.db.set_run(current.run_id, {**current.meta, "summary": result})
-    failures = scored_failures(scored)
     if as_json:
         print_json({"run_id": current.run_id, **result})
     else:
         title = f"eval {current.env} / {current.model} (run {current.run_id})"
-        console.print(_table(title, [*_eval_rows(summary), *best_rows]))
-    finish(failures, len(scored), "episodes")
+        best_rows = done.best_of.rows() if done.best_of is not None else []
+        console.print(_table(title, [*_eval_rows(done.summary), *best_rows]))
+    finish(scored_failures(done.trajectories), len(done.trajectories), "episodes")
 
 
 def judge_command(
@@ -289,12 +302,14 @@ def judge_command(
     ],
     scorer: ScorerOption = None,
     judge_model: JudgeModelOption = None,
-    rubric: RubricOption = None,
+    criteria: CriteriaOption = None,
+    rubric: OldRubricOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Re-score a stored run's trajectories and store the new scores."""
-    judging = Judging(scorers=scorer or [], judge_model=judge_model, rubric=rubric)
+    refuse_rubric(rubric)
+    judging = Judging(scorers=scorer or [], judge_model=judge_model, criteria=criteria)
     judging.check()
     if not scorer and judge_model is None:
         raise ConfigError("judge: name at least one --scorer, or a --judge-model")
@@ -334,7 +349,8 @@ def judge_eval_command(
         ),
     ] = None,
     judge_model: JudgeModelOption = None,
-    rubric: RubricOption = None,
+    criteria: CriteriaOption = None,
+    rubric: OldRubricOption = None,
     threshold: Annotated[
         float, typer.Option("--threshold", help="Score >= this counts as success.")
     ] = 0.5,
@@ -346,12 +362,13 @@ def judge_eval_command(
 ) -> None:
     """Compare a scorer (or an LLM judge) with labels: precision, recall, F1, accuracy, Cohen's
     kappa (overall, per env)."""
+    refuse_rubric(rubric)
     if scorer is not None and judge_model is not None:
         raise ConfigError("--scorer and --judge-model: give one (judge-eval evaluates one scorer)")
     judging = Judging(
         scorers=[] if judge_model else [scorer or "env_verifier"],
         judge_model=judge_model,
-        rubric=rubric,
+        criteria=criteria,
     )
     judging.check()
     # A user scorer's verdicts carry its own name (my_scorers.py:exact_total -> exact_total).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,7 +21,7 @@ from trajforge.curate import preference_pairs
 from trajforge.errors import DataError
 from trajforge.pipeline.train_results import StandaloneRun
 from trajforge.report.html import build_report
-from trajforge.train.config import DPOConfig, RLConfig, SFTConfig, load_train_config
+from trajforge.train.config import ConfigT, DPOConfig, RLConfig, SFTConfig, load_train_config
 from trajforge.train.data import load_source
 from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.launch import launched_rank
@@ -105,39 +106,45 @@ def _report(summary: dict[str, Any], as_json: bool) -> None:
     console.print(f"report: [bold]{escape(summary['report'])}[/bold]", soft_wrap=True)
 
 
-def sft(
-    config: ConfigOption,
-    overrides: OverridesArgument = None,
-    resume: ResumeOption = False,
-    overwrite: OverwriteOption = False,
-    json_out: JsonOption = False,
-    num_processes: NumProcessesOption = 1,
-) -> None:
+def _train_command(
+    kind: str, config_type: type[ConfigT], build: Callable[[ConfigT, Path], Trainer]
+) -> Callable[..., None]:
+    """The command ``trajforge train <kind>``: ``build`` makes the trainer from the loaded
+    config (and the config file's path, for its errors); the rest is the same for every kind."""
+
+    def command(
+        config: ConfigOption,
+        overrides: OverridesArgument = None,
+        resume: ResumeOption = False,
+        overwrite: OverwriteOption = False,
+        json_out: JsonOption = False,
+        num_processes: NumProcessesOption = 1,
+    ) -> None:
+        if launched_as_processes(num_processes):
+            return
+        cfg = load_train_config(config, config_type, overrides or [])
+        trainer = build(cfg, config)
+        _report(_train(trainer, kind, config, overrides or [], resume, overwrite), json_out)
+
+    command.__doc__ = build.__doc__
+    return command
+
+
+# The builders import trainers lazily: torch loads only when a command trains.
+
+
+def _sft(cfg: SFTConfig, config: Path) -> Trainer:
     """Supervised fine-tuning on the assistant tokens of stored trajectories."""
-    if launched_as_processes(num_processes):
-        return
-    from trajforge.train.sft import SFTTrainer  # lazy: torch loads only when a command trains
+    from trajforge.train.sft import SFTTrainer
 
-    cfg = load_train_config(config, SFTConfig, overrides or [])
     assert cfg.data is not None  # load_train_config refuses a config without data
-    trainer = SFTTrainer(cfg, load_source(cfg.data))
-    _report(_train(trainer, "sft", config, overrides or [], resume, overwrite), json_out)
+    return SFTTrainer(cfg, load_source(cfg.data))
 
 
-def dpo(
-    config: ConfigOption,
-    overrides: OverridesArgument = None,
-    resume: ResumeOption = False,
-    overwrite: OverwriteOption = False,
-    json_out: JsonOption = False,
-    num_processes: NumProcessesOption = 1,
-) -> None:
+def _dpo(cfg: DPOConfig, config: Path) -> Trainer:
     """DPO on preference pairs built from groups of stored trajectories."""
-    if launched_as_processes(num_processes):
-        return
-    from trajforge.train.dpo import DPOTrainer  # lazy: torch loads only when a command trains
+    from trajforge.train.dpo import DPOTrainer
 
-    cfg = load_train_config(config, DPOConfig, overrides or [])
     assert cfg.data is not None  # load_train_config refuses a config without data
     pairs = preference_pairs(load_source(cfg.data), score=cfg.score, min_margin=cfg.min_margin)
     if not pairs:
@@ -145,27 +152,20 @@ def dpo(
             f"{config}: no preference pairs (no group has two trajectories whose "
             f"{cfg.score or 'reward'} differs by at least {cfg.min_margin})"
         )
-    trainer = DPOTrainer(cfg, pairs)
-    _report(_train(trainer, "dpo", config, overrides or [], resume, overwrite), json_out)
+    return DPOTrainer(cfg, pairs)
 
 
-def rl(
-    config: ConfigOption,
-    overrides: OverridesArgument = None,
-    resume: ResumeOption = False,
-    overwrite: OverwriteOption = False,
-    json_out: JsonOption = False,
-    num_processes: NumProcessesOption = 1,
-) -> None:
+def _rl(cfg: RLConfig, config: Path) -> Trainer:
     """On-policy RL: roll out groups, compute advantages, update, repeat."""
-    if launched_as_processes(num_processes):
-        return
-    from trajforge.agent_programs import agent_runners  # lazy: loads uvicorn (0.4 s)
-    from trajforge.train.rl import RLTrainer  # lazy: torch loads only when a command trains
+    from trajforge.agent_programs import agent_runners  # loads uvicorn (0.4 s)
+    from trajforge.train.rl import RLTrainer
 
-    cfg = load_train_config(config, RLConfig, overrides or [])
-    trainer = RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env))
-    _report(_train(trainer, "rl", config, overrides or [], resume, overwrite), json_out)
+    return RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env))
+
+
+sft = _train_command("sft", SFTConfig, _sft)
+dpo = _train_command("dpo", DPOConfig, _dpo)
+rl = _train_command("rl", RLConfig, _rl)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from trajforge.cli.common import StoreOption, console, err_console
+from trajforge.cli.renamed import OldRubricOption, refuse_renamed
 from trajforge.cli.render import fitted_table
 from trajforge.cli.store_options import RunFilter, open_store
 from trajforge.errors import ConfigError, StoreError
@@ -20,7 +21,7 @@ from trajforge.policy.base import Policy
 from trajforge.policy.naming import load_policy
 from trajforge.store import TrajectoryFilter, TrajectoryStore
 from trajforge.triage import RunFailures, Signal, TriageOptions, failure_table, triage_store
-from trajforge.triage.llm import LLMLocaliser, LocaliserRubric, locate_unplaced
+from trajforge.triage.llm import LLMLocaliser, LocaliserCriteria, locate_unplaced
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -56,12 +57,12 @@ JudgeModelOption = Annotated[
         "each failed trajectory the rules place no error in went wrong (score triage_llm).",
     ),
 ]
-RubricOption = Annotated[
+CriteriaOption = Annotated[
     str | None,
     typer.Option(
-        "--rubric",
+        "--criteria",
         metavar="FILE.yaml",
-        help="The localiser's rubric: name, version and instructions (default: built in).",
+        help="The localiser's criteria: name, version and instructions (default: built in).",
     ),
 ]
 
@@ -71,7 +72,8 @@ def triage(
     loop_repeats: LoopRepeats = 3,
     slow_tool_s: SlowToolS = 30.0,
     judge_model: JudgeModelOption = None,
-    rubric: RubricOption = None,
+    criteria: CriteriaOption = None,
+    rubric: OldRubricOption = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -84,9 +86,10 @@ def triage(
     calls, truncation, no or wrong answer, ...) and the first-error step, stored as scores
     (`ls --signal loop` finds them) and summed into a failure table per run."""
     options = TriageOptions(loop_repeats=loop_repeats, slow_tool_s=slow_tool_s)
-    if rubric is not None and judge_model is None:
-        raise ConfigError("--rubric: give --judge-model too (it is the localiser's rubric)")
-    localiser_rubric = None if rubric is None else LocaliserRubric.load(Path(rubric))
+    refuse_renamed("--rubric", "--criteria", rubric, "what the localiser is told")
+    if criteria is not None and judge_model is None:
+        raise ConfigError("--criteria: give --judge-model too (it is what the localiser is told)")
+    localiser_criteria = None if criteria is None else LocaliserCriteria.load(Path(criteria))
     with open_store(store) as st:
         where = run_filter(st, run)
         total = st.count(where)
@@ -98,7 +101,7 @@ def triage(
                 progress.advance(bar)
         located = {}
         if judge_model is not None:
-            localiser = LLMLocaliser(_judge(judge_model), localiser_rubric)
+            localiser = LLMLocaliser(_judge(judge_model), localiser_criteria)
             located = asyncio.run(locate_unplaced(st, verdicts, localiser))
     if not as_json:
         print_failure_table(failure_table(verdicts), total)

@@ -25,9 +25,9 @@ A built-in is a module with ``make_env(**kwargs) -> Env``, ``generate_tasks(n, s
 and ``expert(task, messages)``, and optionally ``scripted_user(task, view)`` and
 ``ANSWER_FREE_VERIFIER = True`` (its verifier never reads the answer key); its description
 is ``DESCRIPTION`` or its docstring's first line.
-A game (``trajforge.envs.multiseat``) also has
-``make_game()`` (every seat played by a policy) and ``OPPONENTS`` (scripted seats by name); its
-``make_env`` is one seat against a scripted opponent.
+A game (``trajforge.envs.multiseat``) is a module with ``GAME``, a ``GameKit`` that gives all
+of these and also ``make_game()`` (every seat played by a policy) and ``opponents`` (scripted
+seats by name); its ``make_env`` is one seat against a scripted opponent.
 
 A user factory is called with the keyword arguments given to ``EnvEntry.make`` and returns either
 
@@ -55,7 +55,7 @@ from types import ModuleType
 from typing import Any
 
 from trajforge.envs.base import Env
-from trajforge.envs.multiseat.base import MultiSeatEnv, Opponent
+from trajforge.envs.multiseat.base import GameKit, MultiSeatEnv, Opponent
 from trajforge.envs.taskset import TEST, TRAIN, TaskSet
 from trajforge.errors import ConfigError
 from trajforge.registry import Registry, is_ref, load_module
@@ -214,6 +214,19 @@ def _builtin(name: str, module_name: str) -> EnvEntry:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"env {name!r}: cannot load {module_name}: {exc}") from exc
+    description = getattr(module, "DESCRIPTION", None) or _first_line(module.__doc__)
+    game = getattr(module, "GAME", None)
+    if isinstance(game, GameKit):
+        return EnvEntry(
+            name,
+            game.make_env,
+            game.generate_tasks,
+            game.expert,
+            description,
+            source=EnvSource.BUILTIN,
+            game=game.make_game,
+            opponents=game.opponents,
+        )
     for attr in ("make_env", "generate_tasks", "expert"):
         if not callable(getattr(module, attr, None)):
             raise ConfigError(f"env {name!r}: module {module.__name__} has no function {attr}()")
@@ -222,12 +235,10 @@ def _builtin(name: str, module_name: str) -> EnvEntry:
         module.make_env,
         module.generate_tasks,
         module.expert,
-        getattr(module, "DESCRIPTION", None) or _first_line(module.__doc__),
+        description,
         getattr(module, "scripted_user", None),
         EnvSource.BUILTIN,
         getattr(module, "ANSWER_FREE_VERIFIER", False),
-        getattr(module, "make_game", None),
-        getattr(module, "OPPONENTS", None),
     )
 
 

@@ -4,7 +4,6 @@ one kept per task, each candidate's mark written back to the store."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -90,19 +89,19 @@ async def _judged(
         return list(trajectories)
     policy = load_policy(plan.judge_model)
     try:
-        judge = LLMJudge(load_criteria(selector.rubric or ""), policy, name=SELECT_JUDGE_NAME)
+        judge = LLMJudge(load_criteria(selector.criteria or ""), policy, name=SELECT_JUDGE_NAME)
         return await score_missing_into(db, trajectories, [judge])
     finally:
         await policy.close()
 
 
-def select_into(
+async def select_into(
     db: TrajectorySink, trajectories: Sequence[Trajectory], plan: BestOf
 ) -> BestOfSummary:
     """Choose one candidate per task, mark every candidate's metadata in ``db`` and return the
     figures."""
     selector = plan.selector
-    judged = asyncio.run(_judged(db, trajectories, plan))
+    judged = await _judged(db, trajectories, plan)
     choices = select_best(selector, judged)
     for choice in choices:
         for traj in marked(selector, choice):

@@ -1,8 +1,8 @@
-"""What an LLM judge grades: ``JudgeCriteria``, a versioned YAML/JSON file (a "rubric" in the
-LLM-as-judge sense; the built-in ones are in ``rubrics/``) of instructions and dimensions, each
-``Criterion`` graded on a scale of values.
-
-(Not to be confused with ``trajforge.judge.scorer.Rubric``: weighted scorers summed.)
+"""What an LLM judge grades: ``JudgeCriteria``, a versioned YAML/JSON file (what the
+LLM-as-judge literature calls a rubric; the built-in ones are in ``builtin_criteria/``) of
+instructions and dimensions, each ``Criterion`` graded on a scale of values. The CLI names them
+``--criteria`` and a best-of selector ``judge:CRITERIA``; in trajforge "rubric" means only
+``trajforge.judge.scorer.Rubric``, weighted scorers summed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from trajforge.errors import ConfigError
 
-RUBRIC_DIR = Path(__file__).with_name("rubrics")
+CRITERIA_DIR = Path(__file__).with_name("builtin_criteria")
 
 
 class Criterion(BaseModel):
@@ -53,13 +53,13 @@ class JudgeCriteria(BaseModel):
 
 
 def load_criteria(name_or_path: str | Path = "agentrewardbench") -> JudgeCriteria:
-    """Load a built-in rubric by name, or a rubric file (.yaml, .yml, .json)."""
+    """Load built-in criteria by name, or a criteria file (.yaml, .yml, .json)."""
     path = Path(name_or_path)
     if not path.suffix:
-        path = RUBRIC_DIR / f"{name_or_path}.yaml"
+        path = CRITERIA_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
-        known = ", ".join(p.stem for p in sorted(RUBRIC_DIR.glob("*.yaml")))
-        raise ConfigError(f"rubric {name_or_path!r} not found (built-in rubrics: {known})")
+        known = ", ".join(p.stem for p in sorted(CRITERIA_DIR.glob("*.yaml")))
+        raise ConfigError(f"criteria {name_or_path!r} not found (built-in criteria: {known})")
     text = path.read_text()
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)

@@ -12,7 +12,6 @@ from trajforge.judge.process import process_metrics
 from trajforge.judge.scorer import Scorer, score_trajectory
 from trajforge.judge.stats import (
     FailureSplit,
-    RewardSummary,
     mean_pass_at_k,
     mean_pass_hat_k,
     split_failures,
@@ -72,27 +71,24 @@ def failure_split(
     )
 
 
-def reward_summary(
-    trajectories: Iterable[Trajectory], threshold: float = SUCCESS_THRESHOLD
-) -> RewardSummary:
-    """The ``RewardSummary`` of trajectories."""
-    return summarize_rewards(
-        ((t.outcome.status, t.outcome.reward) for t in trajectories), threshold
-    )
-
-
 def summarize(
     trajectories: Sequence[Trajectory],
     *,
     ks: Sequence[int] = (1,),
     success_threshold: float = SUCCESS_THRESHOLD,
+    rewards: Sequence[float | None] | None = None,
 ) -> EvalSummary:
     """Summarise finished trajectories: success and mean reward as ``RewardSummary`` defines
-    them, pass@k and pass^k, process metrics, and per scorer the mean of each trajectory's latest score."""
-    rewards = reward_summary(trajectories, success_threshold)
+    them, pass@k and pass^k, process metrics, and per scorer the mean of each trajectory's latest
+    score. The reward of each is ``rewards`` when given (RL validation: its rubric totals), else
+    its outcome's."""
+    if rewards is None:
+        rewards = [t.outcome.reward for t in trajectories]
+    outcomes = [(t.outcome.status, r) for t, r in zip(trajectories, rewards, strict=True)]
+    summary = summarize_rewards(outcomes, success_threshold)
     successes = [
-        (t.task.id, is_success(t.outcome.status, t.outcome.reward, success_threshold))
-        for t in trajectories
+        (t.task.id, is_success(status, r, success_threshold))
+        for t, (status, r) in zip(trajectories, outcomes, strict=True)
     ]
     per_task: dict[str, int] = defaultdict(int)
     status: dict[str, int] = defaultdict(int)
@@ -108,14 +104,14 @@ def summarize(
     min_n = min(per_task.values(), default=0)
     metrics = [process_metrics(t) for t in trajectories]
     n = len(trajectories)
-    ci_low, ci_high = rewards.reward_ci
+    ci_low, ci_high = summary.reward_ci
     failures = failure_split(trajectories, success_threshold)
     return EvalSummary(
         episodes=n,
         tasks=len(per_task),
-        scored=rewards.scored,
-        success=rewards.success,
-        reward_mean=rewards.reward_mean,
+        scored=summary.scored,
+        success=summary.success,
+        reward_mean=summary.reward_mean,
         reward_ci_low=ci_low,
         reward_ci_high=ci_high,
         pass_at={k: mean_pass_at_k(successes, k) for k in ks if 0 < k <= min_n},

@@ -1,4 +1,4 @@
-"""An LLM judge: any ``Policy`` scores a trajectory against a rubric with named dimensions.
+"""An LLM judge: any ``Policy`` scores a trajectory against criteria with named dimensions.
 
 The judge must answer with one JSON object holding every dimension (and an ``explanation``).
 The verdict is parsed strictly; an unparsable or out-of-range verdict is retried, and after the
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, ClassVar
 
 from trajforge.judge.criteria import JudgeCriteria, load_criteria
 from trajforge.policy.base import Policy, SamplingParams
@@ -59,14 +60,14 @@ def render_trajectory(trajectory: Trajectory, max_chars: int) -> tuple[str, str 
     return "\n\n".join([*head, cut, *kept]), note
 
 
-def judge_prompt(rubric: JudgeCriteria, trajectory: Trajectory, max_chars: int) -> list[Message]:
+def judge_prompt(criteria: JudgeCriteria, trajectory: Trajectory, max_chars: int) -> list[Message]:
     convo, cut_note = render_trajectory(trajectory, max_chars)
     dims = "\n".join(
-        f'- "{d.name}": {d.description} Allowed values: {d.values}.' for d in rubric.dimensions
+        f'- "{d.name}": {d.description} Allowed values: {d.values}.' for d in criteria.dimensions
     )
-    example = {d.name: d.values[0] for d in rubric.dimensions} | {"explanation": "..."}
+    example = {d.name: d.values[0] for d in criteria.dimensions} | {"explanation": "..."}
     system = (
-        f"{rubric.instructions}\n\nDimensions:\n{dims}\n\n"
+        f"{criteria.instructions}\n\nDimensions:\n{dims}\n\n"
         'Answer with exactly one JSON object with one key per dimension and an "explanation" '
         f"string, and nothing else. Example: {json.dumps(example)}"
     )
@@ -77,76 +78,80 @@ def judge_prompt(rubric: JudgeCriteria, trajectory: Trajectory, max_chars: int) 
     return [Message(role=Role.SYSTEM, content=system), Message(role=Role.USER, content=user)]
 
 
-def parse_verdict(text: str, rubric: JudgeCriteria) -> tuple[dict[str, int], str]:
-    """Parse a verdict strictly: one JSON object, every dimension present with an allowed value."""
-    match = _OBJECT.search(text)
+def json_in_reply(text: str, error: type[ValueError], found: re.Pattern[str] = _OBJECT) -> Any:
+    """The JSON that ``found`` (by default: from the first ``{`` to the last ``}``) finds in a
+    model's reply; ``error`` when it finds nothing or what it finds is not JSON."""
+    match = found.search(text)
     if match is None:
-        raise VerdictParseError("no JSON object in the reply")
+        raise error("no JSON object in the reply")
     try:
-        data: Any = json.loads(match.group(0))
+        return json.loads(match.group(0))
     except json.JSONDecodeError as exc:
-        raise VerdictParseError(f"invalid JSON: {exc.msg}") from None
+        raise error(f"invalid JSON: {exc.msg}") from None
+
+
+def as_text(value: Any) -> str:
+    """A reply's free-text field as text (a model may answer it with any JSON value)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def parse_verdict(text: str, criteria: JudgeCriteria) -> tuple[dict[str, int], str]:
+    """Parse a verdict strictly: one JSON object, every dimension present with an allowed value."""
+    data = json_in_reply(text, VerdictParseError)
     if not isinstance(data, dict):
         raise VerdictParseError("the verdict is not a JSON object")
-    allowed = {d.name for d in rubric.dimensions} | {"explanation"}
+    allowed = {d.name for d in criteria.dimensions} | {"explanation"}
     extra = sorted(set(data) - allowed)
     if extra:
         raise VerdictParseError(f"unexpected keys {extra}")
     values: dict[str, int] = {}
-    for dim in rubric.dimensions:
+    for dim in criteria.dimensions:
         if dim.name not in data:
             raise VerdictParseError(f"missing dimension {dim.name!r}")
         v = data[dim.name]
         if isinstance(v, bool) or not isinstance(v, int) or v not in dim.values:
             raise VerdictParseError(f"{dim.name!r} must be one of {dim.values}, got {v!r}")
         values[dim.name] = v
-    explanation = data.get("explanation", "")
-    return values, explanation if isinstance(explanation, str) else json.dumps(explanation)
+    return values, as_text(data.get("explanation", ""))
 
 
+@dataclass(eq=False)
 class LLMJudge:
     """Scores trajectories with a policy as the judge; the score's value is the success
     dimension scaled to [0, 1], every dimension is kept in ``dimensions``."""
 
-    kind = EvaluatorKind.LLM
+    kind: ClassVar[EvaluatorKind] = EvaluatorKind.LLM
 
-    def __init__(
-        self,
-        rubric: JudgeCriteria,
-        policy: Policy,
-        *,
-        name: str = "llm_judge",
-        max_retries: int = 2,
-        max_chars: int = 6000,
-        sampling: SamplingParams | None = None,
-    ) -> None:
-        self.rubric = rubric
-        self.policy = policy
-        self.name = name
-        self.max_retries = max_retries
-        self.max_chars = max_chars
-        self.sampling = sampling or SamplingParams(temperature=0.0, max_new_tokens=256)
+    criteria: JudgeCriteria
+    policy: Policy
+    _: KW_ONLY
+    name: str = "llm_judge"
+    max_retries: int = 2
+    max_chars: int = 6000
+    sampling: SamplingParams = field(
+        default_factory=lambda: SamplingParams(temperature=0.0, max_new_tokens=256)
+    )
 
     def _evaluator(self) -> Evaluator:
         return Evaluator(
             kind=self.kind,
             name=self.name,
             model=self.policy.name,
-            prompt_version=f"{PROMPT_VERSION};{self.rubric.name}@{self.rubric.version}",
+            prompt_version=f"{PROMPT_VERSION};{self.criteria.name}@{self.criteria.version}",
         )
 
     async def __call__(self, trajectory: Trajectory) -> Score:
-        prompt = judge_prompt(self.rubric, trajectory, self.max_chars)
+        prompt = judge_prompt(self.criteria, trajectory, self.max_chars)
         problems: list[str] = []
         for attempt in range(self.max_retries + 1):
             session = self.policy.start_session(prompt, [], task=trajectory.task)
             reply = await self.policy.respond(session, self.sampling, turn=attempt)
             try:
-                values, explanation = parse_verdict(reply.content, self.rubric)
+                values, explanation = parse_verdict(reply.content, self.criteria)
             except VerdictParseError as exc:
                 problems.append(f"try {attempt + 1}: {exc}")
                 continue
-            dim = self.rubric.dimension(self.rubric.success_dimension)
+            dim = self.criteria.dimension(self.criteria.success_dimension)
             lo, hi = min(dim.values), max(dim.values)
             success = (values[dim.name] - lo) / (hi - lo)
             return Score(
@@ -164,10 +169,10 @@ class LLMJudge:
 
 
 def llm_judge(
-    rubric: JudgeCriteria | str = "agentrewardbench", policy: Policy | None = None, **options: Any
+    criteria: JudgeCriteria | str = "agentrewardbench", policy: Policy | None = None, **options: Any
 ) -> LLMJudge:
-    """Build an LLM judge from a rubric (object, built-in name or file) and a judge policy."""
+    """Build an LLM judge from criteria (object, built-in name or file) and a judge policy."""
     if policy is None:
         raise ValueError("llm_judge needs a policy to act as the judge")
-    loaded = load_criteria(rubric) if isinstance(rubric, str) else rubric
+    loaded = load_criteria(criteria) if isinstance(criteria, str) else criteria
     return LLMJudge(loaded, policy, **options)

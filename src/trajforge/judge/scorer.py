@@ -62,7 +62,8 @@ class VerifierScorer:
     """An environment's verifier ``(evidence) -> float | Score`` as a scorer of stored
     trajectories: run on ``Evidence.of(trajectory)``, the task and messages without the tool
     state (it is not stored), so a verifier that reads ``evidence.state`` is judged by the
-    reward it recorded (``env_verifier``) instead.
+    reward it recorded (``env_verifier``) instead. Its scores are named ``reverified`` unless
+    named otherwise: ``env_verifier`` is only the verdict the env recorded.
 
     Raises:
         ConfigError: ``verifier`` does not take ``(evidence)``.
@@ -70,7 +71,7 @@ class VerifierScorer:
 
     kind = EvaluatorKind.ENV
 
-    def __init__(self, verifier: Verifier, name: str = "env_verifier") -> None:
+    def __init__(self, verifier: Verifier, name: str = "reverified") -> None:
         check_verifier(verifier)
         self.verifier = verifier
         self.name = name

@@ -4,7 +4,7 @@ the task's answer key.
 - ``verifier``: the highest reward the env's verifier gave, allowed only for an env whose
   verifier does not read the answer (``EnvEntry.answer_free_verifier``: a goal reached, unit
   tests run), as CodeMonkeys selects with tests it runs itself;
-- ``judge:RUBRIC``: the highest success an LLM judge gives against a rubric (the judge sees
+- ``judge:CRITERIA``: the highest success an LLM judge gives against criteria (the judge sees
   the task and the conversation, never the gold answer);
 - ``majority``: a candidate with the most common final answer (self-consistency, Wang et al.
   2022);
@@ -40,20 +40,20 @@ class SelectorKind(StrEnum):
     LOGPROB = "logprob"
 
 
-SELECTOR_FORMS = "verifier, judge:RUBRIC, majority or logprob"
+SELECTOR_FORMS = "verifier, judge:CRITERIA, majority or logprob"
 
 
 class Selector(BaseModel):
-    """A parsed ``--select`` value: its kind, and the rubric of a ``judge`` selector."""
+    """A parsed ``--select`` value: its kind, and the criteria of a ``judge`` selector."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: SelectorKind
-    rubric: str | None = None
+    criteria: str | None = None
 
     @property
     def text(self) -> str:
-        return f"{self.kind.value}:{self.rubric}" if self.rubric else self.kind.value
+        return f"{self.kind.value}:{self.criteria}" if self.criteria else self.kind.value
 
 
 def parse_selector(text: str) -> Selector:
@@ -66,14 +66,14 @@ def parse_selector(text: str) -> Selector:
     if kind is SelectorKind.JUDGE:
         if not arg:
             raise ConfigError(
-                f"{SELECT_OPTION}: judge needs a rubric, judge:RUBRIC (a built-in name or a "
+                f"{SELECT_OPTION}: judge needs criteria, judge:CRITERIA (a built-in name or a "
                 "YAML or JSON file)"
             )
         try:
             load_criteria(arg)
         except ConfigError as exc:
             raise ConfigError(f"{SELECT_OPTION}: {exc}") from None
-        return Selector(kind=kind, rubric=arg)
+        return Selector(kind=kind, criteria=arg)
     if sep:
         raise ConfigError(f"{SELECT_OPTION}: {name} takes no argument, got {text!r}")
     return Selector(kind=kind)
@@ -91,7 +91,7 @@ def check_verifier_selectable(selector: Selector, env: str, answer_free: bool) -
     if selector.kind is SelectorKind.VERIFIER and not answer_free:
         raise ConfigError(
             f"{SELECT_OPTION} verifier: the verifier of env {env!r} reads the task's answer key, so "
-            "it cannot choose; use judge:RUBRIC, majority or logprob"
+            "it cannot choose; use judge:CRITERIA, majority or logprob"
         )
 
 

@@ -294,29 +294,25 @@ def summarize_rewards_by(
 
 
 RewardTotals = tuple[OutcomeStatus | str, int, int, float, float, int, float | None, float | None]
-"""``(status, episodes, scored, reward_sum, reward_sq, at_threshold, reward_min, reward_max)``
-of a group of episodes, as ``TrajectoryStore.reward_totals`` aggregates them."""
+"""``(status, episodes, scored, reward_sum, reward_sq, successes, reward_min, reward_max)`` of a
+group of episodes, as ``TrajectoryStore.reward_totals`` aggregates them (``successes`` counted
+in SQL by ``schema.success_sql``)."""
 
 
-def summarize_reward_totals(
-    totals: Iterable[RewardTotals], threshold: float = SUCCESS_THRESHOLD
-) -> RewardSummary:
-    """The ``RewardSummary`` of aggregated episodes (``RewardTotals`` rows, ``at_threshold``
-    counting the rewards of at least ``threshold``): the same figures as ``summarize_rewards``
-    without the rewards."""
+def summarize_reward_totals(totals: Iterable[RewardTotals]) -> RewardSummary:
+    """The ``RewardSummary`` of aggregated episodes (``RewardTotals`` rows): the same figures as
+    ``summarize_rewards`` without the rewards."""
     episodes = scored = successes = 0
     total = total_sq = 0.0
     lowest, highest = math.inf, -math.inf
-    for status, n, n_scored, rsum, rsq, at_threshold, rmin, rmax in totals:
+    for _status, n, n_scored, rsum, rsq, n_successes, rmin, rmax in totals:
         episodes += n
         scored += n_scored
+        successes += n_successes
         total += rsum
         total_sq += rsq
         if rmin is not None and rmax is not None:
             lowest, highest = min(lowest, rmin), max(highest, rmax)
-        # is_success on a reward at the threshold asks only whether the status can succeed.
-        if is_success(status, threshold, threshold):
-            successes += at_threshold
     return RewardSummary(
         episodes,
         scored,

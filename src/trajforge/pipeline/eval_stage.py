@@ -1,6 +1,7 @@
 """An ``eval`` stage: the experiment's held-out evaluation (its ``eval`` settings) of some
-weights, every trajectory scored by the eval's rubric into the store; best-of-N selection and
-an experience memory where the settings and the stage ask for them."""
+weights, rolled out into the store and put through the one eval recipe (``judge.evaluation``:
+scored by the eval's scorers, summarised, best-of-N selected where the settings ask); an
+experience memory where the stage asks for one."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 
 from trajforge.distributed import on_ray
 from trajforge.envs.registry import get_env
-from trajforge.judge.best_of_run import plan_best_of, select_into
-from trajforge.judge.evaluate import score_into, summarize
+from trajforge.judge.best_of_run import plan_best_of
+from trajforge.judge.evaluation import Evaluation, evaluate
 from trajforge.judge.scorer import Rubric
 from trajforge.judge.stats import format_reward, format_scored, format_success
 from trajforge.memory_bank.live import Memory, read_with
@@ -26,7 +27,6 @@ from trajforge.rollout import (
     TaskSample,
     arun_rollout,
 )
-from trajforge.schema import Trajectory
 from trajforge.store import TrajectoryStore
 
 
@@ -57,16 +57,16 @@ def eval_stage(
     )
     items_before = len(memory.items) if memory is not None else 0
 
-    async def go() -> list[Trajectory]:
+    async def go() -> Evaluation:
         with TrajectoryStore(store_path) as db:
             live = on_ray(exp.ray)
             grow = read_with(live, memory, update)
             live["store"], live["hooks"] = db, [RolloutProgress(transient=True), *grow]
             trajs = await arun_rollout(spec, **live)
-            return await score_into(db, trajs, rubric.scorers)
+            return await evaluate(trajs, rubric.scorers, store=db, ks=sorted({1, n}), best_of=plan)
 
-    trajectories = asyncio.run(go())
-    summary = summarize(trajectories, ks=sorted({1, n}))
+    done = asyncio.run(go())
+    summary = done.summary
     text = (
         f"success {format_success(summary.success, summary.scored, summary.episodes)}, mean "
         f"reward {format_reward(summary.reward_mean)} (scored "
@@ -75,11 +75,9 @@ def eval_stage(
     result: dict[str, Any] = {"run_id": run_id, "model": policy.name, "summary": summary.as_dict()}
     if memory is not None:
         run_dir = store_path.parent  # the store lies at the top of the run folder
-        result["memory"], said = memory_figures(trajectories, memory, items_before, run_dir)
+        result["memory"], said = memory_figures(done.trajectories, memory, items_before, run_dir)
         text += f"; {said}"
-    if plan is not None:
-        with TrajectoryStore(store_path) as db:
-            picked = select_into(db, trajectories, plan)
-        result["best_of"] = picked.as_dict()
-        text += "; " + ", ".join(f"{k} {v}" for k, v in picked.rows())
+    if done.best_of is not None:
+        result["best_of"] = done.best_of.as_dict()
+        text += "; " + ", ".join(f"{k} {v}" for k, v in done.best_of.rows())
     return {**result, "text": text}

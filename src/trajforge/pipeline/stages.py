@@ -47,9 +47,9 @@ class EvalSettings(StrictModel):
     by ``select``; the stage reports pass@1, pass@N and selected@N with 95% intervals."""
     select: str | None = None
     """The best-of-N selector: ``verifier`` (only for an env whose verifier reads no answer
-    key), ``judge:RUBRIC`` (judged by ``judge_model``), ``majority`` or ``logprob``."""
+    key), ``judge:CRITERIA`` (judged by ``judge_model``), ``majority`` or ``logprob``."""
     judge_model: str | None = None
-    """The policy that judges candidates for ``select: judge:RUBRIC``."""
+    """The policy that judges candidates for ``select: judge:CRITERIA``."""
 
 
 class EvalStage(StrictModel):

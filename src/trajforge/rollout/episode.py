@@ -383,6 +383,11 @@ class Episode:
         fault, error = self.fault, self.error
         if self.infra_fault is not None:
             fault, error = Fault.INFRA, error or self.infra_fault
+        reward = self.reward
+        if reward is None and self.status is OutcomeStatus.TRUNCATED and fault is Fault.POLICY:
+            # The policy ran out of turns or tokens before answering: its failure, worth 0,
+            # not an unscored episode (which would read as failed work).
+            reward = 0.0
         return Trajectory(
             id=self.pieces.id,
             task=self.key.task,
@@ -395,7 +400,7 @@ class Episode:
             messages=messages,
             outcome=Outcome(
                 status=self.status,
-                reward=self.reward,
+                reward=reward,
                 error=error,
                 reason=None if self.reason is EndReason.DONE else self.reason,
                 fault=fault,

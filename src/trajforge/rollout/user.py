@@ -13,7 +13,7 @@ demonstrations never mix the two), and each names the other in ``metadata["linke
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 from trajforge.envs.user_sim import UserResponder
 from trajforge.errors import TrajforgeError
@@ -33,6 +33,7 @@ def user_run_id(run_id: str) -> str:
     return run_id + USER_RUN_SUFFIX
 
 
+@dataclass(eq=False)
 class PolicyUser(UserResponder):
     """Drives ``policy`` as the user of one episode.
 
@@ -44,22 +45,14 @@ class PolicyUser(UserResponder):
         sample_index: The episode's sample.
     """
 
-    def __init__(
-        self,
-        policy: Policy,
-        task: Task,
-        sampling: SamplingParams,
-        *,
-        seed: int,
-        sample_index: int,
-    ) -> None:
-        self.policy = policy
-        self.task = task
-        self.sampling = sampling
-        self.seed = seed
-        self.sample_index = sample_index
-        self.session: ChatSession | None = None
-        self.usage = Usage()
+    policy: Policy
+    task: Task
+    sampling: SamplingParams
+    _: KW_ONLY
+    seed: int
+    sample_index: int
+    session: ChatSession | None = field(default=None, init=False)
+    usage: Usage = field(default_factory=Usage, init=False)
 
     async def respond(self, view: Sequence[Message]) -> Message:
         if self.session is None:

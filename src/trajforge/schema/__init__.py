@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trajforge.schema.success import SUCCESS_THRESHOLD, is_success
+from trajforge.schema.success import SUCCESS_STATUS, SUCCESS_THRESHOLD, is_success, success_sql
 from trajforge.schema.trajectory import (
     Evaluator,
     EvaluatorKind,
@@ -47,6 +47,7 @@ def json_schema_text() -> str:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "SUCCESS_STATUS",
     "SUCCESS_THRESHOLD",
     "Evaluator",
     "EvaluatorKind",
@@ -72,5 +73,6 @@ __all__ = [
     "json_schema",
     "json_schema_text",
     "new_id",
+    "success_sql",
     "with_system_text",
 ]

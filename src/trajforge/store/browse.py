@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from trajforge.errors import StoreError
-from trajforge.schema import Fault, is_infra_failure
+from trajforge.schema import Fault, is_infra_failure, success_sql
 from trajforge.store.filters import TrajectoryFilter, where_clause
 from trajforge.store.lookup import Read
 from trajforge.store.rows import BODY_JSON_FUNCTION, ORDER_COLUMNS, SUMMARY_COLUMNS, decode_body
@@ -82,17 +82,19 @@ def last_rowid(read: Read, where: TrajectoryFilter) -> int:
 
 
 def reward_totals(read: Read, threshold: float, where: TrajectoryFilter) -> list[dict[str, Any]]:
-    """Per ``(run_id, status)``: ``episodes``, ``scored``, ``reward_sum``, ``reward_sq`` and
-    ``at_threshold`` (rewards of at least ``threshold``), ``reward_min`` and ``reward_max``."""
+    """Per ``(run_id, status)``: ``episodes``, ``scored``, ``reward_sum``, ``reward_sq``,
+    ``successes`` (``is_success`` at ``threshold``, as ``success_sql`` puts it), ``reward_min``
+    and ``reward_max``."""
     sql_where, params = where_clause(where)
+    succeeded, success_params = success_sql("t.status", "t.reward", threshold)
     sql = (
         "SELECT t.run_id, t.status, count(*) AS episodes, count(t.reward) AS scored, "
         "total(t.reward) AS reward_sum, total(t.reward * t.reward) AS reward_sq, "
-        "count(CASE WHEN t.reward >= ? THEN 1 END) AS at_threshold, "
+        f"count(CASE WHEN {succeeded} THEN 1 END) AS successes, "
         "min(t.reward) AS reward_min, max(t.reward) AS reward_max "
         f"FROM trajectories t {sql_where} GROUP BY t.run_id, t.status ORDER BY t.run_id, t.status"
     )
-    return _rows(read, sql, [float(threshold), *params])
+    return _rows(read, sql, [*success_params, *params])
 
 
 # The marker as compact JSON writes it: a body without it cannot be an infrastructure failure,

@@ -14,8 +14,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 from trajforge.errors import StoreError
@@ -36,7 +36,7 @@ from trajforge.store.rows import (
 )
 from trajforge.store.scores import store_scores
 from trajforge.store.stats import summary_stats
-from trajforge.store.transaction import Transaction, is_busy
+from trajforge.store.transaction import is_busy, transaction
 
 T = TypeVar("T")
 
@@ -115,13 +115,8 @@ class TrajectoryStore:
     def __enter__(self) -> TrajectoryStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()  # however the block ended: a failed write has rolled back already
 
     # ----------------------------------------------------------------- writing
 
@@ -316,7 +311,7 @@ class TrajectoryStore:
         self, threshold: float, where: TrajectoryFilter | None = None, /, **fields: Any
     ) -> list[dict[str, Any]]:
         """Per run and status: episodes, scored, reward sum and sum of squares, and how many
-        rewards reach ``threshold``, in one aggregation over the summary table."""
+        succeeded at ``threshold``, in one aggregation over the summary table."""
         return browse.reward_totals(self._read, threshold, as_filter(where, fields))
 
     def infra_failures(
@@ -352,8 +347,8 @@ class TrajectoryStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
 
-    def _write(self) -> Transaction:
-        return Transaction(self._conn)
+    def _write(self) -> AbstractContextManager[sqlite3.Cursor]:
+        return transaction(self._conn)
 
     def _retry(self, fn: Callable[[], T]) -> T:
         """Run a write, retrying while the database is locked by another process.

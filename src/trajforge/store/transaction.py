@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import sqlite3
-from types import TracebackType
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
-class Transaction:
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Cursor]:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any error."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> sqlite3.Cursor:
-        self._conn.execute("BEGIN IMMEDIATE")
-        return self._conn.cursor()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if exc_type is None:
-                self._conn.execute("COMMIT")
-        finally:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn.cursor()
+        conn.execute("COMMIT")
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
 
 def is_busy(exc: sqlite3.OperationalError) -> bool:

@@ -19,7 +19,8 @@ from torch import nn
 
 from trajforge.envs.registry import EnvEntry
 from trajforge.errors import ConfigError
-from trajforge.schema import Task, Trajectory, is_success
+from trajforge.judge.evaluate import summarize
+from trajforge.schema import Task, Trajectory
 from trajforge.train.config import ValidationSettings
 
 
@@ -56,15 +57,19 @@ def validation_tasks(
 def validation_point(
     step: int, trajs: Sequence[Trajectory], rewards: Sequence[float]
 ) -> ValidationPoint:
-    """Mean reward and success of greedy episodes ``trajs`` with their rubric ``rewards``."""
-    n = len(trajs)
-    solved = sum(is_success(t.outcome.status, r) for t, r in zip(trajs, rewards, strict=True))
+    """Mean reward and success of greedy episodes ``trajs`` with their rubric ``rewards``, as
+    the eval recipe summarises them (``judge.evaluate.summarize``); ``scored``: how many carry
+    an outcome reward."""
+    if not trajs:
+        return ValidationPoint(step, math.nan, math.nan, 0, 0)
+    summary = summarize(trajs, rewards=rewards)
+    assert summary.reward_mean is not None  # every episode has a rubric total
     return ValidationPoint(
         step=step,
-        reward_mean=sum(rewards) / n if n else math.nan,
-        success=solved / n if n else math.nan,
+        reward_mean=summary.reward_mean,
+        success=summary.success,
         scored=sum(t.outcome.reward is not None for t in trajs),
-        episodes=n,
+        episodes=summary.episodes,
     )
 
 

@@ -14,7 +14,7 @@ Contract:
   ``triage.<signal>`` per signal found, so the store's score filter selects by signal.
 - ``triage_store`` triages a store's trajectories and stores the verdicts (replacing older
   ones); ``failure_table`` / ``stored_failure_table`` sum them per run.
-- ``triage.llm.LLMLocaliser``: any policy, with a rubric, names a first-error step and a reason
+- ``triage.llm.LLMLocaliser``: any policy, with criteria, names a first-error step and a reason
   (a score ``triage_llm``) for the failures in which the rules blame no call
   (``TriageVerdict.unplaced``; ``locate_unplaced``).
 """

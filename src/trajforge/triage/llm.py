@@ -1,4 +1,4 @@
-"""The LLM localiser: any policy, given a rubric, names where a trajectory first went wrong.
+"""The LLM localiser: any policy, given criteria, names where a trajectory first went wrong.
 
 It reads the conversation with each message's index (as the LLM judge renders it) and must
 answer one JSON object ``{"first_error": <index or null>, "reason": "..."}``. The reply is
@@ -8,16 +8,14 @@ after the last try, recorded as a failed score; a step is never guessed.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trajforge.errors import ConfigError
-from trajforge.judge.llm_judge import render_trajectory
+from trajforge.judge.llm_judge import as_text, json_in_reply, render_trajectory
 from trajforge.policy.base import Policy, SamplingParams
 from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
@@ -28,7 +26,7 @@ SCORE_NAME = "triage_llm"
 _OBJECT = re.compile(r"\{.*?\}", re.S)
 
 
-class LocaliserRubric(BaseModel):
+class LocaliserCriteria(BaseModel):
     """What the localiser is told counts as an error."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -46,18 +44,18 @@ class LocaliserRubric(BaseModel):
     )
 
     @classmethod
-    def load(cls, path: Path) -> LocaliserRubric:
-        """A rubric from a YAML or JSON file (``name``, ``version``, ``instructions``).
+    def load(cls, path: Path) -> LocaliserCriteria:
+        """Criteria from a YAML or JSON file (``name``, ``version``, ``instructions``).
 
         Raises:
-            ConfigError: the file is missing or not such a rubric.
+            ConfigError: the file is missing or not such criteria.
         """
         try:
             data = yaml.safe_load(path.read_text())
             return cls.model_validate(data)
         except (OSError, yaml.YAMLError, ValidationError) as exc:
             first = str(exc).strip().splitlines()[0]
-            raise ConfigError(f"{path}: not a localiser rubric: {first}") from None
+            raise ConfigError(f"{path}: not localiser criteria: {first}") from None
 
 
 class LocaliserReplyError(ValueError):
@@ -67,18 +65,11 @@ class LocaliserReplyError(ValueError):
 def parse_location(text: str, assistant_steps: set[int]) -> tuple[int | None, str]:
     """The step and reason of a reply: one JSON object whose ``first_error`` is null or an
     assistant message's index."""
-    match = _OBJECT.search(text)
-    if match is None:
-        raise LocaliserReplyError("no JSON object in the reply")
-    try:
-        data: Any = json.loads(match.group(0))
-    except json.JSONDecodeError as exc:
-        raise LocaliserReplyError(f"invalid JSON: {exc.msg}") from None
+    data = json_in_reply(text, LocaliserReplyError, _OBJECT)
     if not isinstance(data, dict) or "first_error" not in data:
         raise LocaliserReplyError("the reply has no first_error")
     step = data["first_error"]
-    reason = data.get("reason", "")
-    reason = reason if isinstance(reason, str) else json.dumps(reason)
+    reason = as_text(data.get("reason", ""))
     if step is None:
         return None, reason
     if isinstance(step, bool) or not isinstance(step, int) or step not in assistant_steps:
@@ -96,14 +87,14 @@ class LLMLocaliser:
     def __init__(
         self,
         policy: Policy,
-        rubric: LocaliserRubric | None = None,
+        criteria: LocaliserCriteria | None = None,
         *,
         max_retries: int = 1,
         max_chars: int = 6000,
         sampling: SamplingParams | None = None,
     ) -> None:
         self.policy = policy
-        self.rubric = rubric or LocaliserRubric()
+        self.criteria = criteria or LocaliserCriteria()
         self.max_retries = max_retries
         self.max_chars = max_chars
         self.sampling = sampling or SamplingParams(temperature=0.0, max_new_tokens=96)
@@ -112,7 +103,7 @@ class LLMLocaliser:
     def prompt(self, trajectory: Trajectory) -> list[Message]:
         convo, cut_note = render_trajectory(trajectory, self.max_chars)
         system = (
-            f"{self.rubric.instructions}\n\nAnswer with exactly one JSON object and nothing "
+            f"{self.criteria.instructions}\n\nAnswer with exactly one JSON object and nothing "
             'else: {"first_error": <the index of the first wrong assistant message, or null '
             'if nothing went wrong>, "reason": "<one sentence>"}'
         )
@@ -123,7 +114,7 @@ class LLMLocaliser:
         return [Message(role=Role.SYSTEM, content=system), Message(role=Role.USER, content=user)]
 
     def _evaluator(self) -> Evaluator:
-        version = f"{PROMPT_VERSION};{self.rubric.name}@{self.rubric.version}"
+        version = f"{PROMPT_VERSION};{self.criteria.name}@{self.criteria.version}"
         return Evaluator(
             kind=self.kind, name=self.name, model=self.policy.name, prompt_version=version
         )

@@ -230,9 +230,10 @@ def _gold_text(gold: Any) -> str | None:
 def wrong_answer(traj: Trajectory, calls: _Calls, options: TriageOptions) -> list[SignalHit]:
     reward = traj.outcome.reward
     answer = final_answer(traj.messages)
+    # A wrong answer is an ok, scored episode that did not succeed; one cut short is not.
     if traj.outcome.status is not OutcomeStatus.OK or reward is None or not answer:
         return []
-    if reward >= options.success_threshold:
+    if is_success(traj.outcome.status, reward, options.success_threshold):
         return []
     return [
         SignalHit(

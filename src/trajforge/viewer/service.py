@@ -60,7 +60,7 @@ def _rewards_by_run(rows: list[dict[str, Any]]) -> dict[str, RewardSummary]:
                 r["scored"],
                 r["reward_sum"],
                 r["reward_sq"],
-                r["at_threshold"],
+                r["successes"],
                 r["reward_min"],
                 r["reward_max"],
             )

@@ -81,9 +81,9 @@ def test_kuhn_hides_the_other_card() -> None:
 
 
 def test_kuhn_heuristic_wins_chips_from_random() -> None:
-    tasks = kuhn.generate_tasks(300, seed=1)
+    tasks = kuhn.GAME.generate_tasks(300, seed=1)
     game = kuhn.KuhnPoker()
-    bots = kuhn.OPPONENTS
+    bots = kuhn.GAME.opponents
     total = 0.0
     for t in tasks:
         seat = t.data["seat"]
@@ -93,7 +93,7 @@ def test_kuhn_heuristic_wins_chips_from_random() -> None:
 
 
 def test_kuhn_best_response_to_the_heuristic_bluffs_with_the_jack() -> None:
-    tasks = kuhn.generate_tasks(3000, seed=1)
+    tasks = kuhn.GAME.generate_tasks(3000, seed=1)
     rate, policy = kuhn.best_response(tasks, kuhn.heuristic_action)
     # Exact over the deal distribution: 11/18 (the heuristic's queen calls a bet one time in 3).
     assert abs(rate - 11 / 18) < 0.03
@@ -125,7 +125,7 @@ def test_negotiation_deal_no_deal_and_forfeit() -> None:
 
 
 def test_negotiation_pools_are_worth_ten_to_both() -> None:
-    for t in negotiation.generate_tasks(50, seed=3):
+    for t in negotiation.GAME.generate_tasks(50, seed=3):
         for seat in negotiation.SEATS:
             assert negotiation.worth(tuple(t.data["values"][seat]), tuple(t.data["pool"])) == 10
 

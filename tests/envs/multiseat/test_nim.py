@@ -76,7 +76,7 @@ def test_heuristic_takes_the_last_stones_and_otherwise_plays_at_random() -> None
 
 
 def test_optimal_play_beats_the_heuristic_far_more_than_random_play() -> None:
-    tasks = nim.generate_tasks(300, seed=2)
+    tasks = nim.GAME.generate_tasks(300, seed=2)
     optimal = {p: nim.winning_take(p) or 1 for p in range(1, nim.MAX_PILE + 1)}
     timid = dict.fromkeys(range(1, nim.MAX_PILE + 1), 1)  # one stone a move
     won = sum(nim.play_task(t, optimal, nim.heuristic_action) is GameResult.WIN for t in tasks)
@@ -109,7 +109,7 @@ def test_best_response_on_hand_checked_cases() -> None:
 
 def test_best_response_equals_an_exhaustive_search_on_small_piles() -> None:
     # Up to 9 stones every policy (3^7 x 2 x 1 of them) is cheap to play.
-    tasks = [t for t in nim.generate_tasks(400, seed=5) if t.data["pile"] <= 9][:20]
+    tasks = [t for t in nim.GAME.generate_tasks(400, seed=5) if t.data["pile"] <= 9][:20]
     assert len(tasks) == 20
     rate, _ = nim.best_response(tasks, nim.heuristic_action)
     best = 0
@@ -123,10 +123,10 @@ def test_best_response_equals_an_exhaustive_search_on_small_piles() -> None:
 
 
 def test_tasks_are_reproducible_and_the_splits_disjoint() -> None:
-    train = nim.generate_tasks(300, seed=0)
-    test = nim.generate_tasks(100, seed=0, split="test")
-    assert [t.id for t in train] == [t.id for t in nim.generate_tasks(300, seed=0)]
-    assert [t.id for t in train] != [t.id for t in nim.generate_tasks(300, seed=1)]
+    train = nim.GAME.generate_tasks(300, seed=0)
+    test = nim.GAME.generate_tasks(100, seed=0, split="test")
+    assert [t.id for t in train] == [t.id for t in nim.GAME.generate_tasks(300, seed=0)]
+    assert [t.id for t in train] != [t.id for t in nim.GAME.generate_tasks(300, seed=1)]
     assert not {t.id for t in train} & {t.id for t in test}
     assert len({t.id for t in train}) == 300
     for t in [*train, *test]:

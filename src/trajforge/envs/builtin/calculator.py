@@ -11,11 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from trajforge.envs.builtin.arith import format_number, safe_eval
+from trajforge.envs.builtin.plan import PlannedCall, follow_plan
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import tool
-from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
-from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Message, Role, Task
+from trajforge.envs.tool_env import ToolEnv
+from trajforge.schema import Message, Task
 from trajforge.schema.evidence import Evidence
 
 NAME = "calculator"
@@ -145,13 +145,8 @@ def verify(evidence: Evidence) -> float:
 
 def expert(task: Task, messages: list[Message]) -> str | None:
     """One calculator call per step (counting successful results so far), then the answer."""
-    done = sum(
-        1 for m in messages if m.role is Role.TOOL and not m.content.startswith(ERROR_PREFIX)
-    )
-    steps: list[str] = task.data["steps"]
-    if done < len(steps):
-        return format_tool_call("calculator", {"expression": steps[done]})
-    return f"The answer is {format_number(task.answer)}."
+    plan: list[PlannedCall] = [("calculator", {"expression": s}) for s in task.data["steps"]]
+    return follow_plan(plan, messages, f"The answer is {format_number(task.answer)}.")
 
 
 def make_env(**kwargs: Any) -> ToolEnv:

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, Self, TypeVar
 
+from trajforge.envs.builtin.plan import accepted_results
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolContext, ToolError, tool
-from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
+from trajforge.envs.tool_env import ToolEnv
 from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Message, Role, Task
+from trajforge.schema import Message, Task
 from trajforge.schema.evidence import Evidence
 
 NAME = "gridworld"
@@ -35,6 +36,7 @@ MOVES: dict[str, tuple[int, int]] = {
 }
 FLOOR, WALL, HOLE, GOAL, START, AGENT = ".", "#", "H", "G", "S", "@"
 MAX_PATH = 12
+HIT_WALL = "You hit a wall and did not move."
 State = TypeVar("State", bound=Hashable)
 
 
@@ -65,13 +67,17 @@ class Board:
             return self.rows[r][c]
         return WALL
 
-    def move(self, direction: str) -> tuple[Board, str]:
-        """The state after one move, and what happened in words."""
+    def ahead(self, direction: str) -> tuple[int, int, str]:
+        """The square one move away in ``direction``, and what is on it."""
         dr, dc = MOVES[direction]
         r, c = self.pos[0] + dr, self.pos[1] + dc
-        target = self.cell(r, c)
+        return r, c, self.cell(r, c)
+
+    def move(self, direction: str) -> tuple[Board, str]:
+        """The state after one move, and what happened in words."""
+        r, c, target = self.ahead(direction)
         if target == WALL:
-            return self, "You hit a wall and did not move."
+            return self, HIT_WALL
         if target == HOLE:
             return Board(self.rows, (r, c), Status.FELL), "You fell into a hole. Game over."
         if target == GOAL:
@@ -151,11 +157,7 @@ async def move(direction: Literal["up", "down", "left", "right"], ctx: ToolConte
 def replay(task: Task, messages: list[Message], board_type: type[Board] = Board) -> Board:
     """The board (a ``board_type``) after the moves in ``messages`` that the environment
     accepted (no error)."""
-    accepted = {
-        m.tool_call_id
-        for m in messages
-        if m.role is Role.TOOL and not m.content.startswith(ERROR_PREFIX)
-    }
+    accepted = {m.tool_call_id for m in accepted_results(messages)}
     board = board_type.from_task(task)
     for msg in messages:
         for call in msg.tool_calls:

@@ -36,6 +36,7 @@ from trajforge.envs.builtin.gridworld import (
     AGENT,
     FLOOR,
     GOAL,
+    HIT_WALL,
     MOVES,
     START,
     WALL,
@@ -82,11 +83,9 @@ class KeyBoard(Board):
 
     def move(self, direction: str) -> tuple[KeyBoard, str]:
         """The state after one move, and what happened in words."""
-        dr, dc = MOVES[direction]
-        r, c = self.pos[0] + dr, self.pos[1] + dc
-        target = self.cell(r, c)
+        r, c, target = self.ahead(direction)
         if target == WALL:
-            return self, "You hit a wall and did not move."
+            return self, HIT_WALL
         if not self.passable(r, c, self.keys):
             return (
                 self,

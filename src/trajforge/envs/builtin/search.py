@@ -10,13 +10,13 @@ import random
 from functools import cache
 from typing import Any
 
+from trajforge.envs.builtin.plan import PlannedCall, follow_plan
 from trajforge.envs.builtin.search_corpus import Corpus, build_corpus
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolError, tool
-from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
-from trajforge.formats.tool_calls import format_tool_call
+from trajforge.envs.tool_env import ToolEnv
 from trajforge.retrieval import BM25, TWO_OR_MORE
-from trajforge.schema import Message, Role, Task
+from trajforge.schema import Message, Task
 from trajforge.schema.answers import answer_span, normalize_answer
 from trajforge.schema.evidence import Evidence
 
@@ -122,24 +122,14 @@ def verify(evidence: Evidence) -> float:
 
 def expert(task: Task, messages: list[Message]) -> str | None:
     """Search then open each hop's document (counting successful results), then answer."""
-    done = sum(
-        1 for m in messages if m.role is Role.TOOL and not m.content.startswith(ERROR_PREFIX)
-    )
-    plan: list[tuple[str, dict[str, str]]] = []
+    plan: list[PlannedCall] = []
     for query, doc_id in task.data["hops"]:
         plan += [("search", {"query": query}), ("open", {"doc_id": doc_id})]
-    if done < len(plan):
-        name, arguments = plan[done]
-        return format_tool_call(name, arguments)
-    return f"The answer is {task.answer}."
+    return follow_plan(plan, messages, f"The answer is {task.answer}.")
 
 
 def make_env(**kwargs: Any) -> ToolEnv:
-    options: dict[str, Any] = {
-        "max_turns": 10,
-        "tool_timeout": 10.0,
-        "system_prompt": SYSTEM_PROMPT,
-    }
+    options: dict[str, Any] = {"max_turns": 10, "system_prompt": SYSTEM_PROMPT}
     options.update(kwargs)
     return ToolEnv(
         [search, open_document],

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from trajforge.envs.builtin.plan import PlannedCall, follow_plan
 from trajforge.envs.builtin.sql_db import (
     CATEGORIES,
     CITIES,
@@ -29,9 +30,8 @@ from trajforge.envs.builtin.sql_db import (
 )
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolContext, ToolError, tool
-from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
-from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Message, Role, Task
+from trajforge.envs.tool_env import ToolEnv
+from trajforge.schema import Message, Task
 from trajforge.schema.evidence import Evidence
 
 NAME = "sql"
@@ -280,25 +280,18 @@ def verify(evidence: Evidence) -> float:
 def expert(task: Task, messages: list[Message]) -> str | None:
     """list_tables, describe each table the gold query reads, run the gold query, answer with it."""
     sql = task.data["gold_sql"]
-    steps: list[tuple[str, dict[str, Any]]] = [("list_tables", {})] + [
-        ("describe", {"table": t}) for t in task.data["tables"]
+    plan: list[PlannedCall] = [
+        ("list_tables", {}),
+        *(("describe", {"table": t}) for t in task.data["tables"]),
+        ("query", {"sql": sql}),
     ]
-    steps.append(("query", {"sql": sql}))
-    done = sum(
-        1 for m in messages if m.role is Role.TOOL and not m.content.startswith(ERROR_PREFIX)
+    return follow_plan(
+        plan, messages, f"The answer is the result of this query:\n```sql\n{sql}\n```"
     )
-    if done < len(steps):
-        name, arguments = steps[done]
-        return format_tool_call(name, arguments)
-    return f"The answer is the result of this query:\n```sql\n{sql}\n```"
 
 
 def make_env(**kwargs: Any) -> ToolEnv:
-    options: dict[str, Any] = {
-        "max_turns": 10,
-        "tool_timeout": 10.0,
-        "system_prompt": SYSTEM_PROMPT,
-    }
+    options: dict[str, Any] = {"max_turns": 10, "system_prompt": SYSTEM_PROMPT}
     options.update(kwargs)
     return ToolEnv(
         [list_tables, describe, query],

@@ -13,11 +13,11 @@ import random
 import re
 from typing import Any
 
+from trajforge.envs.builtin.plan import accepted_results
 from trajforge.envs.mcp import MCPEnv, MCPServerSpec, Scope, ToolSelection
 from trajforge.envs.taskset import TRAIN, generate_unique
-from trajforge.envs.tool_env import ERROR_PREFIX
 from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Message, Role, Task
+from trajforge.schema import Message, Task
 from trajforge.schema.evidence import Evidence
 
 NAME = "time"
@@ -85,15 +85,11 @@ def verify(evidence: Evidence) -> float:
 
 def expert(task: Task, messages: list[Message]) -> str | None:
     """One ``convert_time`` call, then the answer read from its result."""
-    results = [
-        m.content
-        for m in messages
-        if m.role is Role.TOOL and not m.content.startswith(ERROR_PREFIX)
-    ]
+    results = accepted_results(messages)
     if not results:
         return format_tool_call("convert_time", task.data["call"])
     try:
-        converted = json.loads(results[-1])["target"]["datetime"]
+        converted = json.loads(results[-1].content)["target"]["datetime"]
     except (ValueError, KeyError, TypeError):
         return f"The answer is {task.answer}."
     return f"The answer is {converted[11:16]}."

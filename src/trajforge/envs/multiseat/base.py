@@ -13,6 +13,9 @@ policies (``trajforge.rollout.multiseat``), and ``SeatEnv`` turns one seat into 
 single-agent ``Env`` against scripted opponents, so every existing runner, ``eval`` and RL
 trainer plays a game unchanged.
 
+A game module declares ``GAME``, a ``GameKit`` of its game, task drawing and two scripted
+opponents, and the env registry reads everything else from it.
+
 Scripted opponents are ``Opponent`` functions of the task and the seat's observation text;
 a random one draws from a generator seeded by both, so the same position on the same task
 always gets the same reply (runs are reproducible).
@@ -25,9 +28,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from trajforge.envs.base import Env, StepResult
+from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.errors import ConfigError
 from trajforge.schema import Message, Role, Task
 
@@ -198,6 +202,23 @@ class SeatEnv(Env):
         return StepResult([observation], 0.0, False, info, key)
 
 
+Game = TypeVar("Game", bound=MultiSeatEnv)
+
+
+def play_out(game: Game, task: Task, move: Callable[[Game], str], opponent: Opponent) -> GameResult:
+    """How ``task``'s seat fares in ``game`` replying ``move(game)`` on its turns while
+    ``opponent`` plays every other seat."""
+    seat = task.data["seat"]
+    game.reset(task)
+    while True:
+        mover = game.to_move
+        reply = move(game) if mover == seat else opponent(task, game.observe(mover))
+        result = game.step(reply)
+        if result.done:
+            assert result.rewards is not None
+            return result_of(result.rewards, seat)
+
+
 def seat_expert(opponent: Opponent) -> Callable[[Task, list[Message]], str | None]:
     """``opponent`` as an env's scripted expert: its reply to the seat's newest view."""
 
@@ -205,3 +226,43 @@ def seat_expert(opponent: Opponent) -> Callable[[Task, list[Message]], str | Non
         return opponent(task, last_observation(messages))
 
     return expert
+
+
+@dataclass(frozen=True)
+class GameKit:
+    """What the env registry reads of a game module, made from the game's parts: a fresh
+    game, one seat of it against a scripted opponent, task generation and the expert (the
+    heuristic opponent's reply to the seat's view).
+
+    Args:
+        name: The game's registry name.
+        game: Makes a fresh game.
+        draw_task: Draws one task (a position and the agent's seat) from a generator.
+        random: The opponent that plays any legal move.
+        heuristic: The opponent of fixed strength, the default one and the expert.
+    """
+
+    name: str
+    game: Callable[[], MultiSeatEnv]
+    draw_task: Callable[[random.Random], Task]
+    random: Opponent
+    heuristic: Opponent
+
+    @property
+    def opponents(self) -> dict[str, Opponent]:
+        """The scripted seats by name."""
+        return {"random": self.random, "heuristic": self.heuristic}
+
+    def make_game(self) -> MultiSeatEnv:
+        return self.game()
+
+    def make_env(self, seat: str | None = None, opponent: str = "heuristic") -> SeatEnv:
+        """One seat (the task's, or ``seat``) against a scripted ``opponent``."""
+        return SeatEnv(self.game(), opponent_by_name(self.opponents, opponent, self.name), seat)
+
+    def generate_tasks(self, n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
+        """``n`` distinct tasks of ``split``, deterministic in ``seed``."""
+        return generate_unique(self.name, self.draw_task, n, seed, split)
+
+    def expert(self, task: Task, messages: list[Message]) -> str | None:
+        return self.heuristic(task, last_observation(messages))

@@ -28,17 +28,14 @@ import random
 from collections.abc import Mapping, Sequence
 
 from trajforge.envs.multiseat.base import (
+    GameKit,
     GameResult,
     MultiSeatEnv,
     Opponent,
-    SeatEnv,
     SeatStep,
-    opponent_by_name,
-    result_of,
-    seat_expert,
+    play_out,
     seeded_rng,
 )
-from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.errors import ConfigError
 from trajforge.schema import Task
 
@@ -134,20 +131,9 @@ def heuristic_action(task: Task, view: str) -> str:
     return FOLD if facing else CHECK
 
 
-OPPONENTS: dict[str, Opponent] = {"random": random_action, "heuristic": heuristic_action}
-
-
 def play_deal(task: Task, replies: Mapping[str, str], opponent: Opponent) -> GameResult:
     """How ``task``'s seat fares answering ``replies[history]`` against ``opponent``."""
-    game, seat = KuhnPoker(), task.data["seat"]
-    game.reset(task)
-    while True:
-        mover = game.to_move
-        move = replies[game.history] if mover == seat else opponent(task, game.observe(mover))
-        result = game.step(move)
-        if result.done:
-            assert result.rewards is not None
-            return result_of(result.rewards, seat)
+    return play_out(KuhnPoker(), task, lambda game: replies[game.history], opponent)
 
 
 def best_response(tasks: Sequence[Task], opponent: Opponent) -> tuple[float, dict[str, str]]:
@@ -171,19 +157,8 @@ def best_response(tasks: Sequence[Task], opponent: Opponent) -> tuple[float, dic
     return wins / len(tasks), policy
 
 
-expert = seat_expert(heuristic_action)
-
-
-def make_game() -> KuhnPoker:
-    return KuhnPoker()
-
-
-def make_env(seat: str | None = None, opponent: str = "heuristic") -> SeatEnv:
-    """One seat (the task's, or ``seat``) against a scripted ``opponent``."""
-    return SeatEnv(KuhnPoker(), opponent_by_name(OPPONENTS, opponent, NAME), seat)
-
-
 def _make_one(rng: random.Random) -> Task:
+    """A deal, the agent's seat and a seed for chance moves."""
     dealt = rng.sample(RANKS, len(SEATS))
     cards = dict(zip(SEATS, dealt, strict=True))
     seat = rng.choice(SEATS)
@@ -191,6 +166,4 @@ def _make_one(rng: random.Random) -> Task:
     return Task(id="draft", prompt=f"{seat} holds {cards[seat]}", data=data)
 
 
-def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
-    """``n`` distinct deals, each with the agent's seat and a seed for chance moves."""
-    return generate_unique(NAME, _make_one, n, seed, split)
+GAME = GameKit(NAME, KuhnPoker, _make_one, random=random_action, heuristic=heuristic_action)

@@ -28,15 +28,11 @@ import itertools
 import random
 
 from trajforge.envs.multiseat.base import (
+    GameKit,
     MultiSeatEnv,
-    Opponent,
-    SeatEnv,
     SeatStep,
-    opponent_by_name,
-    seat_expert,
     seeded_rng,
 )
-from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.errors import ConfigError
 from trajforge.schema import Task
 
@@ -171,19 +167,6 @@ def heuristic_move(task: Task, view: str) -> str:
     return _show(tuple(share))
 
 
-OPPONENTS: dict[str, Opponent] = {"random": random_move, "heuristic": heuristic_move}
-expert = seat_expert(heuristic_move)
-
-
-def make_game() -> Negotiation:
-    return Negotiation()
-
-
-def make_env(seat: str | None = None, opponent: str = "heuristic") -> SeatEnv:
-    """One seat (the task's, or ``seat``) against a scripted ``opponent``."""
-    return SeatEnv(Negotiation(), opponent_by_name(OPPONENTS, opponent, NAME), seat)
-
-
 def valuations(pool: Counts) -> list[Counts]:
     """Every value per kind that makes ``pool`` worth exactly 10 (none for some pools)."""
     return [
@@ -194,6 +177,7 @@ def valuations(pool: Counts) -> list[Counts]:
 
 
 def _make_one(rng: random.Random) -> Task:
+    """A pool with both seats' values and the seat the agent takes."""
     pool: Counts = ()
     options: list[Counts] = []
     while not options:  # a pool such as 3 3 3 cannot be worth exactly 10
@@ -205,6 +189,4 @@ def _make_one(rng: random.Random) -> Task:
     return Task(id="draft", prompt=f"pool {_show(pool)}", data=data)
 
 
-def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
-    """``n`` distinct pools with both seats' values and the seat the agent takes."""
-    return generate_unique(NAME, _make_one, n, seed, split)
+GAME = GameKit(NAME, Negotiation, _make_one, random=random_move, heuristic=heuristic_move)

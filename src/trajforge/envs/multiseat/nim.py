@@ -30,17 +30,14 @@ import random
 from collections.abc import Mapping, Sequence
 
 from trajforge.envs.multiseat.base import (
+    GameKit,
     GameResult,
     MultiSeatEnv,
     Opponent,
-    SeatEnv,
     SeatStep,
-    opponent_by_name,
-    result_of,
-    seat_expert,
+    play_out,
     seeded_rng,
 )
-from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.errors import ConfigError
 from trajforge.schema import Task
 
@@ -133,20 +130,9 @@ def heuristic_action(task: Task, view: str) -> str:
     return str(seeded_rng(task, view).choice(takes))
 
 
-OPPONENTS: dict[str, Opponent] = {"random": random_action, "heuristic": heuristic_action}
-
-
 def play_task(task: Task, policy: Mapping[int, int], opponent: Opponent) -> GameResult:
     """How ``task``'s seat fares taking ``policy[pile]`` against ``opponent``."""
-    game, seat = Nim(), task.data["seat"]
-    game.reset(task)
-    while True:
-        mover = game.to_move
-        move = str(policy[game.pile]) if mover == seat else opponent(task, game.observe(mover))
-        result = game.step(move)
-        if result.done:
-            assert result.rewards is not None
-            return result_of(result.rewards, seat)
+    return play_out(Nim(), task, lambda game: str(policy[game.pile]), opponent)
 
 
 def best_response(tasks: Sequence[Task], opponent: Opponent) -> tuple[float, dict[int, int]]:
@@ -177,25 +163,12 @@ def best_response(tasks: Sequence[Task], opponent: Opponent) -> tuple[float, dic
     return best_wins / len(tasks), best_policy
 
 
-expert = seat_expert(heuristic_action)
-
-
-def make_game() -> Nim:
-    return Nim()
-
-
-def make_env(seat: str | None = None, opponent: str = "heuristic") -> SeatEnv:
-    """One seat (the task's, or ``seat``) against a scripted ``opponent``."""
-    return SeatEnv(Nim(), opponent_by_name(OPPONENTS, opponent, NAME), seat)
-
-
 def _make_one(rng: random.Random) -> Task:
+    """A pile, the agent's seat and a seed for chance moves."""
     pile = rng.randint(MIN_PILE, MAX_PILE)
     seat = rng.choice(SEATS)
     data = {"pile": pile, "seat": seat, "seed": rng.randrange(SEEDS_PER_TASK)}
     return Task(id="draft", prompt=f"{seat}, pile {pile}", data=data)
 
 
-def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
-    """``n`` distinct tasks: a pile, the agent's seat and a seed for chance moves."""
-    return generate_unique(NAME, _make_one, n, seed, split)
+GAME = GameKit(NAME, Nim, _make_one, random=random_action, heuristic=heuristic_action)

@@ -19,15 +19,11 @@ from __future__ import annotations
 import random
 
 from trajforge.envs.multiseat.base import (
+    GameKit,
     MultiSeatEnv,
-    Opponent,
-    SeatEnv,
     SeatStep,
-    opponent_by_name,
-    seat_expert,
     seeded_rng,
 )
-from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.errors import ConfigError
 from trajforge.schema import Task
 
@@ -154,20 +150,8 @@ def heuristic_move(task: Task, view: str) -> str:
     raise ConfigError(f"{NAME}: no empty cell on {view!r}")
 
 
-OPPONENTS: dict[str, Opponent] = {"random": random_move, "heuristic": heuristic_move}
-expert = seat_expert(heuristic_move)
-
-
-def make_game() -> TicTacToe:
-    return TicTacToe()
-
-
-def make_env(seat: str | None = None, opponent: str = "heuristic") -> SeatEnv:
-    """One seat (the task's, or ``seat``) against a scripted ``opponent``."""
-    return SeatEnv(TicTacToe(), opponent_by_name(OPPONENTS, opponent, NAME), seat)
-
-
 def _make_one(rng: random.Random) -> Task:
+    """An opening (0 to 3 moves played) with the seat the agent takes."""
     cells = list(range(9))
     rng.shuffle(cells)
     opening = cells[: rng.randint(0, MAX_OPENING)]
@@ -178,6 +162,4 @@ def _make_one(rng: random.Random) -> Task:
     return Task(id="draft", prompt=render(board), data={"opening": opening, "seat": seat})
 
 
-def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
-    """``n`` distinct openings (0 to 3 moves played) with the seat the agent takes."""
-    return generate_unique(NAME, _make_one, n, seed, split)
+GAME = GameKit(NAME, TicTacToe, _make_one, random=random_move, heuristic=heuristic_move)
