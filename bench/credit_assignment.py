@@ -277,7 +277,7 @@ def main() -> None:
             }
         total_wall = time.perf_counter() - started
 
-    cfg = rl_config(exp, exp.stages.index(rl), model=exp.model, run_dir=out, attempt=0)
+    cfg = rl_config(exp, exp.stages.index(rl), model=exp.model, run_dir=out)
     budget = cfg.steps * cfg.groups_per_step * cfg.samples_per_group
     print(
         f"{exp.env}, model {exp.model}, seeds {args.seeds}, {budget} RL episodes per arm and seed"

@@ -171,3 +171,17 @@ def _load_file(ref: str, path: Path, kind: str) -> ModuleType:
         del sys.modules[module_name]
         raise
     return module
+
+
+def lazy_names(package: str, homes: dict[str, str]) -> Callable[[str], Any]:
+    """A package's module-level ``__getattr__`` that imports each name of ``homes`` (name ->
+    submodule) from its submodule on first access, so importing the package loads none of
+    them (``__getattr__ = lazy_names(__name__, {...})``)."""
+
+    def attribute(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{home}"), name)
+
+    return attribute

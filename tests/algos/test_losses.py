@@ -19,7 +19,9 @@ import torch
 from trajforge.algos import (
     LOSSES,
     aggregate,
+    dro,
     entropy_from_logits,
+    importance_sampling,
     policy_loss,
     truncated_is_weights,
 )
@@ -184,6 +186,21 @@ def test_reinforce() -> None:
     assert metrics["clip_frac"] == 0
     want = torch.tensor([[0.0, -0.2, -0.2, 0.1], [0.0, 0.2, 0.2, 0.0]], dtype=torch.float64)
     torch.testing.assert_close(grad_of(loss, lp), want, atol=1e-12, rtol=0)
+
+
+def test_importance_sampling_and_dro_per_token() -> None:
+    """Tinker's two losses beyond PPO and CISPO: -rho A, and -(A logprob - beta/2 (logprob -
+    old)^2), each token's value by hand (rho = e^0.1 on the first, e^-0.3 on the second)."""
+    lp = torch.tensor([[-1.0, -0.5, -2.0]], dtype=torch.float64)
+    old = torch.tensor([[-1.1, -0.2, -2.0]], dtype=torch.float64)
+    adv = torch.tensor([[1.0, 1.0, -0.5]], dtype=torch.float64)
+    mask = torch.ones_like(lp, dtype=torch.bool)
+    out = importance_sampling(lp, old, adv, mask)
+    assert out.loss[0].tolist() == pytest.approx([-R_UP, -R_DOWN, 0.5], abs=1e-7)
+    assert not out.clipped_low.any() and not out.clipped_high.any()
+    # DRO at beta 0.5: -(A lp) + 0.25 (lp - old)^2 = 1.0 + 0.0025, 0.5 + 0.0225, -1.0 + 0.
+    out = dro(lp, old, adv, mask, beta=0.5)
+    assert out.loss[0].tolist() == pytest.approx([1.0025, 0.5225, -1.0], abs=1e-12)
 
 
 def test_kl_loss_term_and_entropy_metric() -> None:

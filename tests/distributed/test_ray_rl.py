@@ -105,8 +105,10 @@ def test_stale_weights_show_in_the_logprob_gap(tmp_path: Path) -> None:
     """The check above can fail: actors left on the first weights sample step 2 off-policy."""
     out = tmp_path / "stale"
     trainer = _trainer(out, steps=2)
-    publish = trainer._publish
-    trainer._publish = lambda version: publish(version) if version == 0 else None  # type: ignore[method-assign]
+    publish = trainer.weights.publish
+    trainer.weights.publish = lambda remote, version: (  # type: ignore[method-assign]
+        publish(remote, version) if version == 0 else None
+    )
     result = trainer.train()
     assert _versions(out, 2) == [0] * 4
     assert result.history[1]["policy_staleness_max"] == 1.0

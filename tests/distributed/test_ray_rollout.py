@@ -166,7 +166,7 @@ def test_an_experiment_plays_its_stages_on_ray(tmp_path: Path) -> None:
         assert len(store.query(run="onray.base")) == 4
     # The file's ray: settings stay, the options add to them; an RL stage samples on Ray too.
     exp = load_experiment(experiment, ["stages=[{kind: rl}]"])
-    assert rl_config(exp, 0, model="tiny", run_dir=tmp_path, attempt=0).ray == RayOptions(slots=2)
+    assert rl_config(exp, 0, model="tiny", run_dir=tmp_path).ray == RayOptions(slots=2)
     assert _ray_overrides(exp, RayOptions(actors=2)) == ["ray.actors=2"]
 
 

@@ -25,7 +25,7 @@ from trajforge.schema import Trajectory
 from trajforge.store.sqlite import TrajectoryStore
 from trajforge.train.config import RLConfig, SelfPlaySettings, parse_config
 from trajforge.train.rl import RLTrainer
-from trajforge.train.self_play import SelfPlay
+from trajforge.train.rl.self_play import SelfPlay
 
 pytestmark = pytest.mark.usefixtures("cluster")
 

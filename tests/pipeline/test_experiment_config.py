@@ -204,20 +204,21 @@ def test_stage_configs_are_filled_as_the_runner_trains_them(tmp_path: Path) -> N
     text = EXPERIMENT.replace("batch_size: 2", "batch_size: 2\n      data: {limit: 5}")
     exp = load_experiment(write(tmp_path, text), ["precision=fp32", "seed=7"])
     run_dir = tmp_path / "run"
-    sft = sft_config(exp, 2, model="tiny", run_dir=run_dir, attempt=1, demonstrations_run="t.d")
+    sft = sft_config(exp, 2, model="tiny", run_dir=run_dir, demonstrations_run="t.d")
     assert (sft.model.spec, sft.model.precision, sft.seed) == ("tiny", Precision.FP32, 7)
-    assert sft.output_dir == run_dir / "sft.1"
+    # Every attempt trains in the stage's own folder (earlier ones are moved aside).
+    assert sft.output_dir == run_dir / "sft"
     assert sft.data is not None
     assert (sft.data.store, sft.data.run) == (run_dir / "store.db", "t.d")
     assert (sft.data.min_reward, sft.data.limit) == (1.0, 5)
-    rl = rl_config(exp, 3, model=str(run_dir / "sft.1" / "final"), run_dir=run_dir, attempt=0)
+    rl = rl_config(exp, 3, model=str(run_dir / "sft" / "final"), run_dir=run_dir)
     assert (rl.env, rl.steps, rl.store, rl.output_dir) == (
         "calculator",
         2,
         run_dir / "store.db",
         run_dir / "rl",
     )
-    assert rl.model.spec == str(run_dir / "sft.1" / "final")
+    assert rl.model.spec == str(run_dir / "sft" / "final")
 
 
 def test_a_stage_may_not_set_what_the_experiment_decides(tmp_path: Path) -> None:

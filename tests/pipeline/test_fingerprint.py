@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 from rich.console import Console
-from test_runner import TINY_EXPERIMENT, write_experiment
+from test_runner import TINY_EXPERIMENT, TOY_RUN_BYTES, write_experiment
 
+from trajforge.pipeline.attempts import disk_use
 from trajforge.pipeline.config import load_experiment
 from trajforge.pipeline.fingerprint import next_attempt, resolved, what_changed
 from trajforge.pipeline.runner import ExperimentRunner
@@ -79,8 +80,16 @@ def test_a_changed_setting_reruns_its_stage_and_downstream_only(tmp_path: Path) 
     assert "after_rl: made again: rl, which it uses, changed" in said
     assert len(again["sft"]["history"]) == 3 and again["sft"]["attempt"] == 1
     assert again["after_sft"]["model"] == again["sft"]["model"]
-    assert again["sft"]["model"].endswith("sft.1/final")
-    assert again["rl"]["config"]["train"]["model"]["spec"] == "<run>/sft.1/final"
+    # The stage's folder holds its current attempt; the one before is set aside, and the
+    # weights downstream stages were made from are named by the same path.
+    run_dir = experiment.parent / "runs" / "tiny"
+    assert again["sft"]["model"] == str(run_dir / "sft" / "final")
+    assert not (run_dir / "sft.1").exists()
+    assert sorted(p.name for p in (run_dir / ".attempts").iterdir()) == ["rl.0", "sft.0"]
+    assert (run_dir / ".attempts" / "sft.0" / "final" / "config.json").is_file()
+    assert not (run_dir / ".attempts" / "sft.0" / "checkpoints").exists()
+    assert "sft: its attempt 0 moved to .attempts/sft.0" in said
+    assert again["rl"]["config"]["train"]["model"]["spec"] == "<run>/sft/final"
     assert again["after_rl"]["model"] == again["rl"]["model"]
     assert again["after_rl"]["run_id"] == "tiny.after_rl.1"
 
@@ -99,4 +108,10 @@ def test_a_changed_setting_reruns_its_stage_and_downstream_only(tmp_path: Path) 
     final = _stages(experiment)
     assert all(s["status"] == "done" for s in final.values())
     assert final["after_rl"]["attempt"] == 2 and final["sft"]["attempt"] == 2
-    assert final["rl"]["config"]["train"]["model"]["spec"] == "<run>/sft.2/final"
+    assert final["rl"]["config"]["train"]["model"]["spec"] == "<run>/sft/final"
+    # keep_attempts (1 by default): only the attempt just before the current one stays.
+    assert sorted(p.name for p in (run_dir / ".attempts").glob("sft.*")) == ["sft.1"]
+    assert sorted(p.name for p in (run_dir / ".attempts").glob("rl.*")) == ["rl.1"]
+    # Three attempts of sft and rl take little more than one: the attempts set aside keep
+    # their final weights only, not a whole folder with its checkpoints each.
+    assert disk_use(run_dir) < TOY_RUN_BYTES + 40_000_000

@@ -101,9 +101,11 @@ def test_a_memory_stage_feeds_the_evals_that_name_it(tmp_path: Path) -> None:
         1,
         1,
     ]
-    assert _stage(remade, "memory")["path"] == "memory.1/memory.jsonl"
-    assert (run_dir / "grow.1" / "memory.jsonl").is_file()
-    assert len(read_memory(run_dir / "memory.1" / "memory.jsonl")) == 4
+    # Each stage's folder holds its new attempt; the one before is set aside.
+    assert _stage(remade, "memory")["path"] == "memory/memory.jsonl"
+    assert (run_dir / "grow" / "memory.jsonl").is_file()
+    assert (run_dir / ".attempts" / "grow.0" / "memory.jsonl").is_file()
+    assert len(read_memory(run_dir / "memory" / "memory.jsonl")) == 4
 
 
 def test_an_eval_reading_a_memory_file_records_its_hash(tmp_path: Path) -> None:

@@ -11,10 +11,13 @@ import pytest
 import yaml
 from rich.console import Console
 
+from trajforge.cli.main import main
 from trajforge.errors import ConfigError
+from trajforge.pipeline.attempts import disk_use, size_text
 from trajforge.pipeline.config import load_experiment
 from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.store import TrajectoryStore
+from trajforge.viewer.service import ViewerData
 
 TINY_EXPERIMENT = {
     "name": "tiny",
@@ -45,6 +48,9 @@ TINY_EXPERIMENT = {
         {"kind": "eval", "name": "after_rl"},
     ],
 }
+TOY_RUN_BYTES = 150_000_000
+"""The tiny model's run of TINY_EXPERIMENT (113 MB: two training stages, each its final
+weights, 16 MB, and one checkpoint with the optimizer's state, 41 MB)."""
 
 
 def write_experiment(tmp_path: Path, data: dict[str, object]) -> Path:
@@ -208,7 +214,7 @@ def test_the_whole_experiment_runs_at_the_machines_precision(
             trajs = store.query(run=by_name[name]["run_id"])
             assert len(trajs) == 3
             assert {t.metadata["precision"] for t in trajs} == {machine_precision}
-        assert len(store.query(run="rl-rl-val-step0")) == 2
+        assert len(store.query(run="tiny.rl.val-step0")) == 2
 
 
 @pytest.mark.slow
@@ -266,3 +272,51 @@ def test_an_interrupted_training_stage_says_where_and_resumes_from_its_checkpoin
     results = ExperimentRunner(exp, console=Console(quiet=True)).run()
     assert results["stages"][1]["status"] == "done" and results["stages"][1]["attempt"] == 0
     assert "sft: resuming from step 1 (" in capsys.readouterr().err
+
+
+def test_rl_runs_are_named_after_the_stage_and_the_viewer_says_what_each_run_is(
+    finished_run: tuple[Path, ExperimentRunner],
+) -> None:
+    _, runner = finished_run
+    sft_final = str(runner.run_dir / "sft" / "final")
+    with TrajectoryStore(runner.store_path) as store:
+        runs = {r["run_id"]: r["metadata"] for r in store.list_runs()}
+        assert len(store.query(run="tiny.rl.step1")) == 4  # 2 groups x 2 samples
+    assert not [r for r in runs if r.startswith("rl-")]
+    assert (runs["tiny.rl.step1"]["kind"], runs["tiny.rl.step1"]["model"]) == ("rl", sft_final)
+    data = ViewerData(runner.store_path, runner.run_dir)
+    shown = {r["run_id"]: (r["kind"], r["model"]) for r in data.runs()}
+    data.close()
+    assert shown["tiny.rl.step1"] == ("rl", sft_final)
+    assert shown["tiny.base"] == ("eval", "tiny")
+    assert shown["tiny.demonstrations"] == ("demonstrations", "expert")
+    assert shown["tiny.after_rl"] == ("eval", str(runner.run_dir / "rl" / "final"))
+
+
+def test_a_toy_runs_folder_stays_small(finished_run: tuple[Path, ExperimentRunner]) -> None:
+    _, runner = finished_run
+    assert disk_use(runner.run_dir) < TOY_RUN_BYTES, size_text(disk_use(runner.run_dir))
+    for stage in ("sft", "rl"):
+        assert len(list((runner.run_dir / stage / "checkpoints").glob("step-*"))) <= 2
+
+
+def test_trajforge_run_ends_by_naming_the_final_model_and_the_disk_it_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stages = [TINY_EXPERIMENT["stages"][1], TINY_EXPERIMENT["stages"][2]]  # type: ignore[index]
+    experiment = write_experiment(tmp_path, {**TINY_EXPERIMENT, "stages": stages})
+    monkeypatch.setenv("COLUMNS", "400")
+    run_dir = tmp_path / "runs" / "tiny"
+    for overrides in ([], ["stages.sft.train.max_steps=1"]):
+        monkeypatch.setattr(sys, "argv", ["trajforge", "run", str(experiment), *overrides])
+        try:
+            main()
+        except SystemExit as exc:
+            assert not exc.code, capsys.readouterr().err[-2000:]
+    said = capsys.readouterr().out.splitlines()
+    # Above the report and the command that browses it.
+    assert said[-4] == f"final model: {run_dir / 'sft' / 'final'}"
+    assert said[-3].startswith(f"run folder: {run_dir} (")
+    assert said[-3].endswith(" of it earlier attempts in .attempts/)")
+    assert f"{size_text(disk_use(run_dir))}, " in said[-3]
+    assert said[-1].startswith("browse: ")

@@ -33,6 +33,7 @@ from trajforge.train.config import (
 )
 from trajforge.train.dpo import DPOTrainer, dpo_loss
 from trajforge.train.rl import RLTrainer
+from trajforge.train.rl import update as rl_update
 
 
 def test_dpo_loss_matches_hand_computed_value() -> None:
@@ -124,7 +125,9 @@ def test_rl_runs_on_calculator_with_tiny_model(tmp_path: Path) -> None:
         n for n, p in trainer.parts.model.named_parameters() if not torch.equal(p, before[n])
     ]
     assert changed
-    assert trainer.policy.model is trainer.parts.model  # rollouts sample from the trained weights
+    assert (
+        trainer.weights.policy.model is trainer.parts.model
+    )  # rollouts sample from the trained weights
     assert trainer.task_cursor == 4
 
 
@@ -142,12 +145,12 @@ def test_rl_filters_zero_advantage_groups(tmp_path: Path) -> None:
 def test_rl_bf16_rollouts_sample_from_a_copy_synced_after_each_update(tmp_path: Path) -> None:
     cfg = small_rl_config(tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16"})
     trainer = RLTrainer(cfg, rubric=even_rubric())
-    assert trainer.policy.model is not trainer.parts.model
-    assert next(trainer.policy.model.parameters()).dtype is torch.bfloat16
+    assert trainer.weights.policy.model is not trainer.parts.model
+    assert next(trainer.weights.policy.model.parameters()).dtype is torch.bfloat16
     result = trainer.train()
     assert result.history[0]["trained_trajectories"] == 4
     trained = dict(trainer.parts.model.named_parameters())
-    for name, param in trainer.policy.model.named_parameters():
+    for name, param in trainer.weights.policy.model.named_parameters():
         assert torch.equal(param, trained[name].detach().to(torch.bfloat16)), name
 
 
@@ -160,8 +163,8 @@ def test_rl_bf16_rollouts_are_refused_without_native_bf16(tmp_path: Path) -> Non
 
 def test_rl_auto_precision_rolls_out_in_fp32_without_native_bf16(tmp_path: Path) -> None:
     trainer = RLTrainer(small_rl_config(tmp_path))
-    assert trainer.policy.model is trainer.parts.unwrapped_model()
-    assert next(trainer.policy.model.parameters()).dtype is torch.float32
+    assert trainer.weights.policy.model is trainer.parts.unwrapped_model()
+    assert next(trainer.weights.policy.model.parameters()).dtype is torch.float32
 
 
 def test_rl_sign_weights_reach_the_trained_advantages(
@@ -171,11 +174,11 @@ def test_rl_sign_weights_reach_the_trained_advantages(
     trainer = RLTrainer(cfg, rubric=even_rubric())
     seen: list[list[float]] = []
 
-    def capture(seqs: list[Any]) -> dict[str, float]:
+    def capture(ops: Any, cfg: Any, seqs: list[Any], reference: Any) -> dict[str, float]:
         seen.extend(s.advantages for s in seqs)
         return {}
 
-    monkeypatch.setattr(trainer, "_optimize", capture)
+    monkeypatch.setattr(rl_update, "optimize", capture)
     trainer.train()
     values = [a for row in seen for a in row]
     assert any(a > 0 for a in values)
@@ -188,10 +191,10 @@ def test_rl_lora_bf16_rollouts_sample_from_the_merged_weights(tmp_path: Path) ->
         tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}}
     )
     trainer = RLTrainer(cfg, rubric=even_rubric())
-    assert type(trainer.policy.model).__name__ == "LlamaForCausalLM"
+    assert type(trainer.weights.policy.model).__name__ == "LlamaForCausalLM"
     trainer.train()
     merged = copy.deepcopy(trainer.parts.unwrapped_model()).merge_and_unload()
-    for name, param in trainer.policy.model.state_dict().items():
+    for name, param in trainer.weights.policy.model.state_dict().items():
         assert torch.equal(param, merged.state_dict()[name].to(torch.bfloat16)), name
     base_q = merged.model.layers[0].self_attn.q_proj.weight
     untrained, _ = tiny_model_and_tokenizer()
@@ -209,7 +212,7 @@ def test_rl_rollout_logprob_gap_exposes_a_stale_rollout_copy(tmp_path: Path) -> 
         )
         trainer = RLTrainer(cfg, rubric=even_rubric())
         if stale:
-            trainer._refresh_policy = lambda: None  # type: ignore[method-assign]
+            trainer.weights.refresh = lambda: None  # type: ignore[method-assign]
         return [h["rollout_logprob_gap"] for h in trainer.train().history]
 
     synced, stale = gaps(stale=False), gaps(stale=True)
@@ -334,8 +337,8 @@ def _lose_to_infra(
         return out
 
     monkeypatch.setattr(trainer, "_rollout", faulty)
-    monkeypatch.setattr("trajforge.train.rl_update.compute_advantages", estimator)
-    monkeypatch.setattr(trainer, "_optimize", lambda seqs: {})
+    monkeypatch.setattr(rl_update, "compute_advantages", estimator)
+    monkeypatch.setattr(rl_update, "optimize", lambda *args: {})
     return rolled, seen
 
 

@@ -46,7 +46,8 @@ def test_gigpo_finds_anchor_states_and_signal_where_grpo_has_none() -> None:
     trajs = run_rollout(spec, policy=policy)
     rewards = torch.tensor([t.outcome.reward or 0.0 for t in trajs])
     batch = TokenBatch.collate([encode_trajectory(t) for t in trajs])
-    inp = advantage_input(trajs, batch, rewards)
+    inp = advantage_input(trajs, batch.token_turn_index)
+    assert torch.equal(inp.rewards, rewards)  # unscored: the outcome reward
 
     keys_taken = [
         sum(m.reward or 0.0 for m in t.messages if m.role is Role.ASSISTANT) for t in trajs

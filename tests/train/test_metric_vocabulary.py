@@ -18,7 +18,7 @@ from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
 
 DOC = Path(__file__).parents[2] / "docs" / "metrics.md"
-RL_SOURCE = Path(__file__).parents[2] / "src" / "trajforge" / "train" / "rl.py"
+RL_SOURCE = Path(__file__).parents[2] / "src" / "trajforge" / "train" / "rl" / "trainer.py"
 ROW = re.compile(r"^\| `(\w+)` \| ([a-z, ]+) \|")
 # Keys a tiny run on one CPU cannot produce; the RL trainer's source must still write them.
 ONLY_ON_RAY = {"policy_staleness_max"}

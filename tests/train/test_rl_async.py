@@ -19,7 +19,7 @@ def test_the_next_steps_rollouts_overlap_training(tmp_path: Path, lora: bool) ->
     extra: dict[str, Any] = {"lora": {"r": 4}} if lora else {}
     cfg = small_rl_config(tmp_path, steps=3, async_staleness=1, model={"spec": "tiny", **extra})
     trainer = RLTrainer(cfg, rubric=even_rubric())
-    assert trainer.policy.model is not trainer.parts.unwrapped_model()  # weights of its own
+    assert trainer.weights.policy.model is not trainer.parts.unwrapped_model()  # weights of its own
     threads: dict[int, str] = {}
     rollout = trainer._rollout
 
@@ -33,6 +33,6 @@ def test_the_next_steps_rollouts_overlap_training(tmp_path: Path, lora: bool) ->
     assert threads == {1: "MainThread", 2: "trajforge-rollout-ahead", 3: "trajforge-rollout-ahead"}
     assert not trainer.ahead
     # After the last update the rollout weights equal the trained ones.
-    trained = trainer._rollout_source().state_dict()
-    served = trainer.policy.model.state_dict()
+    trained = trainer.weights.source().state_dict()
+    served = trainer.weights.policy.model.state_dict()
     assert all(torch.equal(served[k], v) for k, v in trained.items())

@@ -21,7 +21,7 @@ def test_training_stops_the_rollout_worker_and_frees_the_policy(tmp_path: Path) 
     trainer = RLTrainer(small_rl_config(tmp_path), rubric=even_rubric())
     trainer.train()
     assert _workers() == before
-    policy = weakref.ref(trainer.policy)
+    policy = weakref.ref(trainer.weights.policy)
     del trainer
     gc.collect()
     # Nothing else (a worker thread above all) keeps the rollout policy and its weights alive.

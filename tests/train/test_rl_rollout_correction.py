@@ -13,6 +13,7 @@ from train_helpers import even_rubric, small_rl_config
 
 from trajforge.policy.hf import HFPolicy
 from trajforge.train.rl import RLTrainer
+from trajforge.train.rl.runners import LocalRollouts
 
 IS_KEYS = {"rollout_is_weight_mean", "rollout_is_capped_frac"}
 
@@ -31,8 +32,8 @@ def _history(tmp_path: Path, *, stale: bool, **overrides: Any) -> list[dict[str,
     trainer = RLTrainer(cfg, rubric=even_rubric())
     if stale:
         frozen = copy.deepcopy(trainer.parts.unwrapped_model())
-        trainer.policy = HFPolicy(frozen, trainer.parts.tokenizer)
-        trainer._refresh_policy = lambda: None  # type: ignore[method-assign]
+        trainer.runner = LocalRollouts(HFPolicy(frozen, trainer.parts.tokenizer))
+        trainer.weights.refresh = lambda: None  # type: ignore[method-assign]
     return trainer.train().history
 
 

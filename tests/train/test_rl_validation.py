@@ -93,7 +93,7 @@ def _scripted_rewards(
         real.append(point)
         return dataclasses.replace(point, reward_mean=by_step[step])
 
-    monkeypatch.setattr("trajforge.train.rl.validation_point", scripted)
+    monkeypatch.setattr("trajforge.train.rl.trainer.validation_point", scripted)
     return real
 
 

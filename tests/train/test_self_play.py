@@ -36,7 +36,7 @@ def test_one_policy_plays_and_trains_every_seat(tmp_path: Path) -> None:
     result = trainer.train()
     trajs = stored(tmp_path / "store.db")
     assert len(trajs) == 2 * 2 * 2 * 2  # steps x groups x samples x seats
-    assert {t.model for t in trajs} == {trainer.policy.name}  # type: ignore[union-attr]
+    assert {t.model for t in trajs} == {trainer.weights.policy.name}  # type: ignore[union-attr]
     steps = {t.metadata["episode"] for t in trajs}
     assert len(steps) == len(trajs) // 2
     moved = [t for t in trajs if t.num_turns > 0]
@@ -55,7 +55,7 @@ def test_a_seat_against_a_pool_of_its_earlier_weights(tmp_path: Path) -> None:
     trainer = RLTrainer(cfg)  # type: ignore[arg-type]
     trainer.train()
     assert trainer.self_play is not None
-    name = trainer.policy.name  # type: ignore[union-attr]
+    name = trainer.weights.policy.name  # type: ignore[union-attr]
     assert [p.name for p in trainer.self_play.pool] == [f"{name}@step1", f"{name}@step2"]
     trajs = stored(tmp_path / "store.db")
     learner = [t for t in trajs if t.model == name]

@@ -95,7 +95,7 @@ def test_rl_on_smollm2_calculator(tmp_path: Path, machine_precision: str) -> Non
     )
     trainer = RLTrainer(cfg)
     # auto precision: the rollout copy is bf16 exactly where the machine has native bf16.
-    assert trainer.policy.precision == machine_precision
+    assert trainer.weights.policy.precision == machine_precision
     hist = trainer.train().history
     assert [h["step"] for h in hist] == [1, 2]
     assert all("reward_mean" in h and "zero_adv_frac" in h for h in hist)

@@ -9,7 +9,7 @@ from test_dpo_rl import small_rl_config
 from trajforge.store.sqlite import TrajectoryStore
 from trajforge.train.config import TaskRevisitSettings
 from trajforge.train.rl import RLTrainer
-from trajforge.train.task_revisit import TaskRevisits
+from trajforge.train.rl.task_revisit import TaskRevisits
 
 
 def _revisits(**settings: object) -> TaskRevisits:

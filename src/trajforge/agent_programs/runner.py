@@ -33,7 +33,7 @@ from trajforge.agent_programs.program import (
     launch_here,
 )
 from trajforge.distributed.options import RayOptions
-from trajforge.envs.registry import get_env
+from trajforge.envs.registry import get_env, stored_env_name
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import VerifierScorer
 from trajforge.policy.token_policy import TokenPolicy
@@ -122,7 +122,9 @@ class AgentRunner(EpisodeRunner):
             if spec.policy is None:
                 raise RolloutError("spec.policy: name the model the gateway serves")
             # Trajectories are stored as their runs end (the run's store hook), never mid-run.
-            gateway, _ = open_gateway(spec.policy, None, spec.run_id or "", env=spec.env)
+            gateway, _ = open_gateway(
+                spec.policy, None, spec.run_id or "", env=stored_env_name(spec.env)
+            )
             self._stack.push_async_callback(gateway.close)
         self._gateway = gateway
         if spec.env is not None:
@@ -185,7 +187,7 @@ def agent_runners(
     program = agent
 
     def runner(policy: TokenPolicy) -> AgentRunner:
-        return AgentRunner(program, gateway=Gateway(policy, None, "", env=env))
+        return AgentRunner(program, gateway=Gateway(policy, None, "", env=stored_env_name(env)))
 
     return runner
 

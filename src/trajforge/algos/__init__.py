@@ -8,10 +8,10 @@ policy_loss`` imports the module that defines it (and torch) on first access, so
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
+from trajforge.registry import lazy_names
 
 if TYPE_CHECKING:
     from trajforge.algos._groups import drop_from_groups
@@ -19,9 +19,14 @@ if TYPE_CHECKING:
     from trajforge.algos.kl import apply_kl_penalty, kl_estimate
     from trajforge.algos.losses import (
         LOSSES,
+        TokenLoss,
         aggregate,
+        cispo,
+        dro,
+        importance_sampling,
         loss_options,
         policy_loss,
+        ppo_clip,
         truncated_is_weights,
     )
     from trajforge.algos.metrics import entropy_from_logits
@@ -35,7 +40,12 @@ _HOMES = {
     "apply_kl_penalty": "kl",
     "kl_estimate": "kl",
     "LOSSES": "losses",
+    "TokenLoss": "losses",
     "aggregate": "losses",
+    "cispo": "losses",
+    "dro": "losses",
+    "importance_sampling": "losses",
+    "ppo_clip": "losses",
     "loss_options": "losses",
     "policy_loss": "losses",
     "truncated_is_weights": "losses",
@@ -55,21 +65,22 @@ __all__ = [
     "Estimator",
     "KLKind",
     "LossName",
+    "TokenLoss",
     "aggregate",
     "apply_kl_penalty",
+    "cispo",
     "compute_advantages",
+    "dro",
     "drop_from_groups",
     "entropy_from_logits",
     "estimator_options",
+    "importance_sampling",
     "kl_estimate",
     "loss_options",
     "policy_loss",
+    "ppo_clip",
     "truncated_is_weights",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'trajforge.algos' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"trajforge.algos.{home}"), name)
+__getattr__ = lazy_names(__name__, _HOMES)

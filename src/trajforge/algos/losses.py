@@ -132,6 +132,42 @@ def reinforce(
     return TokenLoss(loss=-advantages * logprobs, clipped_low=none, clipped_high=none)
 
 
+def importance_sampling(
+    logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor
+) -> TokenLoss:
+    """The importance-sampled policy gradient: ``L_t = -rho_t A_t`` (PPO without its clip; its
+    gradient is REINFORCE's, reweighted to the behaviour policy's samples).
+
+    Tinker's ``importance_sampling`` loss (its cookbook's REINFORCE); not offered to RL's
+    ``loss:`` (``LOSSES``), where ``ppo_clip`` bounds the same ratio.
+    """
+    none = torch.zeros_like(mask, dtype=torch.bool)
+    ratio = torch.exp(logprobs - old_logprobs)
+    return TokenLoss(loss=-ratio * advantages, clipped_low=none, clipped_high=none)
+
+
+def dro(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    beta: float = 0.05,
+) -> TokenLoss:
+    """Direct reward optimisation's regularised policy gradient, per token:
+    ``L_t = -(A_t log pi(y_t) - beta / 2 (log pi(y_t) - log pi_old(y_t))^2)``.
+
+    Richemond et al. 2024, "Offline Regularised Reinforcement Learning for Large Language Models
+    Alignment", arXiv:2405.19107, in the per-token form of Tinker's ``dro`` loss; not offered to
+    RL's ``loss:`` (``LOSSES``).
+    """
+    none = torch.zeros_like(mask, dtype=torch.bool)
+    penalty = (logprobs - old_logprobs) ** 2
+    return TokenLoss(
+        loss=-(logprobs * advantages - 0.5 * beta * penalty), clipped_low=none, clipped_high=none
+    )
+
+
 LossFn = Callable[..., TokenLoss]
 
 LOSSES: Registry[LossFn] = Registry("loss", plural="losses")

@@ -96,6 +96,9 @@ def run_command(
             f"{summary['tool_error_rate']:.3f}",
         )
     console.print(table)
+    if (final := runner.final_model()) is not None:
+        console.print(f"final model: [bold]{escape(final)}[/bold]", soft_wrap=True)
+    console.print(runner.disk_use_line(), soft_wrap=True)
     console.print(f"report: [bold]{runner.run_dir / REPORT_FILE}[/bold]")
     console.print(f"browse: [bold]{escape(view_command(runner.run_dir))}[/bold]", soft_wrap=True)
     finish(failures, episodes, "episodes or agent runs of the stages")

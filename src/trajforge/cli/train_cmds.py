@@ -130,12 +130,9 @@ def _train_command(
     return command
 
 
-# The builders import trainers lazily: torch loads only when a command trains.
-
-
 def _sft(cfg: SFTConfig, config: Path) -> Trainer:
     """Supervised fine-tuning on the assistant tokens of stored trajectories."""
-    from trajforge.train.sft import SFTTrainer
+    from trajforge.train.sft import SFTTrainer  # lazy: torch loads only when a command trains
 
     assert cfg.data is not None  # load_train_config refuses a config without data
     return SFTTrainer(cfg, load_source(cfg.data))
@@ -143,7 +140,7 @@ def _sft(cfg: SFTConfig, config: Path) -> Trainer:
 
 def _dpo(cfg: DPOConfig, config: Path) -> Trainer:
     """DPO on preference pairs built from groups of stored trajectories."""
-    from trajforge.train.dpo import DPOTrainer
+    from trajforge.train.dpo import DPOTrainer  # lazy: torch loads only when a command trains
 
     assert cfg.data is not None  # load_train_config refuses a config without data
     pairs = preference_pairs(load_source(cfg.data), score=cfg.score, min_margin=cfg.min_margin)
@@ -157,8 +154,9 @@ def _dpo(cfg: DPOConfig, config: Path) -> Trainer:
 
 def _rl(cfg: RLConfig, config: Path) -> Trainer:
     """On-policy RL: roll out groups, compute advantages, update, repeat."""
-    from trajforge.agent_programs import agent_runners  # loads uvicorn (0.4 s)
-    from trajforge.train.rl import RLTrainer
+    # lazy: the agent runners load uvicorn (0.4 s), the trainer torch
+    from trajforge.agent_programs import agent_runners
+    from trajforge.train.rl import RLTrainer  # lazy: as the import above
 
     return RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env))
 

@@ -131,6 +131,9 @@ class EnvEntry:
             the env says so.
         game: Makes a fresh multi-seat game (games only).
         opponents: The game's scripted seats by name (games only).
+        stored_name: The name its trajectories carry, whichever command stores them: the
+            env's own ``name`` (a ``ToolEnv``'s ``name=``, an env file's ``name:``), not the
+            ``file.py:factory`` it was found by (default: ``name``).
     """
 
     def __init__(
@@ -145,8 +148,10 @@ class EnvEntry:
         answer_free_verifier: bool = False,
         game: Callable[[], MultiSeatEnv] | None = None,
         opponents: Mapping[str, Opponent] | None = None,
+        stored_name: str | None = None,
     ) -> None:
         self.name = name
+        self.stored_name = stored_name or name
         self.answer_free_verifier = answer_free_verifier
         self.game = game
         self.opponents = dict(opponents or {})
@@ -300,7 +305,8 @@ def _tasks_from_list(name: str, declared: list[Task]) -> TasksFn:
 def _from_env_file(name: str) -> EnvEntry:
     factory = importlib.import_module(ENV_FILE_MODULE).EnvFileFactory(Path(name))
     tasks = _tasks_from_list(name, factory.tasks)
-    return EnvEntry(name, factory, tasks, None, factory.description, source=EnvSource.ENV_FILE)
+    return EnvEntry(name, factory, tasks, None, factory.description, source=EnvSource.ENV_FILE,
+                    stored_name=factory.name)  # fmt: skip
 
 
 def _from_harbor(name: str) -> EnvEntry:
@@ -332,9 +338,8 @@ def _from_code(name: str) -> EnvEntry:
         tasks = _tasks_from_list(name, list(getattr(made, "tasks", None) or []))
         user = getattr(made, "user_script", None)
         answer_free = bool(getattr(made, "answer_free_verifier", False))
-        return EnvEntry(
-            name, factory, tasks, made.expert, description, user, answer_free_verifier=answer_free
-        )
+        return EnvEntry(name, factory, tasks, made.expert, description, user,
+                        answer_free_verifier=answer_free, stored_name=made.name)  # fmt: skip
     if callable(getattr(made, "make", None)):
         return EnvEntry(
             getattr(made, "name", None) or name,
@@ -380,6 +385,12 @@ def get_env(name: str) -> EnvEntry:
         raise ConfigError(f"env {name!r}: name the factory in the file too: {name}:make_env")
     tau2_names()  # they are among the names the error lists
     raise ENVS.unknown(name)
+
+
+def stored_env_name(env: str | None) -> str | None:
+    """The name trajectories of env ``env`` (a registry name or ``file.py:factory``) carry in
+    the store, the same whichever command stored them (``None``: no env)."""
+    return None if env is None else get_env(env).stored_name
 
 
 def env_names() -> list[str]:

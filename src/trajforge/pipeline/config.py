@@ -86,6 +86,9 @@ STORE_FILE = "store.db"
 STAGE_CHECKPOINT_S = 300.0
 """A training stage saves a checkpoint at least this often (seconds) unless its ``train``
 says otherwise: an interrupted experiment loses minutes, never the whole stage."""
+STAGE_KEEP_CHECKPOINTS = 2
+"""A training stage keeps this many of its latest checkpoints (they serve to resume it) unless
+its ``train`` says otherwise."""
 
 
 def _stage_defaults(exp: Experiment, raw: dict[str, Any], output_dir: Path) -> None:
@@ -93,6 +96,7 @@ def _stage_defaults(exp: Experiment, raw: dict[str, Any], output_dir: Path) -> N
     raw.setdefault("output_dir", str(output_dir))
     raw.setdefault("seed", exp.seed)
     raw.setdefault("checkpoint_every_s", STAGE_CHECKPOINT_S)
+    raw.setdefault("keep_checkpoints", STAGE_KEEP_CHECKPOINTS)
 
 
 def sft_config(
@@ -101,7 +105,6 @@ def sft_config(
     *,
     model: str,
     run_dir: Path,
-    attempt: int,
     demonstrations_run: str | list[str],
 ) -> SFTConfig:
     """The config SFT stage ``index`` trains with, starting from weights ``model`` on the
@@ -122,11 +125,11 @@ def sft_config(
         "store": str(run_dir / STORE_FILE),
         "run": demonstrations_run,
     }
-    _stage_defaults(exp, raw, run_dir / stage_name(stage, attempt))
+    _stage_defaults(exp, raw, run_dir / stage.name)
     return _validated(exp, raw, SFTConfig, at, problems)
 
 
-def rl_config(exp: Experiment, index: int, *, model: str, run_dir: Path, attempt: int) -> RLConfig:
+def rl_config(exp: Experiment, index: int, *, model: str, run_dir: Path) -> RLConfig:
     """The config RL stage ``index`` trains with, starting from weights ``model``."""
     stage = exp.stages[index]
     if not isinstance(stage, RLStage):
@@ -136,7 +139,7 @@ def rl_config(exp: Experiment, index: int, *, model: str, run_dir: Path, attempt
     raw = dict(stage.train)
     raw["model"] = _model_section(exp, raw, model, at, problems)
     raw.setdefault("env", exp.env)
-    _stage_defaults(exp, raw, run_dir / stage_name(stage, attempt))
+    _stage_defaults(exp, raw, run_dir / stage.name)
     raw.setdefault("store", str(run_dir / STORE_FILE))
     if exp.ray is not None and raw.get("agent") is None:
         raw.setdefault("ray", exp.ray.model_dump())
@@ -245,14 +248,12 @@ def check_experiment(exp: Experiment, run_dir: Path) -> None:
                     )
             elif isinstance(stage, SFTStage):
                 runs = data_runs([f"{exp.name}.{d}" for d in stage.data_stages])
-                sft_config(
-                    exp, i, model=exp.model, run_dir=run_dir, attempt=0, demonstrations_run=runs
-                )
+                sft_config(exp, i, model=exp.model, run_dir=run_dir, demonstrations_run=runs)
             elif isinstance(stage, RepairStage):
                 if found := _repair_problem(exp, stage):
                     problems.append(origin.problem(("stages", i, "failed"), found))
             elif isinstance(stage, RLStage):
-                cfg = rl_config(exp, i, model=exp.model, run_dir=run_dir, attempt=0)
+                cfg = rl_config(exp, i, model=exp.model, run_dir=run_dir)
                 if cfg.env != exp.env and (found := env_problem(cfg.env)):
                     problems.append(origin.problem(("stages", i, "train", "env"), found))
         except ConfigError as exc:

@@ -47,7 +47,18 @@ class Experiment(StrictModel):
     ``precision`` applies to every stage: the eval and demonstration policies' weights, and
     the training stages' ``model.precision`` (unless a stage sets its own). ``auto`` is bf16
     where the hardware has it natively (a GPU, or a CPU with AMX or AVX512-BF16; roughly half
-    the stage times there) and fp32 elsewhere; an explicit ``bf16`` needs native bf16."""
+    the stage times there) and fp32 elsewhere; an explicit ``bf16`` needs native bf16.
+
+    Each stage's trajectories are the run ``<name>.<stage>`` of the run folder's store
+    (``<name>.<stage>.<attempt>`` when it is made again; an RL stage's steps
+    ``<name>.<stage>.step<N>``), and a training stage writes the folder ``<stage>/``
+    (checkpoints, metrics, ``final/``). Started again, a run skips every finished stage whose
+    settings, inputs and code are unchanged; the code is hashed by content: the files the
+    stage's config names (the env's file, script policies, the agent program's files, each
+    with the other ``.py`` files of its folder) and the file the env's verifier is in. A stage
+    made again, and everything downstream of it, is a new attempt: its folder holds the new
+    one, the one before moves to ``.attempts/`` (see ``keep_attempts``). ``trajforge run``
+    ends by printing the final model's folder and the run folder's disk use."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", examples=["calculator"])
     """Experiment name: the run folder is ``out_dir/name`` and run ids start with it."""
@@ -62,6 +73,10 @@ class Experiment(StrictModel):
     """``auto``, ``fp32`` or ``bf16``, for every stage (see above)."""
     out_dir: Path = Path("runs")
     """Folder that holds the run folder."""
+    keep_attempts: int = Field(default=1, ge=0)
+    """Earlier attempts kept per stage: a stage's folder holds its current attempt, and a
+    stage made again moves the one before to ``.attempts/<stage>.<n>`` in the run folder
+    (its final weights and metrics, without checkpoints); older ones are deleted."""
     eval: EvalSettings = Field(default_factory=EvalSettings)
     """The held-out evaluation of every ``eval`` stage."""
     ray: RayOptions | None = None

@@ -3,7 +3,9 @@
 Each stage's record in ``results.json`` keeps its resolved ``config`` (every setting that
 decides its outcome, the run folder written ``<run>``), the ``inputs`` it used (the fingerprints
 of the stages whose weights or trajectories it read) and its own ``fingerprint`` (a hash of all
-three and the attempt, so a stage made again changes every stage downstream of it). A stage
+three and the attempt, so a stage made again changes every stage downstream of it). The
+config holds the content hash of the code the stage runs (``stage_code``): an edited env,
+verifier, script policy or agent program remakes the stage as a changed setting does. A stage
 whose config or inputs differ from its record is made again; one that matches is skipped.
 """
 
@@ -36,6 +38,7 @@ from trajforge.pipeline.config import (
     sft_config,
     triaged_stages,
 )
+from trajforge.pipeline.stage_code import code_hashes, file_sha256
 
 NOT_OUTCOME_KEYS = frozenset(
     {
@@ -45,6 +48,7 @@ NOT_OUTCOME_KEYS = frozenset(
         "log_every",
         "checkpoint_every",
         "checkpoint_every_s",
+        "keep_checkpoints",
         "distributed",
         "ray",
     }
@@ -109,13 +113,17 @@ class StageMaking:
             config.update(model=exp.model, stage=stage.model_dump(mode="json"))
         elif isinstance(stage, SFTStage):
             run = demonstrations_run or data_runs([f"{exp.name}.{d}" for d in stage.data_stages])
-            sft = sft_config(exp, index, model=model, run_dir=self.run_dir, attempt=0,
-                             demonstrations_run=run)  # fmt: skip
+            sft = sft_config(exp, index, model=model, run_dir=self.run_dir, demonstrations_run=run)
             config.update(train=training_config(sft))
         else:
-            rl = rl_config(exp, index, model=model, run_dir=self.run_dir, attempt=0)
+            rl = rl_config(exp, index, model=model, run_dir=self.run_dir)
             config.update(train=training_config(rl))
-        return resolved(config, self.run_dir)
+        made = resolved(config, self.run_dir)
+        # Absent for a stage that runs no code of the user's: older records stay current.
+        plays = isinstance(stage, EvalStage | DemonstrationStage | CollectStage | RLStage)
+        if code := code_hashes(made, env=exp.env if plays else None):
+            made["code"] = code
+        return made
 
     def _memory(self, index: int, stage: EvalStage) -> dict[str, Any]:
         """An eval's memory settings; a file's content hash, so that an edited file remakes
@@ -131,15 +139,6 @@ class StageMaking:
             path = Path(stage.memory)
             memory["sha256"] = file_sha256(path) if path.is_file() else None
         return memory
-
-
-def file_sha256(path: Path) -> str:
-    """The hex SHA-256 of the file at ``path``."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def next_attempt(
@@ -201,6 +200,17 @@ def what_changed(
     moved = [name for name, fp in inputs.items() if before.get(name) != fp]
     if moved:
         return f"{_names(moved)}, which it uses, changed"
+    old_code: Mapping[str, str] = record["config"].get("code") or {}
+    new_code: Mapping[str, str] = config.get("code") or {}
+    edited = sorted(
+        f for f in old_code.keys() | new_code.keys() if old_code.get(f) != new_code.get(f)
+    )
+    if edited and not old_code:
+        return (
+            f"its record has no hash of its code ({_names(edited)}; an earlier trajforge made it)"
+        )
+    if edited:
+        return f"its code changed: {_names(edited)}"
     diffs = _changes(record["config"], config)
     if not diffs:
         return None

@@ -1,7 +1,8 @@
 """Run an experiment: its stages in order, each stage's output kept in the run folder.
 
 The run folder holds ``store.db`` (every trajectory of every stage), one folder per training
-stage (checkpoints, metrics, the final weights), ``results.json`` (every stage's status and
+stage (checkpoints, metrics, the final weights) holding its current attempt (earlier ones are
+moved to ``.attempts``, ``pipeline.attempts``), ``results.json`` (every stage's status and
 metrics, what it was made from, rewritten atomically after each stage) and ``report.html``. A
 stage that finished is skipped when the run is started again if what it is made from is
 unchanged (``pipeline.fingerprint``); one whose settings or inputs changed is made again as a
@@ -14,17 +15,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from trajforge.agent_programs import AgentRunner, agent_runners
-from trajforge.distributed import on_ray
+from trajforge.agent_programs import agent_runners
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.memory import trim_freed_memory
 from trajforge.memory_bank.live import Memory
+from trajforge.pipeline.attempts import run_folder_line, set_aside
 from trajforge.pipeline.config import (
     STORE_FILE,
     CollectStage,
@@ -55,25 +55,18 @@ from trajforge.pipeline.fingerprint import (
     what_changed,
 )
 from trajforge.pipeline.memory_stage import MEMORY_FILE, eval_memory, memory_stage
+from trajforge.pipeline.rl_stage import StageRLTrainer
+from trajforge.pipeline.rollout_stages import collect_stage, demonstrations_stage
+from trajforge.pipeline.stage_code import covered
 from trajforge.pipeline.train_results import loss_detail, rl_detail, training_record, write_results
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.report.html import RESULTS_FILE, build_report
-from trajforge.rollout import (
-    Limits,
-    PolicyRef,
-    RolloutProgress,
-    RolloutSpec,
-    Sampling,
-    TaskSample,
-    run_rollout,
-)
-from trajforge.schema import is_success
+from trajforge.rollout import PolicyRef
 from trajforge.train.checkpoint import latest_checkpoint
 from trajforge.train.config import DistributedSettings
 from trajforge.train.data import load_source
 from trajforge.train.distributed import from_main, is_main_process, join_launched_processes
 from trajforge.train.interrupted import TrainingInterrupted
-from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
 
 if TYPE_CHECKING:
@@ -215,13 +208,18 @@ class ExperimentRunner:
             if why is None:
                 assert rec is not None  # only a finished record is skipped
                 made[stage.name] = rec["fingerprint"]
-                self.console.print(f"[dim][{i + 1}/{total}] {stage.name}: done, unchanged[/dim]")
+                self.console.print(
+                    f"[dim][{i + 1}/{total}] {stage.name}: done, unchanged "
+                    f"({covered(rec['config'])})[/dim]"
+                )
                 continue
             if only is not None:
                 self._check_inputs_done(stage, inputs)
             self.console.rule(f"[bold][{i + 1}/{total}] {stage.name}[/bold] ({stage.kind})")
             if why:
                 self.console.print(f"{stage.name}: {why}")
+            if rec is not None and attempt != rec.get("attempt", 0):
+                self._set_aside(stage, int(rec.get("attempt", 0)))
             made[stage.name] = fingerprint(config, inputs, attempt)
             made_of = {"config": config, "inputs": inputs, "fingerprint": made[stage.name]}
             start = time.time()
@@ -266,6 +264,24 @@ class ExperimentRunner:
             build_report(self.run_dir)
         return self.results
 
+    def _set_aside(self, stage: Stage, attempt: int) -> None:
+        """Free the stage's folder for its next attempt (``pipeline.attempts``)."""
+        keep = self.exp.keep_attempts
+        aside = from_main(lambda: set_aside(self.run_dir, stage.name, attempt, keep))
+        if aside is not None:
+            self.console.print(
+                f"{stage.name}: its attempt {attempt} moved to {aside.relative_to(self.run_dir)}"
+            )
+
+    def final_model(self) -> str | None:
+        """The run's final weights: the last finished training stage's (``None``: none)."""
+        final = self.model_before(len(self.exp.stages))
+        return None if final == self.exp.model else final
+
+    def disk_use_line(self) -> str:
+        """What the run folder takes on disk (``pipeline.attempts.run_folder_line``)."""
+        return run_folder_line(self.run_dir)
+
     def _run_id(self, stage: Stage, attempt: int) -> str:
         return f"{self.exp.name}.{stage_name(stage, attempt)}"
 
@@ -273,29 +289,34 @@ class ExperimentRunner:
         model = self.model_before(index)
         run_id = self._run_id(stage, attempt)
         if isinstance(stage, EvalStage):
-            return from_main(lambda: self._eval(model, run_id, index, stage, attempt))
+            return from_main(lambda: self._eval(model, run_id, index, stage))
         if isinstance(stage, DemonstrationStage):
-            return from_main(lambda: self._demonstrations(stage, run_id))
+            teacher = self._policy_ref(stage.policy)
+            return from_main(
+                lambda: demonstrations_stage(self.exp, stage, teacher, run_id, self.store_path)
+            )
         if isinstance(stage, CollectStage):
-            return from_main(lambda: self._collect(stage, model, run_id))
+            served = self._policy_ref(model)
+            return from_main(
+                lambda: collect_stage(self.exp, stage, served, run_id, self.store_path)
+            )
         if isinstance(stage, SFTStage):
-            return self._sft(index, stage, model, attempt)
+            return self._sft(index, stage, model)
         if isinstance(stage, TriageStage):
             return self._triage(index, stage)
         if isinstance(stage, RepairStage):
             return from_main(lambda: self._repair(stage, run_id))
         if isinstance(stage, MemoryStage):
-            return from_main(lambda: self._memory(index, stage, attempt))
-        return self._rl(index, model, attempt)
+            return from_main(lambda: self._memory(index, stage))
+        assert isinstance(stage, RLStage)
+        return self._rl(index, stage, model, run_id)
 
-    def _eval(
-        self, model: str, run_id: str, index: int, stage: EvalStage, attempt: int
-    ) -> dict[str, Any]:
-        memory = self._eval_memory(index, stage, attempt)
+    def _eval(self, model: str, run_id: str, index: int, stage: EvalStage) -> dict[str, Any]:
+        memory = self._eval_memory(index, stage)
         policy = self._policy_ref(model, stage.force)
         return eval_stage(self.exp, self.store_path, policy, run_id, memory, stage.memory_update)
 
-    def _eval_memory(self, index: int, stage: EvalStage, attempt: int) -> Memory | None:
+    def _eval_memory(self, index: int, stage: EvalStage) -> Memory | None:
         """The memory eval ``stage`` reads: its memory stage's file, or the file it names."""
         if stage.memory is None:
             return None
@@ -303,7 +324,7 @@ class ExperimentRunner:
         path = Path(stage.memory)
         if source is not None:
             path = self.run_dir / str(self._done_record(stage, source.name)["path"])
-        folder = self.run_dir / stage_name(stage, attempt)
+        folder = self.run_dir / stage.name
         return eval_memory(path, stage, self.exp.env, folder, self.console)
 
     def _policy_ref(self, model: str, force: str | None = None) -> PolicyRef:
@@ -316,43 +337,6 @@ class ExperimentRunner:
             force=force,
         )
 
-    def _demonstrations(self, stage: DemonstrationStage, run_id: str) -> dict[str, Any]:
-        spec = RolloutSpec(
-            env=self.exp.env,
-            policy=self._policy_ref(stage.policy),
-            tasks=TaskSample(count=stage.tasks, split=stage.split, seed=stage.seed),
-            limits=Limits(max_turns=stage.max_turns),
-            sampling=Sampling(temperature=0.0),
-            seed=stage.seed,
-            run_id=run_id,
-            store=self.store_path,
-        )
-        live = on_ray(self.exp.ray)
-        live["hooks"] = [RolloutProgress(transient=True)]
-        trajectories = run_rollout(spec, **live)
-        solved = sum(1 for t in trajectories if is_success(t.outcome.status, t.outcome.reward))
-        text = f"{len(trajectories)} episodes by {stage.policy}, {solved} solved"
-        return {"run_id": run_id, "count": len(trajectories), "solved": solved, "text": text}
-
-    def _collect(self, stage: CollectStage, model: str, run_id: str) -> dict[str, Any]:
-        spec = RolloutSpec(
-            env=self.exp.env,
-            policy=self._policy_ref(model),
-            tasks=TaskSample(count=stage.tasks, split=stage.split, seed=stage.seed),
-            n=stage.n,
-            limits=Limits(episode_timeout_s=stage.timeout_s),
-            concurrency=stage.concurrency,
-            run_id=run_id,
-            store=self.store_path,
-        )
-        runner = AgentRunner(stage.agent, ray=self.exp.ray)
-        trajectories = run_rollout(spec, runner=runner, hooks=[RolloutProgress(transient=True)])
-        statuses = Counter(t.outcome.status.value for t in trajectories)
-        solved = sum(1 for t in trajectories if is_success(t.outcome.status, t.outcome.reward))
-        text = f"{len(trajectories)} agent runs ({_counts(statuses)}), {solved} solved"
-        return {"run_id": run_id, "count": len(trajectories), "solved": solved,
-                "statuses": dict(statuses), "text": text}  # fmt: skip
-
     def _triage(self, index: int, stage: TriageStage) -> dict[str, Any]:
         runs = [self._done_run(stage, n) for n in stage_inputs(self.exp, index)]
         return triage_stage(self.store_path, stage, runs)
@@ -362,9 +346,9 @@ class ExperimentRunner:
         good = None if stage.good is None else self._done_run(stage, stage.good)
         return repair_stage(self.store_path, self.exp.model, failed, good, run_id)
 
-    def _memory(self, index: int, stage: MemoryStage, attempt: int) -> dict[str, Any]:
+    def _memory(self, index: int, stage: MemoryStage) -> dict[str, Any]:
         runs = [self._done_run(stage, n) for n in stage_inputs(self.exp, index)]
-        out = self.run_dir / stage_name(stage, attempt) / MEMORY_FILE
+        out = self.run_dir / stage.name / MEMORY_FILE
         return memory_stage(self.store_path, stage, runs, out, self.run_dir)
 
     def _done_record(self, stage: Stage, name: str) -> dict[str, Any]:
@@ -378,21 +362,20 @@ class ExperimentRunner:
         """The run id of finished stage ``name``, which ``stage`` reads."""
         return str(self._done_record(stage, name)["run_id"])
 
-    def _sft(self, index: int, stage: SFTStage, model: str, attempt: int) -> dict[str, Any]:
+    def _sft(self, index: int, stage: SFTStage, model: str) -> dict[str, Any]:
         runs = [self._done_run(stage, d) for d in stage.data_stages]
         cfg = sft_config(
-            self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt,
-            demonstrations_run=data_runs(runs),
-        )  # fmt: skip
+            self.exp, index, model=model, run_dir=self.run_dir, demonstrations_run=data_runs(runs)
+        )
         assert cfg.data is not None  # sft_config always sets it
         result = _train(SFTTrainer(cfg, load_source(cfg.data)), cfg.output_dir)
         return training_record(result, cfg.output_dir, loss_detail(result))
 
-    def _rl(self, index: int, model: str, attempt: int) -> dict[str, Any]:
-        cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir, attempt=attempt)
-        result = _train(
-            RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env)), cfg.output_dir
-        )
+    def _rl(self, index: int, stage: RLStage, model: str, run_id: str) -> dict[str, Any]:
+        cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir)
+        runners = agent_runners(cfg.agent, cfg.env)
+        trainer = StageRLTrainer(cfg, run_id=run_id, stage=stage.name, agent_runner=runners)
+        result = _train(trainer, cfg.output_dir)
         return training_record(result, cfg.output_dir, rl_detail(result))
 
 
@@ -401,10 +384,6 @@ def _train(trainer: Trainer, output_dir: Path) -> TrainResult:
     afresh (whatever a failed attempt left without a checkpoint is cleared)."""
     resume = from_main(lambda: latest_checkpoint(output_dir) is not None)
     return trainer.train(resume=resume, overwrite=not resume)
-
-
-def _counts(counts: Counter[str]) -> str:
-    return ", ".join(f"{n} {name}" for name, n in counts.most_common())
 
 
 def _error_text(exc: BaseException) -> str:

@@ -147,7 +147,7 @@ class SFTStage(StrictModel):
     """``SFTConfig`` keys (``trajforge config show sft``). ``model.spec``, ``data.store`` and
     ``data.run`` are set by the experiment (data filters such as ``data.limit`` are the
     stage's; ``data.min_reward`` defaults to 1); ``output_dir`` and ``seed`` default to the
-    run's, ``checkpoint_every_s`` to 300."""
+    run's, ``checkpoint_every_s`` to 300 and ``keep_checkpoints`` to 2."""
 
 
 class RLStage(StrictModel):
@@ -160,7 +160,7 @@ class RLStage(StrictModel):
     train: dict[str, Any] = Field(default_factory=dict)
     """``RLConfig`` keys (``trajforge config show rl``). ``model.spec`` is set by the
     experiment; ``env``, ``output_dir``, ``seed`` and ``store`` default to the run's,
-    ``checkpoint_every_s`` to 300."""
+    ``checkpoint_every_s`` to 300 and ``keep_checkpoints`` to 2."""
 
 
 TRAJECTORY_KINDS = ("demonstrations", "collect", "eval", "repair")

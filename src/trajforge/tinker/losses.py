@@ -1,4 +1,5 @@
-"""The built-in losses of the Tinker API, as the SDK's documentation defines them.
+"""The built-in losses of the Tinker API, as the SDK's documentation defines them: cross entropy
+here, the policy-gradient ones ``trajforge.algos``' (PPO's clip, CISPO, importance sampling, DRO).
 
 Each loss takes one datum's target logprobs (``[N]``, position i scoring ``target_tokens[i]``
 after ``model_input[: i + 1]``) and that datum's ``loss_fn_inputs`` and returns the datum's loss,
@@ -14,6 +15,7 @@ from enum import StrEnum
 import numpy as np
 import torch
 
+from trajforge.algos.losses import TokenLoss, cispo, dro, importance_sampling, ppo_clip
 from trajforge.tinker.errors import UserError
 
 
@@ -97,31 +99,36 @@ def _cross_entropy(
     return -(lp * weights).sum() if weights is not None else -lp.sum()
 
 
-def _ratio(lp: torch.Tensor, x: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    return torch.exp(lp - x["logprobs"])
+def _policy_loss(
+    fn: Callable[..., TokenLoss],
+    lp: torch.Tensor,
+    x: Mapping[str, torch.Tensor],
+    **options: float,
+) -> torch.Tensor:
+    """``algos``' loss ``fn`` over one datum's tokens, summed (Tinker sums; every token counts)."""
+    every = torch.ones_like(lp, dtype=torch.bool)
+    return fn(lp, x["logprobs"], x["advantages"], every, **options).loss.sum()
 
 
 def _importance_sampling(
     lp: torch.Tensor, x: Mapping[str, torch.Tensor], _: Mapping[str, float]
 ) -> torch.Tensor:
-    return -(_ratio(lp, x) * x["advantages"]).sum()
+    return _policy_loss(importance_sampling, lp, x)
 
 
 def _ppo(lp: torch.Tensor, x: Mapping[str, torch.Tensor], c: Mapping[str, float]) -> torch.Tensor:
-    ratio, adv = _ratio(lp, x), x["advantages"]
-    clipped = ratio.clamp(c["clip_low_threshold"], c["clip_high_threshold"])
-    return -torch.minimum(ratio * adv, clipped * adv).sum()
+    # Tinker's thresholds bound the ratio itself; algos' clip is a distance from 1.
+    low, high = 1.0 - c["clip_low_threshold"], c["clip_high_threshold"] - 1.0
+    return _policy_loss(ppo_clip, lp, x, eps_low=low, eps_high=high)
 
 
 def _cispo(lp: torch.Tensor, x: Mapping[str, torch.Tensor], c: Mapping[str, float]) -> torch.Tensor:
-    # The clipped ratio is a constant weight: the gradient flows through the logprob only.
-    weight = _ratio(lp, x).clamp(c["clip_low_threshold"], c["clip_high_threshold"]).detach()
-    return -(weight * lp * x["advantages"]).sum()
+    low, high = 1.0 - c["clip_low_threshold"], c["clip_high_threshold"] - 1.0
+    return _policy_loss(cispo, lp, x, eps_low=low, eps_high=high)
 
 
 def _dro(lp: torch.Tensor, x: Mapping[str, torch.Tensor], c: Mapping[str, float]) -> torch.Tensor:
-    penalty = (lp - x["logprobs"]) ** 2
-    return -(lp * x["advantages"] - 0.5 * c["beta"] * penalty).sum()
+    return _policy_loss(dro, lp, x, beta=c["beta"])
 
 
 BODIES: dict[LossFn, LossBody] = {

@@ -4,7 +4,7 @@ Every key is documented by the docstring under it: ``trajforge config show`` and
 ``docs/configuration.md`` are generated from them. Unknown keys are errors that name the file,
 the line and the key (see ``trajforge.configfile``).
 
-The models live in ``settings.py`` (what every trainer shares, SFT, DPO) and ``rl_config.py``
+The models live in ``settings.py`` (what every trainer shares, SFT, DPO) and ``rl/config.py``
 (RL); they are re-exported here, the one place configs are imported from.
 """
 
@@ -28,7 +28,7 @@ from trajforge.policy.naming import (
     load_script,
     parse_openai_spec,
 )
-from trajforge.train.rl_config import (
+from trajforge.train.rl.config import (
     InfraFailures,
     ReplaySettings,
     RLConfig,

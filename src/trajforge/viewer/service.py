@@ -29,6 +29,7 @@ from trajforge.viewer.conversation import conversation, outline
 from trajforge.viewer.curves import Curve, run_folder_curves, stage_of
 from trajforge.viewer.diff import diff_trajectories
 from trajforge.viewer.filters import TableQuery
+from trajforge.viewer.stages import is_current_attempt, kind_of, stage_kinds
 from trajforge.viewer.tokens import decoder_for, token_view
 
 
@@ -75,15 +76,18 @@ def _failures(summary: RewardSummary, infra_rows: list[dict[str, Any]]) -> Failu
     return FailureSplit(summary.episodes - summary.successes - infra, infra)
 
 
-def run_labels(run_id: str, metadata: dict[str, Any]) -> dict[str, str | None]:
+def run_labels(
+    run_id: str, metadata: dict[str, Any], stage_kind: str | None = None
+) -> dict[str, str | None]:
     """What a run is, from the metadata the command that made it stored: ``name`` (the run
     id when someone named the run, ``None`` for a generated one), ``kind`` (eval, rollout,
-    collect, gateway...), ``env`` and ``model`` (``None`` where it does not say)."""
+    collect, gateway..., else the kind of the experiment stage that made it, ``stage_kind``),
+    ``env`` and ``model`` (``None`` where it does not say)."""
     spec = metadata.get("spec") or {}
     policy = spec.get("policy") or {}
     return {
         "name": None if is_generated_run_id(run_id) else run_id,
-        "kind": metadata.get("command") or metadata.get("kind"),
+        "kind": metadata.get("command") or metadata.get("kind") or stage_kind,
         "env": spec.get("env") or metadata.get("env"),
         "model": policy.get("name") or metadata.get("model"),
     }
@@ -128,12 +132,12 @@ class ViewerData:
         figures."""
         st = self.store()
         by_run = _rewards_by_run(st.reward_totals(SUCCESS_THRESHOLD))
+        kinds = stage_kinds(self.run_dir)
         out = []
         for run in st.list_runs():
             summary = by_run.get(run["run_id"]) or summarize_reward_totals([])
-            out.append(
-                {**run, **run_labels(run["run_id"], run["metadata"]), **_summary_dict(summary)}
-            )
+            labels = run_labels(run["run_id"], run["metadata"], kind_of(run["run_id"], kinds))
+            out.append({**run, **labels, **_summary_dict(summary)})
         return out
 
     def resolve_run(self, prefix: str) -> str:
@@ -177,8 +181,10 @@ class ViewerData:
     def curves(self, run_id: str | None = None) -> list[Curve]:
         """The run folder's training curves: all of them, or those of one run's stage."""
         stage = None if run_id is None else stage_of(run_id, self.run_dir)
-        if run_id is not None and stage is None:
-            return []
+        if run_id is not None and (
+            stage is None or not is_current_attempt(run_id, stage, self.run_dir)
+        ):
+            return []  # no stage folder, or one that holds another attempt
         return run_folder_curves(self.run_dir, stage)
 
     # ------------------------------------------------------------------ table

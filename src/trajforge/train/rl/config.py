@@ -45,7 +45,7 @@ class ReplaySettings(ConfigModel):
 
 
 class TaskRevisitSettings(ConfigModel):
-    """Prioritized revisits of tasks not yet solved by every sample (``train.task_revisit``)."""
+    """Prioritized revisits of tasks not yet solved by every sample (``train.rl.task_revisit``)."""
 
     enabled: bool = False
     """Bring back unsolved tasks, the most learnable first."""
@@ -213,11 +213,13 @@ class RLConfig(CommonSettings):
     verdict; ``trajforge judge --help`` lists them), ``module:function`` or
     ``file.py:function`` (a function ``(trajectory) -> float | Score``)."""
 
-    @field_validator("estimator_kwargs")
+    @field_validator("estimator_kwargs", "loss_kwargs")
     @classmethod
-    def _estimator_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if "estimator" in info.data:
-            _check_options(value, algos.estimator_options(info.data["estimator"]), "estimator")
+    def _known_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        what = "estimator" if info.field_name == "estimator_kwargs" else "loss"
+        if what in info.data:
+            known = algos.estimator_options if what == "estimator" else algos.loss_options
+            _check_options(value, known(info.data[what]), what)
         return value
 
     @model_validator(mode="after")
@@ -233,13 +235,6 @@ class RLConfig(CommonSettings):
                 "sample one step ahead at most)"
             )
         return self
-
-    @field_validator("loss_kwargs")
-    @classmethod
-    def _loss_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if "loss" in info.data:
-            _check_options(value, algos.loss_options(info.data["loss"]), "loss")
-        return value
 
 
 def _check_options(given: dict[str, Any], known: list[str], what: str) -> None:

@@ -1,0 +1,281 @@
+"""Where an RL step's episodes come from, and the weights they sample with.
+
+A step's episodes come from one ``StepRunner``, chosen once when the trainer starts.
+
+Four sources: the live rollout policy in this process (``LocalRollouts``), the Ray actors
+(``RayRollouts``), self-play over a multi-seat game, played here or on the actors
+(``SelfPlayRollouts``), and an agent program whose model calls the live policy answers
+(``AgentRollouts``). In the asynchronous mode the next ``async_staleness`` steps' rollouts are
+sampled on threads (``Ahead``) while a step trains.
+
+The rollout policy (``RolloutWeights``) is an ``HFPolicy`` over the trained module itself, or
+over a copy of its weights of its own (bf16, asynchronous rollouts, LoRA merged in, or gathered
+under FSDP) refreshed after every update; on Ray the actors get the weights published to them.
+Only the main process rolls out, so only it holds a policy.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trajforge.errors import ConfigError
+from trajforge.policy.hf import HFPolicy
+from trajforge.policy.token_policy import TokenPolicy
+from trajforge.precision import Precision, resolve_precision, torch_dtype
+from trajforge.rollout import EpisodeRunner, Limits, PolicyRef, RolloutSpec, run_rollout
+from trajforge.schema import Task, Trajectory
+from trajforge.train.config import RLConfig
+from trajforge.train.model import TrainParts
+
+if TYPE_CHECKING:
+    from trajforge.distributed.runner import RayRunner
+    from trajforge.train.rl.self_play import SelfPlay
+
+AgentRunners = Callable[[TokenPolicy], EpisodeRunner]
+"""``runner(policy)``: the ``EpisodeRunner`` that plays a step's episodes as runs of the config's
+agent program, whose model calls ``policy`` answers; the layer above training provides it
+(``trajforge.agent_programs.agent_runners``), since training sits below the gateway."""
+
+
+class StepRunner(ABC):
+    """Plays one RL step's episodes."""
+
+    @abstractmethod
+    def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
+        """The trajectories to score and train on for ``spec`` (the step's tasks and samples,
+        its policy being the trainer's) at step ``step``."""
+
+
+class LocalRollouts(StepRunner):
+    """Episodes played in this process by the live policy: it samples from the very weights
+    being trained (or their copy, refreshed after each update)."""
+
+    def __init__(self, policy: HFPolicy) -> None:
+        self.policy = policy
+
+    def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
+        return run_rollout(spec, policy=self.policy)
+
+
+class RayRollouts(StepRunner):
+    """Episodes played on the Ray actors, each building ``actors`` and loading the published
+    weights."""
+
+    def __init__(self, remote: RayRunner, actors: PolicyRef) -> None:
+        self.remote = remote
+        self.actors = actors
+
+    def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
+        return run_rollout(spec.model_copy(update={"policy": self.actors}), runner=self.remote)
+
+
+class SelfPlayRollouts(StepRunner):
+    """A multi-seat game's episodes, every seat's trajectory or the trained seat's; on Ray
+    (``actors`` given) its games are played by ``SelfPlay.remote``'s actors."""
+
+    def __init__(self, self_play: SelfPlay, policy: HFPolicy, actors: PolicyRef | None) -> None:
+        self.self_play = self_play
+        self.policy = policy
+        self.actors = actors
+
+    def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
+        if self.actors is not None:
+            spec = spec.model_copy(update={"policy": self.actors})
+        return self.self_play.rollout(spec, self.policy, step)
+
+
+class AgentRollouts(StepRunner):
+    """Runs of an agent program against a gateway over the live policy, bounded by the
+    config's ``agent_timeout_s`` and ``agent_concurrency``; a run sampled at another
+    temperature than the trainer scores is refused."""
+
+    def __init__(self, runners: AgentRunners, policy: HFPolicy, cfg: RLConfig) -> None:
+        self.runners = runners
+        self.policy = policy
+        self.cfg = cfg
+
+    def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
+        # The program makes its own calls; the config bounds each run's time and how many run
+        # at once.
+        limits = Limits(episode_timeout_s=self.cfg.agent_timeout_s)
+        agent = spec.model_copy(
+            update={"limits": limits, "concurrency": self.cfg.agent_concurrency}
+        )
+        played = run_rollout(agent, runner=self.runners(self.policy))
+        check_sampled_temperature(played, self.cfg.temperature)
+        return played
+
+
+def check_sampled_temperature(trajs: Sequence[Trajectory], temperature: float) -> None:
+    """Raise ``ConfigError`` naming the first trajectory a model call of which was sampled at
+    another temperature than ``temperature`` (calls the gateway did not record pass).
+
+    The trainer's log-probabilities are those of the policy tempered by the RL config's
+    ``temperature``; an agent program chooses its own sampling, so a program that samples at
+    another temperature would be trained as if it had not. The gateway records each call's
+    temperature (``metadata["gateway"]["temperatures"]``)."""
+    for traj in trajs:
+        sampled = traj.metadata.get("gateway", {}).get("temperatures", [])
+        for t in sampled:
+            if not math.isclose(t, temperature, rel_tol=0, abs_tol=1e-6):
+                raise ConfigError(
+                    f"rl.temperature is {temperature:g} but the agent program sampled at {t:g} "
+                    f"(trajectory {traj.id}): the trainer scores the policy at the temperature "
+                    "the rollouts were sampled at, so make them equal (the program is told it "
+                    "as TRAJFORGE_TEMPERATURE)"
+                )
+
+
+class RolloutWeights:
+    """The rollout policy (``None`` off the main process) and the weights behind it.
+
+    Args:
+        parts: The trained model's parts.
+        cfg: The run's config (``rollout_precision``, ``async_staleness``, batch size).
+    """
+
+    def __init__(self, parts: TrainParts, cfg: RLConfig) -> None:
+        self.parts = parts
+        self.cfg = cfg
+        if cfg.rollout_precision is Precision.AUTO:
+            resolved = resolve_precision(cfg.model.precision, "model.precision")
+        else:
+            resolved = resolve_precision(cfg.rollout_precision, "rollout_precision")
+        self.dtype: torch.dtype = torch_dtype(resolved)
+        self.policy: HFPolicy | None = self._make_policy()
+
+    @property
+    def precision(self) -> Precision:
+        """The precision the rollouts sample at (what Ray's actors build their replica with)."""
+        return Precision.BF16 if self.dtype is torch.bfloat16 else Precision.FP32
+
+    @property
+    def own_weights(self) -> bool:
+        """Whether rollouts sample from weights of their own: a bf16 copy, or rollouts that
+        overlap training."""
+        return self.dtype is torch.bfloat16 or self.cfg.async_staleness > 0
+
+    def _make_policy(self) -> HFPolicy | None:
+        model = self.source()
+        if not self.parts.accelerator.is_main_process:
+            return None  # rollouts run on the main process
+        if self.own_weights and model is self.parts.unwrapped_model():
+            model = copy.deepcopy(model)
+        if self.dtype is torch.bfloat16:
+            model = model.to(torch.bfloat16)
+        return HFPolicy(
+            model,
+            self.parts.tokenizer,
+            max_batch_size=self.cfg.max_batch_size,
+            share_prefixes=not self.cfg.reference_path,
+        )
+
+    def source(self) -> Any:
+        """The module the rollout weights come from: the trained one, or under LoRA with weights
+        of their own a copy with the adapter merged in (a plain model the lean decoder runs,
+        loaded into the rollout weights after each update). Under FSDP: a plain copy of the
+        gathered weights (a collective), LoRA merged in, on the main process only."""
+        if self.parts.sharded:
+            gathered: Any = self.parts.gathered_model()
+            return gathered.merge_and_unload() if gathered and self.parts.is_lora else gathered
+        model: Any = self.parts.unwrapped_model()
+        if self.parts.is_lora and self.own_weights:
+            return copy.deepcopy(model).merge_and_unload()
+        return model
+
+    def refresh(self) -> None:
+        """The trained weights into the rollout policy (a no-op when it samples from the
+        trained module itself)."""
+        source = self.source()
+        if self.policy is not None:
+            self.policy.set_weights(source)
+
+    def publish(self, remote: RayRunner | None, version: int) -> None:
+        """On Ray, the trained weights (LoRA merged in) to the actors as ``version`` (the
+        updates made so far); every process calls it, ``remote`` being the main one's."""
+        if self.cfg.ray is None:
+            return
+        # Under FSDP the weights are gathered first, by every process (a collective).
+        model: Any = self.source() if self.parts.sharded else None
+        if remote is None:
+            return  # not the main process
+        if model is None:
+            model = self.parts.unwrapped_model()
+            if self.parts.is_lora:
+                model = copy.deepcopy(model).merge_and_unload()
+        remote.publish({k: v.detach().cpu() for k, v in model.state_dict().items()}, version)
+
+
+def choose_runner(
+    cfg: RLConfig,
+    policy: HFPolicy | None,
+    *,
+    precision: Precision,
+    remote: RayRunner | None,
+    self_play: SelfPlay | None,
+    agent_runner: AgentRunners | None,
+) -> StepRunner | None:
+    """The runner ``cfg`` asks for (``None`` off the main process, which rolls out nothing).
+
+    Args:
+        cfg: The run's config (an agent program, self-play, Ray).
+        policy: The live rollout policy (the main process's).
+        precision: What Ray's actors build their replica with.
+        remote: The Ray actors, when the run samples on them.
+        self_play: The run's self-play, when it plays a game.
+        agent_runner: What plays the agent program's runs, when the run has one.
+    """
+    if policy is None:
+        return None
+    if agent_runner is not None:
+        return AgentRollouts(agent_runner, policy, cfg)
+    if remote is None:
+        return (
+            LocalRollouts(policy)
+            if self_play is None
+            else SelfPlayRollouts(self_play, policy, None)
+        )
+    # Each actor builds this policy, then loads the published weights.
+    actors = PolicyRef(name=cfg.model.spec, batch_size=cfg.max_batch_size, precision=precision)
+    if self_play is not None:
+        return SelfPlayRollouts(self_play, policy, actors)
+    return RayRollouts(remote, actors)
+
+
+StepRollout = Callable[[int, list[Task]], list[Trajectory]]
+"""``rollout(step, tasks)``: a step's episodes of ``tasks``."""
+
+
+class Ahead:
+    """A later step's rollouts, sampled on a thread while this step trains."""
+
+    def __init__(self, rollout: StepRollout, step: int, tasks: list[Task], revisited: int) -> None:
+        self.revisited = revisited
+        self._trajs: list[Trajectory] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(rollout, step, tasks),
+            name="trajforge-rollout-ahead",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(self, rollout: StepRollout, step: int, tasks: list[Task]) -> None:
+        try:
+            self._trajs = rollout(step, tasks)
+        except BaseException as exc:  # re-raised in the training thread
+            self._error = exc
+
+    def result(self) -> tuple[list[Trajectory], int]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._trajs, self.revisited

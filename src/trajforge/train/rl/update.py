@@ -1,0 +1,223 @@
+"""RL's optimisation pass, a plain function over a step's batch: the trajectories to advantages
+(the estimator, or self-play's role-conditioned ones, weighted by sign), then
+``epochs_per_step`` epochs of the policy loss over this process's micro-batches, with the KL to
+the reference, the old logprobs from the first epoch's own forward, and truncated importance
+weights for a sampler that is not the trained weights (``rollout_is_cap``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from trajforge.algos import (
+    AdvantageInput,
+    AdvantageOutput,
+    compute_advantages,
+    kl_estimate,
+    policy_loss,
+    truncated_is_weights,
+)
+from trajforge.algos.advantages import weight_by_sign
+from trajforge.curate import group_key
+from trajforge.schema import Trajectory
+from trajforge.train.base import Trainer
+from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
+from trajforge.train.config import RLConfig
+from trajforge.train.rl.advantages import advantage_input
+
+if TYPE_CHECKING:
+    from trajforge.train.reference import ReferenceModel
+
+RoleAdvantages = Callable[[Sequence[Trajectory], AdvantageInput], AdvantageOutput]
+"""Advantages that replace the estimator's (self-play's RAE)."""
+
+_COUNTED_BY_THE_STEP = frozenset(
+    {"groups", "zero_adv_groups", "zero_adv_group_frac", "reward_mean", "reward_std"}
+)
+# The loss's per-micro-batch advantage moments and token count repeat the step's own.
+_LOSS_REPEATS = frozenset({"adv_mean", "adv_std", "loss_tokens"})
+
+
+def update(
+    ops: Trainer,
+    cfg: RLConfig,
+    trajs: list[Trajectory],
+    *,
+    reference: ReferenceModel | None = None,
+    role_advantages: RoleAdvantages | None = None,
+) -> dict[str, float]:
+    """Train on a step's ``trajs`` (each rewarded by its ``episode_reward``); the update's
+    metrics.
+
+    Args:
+        ops: The trainer whose model is updated (its parts, micro-batches, backward, steps).
+        cfg: The run's config (estimator, loss, epochs, weights, filters).
+        trajs: The step's trajectories to train on, whole groups.
+        reference: The reference model of the KL penalty (``kl_coef`` > 0).
+        role_advantages: Advantages used instead of the estimator's (self-play's RAE).
+    """
+    # A split or re-rendered episode's rendered prefix is context: its turns were not
+    # sampled in it, so only the turns after it take the episode's advantage.
+    seqs = [encode_trajectory(t, max_length=cfg.max_seq_len, mask_rendered=True) for t in trajs]
+    full = TokenBatch.collate(seqs, pad_token_id=ops.parts.pad_token_id)
+    inp = advantage_input(trajs, full.token_turn_index)
+    if role_advantages is not None:
+        adv = role_advantages(trajs, inp)
+    else:
+        adv = compute_advantages(cfg.estimator, inp, **cfg.estimator_kwargs)
+    token_adv = adv.token_advantages.float()
+    token_adv = weight_by_sign(
+        token_adv,
+        positive=cfg.positive_advantage_weight,
+        negative=cfg.negative_advantage_weight,
+    )
+    for row, s in enumerate(seqs):
+        s.advantages = token_adv[row, : len(s)].tolist()
+    # The step's rewards and zero-advantage groups are counted over every episode (by the
+    # step) and after the sign weights (here): the estimator's own counts would repeat them.
+    metrics = {k: float(v) for k, v in adv.metrics.items() if k not in _COUNTED_BY_THE_STEP}
+    zero, metrics["zero_adv_frac"] = zero_advantage_groups(trajs, token_adv, full.loss_mask)
+    if cfg.filter_zero_advantage:
+        seqs = [s for s, t in zip(seqs, trajs, strict=True) if group_key(t) not in zero]
+    metrics["trained_trajectories"] = float(len(seqs))
+    if not seqs:
+        return metrics
+    return metrics | optimize(ops, cfg, seqs, reference)
+
+
+def zero_advantage_groups(
+    trajs: Sequence[Trajectory], token_adv: torch.Tensor, mask: torch.Tensor
+) -> tuple[set[str], float]:
+    """The groups none of whose trained tokens has an advantage, and their share of groups."""
+    nonzero: dict[str, bool] = {}
+    for row, t in enumerate(trajs):
+        key = group_key(t)
+        moving = bool((token_adv[row].abs() * mask[row]).sum() > 1e-8)
+        nonzero[key] = nonzero.get(key, False) or moving
+    zero = {k for k, v in nonzero.items() if not v}
+    return zero, len(zero) / max(1, len(nonzero))
+
+
+def optimize(
+    ops: Trainer, cfg: RLConfig, seqs: list[TokenSequence], reference: ReferenceModel | None
+) -> dict[str, float]:
+    """Update on this process's share of the step's ``seqs`` (all of them in one process)."""
+    device = ops.parts.device
+    pad = ops.parts.pad_token_id
+    mine = ops.shard(seqs, [len(s) for s in seqs])
+    passes = ops.even_passes(
+        ops.micro_batches(mine), lambda: TokenBatch.collate(seqs[:1], pad_token_id=pad)
+    )
+    batches = [b.to(device) for b, _ in passes]
+    counted = [c for _, c in passes]
+    # Logprobs of the tempered policy the rollouts sampled from (greedy rollouts: T = 1).
+    temperature = cfg.temperature if cfg.temperature > 0 else 1.0
+    # The first epoch trains the weights that just rolled out, so the trainer's own old
+    # logprobs are that epoch's forward values (ratio 1, its gradient the policy gradient),
+    # kept for the later epochs: no separate no-grad pass over the batch. The reference
+    # path keeps that pass whenever there are later epochs.
+    own_old = cfg.recompute_old_logprobs or not all(b.has_old_logprobs for b in batches)
+    one_on_policy = cfg.recompute_old_logprobs and cfg.epochs_per_step == 1
+    separate_pass = own_old and cfg.reference_path and not one_on_policy
+    from_first_epoch = own_old and not separate_pass
+    # What the rollout policy reported, kept before any recompute: the gap to the training
+    # forward shows drift between the two (a stale rollout copy, a precision mismatch).
+    sampled = [b.old_logprobs if b.has_old_logprobs else None for b in batches]
+    if separate_pass:
+        with torch.no_grad(), ops.parts.accelerator.autocast():
+            for b in batches:
+                b.old_logprobs = ops.parts.logprob_model(
+                    b.input_ids, b.attention_mask, b.loss_mask, False, temperature
+                )[0].float()
+    refs = [reference.logprobs(b, temperature) for b in batches] if reference else None
+    n_tokens = sum(b.num_loss_tokens for b, c in zip(batches, counted, strict=True) if c)
+    n_rows = sum(len(b.lengths) for b, c in zip(batches, counted, strict=True) if c)
+    token_weighted = cfg.aggregation == "token-mean"
+    # This process's part of the global mean (the local count alone in one process).
+    divisor = ops.global_mean_divisor(n_tokens if token_weighted else n_rows)
+    sums: dict[str, float] = {}
+    gaps: list[tuple[float, float]] = []
+    is_stats: list[tuple[float, float, float]] = []
+    cap = cfg.rollout_is_cap or 0.0
+    # Truncated importance sampling corrects old logprobs that are the trainer's own; the
+    # sampler's (recompute_old_logprobs off) already put the PPO ratio against the sampler.
+    correct = cap > 0 and own_old
+
+    def share_of(k: int) -> float:
+        b = batches[k]
+        size = b.num_loss_tokens if token_weighted else len(b.lengths)
+        return size / max(n_tokens if token_weighted else n_rows, 1)
+
+    t0 = time.perf_counter()
+    for epoch in range(cfg.epochs_per_step):
+        for k, b in enumerate(batches):
+            with ops.parts.accelerator.autocast():
+                lp, ent = ops.parts.logprob_model(
+                    b.input_ids, b.attention_mask, b.loss_mask, True, temperature
+                )
+            lp = lp.float()
+            if from_first_epoch and epoch == 0:
+                b.old_logprobs = lp.detach()
+            mask = b.loss_mask.float()
+            denom = mask.sum().clamp(min=1)
+            rollout_lp = sampled[k]
+            if epoch == 0 and rollout_lp is not None and counted[k]:
+                gap = ((lp.detach() - rollout_lp).abs() * mask).sum() / denom
+                gaps.append((share_of(k), float(gap)))
+                if correct:  # kept by the later epochs, which reuse the advantages
+                    weights = truncated_is_weights(b.old_logprobs, rollout_lp, mask, cap)
+                    b.advantages = b.advantages * weights
+                    is_stats.append((share_of(k), *_weight_stats(weights, mask, cap)))
+            loss, info = policy_loss(
+                cfg.loss,
+                lp,
+                b.old_logprobs,
+                b.advantages,
+                mask,
+                aggregation=cfg.aggregation,
+                **cfg.loss_kwargs,
+            )
+            size = b.num_loss_tokens if token_weighted else len(b.lengths)
+            if not counted[k]:  # a pass that only keeps the processes in step
+                ops.backward(loss * 0.0, last=k == len(batches) - 1)
+                continue
+            share = share_of(k)
+            if refs is not None:
+                kl = (kl_estimate(cfg.kl_kind, lp, refs[k]) * mask).sum() / mask.sum().clamp(min=1)
+                loss = loss + cfg.kl_coef * kl
+                info = {**info, "kl_ref": float(kl.detach())}
+            assert ent is not None
+            info = {**info, "entropy": float((ent * mask).sum() / denom)}
+            info = {key: v for key, v in info.items() if key not in _LOSS_REPEATS}
+            ops.backward(loss * (size / divisor), last=k == len(batches) - 1)
+            for key, value in {"loss": float(loss.detach()), **info}.items():
+                sums[key] = sums.get(key, 0.0) + share * float(value) / cfg.epochs_per_step
+        sums.update(ops.optimizer_step())
+    elapsed = time.perf_counter() - t0
+    if gaps:
+        sums["rollout_logprob_gap"] = _weighted_mean(gaps)
+    if is_stats:
+        sums["rollout_is_weight_mean"] = _weighted_mean([(w, m) for w, m, _ in is_stats])
+        sums["rollout_is_capped_frac"] = _weighted_mean([(w, c) for w, _, c in is_stats])
+    sums["tokens_per_s"] = n_tokens * cfg.epochs_per_step / elapsed
+    sums["loss_tokens"] = float(n_tokens)
+    return sums
+
+
+def _weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
+    """The mean of ``(weight, value)`` pairs' values by weight (a plain mean if all weigh 0)."""
+    total = sum(w for w, _ in pairs)
+    if total <= 0:
+        return sum(v for _, v in pairs) / len(pairs)
+    return sum(w * v for w, v in pairs) / total
+
+
+def _weight_stats(weights: torch.Tensor, mask: torch.Tensor, cap: float) -> tuple[float, float]:
+    """The mean truncated importance weight over ``mask`` and the fraction at the cap."""
+    m = mask.bool()
+    n = max(int(m.sum()), 1)
+    return float(weights[m].sum()) / n, float((weights[m] >= cap * (1 - 1e-6)).sum()) / n
