@@ -23,9 +23,9 @@ from typing import NamedTuple, TypedDict, TypeVar, Unpack
 
 from trajforge.envs.base import Env
 from trajforge.envs.registry import EnvEntry, get_env
-from trajforge.memory import start_memory_watchdog
 from trajforge.policy.base import Policy
 from trajforge.policy.naming import load_policy
+from trajforge.ram import start_memory_watchdog
 from trajforge.rollout.episode import EnvFactory, Episode, EpisodeKey
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.lockstep import run_lockstep
