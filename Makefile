@@ -76,7 +76,7 @@ $(HARBOR_STAMP):
 # Real chat templates of other model families (llama.cpp's, inside the llama-cpp-python sdist)
 # for the template tests: fetched once into the user cache, a no-op once there.
 chat-templates: $(BASE_STAMP)
-	$(BIN)/python -m trajforge.templates.library
+	$(BIN)/python -m trajforge.chat_templates.library
 
 setup: $(STAMP) $(MCP_STAMP) $(HARBOR_STAMP) chat-templates
 

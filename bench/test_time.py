@@ -33,9 +33,9 @@ from rich.console import Console
 
 from trajforge.judge.best_of import Rate, best_of_summary, select_best
 from trajforge.judge.selectors import parse_selector
-from trajforge.memory_bank.distil import distil_rules
-from trajforge.memory_bank.items import write_memory
-from trajforge.memory_bank.live import Memory
+from trajforge.memory.distil import distil_rules
+from trajforge.memory.items import write_memory
+from trajforge.memory.live import Memory
 from trajforge.pipeline.config import load_experiment
 from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.rollout import Limits, PolicyRef, RolloutSpec, Sampling, TaskSample, run_rollout

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from trajforge.chat_templates.library import LIBRARY, is_fetched, library_dir, library_template
 from trajforge.policy.models.smollm2 import load_tokenizer
-from trajforge.templates.library import LIBRARY, is_fetched, library_dir, library_template
 
 _TURN = "<|im_start|>{{ m.role }}\n"
 _GEN = "{% if add_generation_prompt %}<|im_start|>assistant\n{{ opening }}{% endif %}"
@@ -32,7 +32,7 @@ OPENS_IN_PROMPT = (
 needs_library = pytest.mark.skipif(
     not is_fetched(),
     reason=f"llama.cpp's chat templates are not in {library_dir()} "
-    "(make setup fetches them: python -m trajforge.templates.library)",
+    "(make setup fetches them: python -m trajforge.chat_templates.library)",
 )
 
 

@@ -19,7 +19,7 @@ from trajforge.errors import ConfigError
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.rollout import Limits, RolloutSpec, group_id_for, run_rollout
-from trajforge.schema import OutcomeStatus, Task, is_infra_failure
+from trajforge.schema import EvaluatorKind, OutcomeStatus, Task, is_infra_failure
 from trajforge.serve.gateway import Gateway
 from trajforge.store import TrajectoryStore
 
@@ -111,6 +111,44 @@ def test_a_runs_verifier_reward_and_its_other_trajectories_linked_beside_it(
     assert sessions == {"gw.t001.0", "gw.t001.1"}
 
 
+CLOSING_ENV = """
+from pathlib import Path
+from trajforge.envs import ToolEnv, tool
+
+@tool
+def ping() -> str:
+    '''Ping.'''
+    return "pong"
+
+def right(evidence) -> float:
+    return float(evidence.messages[-1].content == f"The total is {evidence.task.answer}.")
+
+class ClosingEnv(ToolEnv):
+    async def close(self) -> None:
+        with Path(CLOSED).open("a") as closed:
+            closed.write("closed\\n")
+
+def make():
+    return ClosingEnv([ping], verifier=right)
+"""
+
+
+def test_a_run_without_a_reward_is_scored_by_its_envs_verifier_and_the_env_is_closed(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    closed = tmp_path / "closed.txt"
+    env_file = tmp_path / "closing_env.py"
+    env_file.write_text(f"CLOSED = {str(closed)!r}\n{CLOSING_ENV}")
+    spec = RolloutSpec(env=f"{env_file}:make", tasks=[_task(1), _task(2)], run_id="v")
+    runs = run_rollout(spec, runner=AgentRunner(AGENT, gateway=gateway))
+    assert [r.reward for r in runs] == [1.0, 1.0] and [r.run_id for r in runs] == ["v", "v"]
+    scores = [[(s.value, s.evaluator.kind) for s in r.scores] for r in runs]
+    assert scores == [[(1.0, EvaluatorKind.ENV)]] * 2
+    # The one env made for its verifier is closed with the runner.
+    assert closed.read_text() == "closed\n"
+    assert gateway.recorder.sessions == {}
+
+
 def test_an_agent_rollout_takes_a_gateway_that_stores_nothing_itself(tmp_path: Path) -> None:
     with TrajectoryStore(tmp_path / "own.db") as store:
         policy = ScriptedPolicy(adder_reply, load_tokenizer(), name=MODEL)
@@ -131,8 +169,10 @@ def test_the_collect_command_on_the_tiny_model(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    # The tiny model answers nonsense: every run ends ok with reward 0 from its printed line.
-    assert summary["runs"] == 6 and summary["status"]["ok"] == 6 and summary["reward_mean"] == 0.0
+    # The tiny model answers nonsense up to the gateway's token cap: every run is truncated
+    # there, as eval records such a cut, with reward 0 from its printed line.
+    assert summary["runs"] == 6 and summary["status"]["truncated"] == 6
+    assert summary["reward_mean"] == 0.0
     check = CliRunner().invoke(app, ["check", "--store", str(store), "--run", "col", "--json"])
     assert check.exit_code == 0 and json.loads(check.stdout)["mismatches"] == []
     with TrajectoryStore(store) as db:

@@ -1,5 +1,6 @@
 """The help the user reads: one meaning per option name across commands, help written for the
-command it is on, flags without a value type, and the command listing unbroken at 80 columns."""
+command it is on, flags without a value type, and the command listing and each command's own
+page unbroken at 80 columns."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from typer.core import TyperOption
 
 from cli_runner import RunCli
-from trajforge.cli.help import Command, summary, walk
+from trajforge.cli.help import Command, flow, summary, walk
 from trajforge.cli.main import command
 
 ROOT = command()
@@ -102,6 +103,53 @@ def test_top_level_help_lists_each_command_unbroken_at_80_columns(
     for path, cmd in COMMANDS:
         if len(path) == 1:
             assert f"{path[0]} {summary(cmd.help)}" in listed
+
+
+def _broken_early(lines: list[str], width: int) -> list[str]:
+    """Each pair of ``lines`` (text ``width`` wide) where the first ends while the next one's
+    first word would still have fitted on it: a line break the text carried, not the terminal."""
+    return [
+        f"{this}\n{following}"
+        for this, following in itertools.pairwise(lines)
+        if this.strip()
+        and following.strip()
+        and len(this.rstrip()) + 1 + len(following.split()[0]) <= width
+    ]
+
+
+@pytest.mark.parametrize("path", [(), *(p for p, _ in COMMANDS)], ids=lambda p: " ".join(p) or "-")
+def test_every_help_page_flows_at_80_columns(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, path: tuple[str, ...]
+) -> None:
+    """The command's text above its option panels wraps only where the terminal ends (collect's
+    "to the" / "system message" was cut mid-line by a line break in its docstring)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(*path, "--help")
+    assert code == 0
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("Usage:")) + 1
+    text = list(itertools.takewhile(lambda line: not line.startswith("╭"), lines[start:]))
+    # Rich pads the page by one column each side.
+    assert not _broken_early([line[1:] for line in text], 80 - 2)
+
+
+def test_flow_joins_each_paragraph_and_keeps_what_click_marks() -> None:
+    text = """First line
+        goes on.
+
+        Second paragraph,
+        cut here.
+
+        \bkept
+        as is
+
+        \f
+        not shown,
+        left alone"""
+    assert flow(text) == (
+        "First line goes on.\n\nSecond paragraph, cut here.\n\n\bkept\nas is\n\n"
+        "\f\nnot shown,\nleft alone"
+    )
 
 
 def test_help_epilogue_documents_the_exit_statuses(run_cli: RunCli) -> None:

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from cli_runner import RunCli
-from trajforge.memory_bank.items import read_memory
-from trajforge.memory_bank.live import MEMORY_KEY
+from trajforge.memory.items import read_memory
+from trajforge.memory.live import MEMORY_KEY
 from trajforge.store import TrajectoryStore
 
 ENV = ["--env", "keydoor-compact"]

@@ -11,8 +11,8 @@ from pathlib import Path
 from test_memory_cmds import ENV, built_memory
 
 from cli_runner import RunCli
-from trajforge.memory_bank.items import read_memory
-from trajforge.memory_bank.live import HEADER, MEMORY_KEY
+from trajforge.memory.items import read_memory
+from trajforge.memory.live import HEADER, MEMORY_KEY
 from trajforge.schema import Role
 from trajforge.store import TrajectoryStore
 

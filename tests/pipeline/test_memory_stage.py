@@ -13,7 +13,7 @@ import yaml
 from rich.console import Console
 
 from trajforge.errors import ConfigError
-from trajforge.memory_bank.items import read_memory
+from trajforge.memory.items import read_memory
 from trajforge.pipeline.config import check_experiment, load_experiment
 from trajforge.pipeline.fingerprint import StageMaking, stage_inputs
 from trajforge.pipeline.runner import ExperimentRunner

@@ -20,10 +20,10 @@ a run ends, so an interrupted collection resumes by running its unfinished progr
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractContextManager, AsyncExitStack
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from trajforge.agent_programs.program import (
@@ -44,12 +44,12 @@ from trajforge.rollout import (
     RolloutError,
     RolloutRun,
     RolloutSpec,
+    as_they_finish,
     group_id_for,
 )
 from trajforge.schema import OutcomeStatus, Task, Trajectory
 from trajforge.schema.evidence import Verifier
 from trajforge.serve.gateway import ChatGateway, Gateway
-from trajforge.serve.recorder import GatewaySession
 from trajforge.serve.server import serving
 from trajforge.serve.upstream import open_gateway
 
@@ -70,11 +70,6 @@ def launched_on_ray(options: RayOptions) -> AbstractContextManager[RayAgentLaunc
             f"ray: {exc.name} is not installed; install the extra: pip install 'trajforge[ray]'"
         ) from None
     return ray_agents(options)
-
-
-def verifier_of(env: str) -> Verifier | None:
-    """The verifier of environment ``env`` (an env without one gives no reward)."""
-    return getattr(get_env(env).make(), "verifier", None)
 
 
 class AgentRunner(EpisodeRunner):
@@ -132,28 +127,16 @@ class AgentRunner(EpisodeRunner):
             )
             self._stack.push_async_callback(gateway.close)
         self._gateway = gateway
-        self._verifier = verifier_of(spec.env) if spec.env is not None else None
+        if spec.env is not None:
+            # The env is made for its verifier alone; it is closed with the runner.
+            env = get_env(spec.env).make()
+            self._stack.push_async_callback(env.close)
+            self._verifier = getattr(env, "verifier", None)
         self._url = self._stack.enter_context(serving(gateway, host=host))
         return gateway.model_names[0]
 
-    async def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
-        assert self._gateway is not None, "start() opens the gateway"
-        # The run's id is known once it is planned, after start().
-        self._gateway.recorder.run_id = run.run_id
-        limiter = asyncio.Semaphore(run.spec.concurrency or max(1, len(run.todo)))
-
-        async def one(key: EpisodeKey) -> PlayedEpisode:
-            async with limiter:
-                return await self._run(run, key)
-
-        runs = [asyncio.create_task(one(key)) for key in run.todo]
-        try:
-            for finished in asyncio.as_completed(runs):
-                yield await finished
-        finally:
-            for task in runs:
-                task.cancel()
-            await asyncio.gather(*runs, return_exceptions=True)
+    def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
+        return as_they_finish(run.todo, partial(self._run, run), run.spec.concurrency)
 
     async def close(self) -> None:
         await self._stack.aclose()
@@ -166,6 +149,7 @@ class AgentRunner(EpisodeRunner):
         session = recorder.open(
             session_id,
             key.task,
+            run_id=run.run_id,
             group_id=group_id_for(run.run_id, key.task.id),
             metadata={"sample": key.sample_index},
             system_text=text,
@@ -188,19 +172,8 @@ class AgentRunner(EpisodeRunner):
         elif session.reward is None and (printed := done.printed_reward) is not None:
             recorder.set_reward(session, printed, {})
         if session.reward is None and session.failure is None and self._verifier is not None:
-            await self._verify(session, self._verifier)
-        trajectories = recorder.trajectories(session)
-        # The run's trajectories leave with it: a long collection holds only the runs under way.
-        del recorder.sessions[session_id]
-        return _episode(trajectories, key.sample_index)
-
-    async def _verify(self, session: GatewaySession, verifier: Verifier) -> None:
-        assert self._gateway is not None, "start() opens the gateway"
-        scorer = VerifierScorer(verifier)
-        for recording in session.recordings:
-            score = await scorer(self._gateway.recorder.trajectory(session, recording))
-            recording.reward = score.value
-            recording.scores = [score]
+            await recorder.score_each(session, VerifierScorer(self._verifier))
+        return _episode(recorder.end(session), key.sample_index)
 
 
 def agent_runners(

@@ -19,7 +19,7 @@ from trajforge.cli.common import err_console, resolve_store_path
 from trajforge.cli.rollout_options import check_names, spec_from_options
 from trajforge.distributed import RayOptions, on_ray
 from trajforge.errors import ConfigError, StoreError
-from trajforge.memory_bank.live import Memory, read_with
+from trajforge.memory.live import Memory, read_with
 from trajforge.rollout import (
     EpisodeRunner,
     LiveParts,

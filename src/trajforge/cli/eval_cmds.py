@@ -35,7 +35,7 @@ from trajforge.judge.llm_judge import LLMJudge
 from trajforge.judge.meta_eval import meta_evaluate, read_labels
 from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
 from trajforge.judge.stats import format_rate, format_reward, format_scored, format_success
-from trajforge.memory_bank.live import DEFAULT_K
+from trajforge.memory.live import DEFAULT_K
 from trajforge.policy.naming import load_policy
 from trajforge.precision import Precision
 from trajforge.registry import absolute_ref

@@ -34,7 +34,7 @@ from trajforge.cli.common import err_console
 from trajforge.cli.failures import EXIT_CODES_HELP, ExitCode
 from trajforge.cli.help import Command, tidy
 from trajforge.errors import TrajforgeError
-from trajforge.memory import start_memory_watchdog
+from trajforge.ram import start_memory_watchdog
 
 # trajforge shows its own Rich progress; the libraries' bars and notices would interleave with it,
 # and nothing is ever fetched from a hub at run time.

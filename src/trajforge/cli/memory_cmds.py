@@ -21,9 +21,9 @@ from trajforge.cli.common import (
     resolve_store_path,
 )
 from trajforge.errors import ConfigError, StoreError
-from trajforge.memory_bank.distil import RULES, build_memory, stored_episodes
-from trajforge.memory_bank.items import read_memory
-from trajforge.memory_bank.live import DEFAULT_K, Memory
+from trajforge.memory.distil import RULES, build_memory, stored_episodes
+from trajforge.memory.items import read_memory
+from trajforge.memory.live import DEFAULT_K, Memory
 from trajforge.policy.naming import check_embedder_name
 from trajforge.store import TrajectoryStore
 

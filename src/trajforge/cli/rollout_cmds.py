@@ -26,7 +26,7 @@ from trajforge.cli.memory_cmds import (
     plan_memory,
 )
 from trajforge.judge.stats import RewardSummary
-from trajforge.memory_bank.live import DEFAULT_K
+from trajforge.memory.live import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutStats
 from trajforge.schema import OutcomeStatus

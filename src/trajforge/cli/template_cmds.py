@@ -13,7 +13,7 @@ from trajforge.cli.common import JsonOption, console, print_json
 from trajforge.errors import ConfigError
 
 if TYPE_CHECKING:
-    from trajforge.templates import ShapeResult, TemplateReport
+    from trajforge.chat_templates import ShapeResult, TemplateReport
 
 
 def template_check(
@@ -61,7 +61,7 @@ def template_check(
     earlier rendering is not a prefix of the next. Exits 1 unless every shape asked for is
     prefix-safe (--markdown writes the page whatever it finds)."""
     # lazy: the template check loads transformers' tokenizer and Jinja code; the CLI starts light
-    from trajforge.templates import check_template, shapes_named, source, table
+    from trajforge.chat_templates import check_template, shapes_named, source, table
 
     if library and ref is not None:
         raise ConfigError("template-check: give MODEL|TEMPLATE_FILE or --library, not both")

@@ -15,8 +15,8 @@ from typing import Any
 
 from trajforge.configfile import KeyPath, raise_problems, validate
 from trajforge.errors import ConfigError
-from trajforge.memory_bank.distil import RULES
-from trajforge.memory_bank.items import read_memory
+from trajforge.memory.distil import RULES
+from trajforge.memory.items import read_memory
 from trajforge.pipeline.experiment import (
     Experiment,
     best_of_problem,

@@ -15,7 +15,7 @@ from trajforge.judge.best_of_run import plan_best_of
 from trajforge.judge.evaluation import Evaluation, evaluate
 from trajforge.judge.scorer import Rubric
 from trajforge.judge.stats import format_reward, format_scored, format_success
-from trajforge.memory_bank.live import Memory, read_with
+from trajforge.memory.live import Memory, read_with
 from trajforge.pipeline.config import Experiment
 from trajforge.pipeline.memory_stage import memory_figures
 from trajforge.rollout import (

@@ -22,8 +22,7 @@ from rich.console import Console
 
 from trajforge.agent_programs import agent_runners
 from trajforge.errors import ConfigError, TrajforgeError
-from trajforge.memory import trim_freed_memory
-from trajforge.memory_bank.live import Memory
+from trajforge.memory.live import Memory
 from trajforge.pipeline.attempts import run_folder_line, set_aside
 from trajforge.pipeline.config import (
     STORE_FILE,
@@ -59,6 +58,7 @@ from trajforge.pipeline.rollout_stages import collect_stage, demonstrations_stag
 from trajforge.pipeline.stage_code import covered
 from trajforge.pipeline.train_results import loss_detail, rl_detail, training_record, write_results
 from trajforge.precision import describe_machine, resolve_precision
+from trajforge.ram import trim_freed_memory
 from trajforge.report.html import RESULTS_FILE, build_report
 from trajforge.rollout import PolicyRef
 from trajforge.train.checkpoint import latest_checkpoint

@@ -29,7 +29,6 @@ import torch
 from peft import PeftModel
 
 from trajforge.errors import ConfigError, TrajforgeError
-from trajforge.memory import return_freed_memory
 from trajforge.policy.base import ChatSession, Completion, FinishReason, SamplingParams, TokenSink
 from trajforge.policy.engine.decode_weights import forget_decode_weights
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest, completion_of
@@ -40,6 +39,7 @@ from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.session import RenderedSession
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.precision import precision_of
+from trajforge.ram import return_freed_memory
 from trajforge.schema import Message
 
 if TYPE_CHECKING:

@@ -11,13 +11,14 @@ from trajforge.rollout.engine import (
     PlayedEpisode,
     RolloutStream,
     arun_rollout,
+    as_they_finish,
     new_episode,
     open_rollout,
     run_rollout,
 )
 from trajforge.rollout.episode import EpisodeKey
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
-from trajforge.rollout.limits import EndReason, Limits
+from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn
 from trajforge.rollout.progress import RolloutProgress
 from trajforge.rollout.seeding import derive_seed, group_id_for, is_generated_run_id, new_run_id
 from trajforge.rollout.spec import PolicyRef, RolloutError, RolloutSpec, Sampling, TaskSample
@@ -42,7 +43,10 @@ __all__ = [
     "Sampling",
     "StoreHook",
     "TaskSample",
+    "TurnCap",
     "arun_rollout",
+    "as_they_finish",
+    "cut_turn",
     "derive_seed",
     "group_id_for",
     "is_generated_run_id",

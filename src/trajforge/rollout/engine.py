@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
-from typing import NamedTuple, TypedDict, Unpack
+from typing import NamedTuple, TypedDict, TypeVar, Unpack
 
 from trajforge.envs.base import Env
 from trajforge.envs.registry import EnvEntry, get_env
-from trajforge.memory import start_memory_watchdog
 from trajforge.policy.base import Policy
 from trajforge.policy.naming import load_policy
+from trajforge.ram import start_memory_watchdog
 from trajforge.rollout.episode import EnvFactory, Episode, EpisodeKey
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.lockstep import run_lockstep
@@ -33,6 +33,9 @@ from trajforge.rollout.seeding import group_id_for
 from trajforge.rollout.spec import RolloutError, RolloutSpec, TaskSample
 from trajforge.schema import ExpertFn, Task, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
+
+Item = TypeVar("Item")
+Played = TypeVar("Played")
 
 
 class LiveParts(TypedDict, total=False):
@@ -86,32 +89,26 @@ class RolloutStream:
         return [by_key[key] for key in wanted]
 
 
-async def _run_async(
-    episodes: Sequence[Episode], max_concurrency: int | None
-) -> AsyncGenerator[Trajectory, None]:
-    """Run every episode as its own task; yield trajectories in the order they finish."""
-    queue: asyncio.Queue[Trajectory | BaseException] = asyncio.Queue()
-    limiter = asyncio.Semaphore(max_concurrency or max(1, len(episodes)))
+async def as_they_finish(
+    items: Sequence[Item], play: Callable[[Item], Awaitable[Played]], concurrency: int | None
+) -> AsyncGenerator[Played, None]:
+    """``play`` every item as its own task, at most ``concurrency`` at once (``None``: all);
+    yield the results in the order they finish. What every runner plays its episodes with: a
+    play that raises (a bug in the engine itself, as episodes isolate their own failures) raises
+    here instead of hanging the run, and leaving early cancels the plays still running."""
+    limiter = asyncio.Semaphore(concurrency or max(1, len(items)))
 
-    async def drive(ep: Episode) -> None:
-        try:
-            async with limiter:
-                traj = await ep.play()
-        except Exception as exc:  # a bug in the engine itself: surface it instead of hanging
-            queue.put_nowait(exc)
-            return
-        queue.put_nowait(traj)
+    async def bounded(item: Item) -> Played:
+        async with limiter:
+            return await play(item)
 
-    tasks = [asyncio.create_task(drive(ep)) for ep in episodes]
+    tasks = [asyncio.create_task(bounded(item)) for item in items]
     try:
-        for _ in tasks:
-            item = await queue.get()
-            if isinstance(item, BaseException):
-                raise item
-            yield item
+        for finished in asyncio.as_completed(tasks):
+            yield await finished
     finally:
-        for t in tasks:
-            t.cancel()
+        for task in tasks:
+            task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
@@ -215,7 +212,7 @@ class LocalRunner(EpisodeRunner):
         source = (
             run_lockstep(episodes, spec.concurrency)
             if spec.lockstep
-            else _run_async(episodes, spec.concurrency)
+            else as_they_finish(episodes, Episode.play, spec.concurrency)
         )
         async with aclosing(source) as finished:
             async for traj in finished:

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from trajforge.envs.base import Env
 from trajforge.envs.user_sim import UserSimEnv
 from trajforge.policy.base import ChatSession, Policy, SamplingParams
-from trajforge.rollout.limits import EndReason, Limits, fault_of
+from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn, fault_of
 from trajforge.rollout.resplit import Pieces
 from trajforge.rollout.seeding import derive_seed
 from trajforge.rollout.user import PolicyUser
@@ -208,7 +208,7 @@ class Episode:
         known = [n for n in limits if n is not None]
         return min(known) if known else None
 
-    def _token_cap(self) -> tuple[int, EndReason] | None:
+    def _token_cap(self) -> TurnCap | None:
         """The most tokens the next turn may sample and the limit that sets it; None (and the
         episode ended) when a budget is already spent."""
         assert self.session is not None
@@ -216,17 +216,17 @@ class Episode:
         if self.limits.max_new_tokens is not None:
             per_turn = min(per_turn, self.limits.max_new_tokens)
         # Ties go to the episode-wide budgets: running into them always ends the episode.
-        caps: list[tuple[int, EndReason]] = []
+        caps: list[TurnCap] = []
         context = self._context_limit()
         if context is not None:
-            caps.append((context - self.session.num_tokens, EndReason.MAX_CONTEXT_TOKENS))
+            caps.append(TurnCap(context - self.session.num_tokens, EndReason.MAX_CONTEXT_TOKENS))
         if self.limits.max_episode_tokens is not None:
             room = self.limits.max_episode_tokens - self.usage.completion_tokens
-            caps.append((room, EndReason.MAX_EPISODE_TOKENS))
-        caps.append((per_turn, EndReason.MAX_NEW_TOKENS))
-        cap = min(caps, key=lambda c: c[0])
-        if cap[0] <= 0:
-            self._end(OutcomeStatus.TRUNCATED, cap[1], f"no token budget left ({cap[1]})")
+            caps.append(TurnCap(room, EndReason.MAX_EPISODE_TOKENS))
+        caps.append(TurnCap(per_turn, EndReason.MAX_NEW_TOKENS))
+        cap = min(caps, key=lambda c: c.tokens)
+        if cap.tokens <= 0:
+            self._end(OutcomeStatus.TRUNCATED, cap.binding, f"no token budget left ({cap.binding})")
             return None
         return cap
 
@@ -237,9 +237,8 @@ class Episode:
         cap = self._token_cap()
         if cap is None:
             return
-        max_tokens, binding = cap
         seed = derive_seed(self.seed, self.key.task.id, self.key.sample_index, self.turn)
-        params = replace(self.sampling, max_new_tokens=max_tokens, seed=seed)
+        params = replace(self.sampling, max_new_tokens=cap.tokens, seed=seed)
         prompt_tokens = self.session.num_tokens
         started_at, t0 = time.time(), time.monotonic()
         message: Message | None = None
@@ -257,13 +256,11 @@ class Episode:
         self.usage.tool_calls += len(message.tool_calls)
         self.turn += 1
         self.pending = message
-        cut = message.token_ids is not None and sampled >= max_tokens
-        if cut and (binding is not EndReason.MAX_NEW_TOKENS or self.limits.stop_on_turn_limit):
-            self._end(
-                OutcomeStatus.TRUNCATED,
-                binding,
-                f"the turn was cut at {max_tokens} tokens ({binding})",
-            )
+        cut = cut_turn(message, cap)
+        if cut is not None and (
+            cap.binding is not EndReason.MAX_NEW_TOKENS or self.limits.stop_on_turn_limit
+        ):
+            self._end(cut.status, cap.binding, cut.error)
 
     async def act(self) -> None:
         """Hand the pending assistant message to the environment and record what comes back."""

@@ -1,12 +1,15 @@
-"""``Limits``: the budgets an episode runs under, and why an episode ended."""
+"""``Limits``: the budgets an episode runs under, why an episode ended, and when a turn was cut
+short (``cut_turn``: rollouts, eval and the gateway decide it alike)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trajforge.schema import Fault
+from trajforge.policy.base import FinishReason
+from trajforge.schema import Fault, Message, Outcome, OutcomeStatus
 
 # With ``max_turns=None`` the environment decides when an episode ends; this backstop still
 # stops an environment that never says ``done``.
@@ -42,6 +45,39 @@ def fault_of(reason: EndReason) -> Fault | None:
     if reason is EndReason.DONE:
         return None
     return Fault.INFRA if reason in INFRA_REASONS else Fault.POLICY
+
+
+class TurnCap(NamedTuple):
+    """The most tokens a turn may sample and the limit that sets it."""
+
+    tokens: int
+    binding: EndReason = EndReason.MAX_NEW_TOKENS
+
+
+def cut_turn(
+    reply: Message, cap: TurnCap | None, finish: FinishReason | None = None
+) -> Outcome | None:
+    """The outcome of an episode whose assistant turn ``reply`` was cut at its token cap
+    (``truncated``, the cap's limit as its reason), or ``None`` where the turn ended itself.
+
+    A turn is cut when it sampled every token ``cap`` allowed. Where that cannot be counted (a
+    server that returns no token ids, or a cap left to the server: ``None``), the server's own
+    ``finish`` says.
+    """
+    if reply.token_ids is not None and cap is not None:
+        cut = len(reply.token_ids) >= cap.tokens
+    else:
+        cut = finish is FinishReason.LENGTH
+    if not cut:
+        return None
+    binding = EndReason.MAX_NEW_TOKENS if cap is None else cap.binding
+    at = "the server's token limit" if cap is None else f"{cap.tokens} tokens"
+    return Outcome(
+        status=OutcomeStatus.TRUNCATED,
+        reason=binding,
+        error=f"the turn was cut at {at} ({binding})",
+        fault=fault_of(binding),
+    )
 
 
 class Limits(BaseModel):

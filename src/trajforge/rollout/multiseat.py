@@ -20,9 +20,8 @@ one the run counts and resumes by) is the ``primary`` seat's; the others are sto
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,7 +29,7 @@ from trajforge.envs.multiseat.base import MultiSeatEnv, opponent_by_name, result
 from trajforge.envs.registry import EnvEntry
 from trajforge.policy.base import ChatSession, Policy, SamplingParams
 from trajforge.policy.naming import load_policy
-from trajforge.rollout.engine import EpisodeRunner, PlayedEpisode, run_rollout
+from trajforge.rollout.engine import EpisodeRunner, PlayedEpisode, as_they_finish, run_rollout
 from trajforge.rollout.episode import EpisodeKey, describe_error
 from trajforge.rollout.hooks import RolloutRun
 from trajforge.rollout.limits import EndReason, fault_of
@@ -246,22 +245,13 @@ class MultiSeatRunner(EpisodeRunner):
         names = dict.fromkeys(p.name for p in self._policies.values())
         return "+".join(names)
 
-    async def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
+    def play(self, run: RolloutRun) -> AsyncGenerator[PlayedEpisode, None]:
         spec = run.spec
-        limiter = asyncio.Semaphore(spec.concurrency or max(1, len(run.todo)))
 
-        async def one(key: EpisodeKey) -> PlayedEpisode:
-            async with limiter:
-                return await play_game(spec, key, self._make_game, self._policies, self._primary)
+        def one(key: EpisodeKey) -> Awaitable[PlayedEpisode]:
+            return play_game(spec, key, self._make_game, self._policies, self._primary)
 
-        pending = [asyncio.create_task(one(key)) for key in run.todo]
-        try:
-            for finished in asyncio.as_completed(pending):
-                yield await finished
-        finally:
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        return as_they_finish(run.todo, one, spec.concurrency)
 
     async def close(self) -> None:
         """The caller owns the seats' policies."""

@@ -4,7 +4,8 @@ server whose model is a trajforge policy; every call is recorded as token-exact 
 - ``wire`` — the chat-completions wire format: requests checked field by field (fields it
   cannot honour refused as unsupported), replies;
 - ``recorder`` — sessions and the trajectories their calls grow (merged while the history is
-  only appended to);
+  only appended to), a reply cut at its token cap truncated as in an episode; ``recording`` —
+  what it keeps of a session and of each trajectory;
 - ``gateway`` — ``Gateway.chat``: sample and record, all sessions sharing one policy;
 - ``reply_text`` — a reply's prose exactly as sampled, and what of it may be streamed;
   ``chat_stream`` — a streamed call, its text sent token by token as it is sampled;

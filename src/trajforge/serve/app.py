@@ -143,17 +143,13 @@ def create_app(gateway: ChatGateway) -> FastAPI:
     @app.post("/sessions/{session_id}/reward")
     async def _reward(session_id: str, request: Request) -> dict[str, Any]:
         reward = parse_body(await json_body(request), RewardIn)
-        session = gateway.recorder.sessions.get(session_id)
-        if session is None:
-            raise WireError(f"no session {session_id!r}", param="session", status=404)
+        session = gateway.recorder.find(session_id)
         count = gateway.recorder.set_reward(session, reward.reward, reward.scores)
         return {"session": session_id, "trajectories": count}
 
     @app.get("/sessions/{session_id}")
     async def _session(session_id: str) -> dict[str, Any]:
-        session = gateway.recorder.sessions.get(session_id)
-        if session is None:
-            raise WireError(f"no session {session_id!r}", param="session", status=404)
+        session = gateway.recorder.find(session_id)
         trajectories = gateway.recorder.trajectories(session)
         return {
             "session": session_id,

@@ -20,9 +20,11 @@ from pydantic import Field
 
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 from trajforge.policy.check import RAW_RENDERING
+from trajforge.rollout import TurnCap
 from trajforge.schema import Message, Role, ToolSpec
 from trajforge.serve.gateway import ChatGateway, Gateway
-from trajforge.serve.recorder import Recording
+from trajforge.serve.recorder import turn_cap
+from trajforge.serve.recording import Recording
 from trajforge.serve.wire import (
     SAMPLING_UNSUPPORTED,
     Unsupported,
@@ -106,11 +108,12 @@ async def completions_route(gateway: ChatGateway, session_id: str, body: Any) ->
     if room is not None and room < 1:
         raise WireError("prompt: it fills the model's context", param="prompt")
     stop = [request.stop] if isinstance(request.stop, str) else list(request.stop or [])
+    cap = turn_cap(request.max_tokens, room)
     samplings = [
         SamplingParams(
             temperature=request.temperature,
             top_p=request.top_p,
-            max_new_tokens=min(request.max_tokens, room or request.max_tokens),
+            max_new_tokens=cap.tokens,
             stop=stop,
             seed=None if request.seed is None else request.seed + k,
         )
@@ -121,7 +124,7 @@ async def completions_route(gateway: ChatGateway, session_id: str, body: Any) ->
     took = time.perf_counter() - clock
     prompt = Message(role=Role.USER, content=prompt_text, token_ids=list(prompt_ids))
     for completion in completions:
-        _record(gateway, session_id, prompt, completion, request.temperature, took)
+        _record(gateway, session_id, prompt, completion, request.temperature, took, cap)
     choices = [_choice(k, c, request, policy) for k, c in enumerate(completions)]
     counts = usage(len(prompt_ids), sum(len(c.token_ids) for c in completions))
     reply = {"id": new_id("cmpl"), "object": "text_completion", "created": int(time.time()),
@@ -138,6 +141,7 @@ def _record(
     completion: Completion,
     temperature: float,
     took: float,
+    cap: TurnCap,
 ) -> None:
     session = gateway.recorder.session(session_id)
     reply = Message(
@@ -157,7 +161,7 @@ def _record(
     recording.notes["temperatures"] = [temperature]
     recording.rendering = RAW_RENDERING
     session.add(recording)
-    gateway.recorder.finish(session, recording, took)
+    gateway.recorder.finish(session, recording, took, cap, completion.finish_reason)
 
 
 def _choice(

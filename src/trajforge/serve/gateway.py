@@ -19,9 +19,10 @@ from trajforge.policy.base import Completion, FinishReason, SamplingParams, Toke
 from trajforge.policy.renderer import ChatRenderer, RenderError
 from trajforge.policy.session import RenderedSession
 from trajforge.policy.token_policy import TokenPolicy
-from trajforge.rollout import PolicyRef
+from trajforge.rollout import PolicyRef, TurnCap
 from trajforge.schema import Fault, Message, OutcomeStatus, Timing, ToolSpec
-from trajforge.serve.recorder import GatewaySession, Recorder, Recording
+from trajforge.serve.recorder import Recorder, turn_cap
+from trajforge.serve.recording import GatewaySession, Recording
 from trajforge.serve.reply_text import ReplyText, prose
 from trajforge.serve.wire import ChatRequest, WireError, sampling_of
 from trajforge.store import TrajectoryStore
@@ -195,7 +196,8 @@ class Gateway:
             replace(sampling, seed=None if sampling.seed is None else sampling.seed + k)
             for k in range(len(recordings))
         ]
-        choices = await self._sample(session, recordings, prompt_ids, samples, on_text)
+        cap = turn_cap(sampling.max_new_tokens, room)
+        choices = await self._sample(session, recordings, prompt_ids, samples, cap, on_text)
         if request.logprobs:
             for choice in choices:
                 ids = choice.message.token_ids or []
@@ -208,11 +210,12 @@ class Gateway:
         recordings: list[Recording],
         prompt_ids: list[int],
         samplings: list[SamplingParams],
+        cap: TurnCap,
         on_text: TextSink | None,
     ) -> list[Choice]:
         started, clock = time.time(), time.perf_counter()
         renderer = self.policy.renderer
-        try:
+        with self.recorder.aborted_on_failure(session, recordings):
             completions: list[Completion] = await asyncio.gather(
                 *(
                     self.policy.complete(
@@ -221,24 +224,6 @@ class Gateway:
                     for k, (r, s) in enumerate(zip(recordings, samplings, strict=True))
                 )
             )
-        except asyncio.CancelledError:
-            self.recorder.abort_all(
-                session,
-                recordings,
-                OutcomeStatus.TRUNCATED,
-                "the client disconnected",
-                Fault.INFRA,
-            )
-            raise
-        except Exception as exc:
-            self.recorder.abort_all(
-                session,
-                recordings,
-                OutcomeStatus.ERROR,
-                f"{type(exc).__name__}: {exc}",
-                Fault.INFRA,
-            )
-            raise
         timing = Timing(started_at=started, duration_s=time.perf_counter() - clock)
         choices = []
         for recording, completion, sampling in zip(recordings, completions, samplings, strict=True):
@@ -249,7 +234,9 @@ class Gateway:
             # turn was sampled from the policy it trains.
             recording.notes.setdefault("weights_versions", []).append(completion.weights_version)
             recording.notes.setdefault("temperatures", []).append(sampling.temperature)
-            self.recorder.finish(session, recording, timing.duration_s)
+            self.recorder.finish(
+                session, recording, timing.duration_s, cap, completion.finish_reason
+            )
             choices.append(
                 Choice(
                     message=message,

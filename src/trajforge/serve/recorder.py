@@ -13,12 +13,14 @@ next piece, rendered whole as the model is given them). Every trajectory is
 written to the store after each call that changes it, so a crash loses at most the call in
 flight.
 
+A turn cut at its token cap makes its trajectory ``truncated``, as ``eval`` decides it for an
+episode (``rollout.cut_turn``); an agent run's session is opened, scored and ended through the
+recorder's methods (``open``, ``set_reward``, ``score_each``, ``fail``, ``end``).
+
 Memory stays bounded on a server that runs for days: a session keeps its last
-``SESSION_RECORDINGS`` trajectories (the default session, which every call without a session
-shares, would otherwise hold every conversation ever served and scan them all on each call), and
-a recorder with ``keep_sessions`` forgets the least recently used idle sessions beyond that
-many. What is forgotten is in the store already; a call continuing a forgotten trajectory
-starts a new one.
+``SESSION_RECORDINGS`` trajectories (``recording``), and a recorder with ``keep_sessions``
+forgets the least recently used idle sessions beyond that many. What is forgotten is in the
+store already; a call continuing a forgotten trajectory starts a new one.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from itertools import count, islice
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from itertools import islice
+from typing import Any
 
+from trajforge.policy.base import FinishReason
 from trajforge.policy.renderer import HistoryRewritten
+from trajforge.rollout import EndReason, TurnCap, cut_turn
 from trajforge.schema import (
     Evaluator,
     EvaluatorKind,
@@ -46,130 +50,29 @@ from trajforge.schema import (
     ToolSpec,
     Trajectory,
     Usage,
-    with_system_text,
 )
 from trajforge.serve.continuation import (
     SPLIT_INTO,
     exactness_of,
-    same_message,
     split_at_break,
     unanswered_calls,
 )
+from trajforge.serve.recording import GatewaySession, Recording, StartConversation, told
 from trajforge.serve.wire import WireError
 from trajforge.store import TrajectoryStore
 
-SESSION_RECORDINGS = 256
+Scorer = Callable[[Trajectory], Awaitable[Score]]
+
 SERVER_SESSIONS = 1024
 """Sessions a long-running server holds: far more than the agent runs in flight at once."""
 
 
-class Conversation(Protocol):
-    """What a recording grows: messages with their token ids, and the tools offered.
-    ``RenderedSession`` (an in-process policy) and ``UpstreamConversation`` (a proxied server)
-    are the two kinds."""
-
-    messages: list[Message]
-    tools: list[ToolSpec]
-
-    @property
-    def num_tokens(self) -> int: ...
-
-    def add_observations(self, observations: Sequence[Message]) -> list[Message]: ...
-
-    def copy(self) -> Conversation: ...
-
-
-StartConversation = Callable[[list[Message], list[ToolSpec], Task | None], Conversation]
-
-
-@dataclass
-class Recording:
-    """One trajectory the gateway is growing."""
-
-    id: str
-    session: Conversation
-    sequence: int
-    forked_from: str | None = None
-    started_at: float = field(default_factory=time.time)
-    generation_s: float = 0.0
-    calls: int = 0
-    busy: bool = False
-    status: OutcomeStatus = OutcomeStatus.OK
-    reason: str | None = None
-    fault: Fault | None = None
-    reward: float | None = None
-    """This trajectory's own reward (a verifier's), used when the session has none."""
-    rendering: str | None = None
-    """``raw`` for a text completion: its ids are no chat rendering (``check`` knows)."""
-    notes: dict[str, Any] = field(default_factory=dict)
-    """Recorded in ``metadata["gateway"]`` (``drift``: started because the server's prompt did
-    not extend the context)."""
-    scores: list[Score] = field(default_factory=list)
-    exactness: Exactness = field(default_factory=Exactness)
-
-    @property
-    def turn(self) -> int:
-        return sum(1 for m in self.session.messages if m.role is Role.ASSISTANT)
-
-    def extends(self, messages: list[Message], tools: list[ToolSpec]) -> bool:
-        recorded = self.session.messages
-        return (
-            not self.busy
-            and self.status is OutcomeStatus.OK
-            and self.session.tools == tools
-            and len(recorded) < len(messages)
-            and recorded[-1].role is Role.ASSISTANT
-            and all(same_message(r, s) for r, s in zip(recorded, messages, strict=False))
-            and all(m.role is not Role.ASSISTANT for m in messages[len(recorded) :])
-            and _answers_every_call(recorded[-1], messages[len(recorded) :])
-        )
-
-
-def _answers_every_call(assistant: Message, appended: list[Message]) -> bool:
-    """Whether the appended messages answer each of the turn's calls (a call the client never
-    saw, a nameless one, cannot be answered: the call then starts a new trajectory)."""
-    answered = {m.tool_call_id for m in appended if m.role is Role.TOOL}
-    return all(call.id in answered for call in assistant.tool_calls)
-
-
-@dataclass
-class GatewaySession:
-    """An agent run: its task, its trajectories, its reward."""
-
-    id: str
-    task: Task | None = None
-    group_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    recordings: list[Recording] = field(default_factory=list)
-    reward: float | None = None
-    scores: list[Score] = field(default_factory=list)
-    failure: Outcome | None = None
-    """How the agent program failed (error, timeout), which every trajectory then records."""
-    system_text: str | None = None
-    """Added to the system message of every call (``with_system_text``): what the run tells
-    the model beside the program's own prompt, an experience memory's lessons for the task."""
-    annotations: dict[str, Any] = field(default_factory=dict)
-    """Top-level metadata of every trajectory of the session (what memory was retrieved)."""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    sequences: Iterator[int] = field(default_factory=count)
-    """The sequence numbers of its recordings, in the order they start."""
-
-    @property
-    def idle(self) -> bool:
-        return not self.lock.locked() and not any(r.busy for r in self.recordings)
-
-    def add(self, recording: Recording) -> None:
-        """Keep ``recording``, forgetting the oldest idle ones beyond ``SESSION_RECORDINGS``."""
-        self.recordings.append(recording)
-        excess = len(self.recordings) - SESSION_RECORDINGS
-        if excess > 0:
-            old = {id(r) for r in [r for r in self.recordings[:-1] if not r.busy][:excess]}
-            self.recordings = [r for r in self.recordings if id(r) not in old]
-
-
-def told(session: GatewaySession, messages: list[Message]) -> list[Message]:
-    """``messages`` as the model is given them in ``session``: with its ``system_text``."""
-    return with_system_text(messages, session.system_text) if session.system_text else messages
+def turn_cap(asked: int, room: int | None) -> TurnCap:
+    """The cap of a reply asked for ``asked`` tokens with ``room`` left in the model's context:
+    the context where it leaves no more (ties go to the context, as in an episode)."""
+    if room is not None and room <= asked:
+        return TurnCap(room, EndReason.MAX_CONTEXT_TOKENS)
+    return TurnCap(asked)
 
 
 class Recorder:
@@ -217,26 +120,42 @@ class Recorder:
                 del self.sessions[key]
         return found
 
+    def find(self, session_id: str) -> GatewaySession:
+        """The session called ``session_id``; a 404 where there is none."""
+        found = self.sessions.get(session_id)
+        if found is None:
+            raise WireError(f"no session {session_id!r}", param="session", status=404)
+        return found
+
     def open(
         self,
         session_id: str,
         task: Task | None,
         *,
+        run_id: str | None = None,
         group_id: str | None = None,
         metadata: dict[str, Any] | None = None,
         system_text: str | None = None,
         annotations: dict[str, Any] | None = None,
     ) -> GatewaySession:
         """Open a session for ``task`` (refused if the session has recorded calls already);
-        ``system_text`` and ``annotations`` as ``GatewaySession`` keeps them."""
+        ``run_id``, ``system_text`` and ``annotations`` as ``GatewaySession`` keeps them."""
         found = self.session(session_id)
         if found.recordings:
             raise WireError(
                 f"session {session_id!r} has recorded calls already", param="session", status=409
             )
-        found.task, found.group_id, found.metadata = task, group_id, dict(metadata or {})
+        found.task, found.run_id, found.group_id = task, run_id, group_id
+        found.metadata = dict(metadata or {})
         found.system_text, found.annotations = system_text, dict(annotations or {})
         return found
+
+    def end(self, session: GatewaySession) -> list[Trajectory]:
+        """The session's trajectories (``trajectories``), the session forgotten: an agent run
+        that ended takes what it recorded with it, so a long collection holds only the runs
+        under way."""
+        self.sessions.pop(session.id, None)
+        return self.trajectories(session)
 
     def begin(
         self, session: GatewaySession, messages: list[Message], tools: list[ToolSpec]
@@ -300,12 +219,24 @@ class Recorder:
             forked_from=recording.id,
             busy=True,
             exactness=recording.exactness,
+            cut=recording.cut,
         )
         session.add(forked)
         return forked
 
-    def finish(self, session: GatewaySession, recording: Recording, generation_s: float) -> None:
-        """The call's turn is in the recording's conversation: store the trajectory."""
+    def finish(
+        self,
+        session: GatewaySession,
+        recording: Recording,
+        generation_s: float,
+        cap: TurnCap | None,
+        finish_reason: FinishReason | None = None,
+    ) -> None:
+        """The call's turn is in the recording's conversation: store the trajectory, truncated
+        where the turn was cut at ``cap`` (``None``: the server's own, known by
+        ``finish_reason``), as ``cut_turn`` decides for every episode."""
+        if recording.cut is None:
+            recording.cut = cut_turn(recording.session.messages[-1], cap, finish_reason)
         recording.generation_s += generation_s
         recording.calls += 1
         recording.busy = False
@@ -336,6 +267,24 @@ class Recorder:
         for recording in recordings:
             self.abort(session, recording, status, why, fault)
 
+    @contextmanager
+    def aborted_on_failure(
+        self, session: GatewaySession, recordings: list[Recording]
+    ) -> Iterator[None]:
+        """Around a call to the model: where it never returns (the client gone, the model or
+        its server failed), each of the call's ``recordings`` records why, as the
+        infrastructure's failure, and the exception goes on."""
+        try:
+            yield
+        except asyncio.CancelledError:
+            why = "the client disconnected"
+            self.abort_all(session, recordings, OutcomeStatus.TRUNCATED, why, Fault.INFRA)
+            raise
+        except Exception as exc:
+            why = exc.message if isinstance(exc, WireError) else f"{type(exc).__name__}: {exc}"
+            self.abort_all(session, recordings, OutcomeStatus.ERROR, why, Fault.INFRA)
+            raise
+
     def set_reward(self, session: GatewaySession, reward: float, scores: dict[str, float]) -> int:
         """Give every trajectory of the session ``reward`` (and ``scores``); how many."""
         evaluator = Evaluator(kind=EvaluatorKind.ENV, name="gateway")
@@ -344,6 +293,14 @@ class Recorder:
         for recording in session.recordings:
             self.save(session, recording)
         return len(session.recordings)
+
+    async def score_each(self, session: GatewaySession, scorer: Scorer) -> None:
+        """Score each trajectory of the session on its own (the env's verifier, where the agent
+        reported no reward): its reward the score's value."""
+        for recording in session.recordings:
+            score = await scorer(self.trajectory(session, recording))
+            recording.reward, recording.scores = score.value, [score]
+            self.save(session, recording)
 
     def fail(self, session: GatewaySession, status: OutcomeStatus, error: str) -> None:
         """Record on every trajectory of the session that its agent program failed (crashed or
@@ -365,13 +322,16 @@ class Recorder:
             prompt=next((m.content for m in messages if m.role is Role.USER), ""),
         )
 
+    def _run_id(self, session: GatewaySession) -> str:
+        return self.run_id if session.run_id is None else session.run_id
+
     def _empty(self, session: GatewaySession) -> Trajectory:
         outcome = session.failure or Outcome(reason="the agent made no model call")
         return Trajectory(
-            id=uuid.uuid5(uuid.NAMESPACE_URL, f"{self.run_id}/{session.id}").hex,
+            id=uuid.uuid5(uuid.NAMESPACE_URL, f"{self._run_id(session)}/{session.id}").hex,
             task=self._task(session, []),
             env=self.env or (session.task.env if session.task else None),
-            run_id=self.run_id,
+            run_id=self._run_id(session),
             group_id=session.group_id,
             model=self.model,
             outcome=outcome.model_copy(update={"reward": session.reward}),
@@ -385,7 +345,10 @@ class Recorder:
     def trajectory(self, session: GatewaySession, recording: Recording) -> Trajectory:
         messages = list(recording.session.messages)
         task = self._task(session, messages)
-        outcome = Outcome(status=recording.status, reason=recording.reason, fault=recording.fault)
+        # The first end wins: a cut turn, else how the last call ended.
+        outcome = recording.cut or Outcome(
+            status=recording.status, reason=recording.reason, fault=recording.fault
+        )
         last = messages[-1]
         if outcome.status is OutcomeStatus.OK and last.role is Role.ASSISTANT and last.tool_calls:
             outcome = unanswered_calls(recording.notes.get(SPLIT_INTO))
@@ -397,7 +360,7 @@ class Recorder:
             id=recording.id,
             task=task,
             env=self.env or task.env,
-            run_id=self.run_id,
+            run_id=self._run_id(session),
             group_id=session.group_id,
             model=self.model,
             tools=recording.session.tools,

@@ -12,7 +12,6 @@ server that returns no ids gives text-only trajectories, marked ``text_only``.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -23,8 +22,8 @@ from trajforge.errors import DataError
 from trajforge.formats.openai_chat import messages_from_openai
 from trajforge.policy.base import FinishReason
 from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
-from trajforge.rollout import PolicyRef
-from trajforge.schema import Fault, Message, OutcomeStatus, ToolSpec
+from trajforge.rollout import PolicyRef, TurnCap
+from trajforge.schema import Message, ToolSpec
 from trajforge.serve.gateway import (
     ChatGateway,
     Choice,
@@ -33,7 +32,8 @@ from trajforge.serve.gateway import (
     check_served_model,
     served_policy,
 )
-from trajforge.serve.recorder import GatewaySession, Recorder, Recording, told
+from trajforge.serve.recorder import Recorder
+from trajforge.serve.recording import GatewaySession, Recording, told
 from trajforge.serve.wire import ChatRequest, WireError
 from trajforge.store import TrajectoryStore
 
@@ -149,27 +149,17 @@ class UpstreamGateway:
         session, recordings = await self.recorder.begin_call(session_id, messages, tools, request.n)
         messages = told(session, messages)
         clock = time.perf_counter()
-        try:
+        with self.recorder.aborted_on_failure(session, recordings):
             data = await self._forward(request, messages, bool(session.system_text))
-        except asyncio.CancelledError:
-            self.recorder.abort_all(
-                session,
-                recordings,
-                OutcomeStatus.TRUNCATED,
-                "the client disconnected",
-                Fault.INFRA,
-            )
-            raise
-        except WireError as exc:
-            self.recorder.abort_all(
-                session, recordings, OutcomeStatus.ERROR, exc.message, Fault.INFRA
-            )
-            raise
         took = time.perf_counter() - clock
         prompt_ids = data.get("prompt_token_ids")
         choices = []
+        asked = request.max_completion_tokens or request.max_tokens
+        cap = None if asked is None else TurnCap(asked)
         for recording, raw in zip(recordings, data.get("choices") or [], strict=False):
-            choices.append(self._record(session, recording, raw, prompt_ids, messages, tools, took))
+            choices.append(
+                self._record(session, recording, raw, prompt_ids, messages, tools, took, cap)
+            )
         usage = data.get("usage") or {}
         for choice in choices:
             choice.prompt_count = usage.get("prompt_tokens")
@@ -215,6 +205,7 @@ class UpstreamGateway:
         messages: list[Message],
         tools: list[ToolSpec],
         took: float,
+        cap: TurnCap | None,
     ) -> Choice:
         try:
             (reply,) = messages_from_openai([raw.get("message") or {}])
@@ -238,8 +229,8 @@ class UpstreamGateway:
             conversation = recording.session
             assert isinstance(conversation, UpstreamConversation)
         conversation.add_reply(prompt_ids, reply)
-        self.recorder.finish(session, recording, took)
         finish = FinishReason.LENGTH if raw.get("finish_reason") == "length" else FinishReason.STOP
+        self.recorder.finish(session, recording, took, cap, finish)
         return Choice(
             message=conversation.messages[-1],
             content=reply.content,

@@ -15,8 +15,8 @@ import torch
 from rich.console import Console
 from torch.distributed.fsdp import FSDPModule
 
-from trajforge.memory import start_memory_watchdog
 from trajforge.precision import describe_machine
+from trajforge.ram import start_memory_watchdog
 from trajforge.train.batch import TokenBatch, TokenSequence, micro_batches
 from trajforge.train.checkpoint import (
     claim_output_dir,

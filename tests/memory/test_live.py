@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from trajforge.envs.registry import get_env
-from trajforge.memory_bank.items import MemoryItem, MemoryKind, read_memory, write_memory
-from trajforge.memory_bank.live import HEADER, MEMORY_KEY, Memory, MemoryUpdate
+from trajforge.memory.items import MemoryItem, MemoryKind, read_memory, write_memory
+from trajforge.memory.live import HEADER, MEMORY_KEY, Memory, MemoryUpdate
 from trajforge.retrieval import BM25, EmbeddingIndex
 from trajforge.rollout import RolloutSpec, run_rollout
 

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from template_doubles import needs_library
-from trajforge.errors import ConfigError
-from trajforge.policy.models.smollm2 import load_tokenizer
-from trajforge.templates import SHAPES, ShapeName, ShapeResult, Verdict, check_shape
-from trajforge.templates.library import (
+from trajforge.chat_templates import SHAPES, ShapeName, ShapeResult, Verdict, check_shape
+from trajforge.chat_templates.library import (
     LIBRARY,
     extract,
     is_fetched,
     library_template,
 )
-from trajforge.templates.table import Handling, handling, library_reports, markdown
+from trajforge.chat_templates.table import Handling, handling, library_reports, markdown
+from trajforge.errors import ConfigError
+from trajforge.policy.models.smollm2 import load_tokenizer
 
 _BY_NAME = {entry.name: entry for entry in LIBRARY}
 
@@ -59,7 +59,7 @@ def _empty(tmp_path: Path) -> Path:
 
 
 def test_a_missing_template_says_how_to_fetch_it(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"python -m trajforge\.templates\.library"):
+    with pytest.raises(ConfigError, match=r"python -m trajforge\.chat_templates\.library"):
         library_template(LIBRARY[0], tmp_path)
 
 

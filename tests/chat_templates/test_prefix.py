@@ -6,9 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from trajforge.errors import ConfigError
-from trajforge.policy.models.smollm2 import SMOLLM2_CHAT_TEMPLATE, gguf_path, load_tokenizer
-from trajforge.templates import (
+from trajforge.chat_templates import (
     SHAPES,
     BreakKind,
     ChatTemplate,
@@ -18,8 +16,10 @@ from trajforge.templates import (
     check_template,
     shapes_named,
 )
-from trajforge.templates.prefix import compare, render_points
-from trajforge.templates.source import load
+from trajforge.chat_templates.prefix import compare, render_points
+from trajforge.chat_templates.source import load
+from trajforge.errors import ConfigError
+from trajforge.policy.models.smollm2 import SMOLLM2_CHAT_TEMPLATE, gguf_path, load_tokenizer
 
 if TYPE_CHECKING:
     from pathlib import Path

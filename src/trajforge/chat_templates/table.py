@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
-from trajforge.templates.library import LIBRARY, LLAMA_CPP_PYTHON, library_template
-from trajforge.templates.prefix import (
+from trajforge.chat_templates.library import LIBRARY, LLAMA_CPP_PYTHON, library_template
+from trajforge.chat_templates.prefix import (
     BreakKind,
     PrefixBreak,
     ShapeResult,
@@ -16,8 +16,8 @@ from trajforge.templates.prefix import (
     Verdict,
     check_template,
 )
-from trajforge.templates.shapes import SHAPES
-from trajforge.templates.source import STAND_IN, load
+from trajforge.chat_templates.shapes import SHAPES
+from trajforge.chat_templates.source import STAND_IN, load
 
 SHOWN = 24
 """Characters of each side of a break the page shows."""
@@ -116,7 +116,7 @@ def markdown(reports: Sequence[TemplateReport]) -> str:
         "Written by `trajforge template-check --library --markdown docs/templates.md`; do not "
         "edit by hand.",
         "",
-        "Each shape (`trajforge template-check --help`, `templates/shapes.py`) is rendered at "
+        "Each shape (`trajforge template-check --help`, `chat_templates/shapes.py`) is rendered at "
         "every point a model meets it: the prompt before each reply, the conversation after it, "
         "and the whole. *safe*: each rendering is a prefix of the next. *breaks: A → B*: the "
         "first rendering that is not a prefix of the next. *refused*: the template raises on it.",

@@ -3,8 +3,8 @@ distiller (its reply parsed strictly, a non-item skipped and counted)."""
 
 from __future__ import annotations
 
-from trajforge.memory_bank.distil import PolicyDistiller, distil_rules, parse_item_fields
-from trajforge.memory_bank.items import MemoryKind
+from trajforge.memory.distil import PolicyDistiller, distil_rules, parse_item_fields
+from trajforge.memory.items import MemoryKind
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import Message, Outcome, OutcomeStatus, Role, Task, ToolCall, Trajectory

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trajforge.judge.llm_judge import render_trajectory
-from trajforge.memory_bank.items import MemoryItem, MemoryKind, write_memory
+from trajforge.memory.items import MemoryItem, MemoryKind, write_memory
 from trajforge.policy.base import Policy, SamplingParams
 from trajforge.policy.naming import load_policy
 from trajforge.schema import Message, Role, Trajectory, is_success

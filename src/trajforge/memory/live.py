@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from trajforge.envs.base import Env, StepResult
-from trajforge.memory_bank.distil import distil_rules
-from trajforge.memory_bank.items import MemoryItem, for_env, item_line, read_memory
+from trajforge.memory.distil import distil_rules
+from trajforge.memory.items import MemoryItem, for_env, item_line, read_memory
 from trajforge.retrieval import BM25, EmbeddingIndex, Retriever
 from trajforge.rollout import LiveParts, RolloutHook, RolloutRun
 from trajforge.schema import Message, Task, ToolSpec, Trajectory, with_system_text

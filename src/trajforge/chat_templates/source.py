@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from gguf import GGUFReader
 
+from trajforge.chat_templates.prefix import ChatTemplate
 from trajforge.errors import ConfigError
 from trajforge.policy.naming import SMOLLM2_NAMES, tokenizer_for
-from trajforge.templates.prefix import ChatTemplate
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 from transformers.utils.chat_template_utils import render_jinja_template
 
-from trajforge.templates.shapes import ChatDict, Shape, ShapeName
+from trajforge.chat_templates.shapes import ChatDict, Shape, ShapeName
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -1,9 +1,9 @@
 """Real chat templates of other model families, read from llama.cpp's sources as the
 ``llama-cpp-python`` sdist on PyPI ships them (``vendor/llama.cpp/models/templates``).
 
-They are fetched once, at setup (``make setup`` runs ``python -m trajforge.templates.library``),
-into the user cache: the sdist is downloaded with pip (no build), the ``.jinja`` files are
-extracted from it and the archive is dropped. Nothing is copied into the repository and nothing
+They are fetched once, at setup (``make setup`` runs
+``python -m trajforge.chat_templates.library``), into the user cache: the sdist is downloaded
+with pip (no build), the ``.jinja`` files are extracted from it and the archive is dropped. Nothing is copied into the repository and nothing
 is fetched at run time: ``library_dir`` only says where they are, or that they are missing.
 """
 
@@ -16,9 +16,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from trajforge.chat_templates.prefix import ChatTemplate
 from trajforge.errors import ConfigError
 from trajforge.policy.models.smollm2 import cache_root
-from trajforge.templates.prefix import ChatTemplate
 
 LLAMA_CPP_PYTHON = "0.3.36"
 _MEMBERS = "/vendor/llama.cpp/models/templates/"
@@ -92,7 +92,7 @@ def library_template(entry: LibraryTemplate, folder: Path | None = None) -> Chat
     path = (folder or library_dir()) / f"{entry.name}.jinja"
     if not path.is_file():
         raise ConfigError(
-            f"chat template {path} is not fetched (run: python -m trajforge.templates.library)"
+            f"chat template {path} is not fetched (run: python -m trajforge.chat_templates.library)"
         )
     return ChatTemplate(
         f"llama.cpp {entry.name}", path.read_text(), entry.bos_token, entry.eos_token

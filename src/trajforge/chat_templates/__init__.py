@@ -27,7 +27,7 @@ Nothing here imports torch; transformers' tokenizer and template code are used.
 
 from __future__ import annotations
 
-from trajforge.templates.prefix import (
+from trajforge.chat_templates.prefix import (
     BreakKind,
     ChatTemplate,
     PrefixBreak,
@@ -37,7 +37,7 @@ from trajforge.templates.prefix import (
     check_shape,
     check_template,
 )
-from trajforge.templates.shapes import SHAPES, Shape, ShapeName, shapes_named
+from trajforge.chat_templates.shapes import SHAPES, Shape, ShapeName, shapes_named
 
 __all__ = [
     "SHAPES",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trajforge.memory import (
+from trajforge.ram import (
     MMAP_THRESHOLD_BYTES,
     MemoryUse,
     MemoryWatchdog,
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 PROBE = """
 import ctypes, sys
 import torch
-from trajforge.memory import return_freed_memory
+from trajforge.ram import return_freed_memory
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in (
@@ -113,7 +113,7 @@ def test_the_watchdog_warns_once_past_90_percent_with_the_rss_and_the_limit(
         ]
     )
     watchdog = MemoryWatchdog(read=lambda: next(readings))
-    with caplog.at_level(logging.WARNING, logger="trajforge.memory"):
+    with caplog.at_level(logging.WARNING, logger="trajforge.ram"):
         assert watchdog.check() is None
         message = watchdog.check()
         assert watchdog.check() is None
@@ -134,7 +134,7 @@ def test_the_watchdog_thread_stops_after_its_warning() -> None:
 
 TRIM_PROBE = """
 import ctypes, os
-from trajforge.memory import return_freed_memory, trim_freed_memory
+from trajforge.ram import return_freed_memory, trim_freed_memory
 
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trajforge.errors import ConfigError
-from trajforge.memory_bank.items import (
+from trajforge.memory.items import (
     MemoryItem,
     MemoryKind,
     for_env,

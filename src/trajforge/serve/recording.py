@@ -1,0 +1,146 @@
+"""What the recorder keeps: a session (an agent run: its task, reward and trajectories) and in it
+the recordings (one trajectory each, the conversation it grows and how it is ending).
+
+A session keeps its last ``SESSION_RECORDINGS`` recordings: the default session, which every
+call without a session shares, would otherwise hold every conversation ever served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any, Protocol
+
+from trajforge.schema import (
+    Exactness,
+    Fault,
+    Message,
+    Outcome,
+    OutcomeStatus,
+    Role,
+    Score,
+    Task,
+    ToolSpec,
+    with_system_text,
+)
+from trajforge.serve.continuation import same_message
+
+SESSION_RECORDINGS = 256
+
+
+class Conversation(Protocol):
+    """What a recording grows: messages with their token ids, and the tools offered.
+    ``RenderedSession`` (an in-process policy) and ``UpstreamConversation`` (a proxied server)
+    are the two kinds."""
+
+    messages: list[Message]
+    tools: list[ToolSpec]
+
+    @property
+    def num_tokens(self) -> int: ...
+
+    def add_observations(self, observations: Sequence[Message]) -> list[Message]: ...
+
+    def copy(self) -> Conversation: ...
+
+
+StartConversation = Callable[[list[Message], list[ToolSpec], Task | None], Conversation]
+
+
+@dataclass
+class Recording:
+    """One trajectory the gateway is growing."""
+
+    id: str
+    session: Conversation
+    sequence: int
+    forked_from: str | None = None
+    started_at: float = field(default_factory=time.time)
+    generation_s: float = 0.0
+    calls: int = 0
+    busy: bool = False
+    status: OutcomeStatus = OutcomeStatus.OK
+    reason: str | None = None
+    fault: Fault | None = None
+    reward: float | None = None
+    """This trajectory's own reward (a verifier's), used when the session has none."""
+    rendering: str | None = None
+    """``raw`` for a text completion: its ids are no chat rendering (``check`` knows)."""
+    notes: dict[str, Any] = field(default_factory=dict)
+    """Recorded in ``metadata["gateway"]`` (``drift``: started because the server's prompt did
+    not extend the context)."""
+    scores: list[Score] = field(default_factory=list)
+    exactness: Exactness = field(default_factory=Exactness)
+    cut: Outcome | None = None
+    """How the trajectory ends where a turn of it was cut at its token cap (the first one):
+    truncated, as an episode of ``eval`` is (``rollout.cut_turn``). The agent may go on after
+    it, as it may after any reply; the conversation still continues."""
+
+    @property
+    def turn(self) -> int:
+        return sum(1 for m in self.session.messages if m.role is Role.ASSISTANT)
+
+    def extends(self, messages: list[Message], tools: list[ToolSpec]) -> bool:
+        recorded = self.session.messages
+        return (
+            not self.busy
+            and self.status is OutcomeStatus.OK
+            and self.session.tools == tools
+            and len(recorded) < len(messages)
+            and recorded[-1].role is Role.ASSISTANT
+            and all(same_message(r, s) for r, s in zip(recorded, messages, strict=False))
+            and all(m.role is not Role.ASSISTANT for m in messages[len(recorded) :])
+            and _answers_every_call(recorded[-1], messages[len(recorded) :])
+        )
+
+
+def _answers_every_call(assistant: Message, appended: list[Message]) -> bool:
+    """Whether the appended messages answer each of the turn's calls (a call the client never
+    saw, a nameless one, cannot be answered: the call then starts a new trajectory)."""
+    answered = {m.tool_call_id for m in appended if m.role is Role.TOOL}
+    return all(call.id in answered for call in assistant.tool_calls)
+
+
+@dataclass
+class GatewaySession:
+    """An agent run: its task, its trajectories, its reward."""
+
+    id: str
+    task: Task | None = None
+    run_id: str | None = None
+    """The run its trajectories belong to (``None``: the recorder's)."""
+    group_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    recordings: list[Recording] = field(default_factory=list)
+    reward: float | None = None
+    scores: list[Score] = field(default_factory=list)
+    failure: Outcome | None = None
+    """How the agent program failed (error, timeout), which every trajectory then records."""
+    system_text: str | None = None
+    """Added to the system message of every call (``with_system_text``): what the run tells
+    the model beside the program's own prompt, an experience memory's lessons for the task."""
+    annotations: dict[str, Any] = field(default_factory=dict)
+    """Top-level metadata of every trajectory of the session (what memory was retrieved)."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    sequences: Iterator[int] = field(default_factory=count)
+    """The sequence numbers of its recordings, in the order they start."""
+
+    @property
+    def idle(self) -> bool:
+        return not self.lock.locked() and not any(r.busy for r in self.recordings)
+
+    def add(self, recording: Recording) -> None:
+        """Keep ``recording``, forgetting the oldest idle ones beyond ``SESSION_RECORDINGS``."""
+        self.recordings.append(recording)
+        excess = len(self.recordings) - SESSION_RECORDINGS
+        if excess > 0:
+            old = {id(r) for r in [r for r in self.recordings[:-1] if not r.busy][:excess]}
+            self.recordings = [r for r in self.recordings if id(r) not in old]
+
+
+def told(session: GatewaySession, messages: list[Message]) -> list[Message]:
+    """``messages`` as the model is given them in ``session``: with its ``system_text``."""
+    return with_system_text(messages, session.system_text) if session.system_text else messages
