@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from trajforge.algos import AdvantageInput, AlgosInputError
-from trajforge.algos.rae import rae, role_baseline_advantages
+from trajforge.algos.rae import rae_advantages, role_baseline_advantages
 
 
 def test_each_role_has_its_own_moving_baseline() -> None:
@@ -44,10 +44,10 @@ def test_every_token_of_a_trajectory_gets_its_advantage() -> None:
         state_keys=[[None, None], [None]],
         token_turn_index=torch.tensor([[-1, 0, 0, -1, 1], [-1, 0, -1, -1, -1]]),
     )
-    out, after = rae(inp, ["x", "o"], {}, alpha=0.0)
+    out, after = rae_advantages(inp, ["x", "o"], {}, alpha=0.0)
     # alpha 0: the baseline is the latest return, so every advantage is 0.
     assert after == {"x": 1.0, "o": -1.0} and out.token_advantages.abs().sum() == 0
-    out, _ = rae(inp, ["x", "o"], {"x": 0.0, "o": 0.0}, alpha=0.5)
+    out, _ = rae_advantages(inp, ["x", "o"], {"x": 0.0, "o": 0.0}, alpha=0.5)
     expected = torch.tensor([[0.0, 0.5, 0.5, 0.0, 0.5], [0.0, -0.5, 0.0, 0.0, 0.0]])
     torch.testing.assert_close(out.token_advantages.double(), expected.double())
     turns = torch.tensor([[0.5, 0.5], [-0.5, 0.0]])

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from trajforge.cli.main import app
 from trajforge.errors import ConfigError
-from trajforge.judge.evaluate import summarize
+from trajforge.judge.scoring import summarize
 from trajforge.schema import Message, Outcome, OutcomeStatus, Role, Task, Trajectory
 from trajforge.store import TrajectoryStore
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trajforge.errors import DataError
-from trajforge.judge.evaluate import summarize
+from trajforge.judge.scoring import summarize
 from trajforge.report.html import build_report
 from trajforge.schema import Fault, Outcome, OutcomeStatus, Role, Trajectory
 from trajforge.schema.synthetic import synthetic_trajectory

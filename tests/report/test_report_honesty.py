@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from trajforge.judge.evaluate import summarize
+from trajforge.judge.scoring import summarize
 from trajforge.judge.stats import wilson_ci95
 from trajforge.report import plots
 from trajforge.report.html import build_report

@@ -68,7 +68,7 @@ def role_baseline_advantages(
     return advantages, after
 
 
-def rae(
+def rae_advantages(
     inp: AdvantageInput,
     roles: Sequence[str],
     baselines: Mapping[str, float],

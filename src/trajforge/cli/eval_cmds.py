@@ -29,11 +29,11 @@ from trajforge.cli.renamed import OldRubricOption, refuse_renamed
 from trajforge.errors import ConfigError, DataError, StoreError
 from trajforge.judge.best_of_run import BestOf
 from trajforge.judge.criteria import load_criteria
-from trajforge.judge.evaluate import score_all, score_into, summarize
 from trajforge.judge.evaluation import Evaluation, close_scorers, evaluate
 from trajforge.judge.llm_judge import LLMJudge
 from trajforge.judge.meta_eval import meta_evaluate, read_labels
 from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
+from trajforge.judge.scoring import score_all, score_into, summarize
 from trajforge.judge.stats import format_rate, format_reward, format_scored, format_success
 from trajforge.memory.live import DEFAULT_K
 from trajforge.policy.naming import load_policy
@@ -44,7 +44,7 @@ from trajforge.store.lookup import AmbiguousIdError
 
 if TYPE_CHECKING:
     from trajforge.judge.criteria import JudgeCriteria
-    from trajforge.judge.evaluate import EvalSummary, ScoreSink
+    from trajforge.judge.scoring import EvalSummary, ScoreSink
     from trajforge.schema import Trajectory
 
 COMMAND = "eval"

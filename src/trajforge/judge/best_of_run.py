@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict
 from trajforge.errors import ConfigError
 from trajforge.judge.best_of import BestOfSummary, best_of_summary, marked, select_best
 from trajforge.judge.criteria import load_criteria
-from trajforge.judge.evaluate import ScoreSink, score_missing_into
 from trajforge.judge.llm_judge import LLMJudge
+from trajforge.judge.scoring import ScoreSink, score_missing_into
 from trajforge.judge.selectors import (
     BEST_OF_OPTION,
     SELECT_JUDGE_NAME,

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from trajforge.judge.best_of import BestOfSummary
 from trajforge.judge.best_of_run import BestOf, TrajectorySink, select_into
-from trajforge.judge.evaluate import EvalSummary, score_all, score_missing_into, summarize
 from trajforge.judge.llm_judge import LLMJudge
 from trajforge.judge.scorer import Scorer
+from trajforge.judge.scoring import EvalSummary, score_all, score_missing_into, summarize
 from trajforge.schema import Trajectory
 
 

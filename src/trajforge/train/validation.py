@@ -19,7 +19,7 @@ from torch import nn
 
 from trajforge.envs.registry import EnvEntry
 from trajforge.errors import ConfigError
-from trajforge.judge.evaluate import summarize
+from trajforge.judge.scoring import summarize
 from trajforge.schema import Task, Trajectory
 from trajforge.train.config import ValidationSettings
 
@@ -58,7 +58,7 @@ def validation_point(
     step: int, trajs: Sequence[Trajectory], rewards: Sequence[float]
 ) -> ValidationPoint:
     """Mean reward and success of greedy episodes ``trajs`` with their rubric ``rewards``, as
-    the eval recipe summarises them (``judge.evaluate.summarize``); ``scored``: how many carry
+    the eval recipe summarises them (``judge.scoring.summarize``); ``scored``: how many carry
     an outcome reward."""
     if not trajs:
         return ValidationPoint(step, math.nan, math.nan, 0, 0)

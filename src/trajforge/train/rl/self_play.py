@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from trajforge.algos import AdvantageInput, AdvantageOutput
-from trajforge.algos.rae import rae
+from trajforge.algos.rae import rae_advantages
 from trajforge.distributed.options import SeatPlan, Snapshot
 from trajforge.envs.registry import EnvEntry
 from trajforge.errors import ConfigError
@@ -145,7 +145,7 @@ class SelfPlay:
 
     def advantages(self, trajs: Sequence[Trajectory], inp: AdvantageInput) -> AdvantageOutput:
         """RAE over the step's trajectories; the baselines move on."""
-        out, self.baselines = rae(
+        out, self.baselines = rae_advantages(
             inp, [role_of(t) for t in trajs], self.baselines, alpha=self.cfg.rae_alpha
         )
         return out
