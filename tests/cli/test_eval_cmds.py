@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,6 +155,8 @@ def test_eval_and_judge_take_a_user_scorer_file(
         assert [v.value if v else None for v in verdicts] == [1.0, 1.0]
 
     monkeypatch.syspath_prepend(str(tmp_path))
+    # another test's my_scorers module may be imported already; this one's file is meant
+    monkeypatch.delitem(sys.modules, "my_scorers", raising=False)
     judged = CliRunner().invoke(
         app, ["judge", "u", "--scorer", "my_scorers:exact_total", "--store", store, "--json"]
     )
