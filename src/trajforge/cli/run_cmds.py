@@ -23,10 +23,10 @@ from trajforge.distributed import RayOptions
 from trajforge.judge.stats import format_reward, format_scored, format_success
 from trajforge.pipeline.config import STORE_FILE, Experiment, load_experiment
 from trajforge.report.html import REPORT_FILE, build_report
+from trajforge.report.view_command import view_command
 from trajforge.store import TrajectoryStore
 from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.launch import launched_rank
-from trajforge.viewer.command import view_command
 
 
 def run_command(

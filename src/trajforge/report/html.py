@@ -15,9 +15,9 @@ from trajforge.errors import DataError
 from trajforge.judge.stats import FailureSplit, format_scored
 from trajforge.report.games import GamesSummary
 from trajforge.report.intervals import reward_text, success_text
+from trajforge.report.view_command import view_command
 from trajforge.schema import Role, Trajectory, is_success
 from trajforge.store import TrajectoryStore
-from trajforge.viewer.command import view_command
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"

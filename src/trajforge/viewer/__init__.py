@@ -7,5 +7,5 @@ prefixes; a run still being written streams its new trajectories as server-sent 
 and filters answer with a page or a 4xx JSON error naming the problem, never a traceback.
 
 Importing this package imports nothing; ``viewer.app.create_app`` builds the FastAPI app and
-``viewer.command.view_command`` is the command line that opens a run folder.
+``report.view_command.view_command`` is the command line that opens a run folder.
 """
