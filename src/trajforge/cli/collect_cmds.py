@@ -20,8 +20,8 @@ from trajforge.cli.memory_cmds import (
     MemoryKOption,
     MemoryOption,
     MemoryUpdateOption,
-    memory_meta,
     plan_memory,
+    stored_memory,
 )
 from trajforge.cli.serve_cmds import ServeModelOption, check_model
 from trajforge.envs.taskset import TaskSet
@@ -150,8 +150,7 @@ def collect(
     if plan is not None:
         extra["memory"] = plan.model_dump(mode="json")
     with command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
-        plan = memory_meta(current.meta)
-        learning = plan.open(current.env) if plan is not None else None
+        learning, update = stored_memory(current.meta, current.env)
         runner = AgentRunner(
             str(current.meta.get(AGENT_META) or ""),
             ray=on_ray,
@@ -161,7 +160,7 @@ def collect(
             show=not as_json,
             runner=runner,
             memory=learning,
-            update=bool(plan and plan.update),
+            update=update,
         )
         rows = [
             r for r in current.db.summaries(run=current.run_id) if r["sample_index"] is not None

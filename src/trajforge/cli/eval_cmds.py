@@ -21,8 +21,8 @@ from trajforge.cli.memory_cmds import (
     MemoryKOption,
     MemoryOption,
     MemoryUpdateOption,
-    memory_meta,
     plan_memory,
+    stored_memory,
 )
 from trajforge.cli.preflight import check_reachable
 from trajforge.cli.renamed import OldRubricOption, refuse_renamed
@@ -277,9 +277,7 @@ def eval_command(
             judging = Judging.model_validate(current.meta.get("judging", {}))
             if "best_of" in current.meta:
                 plan = BestOf.model_validate(current.meta["best_of"])
-        reads = memory_meta(current.meta)
-        learning = reads.open(current.env) if reads is not None else None
-        update = bool(reads and reads.update)
+        learning, update = stored_memory(current.meta, current.env)
         current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)
         # Every episode is stored; an interrupted scoring resumes where it stopped.
         trajectories = current.db.query(run=current.run_id, order_by="task_id")

