@@ -39,6 +39,13 @@ StoreOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+EnvArgument = Annotated[
+    str,
+    typer.Argument(
+        help="Environment: a built-in name, module:factory, file.py:factory or env.yaml."
+    ),
+]
+"""The env a serving command serves (``mcp serve``, ``openenv serve``)."""
 
 
 NumProcessesOption = Annotated[

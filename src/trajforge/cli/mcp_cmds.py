@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trajforge.cli.common import err_console
+from trajforge.cli.common import EnvArgument, err_console
 from trajforge.cli.preflight import claim_port
 from trajforge.envs.registry import get_env
 
@@ -21,12 +21,7 @@ mcp_app = typer.Typer(
 
 @mcp_app.command("serve")
 def serve(
-    env: Annotated[
-        str,
-        typer.Argument(
-            help="Environment: a built-in name, module:factory, file.py:factory or env.yaml."
-        ),
-    ],
+    env: EnvArgument,
     http: Annotated[
         int | None,
         typer.Option(

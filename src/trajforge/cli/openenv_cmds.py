@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trajforge.cli.common import err_console
+from trajforge.cli.common import EnvArgument, err_console
 from trajforge.cli.preflight import claim_port
 from trajforge.envs.registry import get_env
 
@@ -23,12 +23,7 @@ openenv_app = typer.Typer(
 
 @openenv_app.command("serve")
 def serve(
-    env: Annotated[
-        str,
-        typer.Argument(
-            help="Environment: a built-in name, module:factory, file.py:factory or env.yaml."
-        ),
-    ],
+    env: EnvArgument,
     port: Annotated[
         int,
         typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: any free port)."),

@@ -12,11 +12,11 @@ import json
 import random
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from trajforge.errors import DataError
+from trajforge.formats.jsonl import read_json_objects
 from trajforge.schema import Task
 
 TRAIN = "train"
@@ -63,22 +63,8 @@ class TaskSet:
         path = Path(path)
         tasks: list[Task] = []
         seen: dict[str, int] = {}
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise DataError(f"{path}: cannot read task file: {exc.strerror or exc}") from None
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
+        for lineno, record in read_json_objects(path, "task"):
             where = f"{path}:{lineno}"
-            try:
-                record: Any = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-            if not isinstance(record, dict):
-                raise DataError(
-                    f"{where}: a task must be a JSON object, got {type(record).__name__}"
-                )
             try:
                 task = Task.model_validate(record)
             except ValidationError as exc:

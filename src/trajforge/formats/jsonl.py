@@ -45,6 +45,27 @@ def write_trajectories(path: str | os.PathLike[str], trajs: Iterable[Trajectory]
     return write_jsonl_lines(path, (t.model_dump_json().encode() for t in trajs))
 
 
+def read_json_objects(path: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each line of a JSONL file of ``what`` (e.g. ``task``) as a JSON object, with its line
+    number; blank lines are skipped. A file that cannot be read, or a line that is not a JSON
+    object, raises ``DataError`` naming ``file:line``."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read {what} file: {exc.strerror or exc}") from None
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            record: Any = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{where}: a {what} must be a JSON object, got {type(record).__name__}")
+        yield lineno, record
+
+
 def iter_jsonl_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
     """``(line number, line)`` of every non-blank line; ``DataError`` if the file is unreadable."""
     path = Path(path)

@@ -7,13 +7,13 @@ compares rule checks and LLM judges with expert annotations.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trajforge.errors import DataError
+from trajforge.formats.jsonl import read_json_objects
 
 
 @dataclass(frozen=True)
@@ -68,20 +68,8 @@ class Label:
 def read_labels(path: Path) -> list[Label]:
     """Labels as JSONL: ``{"trajectory_id": ..., "label": true|false|0|1, "env": optional}``."""
     labels: list[Label] = []
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read labels: {exc.strerror}") from None
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for lineno, row in read_json_objects(path, "label"):
         where = f"{path}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: invalid JSON at column {exc.colno}: {exc.msg}") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{where}: a label must be a JSON object")
         tid = row.get("trajectory_id")
         if not isinstance(tid, str) or not tid:
             raise DataError(f"{where}: field 'trajectory_id' must be a non-empty string")

@@ -6,12 +6,11 @@ A run folder (``runs/<name>/``) keeps one folder per training stage (``sft/``, `
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajforge.errors import DataError
+from trajforge.formats.jsonl import read_json_objects
 
 METRICS_FILE = "metrics.jsonl"
 # The metrics a reader looks for first; the rest follow in name order.
@@ -54,24 +53,15 @@ def read_curves(path: Path, stage: str) -> list[Curve]:
     """The numeric metrics of one ``metrics.jsonl``; ``DataError`` naming the line if one is not
     a JSON object."""
     series: dict[str, tuple[list[float], list[float]]] = {}
-    with path.open() as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
+    for lineno, record in read_json_objects(path, "metrics step"):
+        step = record.get("step", lineno)
+        for key, value in record.items():
+            if key == "step" or isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
-            if not isinstance(record, dict):
-                raise DataError(f"{path}:{lineno}: expected a JSON object per step")
-            step = record.get("step", lineno)
-            for key, value in record.items():
-                if key == "step" or isinstance(value, bool) or not isinstance(value, int | float):
-                    continue
-                if math.isfinite(value):
-                    xs, ys = series.setdefault(key, ([], []))
-                    xs.append(float(step))
-                    ys.append(float(value))
+            if math.isfinite(value):
+                xs, ys = series.setdefault(key, ([], []))
+                xs.append(float(step))
+                ys.append(float(value))
     order = sorted(series, key=lambda k: (_FIRST.index(k) if k in _FIRST else len(_FIRST), k))
     return [Curve(stage, k, *series[k]) for k in order]
 
