@@ -90,6 +90,13 @@ def raise_problems(problems: Sequence[str]) -> None:
         raise ConfigError("; ".join(dict.fromkeys(problems)))
 
 
+def first_problem(exc: ValidationError, whole: str) -> tuple[str, str]:
+    """The first problem of ``exc``: the dotted path of its field (``whole`` where the problem
+    is the whole value) and what is wrong."""
+    err = exc.errors(include_url=False)[0]
+    return ".".join(str(p) for p in err["loc"]) or whole, err["msg"]
+
+
 def unknown_key_message(key: str, valid: Sequence[str]) -> str:
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""

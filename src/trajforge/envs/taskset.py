@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from trajforge.configfile import first_problem
 from trajforge.errors import DataError
 from trajforge.formats.jsonl import read_json_objects
 from trajforge.schema import Task
@@ -68,9 +69,8 @@ class TaskSet:
             try:
                 task = Task.model_validate(record)
             except ValidationError as exc:
-                err = exc.errors(include_url=False)[0]
-                field = ".".join(str(p) for p in err["loc"]) or "task"
-                raise DataError(f"{where}: field {field!r}: {err['msg']}") from None
+                field, msg = first_problem(exc, "task")
+                raise DataError(f"{where}: field {field!r}: {msg}") from None
             if task.id in seen:
                 raise DataError(
                     f"{where}: field 'id': duplicate task id {task.id!r} (first on line {seen[task.id]})"

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from trajforge.configfile import first_problem
 from trajforge.errors import ConfigError
 
 CRITERIA_DIR = Path(__file__).with_name("builtin_criteria")
@@ -68,6 +69,5 @@ def load_criteria(name_or_path: str | Path = "agentrewardbench") -> JudgeCriteri
     try:
         return JudgeCriteria.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise ConfigError(f"{path}: {loc}: {err['msg']}") from None
+        loc, msg = first_problem(exc, "(top level)")
+        raise ConfigError(f"{path}: {loc}: {msg}") from None

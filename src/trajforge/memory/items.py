@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trajforge.configfile import first_problem
 from trajforge.errors import ConfigError
 
 
@@ -54,9 +55,8 @@ def _item(path: Path, lineno: int, line: str) -> MemoryItem:
     try:
         return MemoryItem.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "item"
-        raise ConfigError(f"{where}: {field}: {err['msg']}") from None
+        field, msg = first_problem(exc, "item")
+        raise ConfigError(f"{where}: {field}: {msg}") from None
 
 
 def read_memory(path: Path) -> list[MemoryItem]:

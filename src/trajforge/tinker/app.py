@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from tinker import types
+from trajforge.configfile import first_problem
 from trajforge.tinker.errors import NotFound, UserError
 from trajforge.tinker.service import TinkerService
 from trajforge.tinker.trainer import (
@@ -46,9 +47,8 @@ async def _body(request: Request, model: type[M]) -> M:
     try:
         return model.model_validate(await request.json())
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise UserError(f"{where}: {first['msg']}") from None
+        where, msg = first_problem(exc, "body")
+        raise UserError(f"{where}: {msg}") from None
 
 
 def _error(exc: Exception) -> dict[str, Any]:
