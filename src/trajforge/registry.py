@@ -11,8 +11,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Generic, TypeVar
@@ -26,6 +27,21 @@ def did_you_mean(name: str, choices: list[str]) -> str:
     """`` (did you mean 'x'?)`` for the choice closest to ``name``, else ``""``."""
     close = difflib.get_close_matches(name, choices, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def keyword_options(fn: Callable[..., Any]) -> list[str]:
+    """The keyword-only parameters of ``fn``: the options a registered function takes."""
+    return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
+
+
+def refuse_unknown_options(what: str, fn: Callable[..., Any], given: Iterable[str]) -> None:
+    """A ``ConfigError`` for the first of ``given`` that ``fn`` (``what``, e.g. ``loss 'gspo'``)
+    takes no keyword option of."""
+    allowed = keyword_options(fn)
+    for key in given:
+        if key not in allowed:
+            takes = ", ".join(allowed) or "no options"
+            raise ConfigError(f"{what}: unknown option {key!r}; it takes {takes}")
 
 
 def is_ref(name: str) -> bool:

@@ -9,7 +9,6 @@ all equal (a group whose rewards are all equal, a group of one) gets advantage e
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -26,8 +25,7 @@ from trajforge.algos._groups import (
 from trajforge.algos.gigpo import gigpo
 from trajforge.algos.names import Estimator
 from trajforge.algos.types import AdvantageInput, AdvantageOutput
-from trajforge.errors import ConfigError
-from trajforge.registry import Registry
+from trajforge.registry import Registry, keyword_options, refuse_unknown_options
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -169,8 +167,7 @@ def weight_by_sign(advantages: Tensor, *, positive: float = 1.0, negative: float
 
 def estimator_options(estimator: str) -> list[str]:
     """The keyword options an estimator accepts (besides the input)."""
-    fn = ESTIMATORS.get(estimator)
-    return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    return keyword_options(ESTIMATORS.get(estimator))
 
 
 def compute_advantages(estimator: str, inp: AdvantageInput, **kwargs: object) -> AdvantageOutput:
@@ -180,9 +177,5 @@ def compute_advantages(estimator: str, inp: AdvantageInput, **kwargs: object) ->
         ConfigError: the estimator is unknown, or an option is not one it takes.
     """
     fn = ESTIMATORS.get(estimator)
-    allowed = estimator_options(estimator)
-    for key in kwargs:
-        if key not in allowed:
-            takes = ", ".join(allowed) or "no options"
-            raise ConfigError(f"estimator {estimator!r}: unknown option {key!r}; it takes {takes}")
+    refuse_unknown_options(f"estimator {estimator!r}", fn, kwargs)
     return fn(inp, **kwargs)

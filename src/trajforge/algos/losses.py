@@ -9,7 +9,6 @@ assistant-sampled tokens). Entries off the mask are ignored whatever they hold (
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from trajforge.algos.kl import kl_estimate
 from trajforge.algos.metrics import entropy_from_logits, masked_mean, masked_std
 from trajforge.algos.names import Aggregation, LossName
 from trajforge.errors import ConfigError
-from trajforge.registry import Registry
+from trajforge.registry import Registry, keyword_options, refuse_unknown_options
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -224,8 +223,7 @@ def aggregate(
 
 def loss_options(name: str) -> list[str]:
     """The keyword options the loss called ``name`` accepts."""
-    fn = LOSSES.get(name)
-    return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    return keyword_options(LOSSES.get(name))
 
 
 def policy_loss(
@@ -264,11 +262,7 @@ def policy_loss(
         ``adv_std``, ``loss_tokens``, and ``entropy`` / ``kl_ref`` when their inputs are given.
     """
     fn = LOSSES.get(name)
-    allowed = loss_options(name)
-    for key in kwargs:
-        if key not in allowed:
-            takes = ", ".join(allowed) or "no options"
-            raise ConfigError(f"loss {name!r}: unknown option {key!r}; it takes {takes}")
+    refuse_unknown_options(f"loss {name!r}", fn, kwargs)
     shape = tuple(logprobs.shape)
     for label, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("mask", mask)):
         if tuple(t.shape) != shape or len(shape) != 2:

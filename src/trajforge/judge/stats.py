@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from trajforge.schema import SUCCESS_THRESHOLD, OutcomeStatus, is_success
@@ -119,14 +119,22 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - prod
 
 
-def mean_pass_at_k(results: Iterable[tuple[str, bool]], k: int) -> float:
-    """pass@k averaged over tasks, from ``(task_id, success)`` pairs."""
+def _mean_over_tasks(
+    results: Iterable[tuple[str, bool]], k: int, estimate: Callable[[int, int, int], float]
+) -> float:
+    """``estimate(n, c, k)`` of each task averaged over tasks, from ``(task_id, success)``
+    pairs; NaN without any."""
     per_task: dict[str, list[bool]] = defaultdict(list)
     for task_id, ok in results:
         per_task[task_id].append(ok)
     if not per_task:
         return math.nan
-    return sum(pass_at_k(len(v), sum(v), k) for v in per_task.values()) / len(per_task)
+    return sum(estimate(len(v), sum(v), k) for v in per_task.values()) / len(per_task)
+
+
+def mean_pass_at_k(results: Iterable[tuple[str, bool]], k: int) -> float:
+    """pass@k averaged over tasks, from ``(task_id, success)`` pairs."""
+    return _mean_over_tasks(results, k, pass_at_k)
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:
@@ -147,12 +155,7 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
 
 def mean_pass_hat_k(results: Iterable[tuple[str, bool]], k: int) -> float:
     """pass^k averaged over tasks, from ``(task_id, success)`` pairs."""
-    per_task: dict[str, list[bool]] = defaultdict(list)
-    for task_id, ok in results:
-        per_task[task_id].append(ok)
-    if not per_task:
-        return math.nan
-    return sum(pass_hat_k(len(v), sum(v), k) for v in per_task.values()) / len(per_task)
+    return _mean_over_tasks(results, k, pass_hat_k)
 
 
 @dataclass(frozen=True)
