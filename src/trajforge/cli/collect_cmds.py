@@ -145,10 +145,10 @@ def collect(
     if memory is not None and env is None and resume is None:
         raise ConfigError(f"{MEMORY_OPTION}: give --env (a memory's items belong to an env)")
     # The lessons are added by the gateway here, so programs on Ray read them too.
-    plan = plan_memory(memory, memory_k, memory_update, False, None, memory_embed)
-    extra: dict[str, Any] = {AGENT_META: agent}
-    if plan is not None:
-        extra["memory"] = plan.model_dump(mode="json")
+    extra = {
+        AGENT_META: agent,
+        **plan_memory(memory, memory_k, memory_update, False, None, memory_embed),
+    }
     with command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
         learning, update = stored_memory(current.meta, current.env)
         runner = AgentRunner(

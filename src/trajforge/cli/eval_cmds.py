@@ -268,9 +268,7 @@ def eval_command(
     if plan is not None:
         extra["best_of"] = plan.model_dump(mode="json")
     on_ray = opts.ray_options(ctx.params)
-    reads = plan_memory(memory, memory_k, memory_update, on_ray is not None, user, memory_embed)
-    if reads is not None:
-        extra["memory"] = reads.model_dump(mode="json")
+    extra |= plan_memory(memory, memory_k, memory_update, on_ray is not None, user, memory_embed)
     # The rollout options reach the run's spec through ctx.params.
     with command_run(ctx, COMMAND, extra) as current:
         if current.resumed:

@@ -29,6 +29,8 @@ from trajforge.store import TrajectoryStore
 
 MEMORY_OPTION = "--memory"
 EMBED_OPTION = "--memory-embed"
+_MEMORY_META = "memory"
+"""The run metadata key of the memory a run reads."""
 
 MemoryOption = Annotated[
     Path | None,
@@ -88,16 +90,17 @@ def plan_memory(
     ray: bool,
     user: str | None,
     embed: str | None = None,
-) -> MemoryPlan | None:
-    """The memory ``--memory`` asks for (None: none), its file read whole before anything
-    runs; bad values are one line each. ``embed`` (``--memory-embed``) is checked by name
-    here and loaded by ``MemoryPlan.open``."""
+) -> dict[str, Any]:
+    """The run metadata that records the memory ``--memory`` asks for (empty: none), which
+    ``stored_memory`` reads back; its file is read whole before anything runs, bad values are
+    one line each. ``embed`` (``--memory-embed``) is checked by name here and loaded by
+    ``MemoryPlan.open``."""
     if path is None:
         if update:
             raise ConfigError("--memory-update: give --memory FILE.jsonl (the memory to grow)")
         if embed is not None:
             raise ConfigError(f"{EMBED_OPTION}: give --memory FILE.jsonl (the memory to search)")
-        return None
+        return {}
     if k < 1:
         raise ConfigError(f"--memory-k: must be at least 1, got {k}")
     if ray:
@@ -114,13 +117,14 @@ def plan_memory(
         if Path(embed).expanduser().is_dir():
             embed = str(Path(embed).expanduser().absolute())
     read_memory(path)
-    return MemoryPlan(path=str(path.absolute()), k=k, update=update, embed=embed)
+    plan = MemoryPlan(path=str(path.absolute()), k=k, update=update, embed=embed)
+    return {_MEMORY_META: plan.model_dump(mode="json")}
 
 
 def stored_memory(meta: dict[str, Any], env: str) -> tuple[Memory | None, bool]:
     """The memory a run reads, by its stored plan (so ``--resume`` reads the same one), opened
     for ``env`` (None: none), and whether the run grows it."""
-    found = meta.get("memory")
+    found = meta.get(_MEMORY_META)
     if not found:
         return None, False
     plan = MemoryPlan.model_validate(found)

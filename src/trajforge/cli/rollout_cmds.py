@@ -101,8 +101,7 @@ def rollout_command(
     """
     # The options reach the run's spec through ctx.params.
     on_ray = opts.ray_options(ctx.params)
-    plan = plan_memory(memory, memory_k, memory_update, on_ray is not None, user, memory_embed)
-    extra = {"memory": plan.model_dump(mode="json")} if plan is not None else None
+    extra = plan_memory(memory, memory_k, memory_update, on_ray is not None, user, memory_embed)
     with command_run(ctx, COMMAND, extra) as current:
         learning, update = stored_memory(current.meta, current.env)
         done = current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)
