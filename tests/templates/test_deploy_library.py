@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from template_doubles import needs_library
 from transformers import AutoTokenizer
 
+from template_doubles import needs_library
 from trajforge.formats.openai_chat import messages_from_openai
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.renderer import ChatRenderer, RenderError
