@@ -18,7 +18,7 @@ from trajforge.policy.renderer import ChatRenderer, ToolProtocol
 from trajforge.policy.saved import save_tokenizer
 from trajforge.policy.session import RenderedSession
 from trajforge.schema import Role, ToolSpec
-from trajforge.templates.shapes import SHAPES, WEATHER_TOOL, Shape
+from trajforge.templates.shapes import SHAPES, WEATHER_TOOL, Shape, ShapeName
 
 SHAPE_LIST = list(SHAPES.values())
 
@@ -55,22 +55,22 @@ def _assert_same_ids(renderer: ChatRenderer, saved: Any, shape: Shape) -> int:
     return compared
 
 
+@pytest.mark.parametrize(
+    ("fixture", "protocol"),
+    [("smol_tokenizer", ToolProtocol.TEXT), ("native_tokenizer", ToolProtocol.NATIVE)],
+)
 @pytest.mark.parametrize("shape", SHAPE_LIST, ids=[s.name.value for s in SHAPE_LIST])
-def test_every_shape_renders_the_same_ids_through_the_saved_folder_text_protocol(
-    smol_tokenizer: Any, tmp_path: Path, shape: Shape
+def test_every_shape_renders_the_same_ids_through_the_saved_folder(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fixture: str,
+    protocol: ToolProtocol,
+    shape: Shape,
 ) -> None:
-    renderer = ChatRenderer(smol_tokenizer)
-    assert renderer.tool_protocol is ToolProtocol.TEXT
-    assert _assert_same_ids(renderer, _saved(smol_tokenizer, tmp_path), shape) >= 2
-
-
-@pytest.mark.parametrize("shape", SHAPE_LIST, ids=[s.name.value for s in SHAPE_LIST])
-def test_every_shape_renders_the_same_ids_through_the_saved_folder_native_protocol(
-    native_tokenizer: Any, tmp_path: Path, shape: Shape
-) -> None:
-    renderer = ChatRenderer(native_tokenizer)
-    assert renderer.tool_protocol is ToolProtocol.NATIVE
-    assert _assert_same_ids(renderer, _saved(native_tokenizer, tmp_path), shape) >= 2
+    tokenizer = request.getfixturevalue(fixture)
+    renderer = ChatRenderer(tokenizer)
+    assert renderer.tool_protocol is protocol
+    assert _assert_same_ids(renderer, _saved(tokenizer, tmp_path), shape) >= 2
 
 
 def test_the_saved_template_renders_the_tools_it_was_given(
@@ -114,9 +114,10 @@ def test_a_tool_result_becomes_a_labelled_user_turn_where_the_template_drops_too
     renderer = ChatRenderer(tokenizer)
     assert renderer.tool_role == "user"
     saved = _saved(tokenizer, tmp_path)
-    for shape in (SHAPES[name] for name in ("tool-call", "parallel-calls", "tools-then-user")):
-        _assert_same_ids(renderer, saved, shape)
-    text = saved.apply_chat_template(SHAPES["tool-call"].messages, tokenize=False)
+    tool_shapes = (ShapeName.TOOL_CALL, ShapeName.PARALLEL_CALLS, ShapeName.TOOLS_THEN_USER)
+    for name in tool_shapes:
+        _assert_same_ids(renderer, saved, SHAPES[name])
+    text = saved.apply_chat_template(SHAPES[ShapeName.TOOL_CALL].messages, tokenize=False)
     assert "Tool result (get_weather):\n18C, sunny" in text
 
 

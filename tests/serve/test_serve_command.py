@@ -74,17 +74,20 @@ def test_served_model_name_is_the_one_name_clients_may_ask_for(tmp_path: Path) -
         models = httpx.get(f"http://127.0.0.1:{port}/v1/models").json()["data"]
         assert [m["id"] for m in models] == ["calc-agent"]
         client = OpenAI(base_url=f"http://127.0.0.1:{port}/sessions/one/v1", api_key="unused")
-        hello = [{"role": "user", "content": "Hello?"}]
         reply = client.chat.completions.create(
             model="calc-agent",
-            messages=hello,
+            messages=[{"role": "user", "content": "Hello?"}],
             max_tokens=4,
-            seed=1,  # type: ignore[arg-type]
+            seed=1,
         )
         assert reply.usage is not None and reply.usage.completion_tokens >= 1
         refused = httpx.post(
             f"http://127.0.0.1:{port}/v1/chat/completions",
-            json={"model": "tiny", "messages": hello, "max_tokens": 4},
+            json={
+                "model": "tiny",
+                "messages": [{"role": "user", "content": "Hi"}],
+                "max_tokens": 4,
+            },
         )
         assert refused.status_code == 404
         assert "model 'tiny' is not served here; this gateway serves calc-agent" in refused.text

@@ -35,6 +35,7 @@ def test_a_saved_library_template_renders_what_trajforge_renders(
     for shape in SHAPES.values():
         tools = [ToolSpec.model_validate(t) for t in shape.tools]
         messages = messages_from_openai(shape.messages)
+        hf_tools: list[Any] | None = list(shape.tools) or None
         for upto in range(1, len(messages) + 1):
             for gen in (True, False):
                 try:
@@ -45,14 +46,14 @@ def test_a_saved_library_template_renders_what_trajforge_renders(
                     with pytest.raises(Exception):  # noqa: B017 - the template's own error
                         saved.apply_chat_template(
                             shape.messages[:upto],
-                            tools=shape.tools or None,
+                            tools=hf_tools,
                             tokenize=False,
                             add_generation_prompt=gen,
                         )
                     continue
                 got = saved.apply_chat_template(
                     shape.messages[:upto],
-                    tools=shape.tools or None,
+                    tools=hf_tools,
                     tokenize=False,
                     add_generation_prompt=gen,
                 )
