@@ -62,7 +62,16 @@ def test_serve_records_until_interrupted(tmp_path: Path) -> None:
 
 def test_served_model_name_is_the_one_name_clients_may_ask_for(tmp_path: Path) -> None:
     store, port = tmp_path / "served.db", _free_port()
-    argv = [TRAJFORGE, "serve", "--model", "tiny", "--served-model-name", "calc-agent"]
+    argv = [
+        TRAJFORGE,
+        "serve",
+        "--model",
+        "tiny",
+        "--served-model-name",
+        "calc-agent",
+        "--run",
+        "gw",
+    ]
     process = subprocess.Popen(
         [*argv, "--port", str(port), "--store", str(store)],
         stderr=subprocess.PIPE,
