@@ -12,6 +12,7 @@ from trajforge.errors import ConfigError
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.policy.naming import (
     POLICIES,
+    check_policy_name,
     is_scripted,
     load_policy,
     parse_openai_spec,
@@ -94,6 +95,28 @@ def test_tiny_and_a_local_folder(tmp_path: Path, smol_tokenizer: Any) -> None:
     assert folder_tokenizer.encode("a <tool_call> b") == smol_tokenizer.encode("a <tool_call> b")
     asyncio.run(tiny.close())
     asyncio.run(local.close())
+
+
+def test_a_checkpoints_folder_or_its_latest_pointer_loads_the_checkpoint_it_names(
+    tmp_path: Path,
+) -> None:
+    from trajforge.policy.hf import HFPolicy
+
+    root = tmp_path / "run" / "checkpoints"
+    model, tokenizer = tiny_model_and_tokenizer(seed=3)
+    for step in (1, 2):  # model folders stand in for checkpoints: only the pointer is tested
+        model.save_pretrained(root / f"step-000000{step}")
+        tokenizer.save_pretrained(root / f"step-000000{step}")
+    (root / "latest").write_text("step-0000002\n")
+    for spec in (root / "latest", root):
+        check_policy_name(str(spec))
+        policy = load_policy(str(spec))
+        assert isinstance(policy, HFPolicy) and policy.name == str(root / "step-0000002")
+        assert tokenizer_for(str(spec)) is not None
+        asyncio.run(policy.close())
+    (root / "latest").write_text("step-0000009")  # names nothing: refused as asked for
+    with pytest.raises(ConfigError, match=r"unknown policy '.*latest'"):
+        check_policy_name(str(root / "latest"))
 
 
 def test_tokenizer_for_names(smol_tokenizer: Any) -> None:

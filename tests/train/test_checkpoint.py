@@ -15,11 +15,13 @@ import torch
 import yaml
 from safetensors.torch import load_file
 from train_helpers import qa_trajectory
+from transformers import AutoTokenizer
 
 from trajforge.errors import ConfigError
 from trajforge.formats.jsonl import write_trajectories
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.policy.naming import load_policy
+from trajforge.policy.renderer import ChatRenderer
 from trajforge.rollout import Limits, PolicyRef, RolloutSpec, Sampling, TaskSample, run_rollout
 from trajforge.train.checkpoint import latest_checkpoint, prune_checkpoints
 from trajforge.train.config import LoraSettings, ModelSettings, OptimSettings, SFTConfig
@@ -201,6 +203,16 @@ def test_an_intermediate_checkpoint_loads_as_a_model_and_evaluates(tmp_path: Pat
     )
     (trajectory,) = run_rollout(spec)
     assert trajectory.model == str(step2) and trajectory.messages[-1].token_ids
+    latest = load_policy(str(tmp_path / "checkpoints" / "latest"))
+    assert latest.name == str(tmp_path / "checkpoints" / "step-0000003")
+
+
+def test_checkpoints_and_the_final_folder_carry_the_deploy_template(tmp_path: Path) -> None:
+    """What transformers, vLLM or llama.cpp read from the folder renders as training did."""
+    SFTTrainer(_trainer_cfg(tmp_path, max_steps=1), _data()).train()
+    expected = ChatRenderer(tiny_model_and_tokenizer()[1]).deploy_template()
+    for folder in (tmp_path / "checkpoints" / "step-0000001", tmp_path / "final"):
+        assert AutoTokenizer.from_pretrained(str(folder)).chat_template == expected, folder
 
 
 def test_a_lora_checkpoint_loads_merged_and_trains_on(tmp_path: Path) -> None:

@@ -33,6 +33,14 @@ ServeModelOption = Annotated[
         "as openai:<base_url>#<model> (forwarded, its token ids recorded).",
     ),
 ]
+ServedNameOption = Annotated[
+    str | None,
+    typer.Option(
+        "--served-model-name",
+        help="The model name clients ask for (as vLLM's flag); any other name gets a 404. "
+        "Default: the --model value.",
+    ),
+]
 HostOption = Annotated[str, typer.Option("--host", help="Address to listen on.")]
 PortOption = Annotated[
     int, typer.Option("--port", min=0, max=65535, help="Port (0: any free one).")
@@ -43,6 +51,7 @@ def serve(
     model: ServeModelOption = "embedded",
     host: HostOption = "127.0.0.1",
     port: PortOption = 8000,
+    served_model_name: ServedNameOption = None,
     run: opts.RunOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
     batch_size: opts.BatchSizeOption = 16,
@@ -78,11 +87,15 @@ def serve(
     run_id = run or new_run_id()
     path = resolve_store_path(store)
     with TrajectoryStore(path) as db:
-        gateway, runs_on = open_gateway(ref, db, run_id)
+        gateway, runs_on = open_gateway(ref, db, run_id, served_name=served_model_name)
         gateway.recorder.keep_sessions = SERVER_SESSIONS
-        db.set_run(run_id, {"kind": "gateway", "model": model, "runs_on": runs_on})
+        meta = {"kind": "gateway", "model": model, "runs_on": runs_on}
+        if served_model_name:
+            meta["served_model_name"] = served_model_name
+        db.set_run(run_id, meta)
+        served_as = f" as {served_model_name}" if served_model_name else ""
         err_console.print(
-            f"serving {model} ({runs_on}) at http://{host}:{port}/v1 — a session per agent "
+            f"serving {model}{served_as} ({runs_on}) at http://{host}:{port}/v1 — a session per agent "
             f"run at /sessions/ID/v1; recording run {run_id} into {path}; Ctrl-C stops",
             soft_wrap=True,
         )

@@ -8,7 +8,8 @@
   user's, a function of the task and the conversation like an environment's expert;
 - a local folder holding a transformers model and tokenizer, or a training checkpoint
   (``runs/x/checkpoints/step-N``: its base model with the checkpoint's weights or adapter
-  merged in), through ``HFPolicy``;
+  merged in), also as the ``checkpoints/`` folder or its ``latest`` pointer (the newest
+  checkpoint), through ``HFPolicy``;
 - ``openai:<base_url>#<model>``: an OpenAI-compatible chat-completions endpoint.
 """
 
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
-from trajforge.policy.models.checkpoint import is_checkpoint
+from trajforge.policy.models.checkpoint import is_checkpoint, resolve_checkpoint
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.openai_compat import OpenAIPolicy
 from trajforge.policy.scripted import ReplyFn, ScriptedPolicy, ScriptError
@@ -146,7 +147,13 @@ def load_policy(spec: str, *, expert: ExpertFn | None = None, **kw: Any) -> Poli
     if loader is not None:
         return loader(spec, expert, kw)
     check_policy_name(spec)
-    return _load_folder(Path(spec).expanduser(), **kw)
+    return _load_folder(model_path(spec), **kw)
+
+
+def model_path(spec: str) -> Path:
+    """The folder a local model name means: a checkpoints folder or its ``latest`` pointer
+    means the checkpoint it names."""
+    return resolve_checkpoint(Path(spec).expanduser())
 
 
 def check_policy_name(spec: str) -> None:
@@ -156,7 +163,7 @@ def check_policy_name(spec: str) -> None:
     Raises:
         ConfigError: the name is unknown; the message gives the closest name and every kind.
     """
-    if _loader_for(spec) is not None or Path(spec).expanduser().is_dir():
+    if _loader_for(spec) is not None or model_path(spec).is_dir():
         return
     names = [n for n in POLICIES.names() if not n.endswith(":")]
     raise ConfigError(
@@ -206,7 +213,7 @@ def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:
     if model and model.startswith(OPENAI_PREFIX):
         return None
     if model and model not in SMOLLM2_NAMES:
-        folder = Path(model).expanduser()
+        folder = model_path(model)
         if (folder / "tokenizer_config.json").is_file():
             from transformers import AutoTokenizer  # lazy: AutoTokenizer imports torch
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from trajforge.errors import TrajforgeError
 from trajforge.formats.tool_calls import ParsedCompletion, format_tool_call, get_parser
+from trajforge.policy.chat_template import unwrap, wrap
 from trajforge.policy.tool_prompt import tools_system_prompt
 from trajforge.schema import Message, Role, ToolSpec
 
@@ -106,7 +107,8 @@ class ChatRenderer:
         tokenizer: a Hugging Face tokenizer with a chat template.
         tool_protocol: ``native`` (tools go to the template), ``text`` (tools described in the
             system message, ``<tool_call>`` protocol), or ``auto`` (native when the template
-            references ``tools``).
+            references ``tools``; a template trajforge saved, ``chat_template.wrap``, renders
+            with the model's own template under the protocol it was saved with).
         parser: the ``trajforge.formats.tool_calls`` parser that reads completions.
     """
 
@@ -123,9 +125,12 @@ class ChatRenderer:
         if not isinstance(template, str) or not template:
             name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
             raise RenderError(f"tokenizer {name!r} has no chat template to render with")
-        self.template: str = template
-        self.supports_native_tools = bool(_TOOLS_REFERENCE.search(template))
+        own, saved_protocol, _ = unwrap(template)
+        self.template: str = own
+        self.supports_native_tools = bool(_TOOLS_REFERENCE.search(own))
         protocol = ToolProtocol(tool_protocol)
+        if protocol is ToolProtocol.AUTO and saved_protocol is not None:
+            protocol = ToolProtocol(saved_protocol)
         if protocol is ToolProtocol.AUTO:
             protocol = ToolProtocol.NATIVE if self.supports_native_tools else ToolProtocol.TEXT
         self.tool_protocol = protocol
@@ -134,6 +139,11 @@ class ChatRenderer:
         self.tool_role = self._detect_tool_role()
         self.end_suffix_ids = self._detect_end_suffix()
         self.end_of_turn_ids = self._end_of_turn(self.end_suffix_ids)
+
+    def deploy_template(self) -> str:
+        """The chat template a saved model folder carries: any other renderer of the folder
+        (transformers, vLLM, llama.cpp) renders what this one does, tools included."""
+        return wrap(self.template, self.tool_protocol.value, self.tool_role)
 
     # --- template plumbing -------------------------------------------------------------
 

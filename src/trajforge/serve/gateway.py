@@ -132,6 +132,7 @@ class Gateway:
         store: where trajectories are written (``None``: in memory only).
         run_id: the run the trajectories belong to.
         model_names: the model names clients may ask for (the policy's name always works).
+        served_name: the one name clients may ask for instead (vLLM's ``--served-model-name``).
         env: the environment recorded on trajectories, when the agent solves its tasks.
     """
 
@@ -142,6 +143,7 @@ class Gateway:
         run_id: str,
         *,
         model_names: tuple[str, ...] = (),
+        served_name: str | None = None,
         env: str | None = None,
     ) -> None:
         self.policy = policy
@@ -153,7 +155,9 @@ class Gateway:
             run_id,
             env,
         )
-        self.base_names = tuple(dict.fromkeys((policy.name, *model_names)))
+        self.base_names = (
+            (served_name,) if served_name else tuple(dict.fromkeys((policy.name, *model_names)))
+        )
         self.model_names = self.base_names
         self.adapter: str | None = None
 

@@ -103,6 +103,7 @@ class UpstreamGateway:
         store: where trajectories are written.
         run_id: the run the trajectories belong to.
         model_names: the names clients may ask for (``upstream_model`` always works).
+        served_name: the one name clients may ask for instead (vLLM's ``--served-model-name``).
         env: the environment recorded on trajectories.
         api_key: sent as the bearer token, when the server wants one.
     """
@@ -115,12 +116,15 @@ class UpstreamGateway:
         run_id: str,
         *,
         model_names: tuple[str, ...] = (),
+        served_name: str | None = None,
         env: str | None = None,
         api_key: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.upstream_model = upstream_model
-        self.model_names = tuple(dict.fromkeys((upstream_model, *model_names)))
+        self.model_names = (
+            (served_name,) if served_name else tuple(dict.fromkeys((upstream_model, *model_names)))
+        )
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT_S, headers=headers)
         self.recorder = Recorder(
@@ -265,14 +269,30 @@ class UpstreamGateway:
 
 
 def open_gateway(
-    ref: PolicyRef, store: TrajectoryStore | None, run_id: str, *, env: str | None = None
+    ref: PolicyRef,
+    store: TrajectoryStore | None,
+    run_id: str,
+    *,
+    env: str | None = None,
+    served_name: str | None = None,
 ) -> tuple[ChatGateway, str]:
-    """The gateway serving ``ref`` under its own name, and what it runs on: a policy here
-    (its precision), or ``openai:<base_url>#<model>`` forwarded to that server."""
+    """The gateway serving ``ref`` under its own name (or ``served_name`` alone), and what it
+    runs on: a policy here (its precision), or ``openai:<base_url>#<model>`` forwarded to that
+    server."""
     if ref.name.startswith(OPENAI_PREFIX):
         base_url, model = parse_openai_spec(ref.name)
-        upstream = UpstreamGateway(base_url, model, store, run_id, model_names=(ref.name,), env=env)
+        upstream = UpstreamGateway(
+            base_url,
+            model,
+            store,
+            run_id,
+            model_names=(ref.name,),
+            served_name=served_name,
+            env=env,
+        )
         return upstream, f"forwarded to {base_url}"
     policy = served_policy(ref)
-    gateway = Gateway(policy, store, run_id, model_names=(ref.name,), env=env)
+    gateway = Gateway(
+        policy, store, run_id, model_names=(ref.name,), served_name=served_name, env=env
+    )
     return gateway, str(policy.precision)

@@ -39,6 +39,7 @@ from trajforge.policy.models.checkpoint import is_checkpoint
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.loaders import checkpoint_model
 from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
+from trajforge.policy.saved import save_tokenizer
 from trajforge.precision import Precision, Resolved, resolve_precision
 from trajforge.ram import return_freed_memory
 from trajforge.registry import did_you_mean
@@ -379,7 +380,8 @@ def clip_and_step(parts: TrainParts, max_grad_norm: float | None) -> float:
 
 
 def save_final(parts: TrainParts, out: Path) -> Path:
-    """Save the trained model and tokenizer with ``save_pretrained``.
+    """Save the trained model and tokenizer with ``save_pretrained``, the tokenizer with the
+    chat template that renders what training rendered (``policy.saved.save_tokenizer``).
 
     Under LoRA the adapter alone goes to ``out/adapter`` and ``out`` holds the base weights with
     the adapter merged in, so the result loads like any model folder (an eval or the next
@@ -394,6 +396,6 @@ def save_final(parts: TrainParts, out: Path) -> Path:
             copy.deepcopy(model).merge_and_unload().save_pretrained(out)
         else:
             model.save_pretrained(out)
-        parts.tokenizer.save_pretrained(out)
+        save_tokenizer(parts.tokenizer, out)
     barrier()
     return out
