@@ -15,6 +15,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from import_scan import SRC, imported, modules, package_of
 
 
@@ -126,9 +128,73 @@ print(json.dumps(failures))
 """
 
 
+def _bound(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top when imported (not those for type checking only)."""
+    bound: set[str] = set()
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            pending += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            pending += node.body + node.orelse + node.finalbody
+            pending += [stmt for handler in node.handlers for stmt in handler.body]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return bound
+
+
+def _lazy_homes(tree: ast.Module) -> dict[str, str]:
+    """The name -> submodule map a package's ``__getattr__`` loads from (PEP 562): the literal
+    ``{name: submodule}`` dict at its top, whether assigned or passed to ``lazy_exports``."""
+    if "__getattr__" not in _bound(tree):
+        return {}
+    homes: dict[str, str] = {}
+    for node in tree.body:
+        for found in ast.walk(node):
+            if (
+                isinstance(found, ast.Dict)
+                and found.keys
+                and all(
+                    isinstance(part, ast.Constant) and isinstance(part.value, str)
+                    for part in [*found.keys, *found.values]
+                )
+            ):
+                homes |= ast.literal_eval(found)
+    return homes
+
+
+def test_every_all_entry_is_bound_or_loaded_on_first_access() -> None:
+    """Read, not imported: each ``__all__`` entry is bound by its ``__init__`` or named in its
+    lazy map, with a submodule that binds it. A lazy one is not also a submodule's name: once
+    that submodule is imported, the package's attribute is the submodule and ``__getattr__`` is
+    never asked (an eager import in ``__init__`` binds the name after the submodule's)."""
+    found = modules()
+    wrong: list[str] = []
+    for package, path in found.items():
+        entries = _all_of(path) if path.name == "__init__.py" else None
+        tree = ast.parse(path.read_text())
+        bound, homes = _bound(tree), _lazy_homes(tree)
+        for entry in entries or []:
+            home = found.get(f"{package}.{homes.get(entry)}")
+            if entry not in bound and f"{package}.{entry}" in found:
+                wrong.append(f"{package}.{entry} is loaded lazily from a submodule of its name")
+            elif entry not in bound and (
+                home is None or entry not in _bound(ast.parse(home.read_text()))
+            ):
+                wrong.append(f"{package}.{entry} is neither bound nor loaded on first access")
+    assert wrong == [], "\n".join(wrong)
+
+
+@pytest.mark.slow
 def test_every_all_entry_resolves() -> None:
-    """Each ``__all__`` entry is there on import (or on first access, for a lazy one), and is
-    the object, not a submodule of the same name that shadows it."""
+    """Imported: each ``__all__`` entry is there on import (or on first access, for a lazy
+    one), and is the object, not a submodule of the same name that shadows it."""
     stated = {
         name: entries
         for name, path in modules().items()
