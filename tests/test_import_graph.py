@@ -3,45 +3,12 @@ into training: every import is counted, at the top, inside functions or for type
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
-import trajforge
-
-SRC = Path(trajforge.__file__).parent
-
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(SRC.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _modules() -> dict[str, Path]:
-    return {_module_name(path): path for path in sorted(SRC.rglob("*.py"))}
-
-
-def _imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
-    """The trajforge modules ``path`` (module ``name``) imports: ``from a import b`` counts as
-    importing ``a.b`` where that is a module, else ``a``."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{anchor}.{base}" if base else anchor
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                found.add(sub if sub in modules else base)
-    return {m for m in found if m in modules and m != name}
+from import_scan import imports, modules
 
 
 def _graph() -> dict[str, set[str]]:
-    modules = _modules()
-    return {name: _imports(path, name, modules) for name, path in modules.items()}
+    found = modules()
+    return {name: imports(path, name, found) for name, path in found.items()}
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
