@@ -14,8 +14,7 @@ from contextlib import contextmanager
 import ray
 
 from trajforge.agent_programs.program import KILL_GRACE_S, AgentExit, finished, kill_group
-from trajforge.distributed.cluster import ray_cluster
-from trajforge.distributed.options import LOCAL, RayOptions
+from trajforge.distributed import LOCAL, RayOptions, ray_cluster
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:

@@ -32,11 +32,11 @@ from trajforge.agent_programs.program import (
     agent_environment,
     launch_here,
 )
-from trajforge.distributed.options import RayOptions
-from trajforge.envs.registry import get_env, stored_env_name
+from trajforge.distributed import RayOptions
+from trajforge.envs import get_env, stored_env_name
 from trajforge.errors import ConfigError
-from trajforge.judge.scorer import VerifierScorer
-from trajforge.policy.token_policy import TokenPolicy
+from trajforge.judge import VerifierScorer
+from trajforge.policy import TokenPolicy
 from trajforge.rollout import (
     EpisodeKey,
     EpisodeRunner,
@@ -47,11 +47,8 @@ from trajforge.rollout import (
     as_they_finish,
     group_id_for,
 )
-from trajforge.schema import OutcomeStatus, Task, Trajectory
-from trajforge.schema.evidence import Verifier
-from trajforge.serve.gateway import ChatGateway, Gateway
-from trajforge.serve.server import serving
-from trajforge.serve.upstream import open_gateway
+from trajforge.schema import OutcomeStatus, Task, Trajectory, Verifier
+from trajforge.serve import ChatGateway, Gateway, open_gateway, serving
 
 if TYPE_CHECKING:
     from trajforge.agent_programs.ray_launch import RayAgentLauncher

@@ -15,7 +15,12 @@ from trajforge.registry import lazy_names
 
 if TYPE_CHECKING:
     from trajforge.algos._groups import drop_from_groups
-    from trajforge.algos.advantages import ESTIMATORS, compute_advantages, estimator_options
+    from trajforge.algos.advantages import (
+        ESTIMATORS,
+        compute_advantages,
+        estimator_options,
+        weight_by_sign,
+    )
     from trajforge.algos.kl import apply_kl_penalty, kl_estimate
     from trajforge.algos.losses import (
         LOSSES,
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
         truncated_is_weights,
     )
     from trajforge.algos.metrics import entropy_from_logits
+    from trajforge.algos.rae import rae_advantages
     from trajforge.algos.types import AdvantageInput, AdvantageOutput, AlgosInputError
 
 _HOMES = {
@@ -53,6 +59,8 @@ _HOMES = {
     "AdvantageInput": "types",
     "AdvantageOutput": "types",
     "AlgosInputError": "types",
+    "rae_advantages": "rae",
+    "weight_by_sign": "advantages",
 }
 
 __all__ = [
@@ -79,7 +87,9 @@ __all__ = [
     "loss_options",
     "policy_loss",
     "ppo_clip",
+    "rae_advantages",
     "truncated_is_weights",
+    "weight_by_sign",
 ]
 
 

@@ -27,6 +27,8 @@ Nothing here imports torch; transformers' tokenizer and template code are used.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trajforge.chat_templates.prefix import (
     BreakKind,
     ChatTemplate,
@@ -38,6 +40,11 @@ from trajforge.chat_templates.prefix import (
     check_template,
 )
 from trajforge.chat_templates.shapes import SHAPES, Shape, ShapeName, shapes_named
+from trajforge.registry import lazy_names
+
+if TYPE_CHECKING:
+    from trajforge.chat_templates.source import load
+    from trajforge.chat_templates.table import library_reports, markdown
 
 __all__ = [
     "SHAPES",
@@ -51,5 +58,19 @@ __all__ = [
     "Verdict",
     "check_shape",
     "check_template",
+    "library_reports",
+    "load",
+    "markdown",
     "shapes_named",
 ]
+
+# Loaded on first access (PEP 562): importing the package stays as light as it was; the
+# TYPE_CHECKING imports above give mypy the names' types.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "library_reports": "table",
+        "load": "source",
+        "markdown": "table",
+    },
+)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from trajforge.chat_templates.prefix import ChatTemplate
 from trajforge.errors import ConfigError
-from trajforge.policy.models.smollm2 import cache_root
+from trajforge.policy import cache_root
 
 LLAMA_CPP_PYTHON = "0.3.36"
 _MEMBERS = "/vendor/llama.cpp/models/templates/"

@@ -12,7 +12,7 @@ from gguf import GGUFReader
 
 from trajforge.chat_templates.prefix import ChatTemplate
 from trajforge.errors import ConfigError
-from trajforge.policy.naming import SMOLLM2_NAMES, tokenizer_for
+from trajforge.policy import SMOLLM2_NAMES, tokenizer_for
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 
-from trajforge.envs.registry import get_env
-from trajforge.judge.best_of_run import BestOf, plan_best_of
-from trajforge.judge.selectors import BEST_OF_OPTION, SELECT_OPTION
+from trajforge.envs import get_env
+from trajforge.judge import BEST_OF_OPTION, SELECT_OPTION, BestOf, plan_best_of
 
 BestOfOption = Annotated[
     int | None,

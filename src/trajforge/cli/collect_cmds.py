@@ -24,9 +24,9 @@ from trajforge.cli.memory_cmds import (
     stored_memory,
 )
 from trajforge.cli.serve_cmds import ServeModelOption, check_model
-from trajforge.envs.taskset import TaskSet
+from trajforge.envs import TaskSet
 from trajforge.errors import ConfigError
-from trajforge.memory.live import DEFAULT_K
+from trajforge.memory import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutSpec
 from trajforge.schema import OutcomeStatus

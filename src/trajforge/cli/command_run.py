@@ -19,7 +19,7 @@ from trajforge.cli.common import err_console, resolve_store_path
 from trajforge.cli.rollout_options import check_names, spec_from_options
 from trajforge.distributed import RayOptions, on_ray
 from trajforge.errors import ConfigError, StoreError
-from trajforge.memory.live import Memory, read_with
+from trajforge.memory import Memory, read_with
 from trajforge.rollout import (
     EpisodeRunner,
     LiveParts,
@@ -30,7 +30,7 @@ from trajforge.rollout import (
     new_run_id,
     open_rollout,
 )
-from trajforge.store.sqlite import TrajectoryStore
+from trajforge.store import TrajectoryStore
 
 # With --resume a run keeps its spec; these options may still be given (where the episodes
 # are played is not part of the run).

@@ -15,15 +15,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from trajforge.judge.stats import (
+from trajforge.judge import (
     FailureSplit,
     RewardSummary,
     split_failures,
     summarize_rewards,
     summarize_rewards_by,
 )
-from trajforge.train.interrupted import TrainingInterrupted
-from trajforge.train.launch import launch_local, launched_rank
+from trajforge.train import TrainingInterrupted, launch_local, launched_rank
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)

@@ -22,8 +22,8 @@ from pydantic.fields import FieldInfo
 
 from trajforge.cli.common import err_console
 from trajforge.errors import ConfigError
-from trajforge.pipeline.config import STAGE_KINDS, Experiment
-from trajforge.train.config import DPOConfig, RLConfig, SFTConfig
+from trajforge.pipeline import STAGE_KINDS, Experiment
+from trajforge.train import DPOConfig, RLConfig, SFTConfig
 
 WIDTH = 96
 _BOUNDS = (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"))

@@ -10,10 +10,9 @@ import typer
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json
 from trajforge.cli.store_options import open_store
 from trajforge.cli.triage_cmds import run_filter
-from trajforge.curate.repair import repair_run
+from trajforge.curate import repair_run
 from trajforge.errors import ConfigError
-from trajforge.policy.naming import tokenizer_for
-from trajforge.policy.renderer import ChatRenderer
+from trajforge.policy import ChatRenderer, tokenizer_for
 
 curate_app = typer.Typer(
     name="curate", help="Curated training data from stored trajectories.", no_args_is_help=True

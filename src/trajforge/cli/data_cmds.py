@@ -29,7 +29,7 @@ from trajforge.cli.store_options import (
     open_store,
     store_filter,
 )
-from trajforge.judge.stats import format_reward, format_scored, format_success
+from trajforge.judge import format_reward, format_scored, format_success
 from trajforge.schema import json_schema_text
 
 if TYPE_CHECKING:

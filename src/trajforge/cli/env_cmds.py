@@ -15,14 +15,15 @@ from rich.table import Table
 from rich.text import Text
 
 from trajforge.cli.common import JsonOption, console, err_console, print_json
-from trajforge.envs.registry import (
+from trajforge.envs import (
+    ERROR_PREFIX,
     TAU2_PREFIX,
     USER_ENV_KINDS,
     EnvSource,
+    ToolEnv,
     env_names,
     get_env,
 )
-from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
 from trajforge.errors import ConfigError
 from trajforge.registry import did_you_mean
 from trajforge.schema import Task

@@ -27,24 +27,34 @@ from trajforge.cli.memory_cmds import (
 from trajforge.cli.preflight import check_reachable
 from trajforge.cli.renamed import OldRubricOption, refuse_renamed
 from trajforge.errors import ConfigError, DataError, StoreError
-from trajforge.judge.best_of_run import BestOf
-from trajforge.judge.criteria import load_criteria
-from trajforge.judge.evaluation import Evaluation, close_scorers, evaluate
-from trajforge.judge.llm_judge import LLMJudge
-from trajforge.judge.meta_eval import meta_evaluate, read_labels
-from trajforge.judge.scorer import Scorer, get_scorer, scorer_names
-from trajforge.judge.scoring import score_all, score_into, summarize
-from trajforge.judge.stats import format_rate, format_reward, format_scored, format_success
-from trajforge.memory.live import DEFAULT_K
-from trajforge.policy.naming import load_policy
+from trajforge.judge import (
+    BestOf,
+    Evaluation,
+    LLMJudge,
+    Scorer,
+    close_scorers,
+    evaluate,
+    format_rate,
+    format_reward,
+    format_scored,
+    format_success,
+    get_scorer,
+    load_criteria,
+    meta_evaluate,
+    read_labels,
+    score_all,
+    score_into,
+    scorer_names,
+    summarize,
+)
+from trajforge.memory import DEFAULT_K
+from trajforge.policy import load_policy
 from trajforge.precision import Precision
 from trajforge.registry import absolute_ref
-from trajforge.store import TrajectoryStore
-from trajforge.store.lookup import AmbiguousIdError
+from trajforge.store import AmbiguousIdError, TrajectoryStore
 
 if TYPE_CHECKING:
-    from trajforge.judge.criteria import JudgeCriteria
-    from trajforge.judge.scoring import EvalSummary, ScoreSink
+    from trajforge.judge import EvalSummary, JudgeCriteria, ScoreSink
     from trajforge.schema import Trajectory
 
 COMMAND = "eval"

@@ -21,21 +21,21 @@ from trajforge.cli.store_options import (
     open_store,
     store_filter,
 )
-from trajforge.curate import preference_pairs
-from trajforge.curate.groups import why_no_pairs
+from trajforge.curate import preference_pairs, why_no_pairs
 from trajforge.errors import ConfigError, DataError
-from trajforge.formats.detect import detect_format, likely_format, readable, writable
-from trajforge.formats.records import (
+from trajforge.formats import (
     FORMATS,
     RecordFormat,
+    detect_format,
+    likely_format,
     load_records,
     paused_gc,
+    readable,
+    writable,
     write_pair_records,
     write_records,
 )
-from trajforge.policy.naming import tokenizer_for
-from trajforge.policy.renderer import ChatRenderer
-from trajforge.policy.text_render import render_text_only
+from trajforge.policy import ChatRenderer, render_text_only, tokenizer_for
 from trajforge.schema import Trajectory
 
 

@@ -10,7 +10,7 @@ import typer
 
 from trajforge.cli.common import EnvArgument, err_console
 from trajforge.cli.preflight import claim_port
-from trajforge.envs.registry import get_env
+from trajforge.envs import get_env
 
 mcp_app = typer.Typer(
     name="mcp",
@@ -41,7 +41,7 @@ def serve(
     or streamable HTTP on 127.0.0.1. Each call runs the env's tool; its errors come back with
     is_error set."""
     # lazy: the MCP SDK and uvicorn cost a second at start-up; only this command needs them
-    from trajforge.envs.mcp.server import serve_http, serve_stdio
+    from trajforge.envs import serve_http, serve_stdio
 
     port = None if http is None else claim_port("127.0.0.1", http, option="--http")
     entry = get_env(env)

@@ -21,10 +21,8 @@ from trajforge.cli.common import (
     resolve_store_path,
 )
 from trajforge.errors import ConfigError, StoreError
-from trajforge.memory.distil import RULES, build_memory, stored_episodes
-from trajforge.memory.items import read_memory
-from trajforge.memory.live import DEFAULT_K, Memory
-from trajforge.policy.naming import check_embedder_name
+from trajforge.memory import DEFAULT_K, RULES, Memory, build_memory, read_memory, stored_episodes
+from trajforge.policy import check_embedder_name
 from trajforge.store import TrajectoryStore
 
 MEMORY_OPTION = "--memory"

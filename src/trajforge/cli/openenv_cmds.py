@@ -10,7 +10,7 @@ import typer
 
 from trajforge.cli.common import EnvArgument, err_console
 from trajforge.cli.preflight import claim_port
-from trajforge.envs.registry import get_env
+from trajforge.envs import get_env
 
 HOST = "127.0.0.1"
 
@@ -39,7 +39,7 @@ def serve(
     chosen = claim_port(HOST, port)
     entry = get_env(env)
     # lazy: openenv-core loads gradio (seconds at start-up); only this command needs it
-    from trajforge.envs.openenv.server import serve as serve_openenv
+    from trajforge.envs import serve as serve_openenv
 
     err_console.print(f"serving {entry.name!r} as OpenEnv at http://{HOST}:{chosen} (Ctrl-C stops)")
     with contextlib.suppress(KeyboardInterrupt):

@@ -11,14 +11,17 @@ from rich.table import Table
 
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.errors import ConfigError, StoreError
-from trajforge.policy.check import check_trajectories
-from trajforge.policy.naming import tokenizer_for
-from trajforge.policy.renderer import ChatRenderer, ToolProtocol
-from trajforge.policy.text_render import RENDERED_WITH
+from trajforge.policy import (
+    RENDERED_WITH,
+    ChatRenderer,
+    ToolProtocol,
+    check_trajectories,
+    tokenizer_for,
+)
 from trajforge.store import TrajectoryStore
 
 if TYPE_CHECKING:
-    from trajforge.policy.check import CheckReport
+    from trajforge.policy import CheckReport
     from trajforge.schema import Trajectory
 
 _SHOWN = 50

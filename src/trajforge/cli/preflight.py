@@ -11,7 +11,7 @@ import socket
 from urllib.parse import urlsplit
 
 from trajforge.errors import ConfigError
-from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
+from trajforge.policy import OPENAI_PREFIX, parse_openai_spec
 
 REACH_TIMEOUT_S = 5.0
 

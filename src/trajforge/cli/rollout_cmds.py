@@ -25,8 +25,8 @@ from trajforge.cli.memory_cmds import (
     plan_memory,
     stored_memory,
 )
-from trajforge.judge.stats import RewardSummary
-from trajforge.memory.live import DEFAULT_K
+from trajforge.judge import RewardSummary
+from trajforge.memory import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutStats
 from trajforge.schema import OutcomeStatus

@@ -13,9 +13,9 @@ from pydantic_core import ErrorDetails
 
 from trajforge.cli.preflight import check_reachable
 from trajforge.distributed import LOCAL, RayOptions
-from trajforge.envs.registry import get_env
+from trajforge.envs import get_env
 from trajforge.errors import ConfigError
-from trajforge.policy.naming import check_policy_name
+from trajforge.policy import check_policy_name
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutSpec
 

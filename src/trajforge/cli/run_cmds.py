@@ -20,13 +20,11 @@ from trajforge.cli.common import (
 )
 from trajforge.cli.failures import Failure, finish, stored_failures
 from trajforge.distributed import RayOptions
-from trajforge.judge.stats import format_reward, format_scored, format_success
-from trajforge.pipeline.config import STORE_FILE, Experiment, load_experiment
-from trajforge.report.html import REPORT_FILE, build_report
-from trajforge.report.view_command import view_command
+from trajforge.judge import format_reward, format_scored, format_success
+from trajforge.pipeline import STORE_FILE, Experiment, load_experiment
+from trajforge.report import REPORT_FILE, build_report, view_command
 from trajforge.store import TrajectoryStore
-from trajforge.train.interrupted import TrainingInterrupted
-from trajforge.train.launch import launched_rank
+from trajforge.train import TrainingInterrupted, launched_rank
 
 
 def run_command(
@@ -53,8 +51,8 @@ def run_command(
     """Run a staged experiment (eval, demonstrations, SFT, RL, ...) and write its report."""
     if launched_as_processes(num_processes):
         return
-    from trajforge.pipeline.runner import ExperimentRunner  # lazy: its training stages load torch
-    from trajforge.train.distributed import leave_process_group
+    from trajforge.pipeline import ExperimentRunner  # lazy: its training stages load torch
+    from trajforge.train import leave_process_group
 
     exp = load_experiment(experiment, overrides or [])
     on_ray = opts.ray_options(

@@ -18,11 +18,10 @@ from trajforge.cli.common import (
 )
 from trajforge.cli.preflight import check_reachable, claim_port
 from trajforge.errors import ConfigError
-from trajforge.policy.naming import check_policy_name
+from trajforge.policy import check_policy_name
 from trajforge.precision import Precision
 from trajforge.rollout import PolicyRef, new_run_id
-from trajforge.serve.recorder import SERVER_SESSIONS
-from trajforge.serve.upstream import open_gateway
+from trajforge.serve import SERVER_SESSIONS, open_gateway
 from trajforge.store import TrajectoryStore
 
 ServeModelOption = Annotated[
@@ -72,14 +71,14 @@ def serve(
     every call: a session at /sessions/ID/v1 becomes token-exact trajectories in the store."""
     if tinker:
         # lazy: the Tinker server loads torch, the trainer and the tinker SDK's protobufs
-        from trajforge.tinker.run import serve_tinker
+        from trajforge.tinker import serve_tinker
 
         port = claim_port(host, port)
         serve_tinker(
             host, port, tinker_dir, tinker_model or [], resolve_store_path(store), err_console
         )
         return
-    from trajforge.serve.server import serve_forever  # lazy: uvicorn and fastapi take 0.4 s
+    from trajforge.serve import serve_forever  # lazy: uvicorn and fastapi take 0.4 s
 
     port = claim_port(host, port)
     check_model(model)
@@ -132,8 +131,8 @@ def otel_receive(
     """Receive OpenTelemetry GenAI telemetry over OTLP/HTTP (point an agent's
     OTEL_EXPORTER_OTLP_ENDPOINT here) and store each trace's conversations as trajectories."""
     # lazy: the receiver loads uvicorn, fastapi and the OTLP protobuf classes (0.5 s)
-    from trajforge.formats.otel_receiver import TraceCollector, receiver_app
-    from trajforge.serve.server import serve_app_forever  # lazy: as above
+    from trajforge.formats import TraceCollector, receiver_app
+    from trajforge.serve import serve_app_forever  # lazy: as above
 
     port = claim_port(host, port)
     run_id = run or new_run_id()

@@ -12,8 +12,7 @@ import typer
 from trajforge.cli.common import resolve_store_path
 from trajforge.errors import ConfigError, StoreError
 from trajforge.schema import OutcomeStatus
-from trajforge.store import TrajectoryFilter, TrajectoryStore
-from trajforge.store.filters import validate_named
+from trajforge.store import TrajectoryFilter, TrajectoryStore, validate_named
 from trajforge.triage import Signal, signal_score_name
 
 STATUSES = tuple(status.value for status in OutcomeStatus)

@@ -61,7 +61,10 @@ def template_check(
     earlier rendering is not a prefix of the next. Exits 1 unless every shape asked for is
     prefix-safe (--markdown writes the page whatever it finds)."""
     # lazy: the template check loads transformers' tokenizer and Jinja code; the CLI starts light
-    from trajforge.chat_templates import check_template, shapes_named, source, table
+    from trajforge.chat_templates import check_template, library_reports, load, shapes_named
+
+    # lazy: as the import above
+    from trajforge.chat_templates import markdown as table_markdown
 
     if library and ref is not None:
         raise ConfigError("template-check: give MODEL|TEMPLATE_FILE or --library, not both")
@@ -70,9 +73,9 @@ def template_check(
     if markdown is not None and not library:
         raise ConfigError("template-check: --markdown writes the --library table")
     if ref is None:
-        reports = table.library_reports()
+        reports = library_reports()
     else:
-        loaded = source.load(ref, tokenizer, bos_token, eos_token)
+        loaded = load(ref, tokenizer, bos_token, eos_token)
         reports = [
             check_template(
                 loaded.template,
@@ -83,7 +86,7 @@ def template_check(
             )
         ]
     if markdown is not None:
-        markdown.write_text(table.markdown(reports))
+        markdown.write_text(table_markdown(reports))
         console.print(f"wrote {markdown}")
     elif as_json:
         print_json(

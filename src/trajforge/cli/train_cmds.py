@@ -19,15 +19,21 @@ from trajforge.cli.common import (
 )
 from trajforge.curate import preference_pairs
 from trajforge.errors import DataError
-from trajforge.pipeline.train_results import StandaloneRun
-from trajforge.report.html import build_report
-from trajforge.train.config import ConfigT, DPOConfig, RLConfig, SFTConfig, load_train_config
-from trajforge.train.data import load_source
-from trajforge.train.interrupted import TrainingInterrupted
-from trajforge.train.launch import launched_rank
+from trajforge.pipeline import StandaloneRun
+from trajforge.report import build_report
+from trajforge.train import (
+    ConfigT,
+    DPOConfig,
+    RLConfig,
+    SFTConfig,
+    TrainingInterrupted,
+    launched_rank,
+    load_source,
+    load_train_config,
+)
 
 if TYPE_CHECKING:
-    from trajforge.train.base import Trainer, TrainResult
+    from trajforge.train import Trainer, TrainResult
 
 ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help="YAML config file (validated; errors name the key).")
@@ -56,7 +62,7 @@ def _train(trainer: Trainer, kind: str, config: Path, overrides: list[str], resu
     """``trainer.train``, its ``results.json`` and report written in ``output_dir`` (on Ctrl-C
     too: the steps made so far), and the summary the command prints. On Ctrl-C the
     interruption names the command that resumes it."""
-    from trajforge.train.distributed import leave_process_group  # lazy: imports torch
+    from trajforge.train import leave_process_group  # lazy: imports torch
 
     run = StandaloneRun(kind, trainer.cfg)
     main = launched_rank() == 0  # only the main process writes the run folder's files
@@ -132,7 +138,7 @@ def _train_command(
 
 def _sft(cfg: SFTConfig, config: Path) -> Trainer:
     """Supervised fine-tuning on the assistant tokens of stored trajectories."""
-    from trajforge.train.sft import SFTTrainer  # lazy: torch loads only when a command trains
+    from trajforge.train import SFTTrainer  # lazy: torch loads only when a command trains
 
     assert cfg.data is not None  # load_train_config refuses a config without data
     return SFTTrainer(cfg, load_source(cfg.data))
@@ -140,7 +146,7 @@ def _sft(cfg: SFTConfig, config: Path) -> Trainer:
 
 def _dpo(cfg: DPOConfig, config: Path) -> Trainer:
     """DPO on preference pairs built from groups of stored trajectories."""
-    from trajforge.train.dpo import DPOTrainer  # lazy: torch loads only when a command trains
+    from trajforge.train import DPOTrainer  # lazy: torch loads only when a command trains
 
     assert cfg.data is not None  # load_train_config refuses a config without data
     pairs = preference_pairs(load_source(cfg.data), score=cfg.score, min_margin=cfg.min_margin)
@@ -156,7 +162,7 @@ def _rl(cfg: RLConfig, config: Path) -> Trainer:
     """On-policy RL: roll out groups, compute advantages, update, repeat."""
     # lazy: the agent runners load uvicorn (0.4 s), the trainer torch
     from trajforge.agent_programs import agent_runners
-    from trajforge.train.rl import RLTrainer  # lazy: as the import above
+    from trajforge.train import RLTrainer  # lazy: as the import above
 
     return RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env))
 

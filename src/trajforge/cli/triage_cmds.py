@@ -17,11 +17,18 @@ from trajforge.cli.renamed import OldRubricOption, refuse_renamed
 from trajforge.cli.render import fitted_table
 from trajforge.cli.store_options import RunFilter, open_store
 from trajforge.errors import ConfigError, StoreError
-from trajforge.policy.base import Policy
-from trajforge.policy.naming import load_policy
+from trajforge.policy import Policy, load_policy
 from trajforge.store import TrajectoryFilter, TrajectoryStore
-from trajforge.triage import RunFailures, Signal, TriageOptions, failure_table, triage_store
-from trajforge.triage.llm import LLMLocaliser, LocaliserCriteria, locate_unplaced
+from trajforge.triage import (
+    LLMLocaliser,
+    LocaliserCriteria,
+    RunFailures,
+    Signal,
+    TriageOptions,
+    failure_table,
+    locate_unplaced,
+    triage_store,
+)
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod

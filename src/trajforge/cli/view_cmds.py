@@ -11,8 +11,8 @@ import typer
 from trajforge.cli.common import StoreOption, err_console, resolve_store_path
 from trajforge.cli.preflight import claim_port
 from trajforge.errors import ConfigError, DataError, StoreError
-from trajforge.pipeline.config import STORE_FILE
-from trajforge.report.html import REPORT_FILE, RESULTS_FILE
+from trajforge.pipeline import STORE_FILE
+from trajforge.report import REPORT_FILE, RESULTS_FILE
 
 DEFAULT_PORT = 8765
 
@@ -71,7 +71,7 @@ def view(
     """Browse runs and trajectories in a web browser: filters, conversations, tokens and loss
     mask, groups with their advantages, diffs, live updates of a run being written."""
     # lazy: the viewer loads fastapi, uvicorn and jinja2 (0.4 s); other commands never need them
-    from trajforge.viewer.app import serve_viewer
+    from trajforge.viewer import serve_viewer
 
     chosen = claim_port(host, port)
     path, run_dir = _locate(target, store)

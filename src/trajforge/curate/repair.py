@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from trajforge.policy.renderer import ChatRenderer
+from trajforge.policy import ChatRenderer
 from trajforge.schema import (
+    LOSS_FROM_MESSAGE,
     Message,
     Outcome,
     OutcomeStatus,
@@ -25,7 +26,6 @@ from trajforge.schema import (
     is_success,
     new_id,
 )
-from trajforge.schema.trajectory import LOSS_FROM_MESSAGE
 from trajforge.store import TrajectoryFilter, TrajectoryStore
 from trajforge.triage import TriageVerdict, triage
 

@@ -23,14 +23,36 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trajforge.distributed.options import LOCAL, POLICY_VERSION, RayOptions
+from trajforge.distributed.options import LOCAL, POLICY_VERSION, RayOptions, SeatPlan, Snapshot
 from trajforge.errors import ConfigError
+from trajforge.registry import lazy_names
 from trajforge.rollout import LiveParts
 
 if TYPE_CHECKING:
+    from trajforge.distributed.cluster import ray_cluster
     from trajforge.distributed.runner import RayRunner
 
-__all__ = ["LOCAL", "POLICY_VERSION", "RayOptions", "on_ray", "ray_runner"]
+__all__ = [
+    "LOCAL",
+    "POLICY_VERSION",
+    "RayOptions",
+    "RayRunner",
+    "SeatPlan",
+    "Snapshot",
+    "on_ray",
+    "ray_cluster",
+    "ray_runner",
+]
+
+# Loaded on first access (PEP 562): importing the package stays as light as it was; the
+# TYPE_CHECKING imports above give mypy the names' types.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "RayRunner": "runner",
+        "ray_cluster": "cluster",
+    },
+)
 
 
 def ray_runner(options: RayOptions, *, persistent: bool = False) -> RayRunner:

@@ -9,12 +9,17 @@ from typing import Any
 import ray
 
 from trajforge.distributed.options import POLICY_VERSION, SeatPlan, Snapshot
-from trajforge.envs.registry import get_env
-from trajforge.policy.base import Policy
-from trajforge.policy.hf import HFPolicy
-from trajforge.rollout import EpisodeKey, PlayedEpisode, RolloutError, RolloutSpec, new_episode
-from trajforge.rollout.engine import user_policy_for
-from trajforge.rollout.multiseat import play_game
+from trajforge.envs import get_env
+from trajforge.policy import HFPolicy, Policy
+from trajforge.rollout import (
+    EpisodeKey,
+    PlayedEpisode,
+    RolloutError,
+    RolloutSpec,
+    new_episode,
+    play_game,
+    user_policy_for,
+)
 
 KEPT_SPECS = 8
 """Runs whose parsed spec an actor keeps (RL plays one run per step, a few at once ahead)."""

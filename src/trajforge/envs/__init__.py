@@ -1,18 +1,85 @@
 """Layer 3: environments. The ``Env`` contract, ``@tool``, ``ToolEnv``, task sets, the registry."""
 
+from typing import TYPE_CHECKING
+
 from trajforge.envs.base import Env, StepResult
 from trajforge.envs.taskset import TaskSet
 from trajforge.envs.tool import Tool, ToolContext, ToolError, tool
-from trajforge.envs.tool_env import EnvError, ToolEnv
+from trajforge.envs.tool_env import ERROR_PREFIX, EnvError, ToolEnv
+from trajforge.registry import lazy_names
+
+if TYPE_CHECKING:
+    from trajforge.envs.mcp.server import serve_http, serve_stdio
+    from trajforge.envs.multiseat.base import (
+        GameResult,
+        MultiSeatEnv,
+        opponent_by_name,
+        result_of,
+        seat_expert,
+    )
+    from trajforge.envs.openenv.server import serve
+    from trajforge.envs.registry import (
+        TAU2_PREFIX,
+        USER_ENV_KINDS,
+        EnvEntry,
+        EnvSource,
+        env_names,
+        get_env,
+        stored_env_name,
+    )
+    from trajforge.envs.user_sim import UserResponder, UserSimEnv
 
 __all__ = [
+    "ERROR_PREFIX",
+    "TAU2_PREFIX",
+    "USER_ENV_KINDS",
     "Env",
+    "EnvEntry",
     "EnvError",
+    "EnvSource",
+    "GameResult",
+    "MultiSeatEnv",
     "StepResult",
     "TaskSet",
     "Tool",
     "ToolContext",
     "ToolEnv",
     "ToolError",
+    "UserResponder",
+    "UserSimEnv",
+    "env_names",
+    "get_env",
+    "opponent_by_name",
+    "result_of",
+    "seat_expert",
+    "serve",
+    "serve_http",
+    "serve_stdio",
+    "stored_env_name",
     "tool",
 ]
+
+# Loaded on first access (PEP 562): importing the package stays as light as it was; the
+# TYPE_CHECKING imports above give mypy the names' types.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "EnvEntry": "registry",
+        "EnvSource": "registry",
+        "GameResult": "multiseat.base",
+        "MultiSeatEnv": "multiseat.base",
+        "TAU2_PREFIX": "registry",
+        "USER_ENV_KINDS": "registry",
+        "UserResponder": "user_sim",
+        "UserSimEnv": "user_sim",
+        "env_names": "registry",
+        "get_env": "registry",
+        "opponent_by_name": "multiseat.base",
+        "result_of": "multiseat.base",
+        "seat_expert": "multiseat.base",
+        "serve": "openenv.server",
+        "serve_http": "mcp.server",
+        "serve_stdio": "mcp.server",
+        "stored_env_name": "registry",
+    },
+)

@@ -45,9 +45,8 @@ from trajforge.envs.taskset import TEST, TRAIN
 from trajforge.envs.tool import Tool, ToolContext, ToolError
 from trajforge.envs.tool_env import ToolEnv
 from trajforge.errors import ConfigError
-from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Task
-from trajforge.schema.evidence import Evidence
+from trajforge.formats import format_tool_call
+from trajforge.schema import Evaluator, EvaluatorKind, Evidence, Message, Role, Score, Task
 
 PREFIX = "harbor:"
 REQUIRED = ("task.toml", "instruction.md", "environment", "tests/test.sh")

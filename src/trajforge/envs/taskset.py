@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from trajforge.configfile import first_problem
 from trajforge.errors import DataError
-from trajforge.formats.jsonl import read_json_objects
+from trajforge.formats import read_json_objects
 from trajforge.schema import Task
 
 TRAIN = "train"

@@ -23,9 +23,20 @@ from typing import Any
 from trajforge.envs.base import Env, StepResult
 from trajforge.envs.tool import Tool, ToolArgumentError, ToolContext, ToolError, tool
 from trajforge.errors import ConfigError, InfraError, TrajforgeError
-from trajforge.schema import ExpertFn, Message, Role, Score, Task, Timing, ToolCall
-from trajforge.schema.answers import contains_answer
-from trajforge.schema.evidence import Evidence, Verifier, check_verifier, run_verifier
+from trajforge.schema import (
+    Evidence,
+    ExpertFn,
+    Message,
+    Role,
+    Score,
+    Task,
+    Timing,
+    ToolCall,
+    Verifier,
+    check_verifier,
+    contains_answer,
+    run_verifier,
+)
 
 Hook = Callable[[ToolContext], Awaitable[None] | None]
 

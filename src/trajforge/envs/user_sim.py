@@ -37,7 +37,7 @@ from typing import Any
 from trajforge.envs.base import StepResult
 from trajforge.envs.tool import Tool, ToolContext
 from trajforge.envs.tool_env import ERROR_PREFIX, EnvError, ToolEnv
-from trajforge.formats.tool_calls import format_tool_call
+from trajforge.formats import format_tool_call
 from trajforge.schema import Message, Role, Task
 
 GREETING = "Hi! How can I help you today?"

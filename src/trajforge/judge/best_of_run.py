@@ -25,7 +25,7 @@ from trajforge.judge.selectors import (
     check_verifier_selectable,
     parse_selector,
 )
-from trajforge.policy.naming import load_policy
+from trajforge.policy import load_policy
 from trajforge.schema import Trajectory
 
 

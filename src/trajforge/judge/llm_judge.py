@@ -13,7 +13,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
 from trajforge.judge.criteria import JudgeCriteria, load_criteria
-from trajforge.policy.base import Policy, SamplingParams
+from trajforge.policy import Policy, SamplingParams
 from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Trajectory
 
 PROMPT_VERSION = "llm-judge/1"

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trajforge.errors import DataError
-from trajforge.formats.jsonl import read_json_objects
+from trajforge.formats import read_json_objects
 
 
 @dataclass(frozen=True)

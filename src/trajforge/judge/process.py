@@ -8,8 +8,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from trajforge.judge.scorer import scorer_class
-from trajforge.schema import Evaluator, EvaluatorKind, Role, Score, Trajectory
-from trajforge.schema.answers import final_answer
+from trajforge.schema import Evaluator, EvaluatorKind, Role, Score, Trajectory, final_answer
 
 TOOL_ERROR_PREFIX = "Error"
 

@@ -7,8 +7,11 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from trajforge.judge.scorer import scorer_class
-from trajforge.schema import Evaluator, EvaluatorKind, Score, Trajectory
-from trajforge.schema.answers import (
+from trajforge.schema import (
+    Evaluator,
+    EvaluatorKind,
+    Score,
+    Trajectory,
     answer_span,
     contains_answer,
     final_answer,

@@ -26,8 +26,16 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from trajforge.errors import ConfigError
 from trajforge.registry import Registry, is_ref
-from trajforge.schema import Evaluator, EvaluatorKind, Score, Trajectory
-from trajforge.schema.evidence import Evidence, Verifier, check_verifier, run_verifier
+from trajforge.schema import (
+    Evaluator,
+    EvaluatorKind,
+    Evidence,
+    Score,
+    Trajectory,
+    Verifier,
+    check_verifier,
+    run_verifier,
+)
 
 
 class Scorer(Protocol):

@@ -24,8 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from trajforge.errors import ConfigError
 from trajforge.judge.criteria import load_criteria
-from trajforge.schema import Role, Trajectory
-from trajforge.schema.answers import answer_span, final_answer, normalize_answer
+from trajforge.schema import Role, Trajectory, answer_span, final_answer, normalize_answer
 
 SELECT_OPTION = "--select"
 BEST_OF_OPTION = "--best-of"

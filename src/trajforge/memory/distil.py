@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajforge.judge.llm_judge import render_trajectory
+from trajforge.judge import render_trajectory
 from trajforge.memory.items import MemoryItem, MemoryKind, write_memory
-from trajforge.policy.base import Policy, SamplingParams
-from trajforge.policy.naming import load_policy
+from trajforge.policy import Policy, SamplingParams, load_policy
 from trajforge.schema import Message, Role, Trajectory, is_success
 from trajforge.store import TrajectoryStore
 

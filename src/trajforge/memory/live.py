@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from trajforge.envs.base import Env, StepResult
+from trajforge.envs import Env, StepResult
 from trajforge.memory.distil import distil_rules
 from trajforge.memory.items import MemoryItem, for_env, item_line, read_memory
 from trajforge.retrieval import BM25, EmbeddingIndex, Retriever
@@ -73,7 +73,7 @@ class Memory:
         ``tiny``, a folder) loaded first; ``None``: BM25."""
         if embed is None:
             return cls.load(path, env, k)
-        from trajforge.policy.embed import TextEmbedder  # lazy: loads torch and the model
+        from trajforge.policy import TextEmbedder  # lazy: loads torch and the model
 
         return cls.load(path, env, k, TextEmbedder.load(embed))
 

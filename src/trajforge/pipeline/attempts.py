@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from trajforge.train.checkpoint import checkpoint_root
+from trajforge.train import checkpoint_root
 
 ATTEMPTS_DIR = ".attempts"
 """The folder of a run folder that holds its stages' earlier attempts."""

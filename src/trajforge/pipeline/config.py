@@ -15,8 +15,7 @@ from typing import Any, TypeVar
 
 from trajforge.configfile import KeyPath, raise_problems, validate
 from trajforge.errors import ConfigError
-from trajforge.memory.distil import RULES
-from trajforge.memory.items import read_memory
+from trajforge.memory import RULES, read_memory
 from trajforge.pipeline.experiment import (
     Experiment,
     best_of_problem,
@@ -40,19 +39,8 @@ from trajforge.pipeline.stages import (
     TriageStage,
     stage_name,
 )
-from trajforge.policy.naming import (
-    OPENAI_PREFIX,
-    SCRIPT_PREFIX,
-    check_embedder_name,
-    load_script,
-)
-from trajforge.train.config import (
-    ConfigT,
-    RLConfig,
-    SFTConfig,
-    env_problem,
-    model_name_problem,
-)
+from trajforge.policy import OPENAI_PREFIX, SCRIPT_PREFIX, check_embedder_name, load_script
+from trajforge.train import ConfigT, RLConfig, SFTConfig, env_problem, model_name_problem
 
 __all__ = [
     "STAGE_CHECKPOINT_S",

@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trajforge.curate.repair import repair_run
+from trajforge.curate import repair_run
 from trajforge.errors import ConfigError
 from trajforge.pipeline.config import TriageStage
-from trajforge.policy.naming import tokenizer_for
-from trajforge.policy.renderer import ChatRenderer
+from trajforge.policy import ChatRenderer, tokenizer_for
 from trajforge.store import TrajectoryFilter, TrajectoryStore
 from trajforge.triage import TriageOptions, triage_runs
 

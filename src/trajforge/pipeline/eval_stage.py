@@ -10,12 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from trajforge.distributed import on_ray
-from trajforge.envs.registry import get_env
-from trajforge.judge.best_of_run import plan_best_of
-from trajforge.judge.evaluation import Evaluation, evaluate
-from trajforge.judge.scorer import Rubric
-from trajforge.judge.stats import format_reward, format_scored, format_success
-from trajforge.memory.live import Memory, read_with
+from trajforge.envs import get_env
+from trajforge.judge import (
+    Evaluation,
+    Rubric,
+    evaluate,
+    format_reward,
+    format_scored,
+    format_success,
+    plan_best_of,
+)
+from trajforge.memory import Memory, read_with
 from trajforge.pipeline.config import Experiment
 from trajforge.pipeline.memory_stage import memory_figures
 from trajforge.rollout import (

@@ -11,10 +11,10 @@ from typing import Any
 from pydantic import Field, PrivateAttr, field_validator
 
 from trajforge.configfile import KeyPath, Origin, apply_overrides, read_yaml, validate
-from trajforge.distributed.options import RayOptions
-from trajforge.envs.registry import get_env
+from trajforge.distributed import RayOptions
+from trajforge.envs import get_env
 from trajforge.errors import ConfigError
-from trajforge.judge.best_of_run import plan_best_of
+from trajforge.judge import plan_best_of
 from trajforge.pipeline.stages import (
     STAGE_KINDS,
     TRAJECTORY_KINDS,

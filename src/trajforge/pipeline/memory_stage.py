@@ -15,8 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from trajforge.errors import ConfigError
-from trajforge.memory.distil import build_memory, stored_episodes
-from trajforge.memory.live import MEMORY_KEY, Memory
+from trajforge.memory import MEMORY_KEY, Memory, build_memory, stored_episodes
 from trajforge.pipeline.config import EvalStage, MemoryStage
 from trajforge.schema import Trajectory
 from trajforge.store import TrajectoryStore

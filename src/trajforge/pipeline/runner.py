@@ -22,7 +22,7 @@ from rich.console import Console
 
 from trajforge.agent_programs import agent_runners
 from trajforge.errors import ConfigError, TrajforgeError
-from trajforge.memory.live import Memory
+from trajforge.memory import Memory
 from trajforge.pipeline.attempts import run_folder_line, set_aside
 from trajforge.pipeline.config import (
     STORE_FILE,
@@ -59,18 +59,22 @@ from trajforge.pipeline.stage_code import covered
 from trajforge.pipeline.train_results import loss_detail, rl_detail, training_record, write_results
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.ram import trim_freed_memory
-from trajforge.report.html import RESULTS_FILE, build_report
+from trajforge.report import RESULTS_FILE, build_report
 from trajforge.rollout import PolicyRef
-from trajforge.train.checkpoint import latest_checkpoint
-from trajforge.train.config import DistributedSettings
-from trajforge.train.data import load_source
-from trajforge.train.distributed import from_main, is_main_process, join_launched_processes
-from trajforge.train.interrupted import TrainingInterrupted
-from trajforge.train.rl import RLTrainer
-from trajforge.train.sft import SFTTrainer
+from trajforge.train import (
+    DistributedSettings,
+    RLTrainer,
+    SFTTrainer,
+    TrainingInterrupted,
+    from_main,
+    is_main_process,
+    join_launched_processes,
+    latest_checkpoint,
+    load_source,
+)
 
 if TYPE_CHECKING:
-    from trajforge.train.base import Trainer, TrainResult
+    from trajforge.train import Trainer, TrainResult
 
 
 class ExperimentRunner:

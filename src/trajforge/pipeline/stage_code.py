@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import trajforge
-from trajforge.envs.registry import EnvSource, get_env
+from trajforge.envs import EnvSource, get_env
 from trajforge.errors import TrajforgeError
-from trajforge.policy.naming import SCRIPT_PREFIX
+from trajforge.policy import SCRIPT_PREFIX
 from trajforge.registry import is_ref
 
 _INSTALLED = [

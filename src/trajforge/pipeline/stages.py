@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trajforge.judge.scorer import ScorerRefs, default_refs
+from trajforge.judge import ScorerRefs, default_refs
 
 
 class StrictModel(BaseModel):

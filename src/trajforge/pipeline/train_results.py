@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from trajforge.errors import DataError
 from trajforge.precision import describe_machine
-from trajforge.report.html import RESULTS_FILE
-from trajforge.train.config import CommonSettings, DPOConfig, RLConfig, SFTConfig
-from trajforge.train.interrupted import TrainingInterrupted
-from trajforge.viewer.curves import METRICS_FILE
+from trajforge.report import RESULTS_FILE
+from trajforge.train import CommonSettings, DPOConfig, RLConfig, SFTConfig, TrainingInterrupted
+from trajforge.viewer import METRICS_FILE
 
 if TYPE_CHECKING:
-    from trajforge.train.base import TrainResult
+    from trajforge.train import TrainResult
 
 STANDALONE_KIND = "train"
 """``results.json``'s ``kind`` for a standalone training run (an experiment's has none)."""

@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from trajforge.formats.tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from trajforge.formats import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from trajforge.policy.tool_prompt import EXAMPLE_DEFAULT, EXAMPLE_VALUES, tool_prompt_parts
 from trajforge.schema import FunctionSpec
 

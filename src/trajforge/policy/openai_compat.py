@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from trajforge.errors import TrajforgeError
-from trajforge.formats.tool_calls import parse_openai_tool_calls, parse_tool_calls
+from trajforge.formats import parse_openai_tool_calls, parse_tool_calls
 from trajforge.policy.base import ChatSession, Completion, FinishReason, Policy, SamplingParams
 from trajforge.policy.openai_session import OpenAISession
 from trajforge.schema import Message, Role, Task, Timing, ToolCall, ToolSpec

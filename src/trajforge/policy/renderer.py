@@ -25,7 +25,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from trajforge.errors import TrajforgeError
-from trajforge.formats.tool_calls import ParsedCompletion, format_tool_call, get_parser
+from trajforge.formats import ParsedCompletion, format_tool_call, get_parser
 from trajforge.policy.chat_template import unwrap, wrap
 from trajforge.policy.tool_prompt import tools_system_prompt
 from trajforge.schema import Message, Role, ToolSpec

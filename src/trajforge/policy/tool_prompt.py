@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from trajforge.formats.tool_calls import format_tool_call
+from trajforge.formats import format_tool_call
 from trajforge.schema import ToolSpec
 
 EXAMPLE_VALUES: dict[str, Any] = {

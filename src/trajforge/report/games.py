@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from trajforge.envs.multiseat.base import GameResult
+from trajforge.envs import GameResult
 from trajforge.errors import ConfigError
-from trajforge.judge.stats import wilson_ci95
+from trajforge.judge import wilson_ci95
 from trajforge.schema import Trajectory
 
 ELO_SCALE = 400.0

@@ -12,10 +12,10 @@ from jinja2 import Environment, PackageLoader
 
 from trajforge import __version__
 from trajforge.errors import DataError
-from trajforge.judge.stats import FailureSplit, format_scored
+from trajforge.judge import FailureSplit, format_scored
 from trajforge.report.games import GamesSummary
 from trajforge.report.intervals import reward_text, success_text
-from trajforge.report.view_command import view_command
+from trajforge.report.links import view_command
 from trajforge.schema import Role, Trajectory, is_success
 from trajforge.store import TrajectoryStore
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from trajforge.judge.stats import format_rate, format_reward, format_success, wilson_ci95
+from trajforge.judge import format_rate, format_reward, format_success, wilson_ci95
 
 
 def success_text(summary: dict[str, Any]) -> str:

@@ -4,6 +4,9 @@ baseline, limits, fault isolation, and hooks for store bookkeeping, resume and p
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from trajforge.registry import lazy_names
 from trajforge.rollout.engine import (
     EpisodeRunner,
     LiveParts,
@@ -15,6 +18,7 @@ from trajforge.rollout.engine import (
     new_episode,
     open_rollout,
     run_rollout,
+    user_policy_for,
 )
 from trajforge.rollout.episode import EpisodeKey
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
@@ -24,6 +28,9 @@ from trajforge.rollout.seeding import derive_seed, group_id_for, is_generated_ru
 from trajforge.rollout.spec import PolicyRef, RolloutError, RolloutSpec, Sampling, TaskSample
 from trajforge.rollout.stats import RolloutStats
 
+if TYPE_CHECKING:
+    from trajforge.rollout.multiseat import MultiSeatRunner, play_by_seat, play_facing, play_game
+
 __all__ = [
     "EndReason",
     "EpisodeKey",
@@ -31,6 +38,7 @@ __all__ = [
     "Limits",
     "LiveParts",
     "LocalRunner",
+    "MultiSeatRunner",
     "PlayedEpisode",
     "PolicyRef",
     "RolloutError",
@@ -53,5 +61,21 @@ __all__ = [
     "new_episode",
     "new_run_id",
     "open_rollout",
+    "play_by_seat",
+    "play_facing",
+    "play_game",
     "run_rollout",
+    "user_policy_for",
 ]
+
+# Loaded on first access (PEP 562): importing the package stays as light as it was; the
+# TYPE_CHECKING imports above give mypy the names' types.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "MultiSeatRunner": "multiseat",
+        "play_by_seat": "multiseat",
+        "play_facing": "multiseat",
+        "play_game": "multiseat",
+    },
+)

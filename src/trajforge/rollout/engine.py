@@ -21,10 +21,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from typing import NamedTuple, TypedDict, TypeVar, Unpack
 
-from trajforge.envs.base import Env
-from trajforge.envs.registry import EnvEntry, get_env
-from trajforge.policy.base import Policy
-from trajforge.policy.naming import load_policy
+from trajforge.envs import Env, EnvEntry, get_env
+from trajforge.policy import Policy, load_policy
 from trajforge.ram import start_memory_watchdog
 from trajforge.rollout.episode import EnvFactory, Episode, EpisodeKey
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
@@ -32,7 +30,7 @@ from trajforge.rollout.lockstep import run_lockstep
 from trajforge.rollout.seeding import group_id_for
 from trajforge.rollout.spec import RolloutError, RolloutSpec, TaskSample
 from trajforge.schema import ExpertFn, Task, Trajectory
-from trajforge.store.sqlite import TrajectoryStore
+from trajforge.store import TrajectoryStore
 
 Item = TypeVar("Item")
 Played = TypeVar("Played")

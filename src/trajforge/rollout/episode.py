@@ -17,9 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trajforge.envs.base import Env
-from trajforge.envs.user_sim import UserSimEnv
-from trajforge.policy.base import ChatSession, Policy, SamplingParams
+from trajforge.envs import Env, UserSimEnv
+from trajforge.policy import ChatSession, Policy, SamplingParams
 from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn, fault_of
 from trajforge.rollout.resplit import Pieces
 from trajforge.rollout.seeding import derive_seed

@@ -19,7 +19,7 @@ from trajforge.rollout.stats import RolloutStats
 from trajforge.schema import Task, Trajectory
 
 if TYPE_CHECKING:
-    from trajforge.store.sqlite import TrajectoryStore
+    from trajforge.store import TrajectoryStore
 
 StoreKey = tuple[str, int]
 """``(task.id, sample_index)``: an episode of a run, as the store knows it."""

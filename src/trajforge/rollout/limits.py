@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trajforge.policy.base import FinishReason
+from trajforge.policy import FinishReason
 from trajforge.schema import Fault, Message, Outcome, OutcomeStatus
 
 # With ``max_turns=None`` the environment decides when an episode ends; this backstop still

@@ -25,10 +25,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequen
 from dataclasses import replace
 from typing import Any
 
-from trajforge.envs.multiseat.base import MultiSeatEnv, opponent_by_name, result_of, seat_expert
-from trajforge.envs.registry import EnvEntry
-from trajforge.policy.base import ChatSession, Policy, SamplingParams
-from trajforge.policy.naming import load_policy
+from trajforge.envs import EnvEntry, MultiSeatEnv, opponent_by_name, result_of, seat_expert
+from trajforge.policy import ChatSession, Policy, SamplingParams, load_policy
 from trajforge.rollout.engine import EpisodeRunner, PlayedEpisode, as_they_finish, run_rollout
 from trajforge.rollout.episode import EpisodeKey, describe_error
 from trajforge.rollout.hooks import RolloutRun

@@ -18,9 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from trajforge.policy.base import ChatSession, Policy
-from trajforge.policy.renderer import HistoryRewritten
-from trajforge.policy.whole_render import break_reason
+from trajforge.policy import ChatSession, HistoryRewritten, Policy, break_reason
 from trajforge.schema import (
     Exactness,
     ExactnessKind,

@@ -15,9 +15,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from trajforge.errors import ConfigError
-from trajforge.policy.base import Policy, SamplingParams
-from trajforge.policy.forced import ForcedTurns
-from trajforge.policy.naming import OPENAI_PREFIX, is_scripted, load_policy, load_script
+from trajforge.policy import (
+    OPENAI_PREFIX,
+    ForcedTurns,
+    Policy,
+    SamplingParams,
+    is_scripted,
+    load_policy,
+    load_script,
+)
 from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.rollout.limits import Limits
 from trajforge.schema import ExpertFn, Task

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 
-from trajforge.envs.user_sim import UserResponder
+from trajforge.envs import UserResponder
 from trajforge.errors import TrajforgeError
-from trajforge.policy.base import ChatSession, Policy, SamplingParams
+from trajforge.policy import ChatSession, Policy, SamplingParams
 from trajforge.rollout.seeding import derive_seed
 from trajforge.schema import Message, Outcome, OutcomeStatus, Role, Task, Trajectory, Usage
 

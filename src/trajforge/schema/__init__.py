@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from trajforge.registry import lazy_names
 from trajforge.schema.success import SUCCESS_STATUS, SUCCESS_THRESHOLD, is_success, success_sql
 from trajforge.schema.trajectory import (
+    LOSS_FROM_MESSAGE,
     Evaluator,
     EvaluatorKind,
     Exactness,
@@ -32,6 +34,19 @@ from trajforge.schema.trajectory import (
 )
 from trajforge.schema.version import SCHEMA_VERSION
 
+if TYPE_CHECKING:
+    from trajforge.schema.answers import (
+        answer_span,
+        contains_answer,
+        final_answer,
+        normalize_answer,
+        numbers_close,
+        parse_number,
+        parse_table,
+        tables_equal,
+    )
+    from trajforge.schema.evidence import Evidence, Verifier, check_verifier, run_verifier
+
 
 def json_schema() -> dict[str, Any]:
     """The published JSON Schema of a trajectory, tagged with its version."""
@@ -46,11 +61,13 @@ def json_schema_text() -> str:
 
 
 __all__ = [
+    "LOSS_FROM_MESSAGE",
     "SCHEMA_VERSION",
     "SUCCESS_STATUS",
     "SUCCESS_THRESHOLD",
     "Evaluator",
     "EvaluatorKind",
+    "Evidence",
     "Exactness",
     "ExactnessKind",
     "ExpertFn",
@@ -67,12 +84,43 @@ __all__ = [
     "ToolSpec",
     "Trajectory",
     "Usage",
+    "Verifier",
+    "answer_span",
     "check_conversation",
+    "check_verifier",
+    "contains_answer",
+    "final_answer",
     "is_infra_failure",
     "is_success",
     "json_schema",
     "json_schema_text",
     "new_id",
+    "normalize_answer",
+    "numbers_close",
+    "parse_number",
+    "parse_table",
+    "run_verifier",
     "success_sql",
+    "tables_equal",
     "with_system_text",
 ]
+
+# Loaded on first access (PEP 562): importing the package stays as light as it was; the
+# TYPE_CHECKING imports above give mypy the names' types.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "Evidence": "evidence",
+        "Verifier": "evidence",
+        "answer_span": "answers",
+        "check_verifier": "evidence",
+        "contains_answer": "answers",
+        "final_answer": "answers",
+        "normalize_answer": "answers",
+        "numbers_close": "answers",
+        "parse_number": "answers",
+        "parse_table": "answers",
+        "run_verifier": "evidence",
+        "tables_equal": "answers",
+    },
+)

@@ -16,3 +16,38 @@ Agent programs run against it as rollouts in ``trajforge.agent_programs``; the M
 env's tools is ``trajforge.envs.mcp.server`` and the OTLP receiver
 ``trajforge.formats.otel_receiver``.
 """
+
+from typing import TYPE_CHECKING
+
+from trajforge.registry import lazy_names
+
+if TYPE_CHECKING:
+    from trajforge.serve.gateway import ChatGateway, Gateway
+    from trajforge.serve.recorder import SERVER_SESSIONS
+    from trajforge.serve.server import serve_app_forever, serve_forever, serving
+    from trajforge.serve.upstream import open_gateway
+
+__all__ = [
+    "SERVER_SESSIONS",
+    "ChatGateway",
+    "Gateway",
+    "open_gateway",
+    "serve_app_forever",
+    "serve_forever",
+    "serving",
+]
+
+# Loaded on first access (PEP 562): importing the package stays as light as it was; the
+# TYPE_CHECKING imports above give mypy the names' types.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "ChatGateway": "gateway",
+        "Gateway": "gateway",
+        "SERVER_SESSIONS": "recorder",
+        "open_gateway": "upstream",
+        "serve_app_forever": "server",
+        "serve_forever": "server",
+        "serving": "server",
+    },
+)

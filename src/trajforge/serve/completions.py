@@ -18,8 +18,7 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
-from trajforge.policy.base import Completion, FinishReason, SamplingParams
-from trajforge.policy.check import RAW_RENDERING
+from trajforge.policy import RAW_RENDERING, Completion, FinishReason, SamplingParams
 from trajforge.rollout import TurnCap
 from trajforge.schema import Message, Role, ToolSpec
 from trajforge.serve.gateway import ChatGateway, Gateway

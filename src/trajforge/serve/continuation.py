@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from trajforge.policy.renderer import HistoryRewritten
-from trajforge.policy.whole_render import break_reason
+from trajforge.policy import HistoryRewritten, break_reason
 from trajforge.schema import Exactness, ExactnessKind, Fault, Message, Outcome, OutcomeStatus, Role
 from trajforge.serve.wire import call_arguments_text
 

@@ -15,10 +15,16 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from trajforge.errors import ConfigError
-from trajforge.policy.base import Completion, FinishReason, SamplingParams, TokenSink
-from trajforge.policy.renderer import ChatRenderer, RenderError
-from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy
+from trajforge.policy import (
+    ChatRenderer,
+    Completion,
+    FinishReason,
+    RenderedSession,
+    RenderError,
+    SamplingParams,
+    TokenPolicy,
+    TokenSink,
+)
 from trajforge.rollout import PolicyRef, TurnCap
 from trajforge.schema import Fault, Message, OutcomeStatus, Timing, ToolSpec
 from trajforge.serve.recorder import Recorder, turn_cap

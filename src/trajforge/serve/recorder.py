@@ -33,8 +33,7 @@ from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
-from trajforge.policy.base import FinishReason
-from trajforge.policy.renderer import HistoryRewritten
+from trajforge.policy import FinishReason, HistoryRewritten
 from trajforge.rollout import EndReason, TurnCap, cut_turn
 from trajforge.schema import (
     Evaluator,

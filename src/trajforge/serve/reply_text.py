@@ -14,7 +14,7 @@ is the non-streamed one's.
 
 from __future__ import annotations
 
-from trajforge.formats.tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from trajforge.formats import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 
 _UNDECODED = "\ufffd"
 """What a decoder writes for the bytes of a character whose last token has not come yet."""

@@ -13,8 +13,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from trajforge.errors import DataError
-from trajforge.formats.openai_chat import content_text
-from trajforge.policy.base import FinishReason
+from trajforge.formats import content_text
+from trajforge.policy import FinishReason
 from trajforge.schema import Message, Role, ToolCall
 from trajforge.serve.chat_stream import SampledCall
 from trajforge.serve.gateway import ChatGateway, Choice

@@ -19,9 +19,8 @@ from typing import Any
 import httpx
 
 from trajforge.errors import DataError
-from trajforge.formats.openai_chat import messages_from_openai
-from trajforge.policy.base import FinishReason
-from trajforge.policy.naming import OPENAI_PREFIX, parse_openai_spec
+from trajforge.formats import messages_from_openai
+from trajforge.policy import OPENAI_PREFIX, FinishReason, parse_openai_spec
 from trajforge.rollout import PolicyRef, TurnCap
 from trajforge.schema import Message, ToolSpec
 from trajforge.serve.gateway import (

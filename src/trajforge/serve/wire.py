@@ -18,8 +18,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trajforge.errors import DataError
-from trajforge.formats.openai_chat import messages_from_openai
-from trajforge.policy.base import FinishReason, SamplingParams
+from trajforge.formats import messages_from_openai
+from trajforge.policy import FinishReason, SamplingParams
 from trajforge.schema import FunctionSpec, Message, Role, ToolCall, ToolSpec, check_conversation
 
 DEFAULT_MAX_TOKENS = 512

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from trajforge.errors import StoreError
-from trajforge.formats.jsonl import write_trajectories
+from trajforge.formats import write_trajectories
 from trajforge.schema import Score, Trajectory
 from trajforge.store import browse, lookup, query, runs
 from trajforge.store.filters import TrajectoryFilter, as_filter

@@ -35,3 +35,23 @@ Errors are the SDK's own exceptions with one line naming the field: ``RequestFai
 ``loss_fn_inputs`` that do not match the tokens, an unknown loss), ``NotFoundError`` for a future
 id that names nothing, ``BadRequestError`` for a body that is not the SDK's request type.
 """
+
+from typing import TYPE_CHECKING
+
+from trajforge.registry import lazy_names
+
+if TYPE_CHECKING:
+    from trajforge.tinker.run import serve_tinker
+
+__all__ = [
+    "serve_tinker",
+]
+
+# Loaded on first access (PEP 562): importing the package stays as light as it was; the
+# TYPE_CHECKING imports above give mypy the names' types.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "serve_tinker": "run",
+    },
+)

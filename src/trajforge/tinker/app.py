@@ -33,8 +33,7 @@ from trajforge.tinker.wire import (
     parse_forward_backward,
     sample_response,
 )
-from trajforge.train.config import ModelSettings
-from trajforge.train.model import load_base_model
+from trajforge.train import ModelSettings, load_base_model
 
 PROTO = "application/x-protobuf"
 RETRIEVE_WAIT_S = 30.0

@@ -15,7 +15,7 @@ from enum import StrEnum
 import numpy as np
 import torch
 
-from trajforge.algos.losses import TokenLoss, cispo, dro, importance_sampling, ppo_clip
+from trajforge.algos import TokenLoss, cispo, dro, importance_sampling, ppo_clip
 from trajforge.tinker.errors import UserError
 
 

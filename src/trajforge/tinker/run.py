@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.console import Console
 
 from trajforge.errors import ConfigError
-from trajforge.policy.models.smollm2 import EMBEDDED_NAME, model_folder
-from trajforge.serve.server import serve_app_forever
+from trajforge.policy import EMBEDDED_NAME, model_folder
+from trajforge.serve import serve_app_forever
 from trajforge.store import TrajectoryStore
 from trajforge.tinker.app import tinker_app
 from trajforge.tinker.service import TinkerService

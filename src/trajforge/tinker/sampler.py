@@ -16,8 +16,7 @@ from typing import Any
 
 import torch
 
-from trajforge.policy.base import FinishReason, SamplingParams
-from trajforge.policy.hf import HFPolicy
+from trajforge.policy import FinishReason, HFPolicy, SamplingParams
 from trajforge.schema import Message, Outcome, Role, Task, Trajectory, Usage
 from trajforge.store import TrajectoryStore
 from trajforge.tinker.errors import UserError

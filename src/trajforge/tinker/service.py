@@ -28,8 +28,7 @@ from trajforge.store import TrajectoryStore
 from trajforge.tinker.errors import NotFound, UserError
 from trajforge.tinker.sampler import Sampler
 from trajforge.tinker.trainer import LoraSpec, TrainingModel, read_meta
-from trajforge.train.config import ModelSettings
-from trajforge.train.model import load_base_model
+from trajforge.train import ModelSettings, load_base_model
 
 SCHEME = "tinker://"
 SNAPSHOTS_KEPT = 2

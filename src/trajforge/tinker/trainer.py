@@ -20,9 +20,15 @@ from torch import nn
 from trajforge.tinker.errors import UserError
 from trajforge.tinker.losses import check_inputs, datum_loss, loss_fn
 from trajforge.tinker.wire import Datum
-from trajforge.train.config import LoraSettings, ModelSettings, OptimSettings
-from trajforge.train.logprobs import token_logprobs
-from trajforge.train.model import apply_lora, load_base_model, make_optimizer
+from trajforge.train import (
+    LoraSettings,
+    ModelSettings,
+    OptimSettings,
+    apply_lora,
+    load_base_model,
+    make_optimizer,
+    token_logprobs,
+)
 
 LORA_ALPHA = 32
 """Tinker fixes LoRA's alpha; the adapter's scale is ``alpha / rank``."""

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from trajforge.errors import DataError
-from trajforge.schema import Role, Trajectory
-from trajforge.schema.trajectory import LOSS_FROM_MESSAGE
+from trajforge.schema import LOSS_FROM_MESSAGE, Role, Trajectory
 
 
 class TextOnlyTrajectoryError(DataError):

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from trajforge.errors import TrajforgeError
-from trajforge.policy.saved import save_tokenizer
+from trajforge.policy import save_tokenizer
 from trajforge.train.distributed import barrier
 from trajforge.train.interrupted import checkpoint_step
 from trajforge.train.model import TrainParts

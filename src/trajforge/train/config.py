@@ -18,13 +18,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from trajforge.configfile import KeyPath, Origin, load_file, raise_problems, validate
-from trajforge.envs.registry import get_env
+from trajforge.envs import get_env
 from trajforge.errors import ConfigError
-from trajforge.policy.models.checkpoint import is_checkpoint
-from trajforge.policy.models.smollm2 import gguf_path
-from trajforge.policy.naming import (
+from trajforge.policy import (
     OPENAI_PREFIX,
     SCRIPT_PREFIX,
+    gguf_path,
+    is_checkpoint,
     load_script,
     parse_openai_spec,
 )

@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from trajforge.curate import keep
-from trajforge.envs.registry import get_env
+from trajforge.envs import get_env
 from trajforge.errors import DataError
-from trajforge.formats.jsonl import load_trajectories
-from trajforge.policy.naming import bind_expert
-from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.formats import load_trajectories
+from trajforge.policy import ScriptedPolicy, bind_expert
 from trajforge.rollout import Limits, RolloutProgress, RolloutSpec, TaskSample, run_rollout
 from trajforge.schema import Role, Trajectory
-from trajforge.store.sqlite import TrajectoryStore
+from trajforge.store import TrajectoryStore
 from trajforge.train.config import DataSource, NonExact
 
 

@@ -35,11 +35,14 @@ from torch.distributed.tensor import DTensor
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trajforge.errors import ConfigError
-from trajforge.policy.models.checkpoint import is_checkpoint
-from trajforge.policy.models.embedded import load_embedded
-from trajforge.policy.models.loaders import checkpoint_model
-from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
-from trajforge.policy.saved import save_tokenizer
+from trajforge.policy import (
+    SCRATCH_SIZES,
+    checkpoint_model,
+    is_checkpoint,
+    load_embedded,
+    save_tokenizer,
+    scratch_model_and_tokenizer,
+)
 from trajforge.precision import Precision, Resolved, resolve_precision
 from trajforge.ram import return_freed_memory
 from trajforge.registry import did_you_mean

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from trajforge.envs.registry import EnvEntry
+from trajforge.envs import EnvEntry
 from trajforge.errors import ConfigError
-from trajforge.judge.scoring import summarize
+from trajforge.judge import summarize
 from trajforge.schema import Task, Trajectory
 from trajforge.train.config import ValidationSettings
 

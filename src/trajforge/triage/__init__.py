@@ -19,6 +19,9 @@ Contract:
   (``TriageVerdict.unplaced``; ``locate_unplaced``).
 """
 
+from typing import TYPE_CHECKING
+
+from trajforge.registry import lazy_names
 from trajforge.triage.first_error import (
     SCORE_NAME,
     TriageVerdict,
@@ -35,9 +38,14 @@ from trajforge.triage.run import (
 )
 from trajforge.triage.signals import POLICY_SIGNALS, Signal, SignalHit, TriageOptions, detect
 
+if TYPE_CHECKING:
+    from trajforge.triage.llm import LLMLocaliser, LocaliserCriteria, locate_unplaced
+
 __all__ = [
     "POLICY_SIGNALS",
     "SCORE_NAME",
+    "LLMLocaliser",
+    "LocaliserCriteria",
     "RunFailures",
     "Signal",
     "SignalHit",
@@ -46,9 +54,21 @@ __all__ = [
     "detect",
     "failure_table",
     "first_error",
+    "locate_unplaced",
     "signal_score_name",
     "stored_failure_table",
     "triage",
     "triage_runs",
     "triage_store",
 ]
+
+# Loaded on first access (PEP 562): importing the package stays as light as it was; the
+# TYPE_CHECKING imports above give mypy the names' types.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "LLMLocaliser": "llm",
+        "LocaliserCriteria": "llm",
+        "locate_unplaced": "llm",
+    },
+)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
-from trajforge.formats.tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, format_tool_call
+from trajforge.formats import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, format_tool_call
 from trajforge.schema import ToolSpec
 
 WRONG_ANSWER = "The answer is 987654321."

@@ -15,10 +15,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trajforge.errors import ConfigError
-from trajforge.judge.llm_judge import as_text, json_in_reply, render_trajectory
-from trajforge.policy.base import Policy, SamplingParams
+from trajforge.judge import as_text, json_in_reply, render_trajectory
+from trajforge.policy import Policy, SamplingParams
 from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Trajectory
-from trajforge.store.sqlite import TrajectoryStore
+from trajforge.store import TrajectoryStore
 from trajforge.triage.first_error import TriageVerdict
 
 PROMPT_VERSION = "triage-llm/1"

@@ -7,8 +7,7 @@ from collections.abc import Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict
 
-from trajforge.store.filters import TrajectoryFilter
-from trajforge.store.sqlite import TrajectoryStore
+from trajforge.store import TrajectoryFilter, TrajectoryStore
 from trajforge.triage.first_error import SCORE_NAME, TriageVerdict, signal_score_name, triage
 from trajforge.triage.signals import Signal, TriageOptions
 

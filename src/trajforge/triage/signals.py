@@ -19,10 +19,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trajforge.judge.process import TOOL_ERROR_PREFIX
-from trajforge.schema import Message, OutcomeStatus, Role, ToolCall, Trajectory, is_infra_failure
-from trajforge.schema.answers import contains_answer, final_answer
-from trajforge.schema.success import SUCCESS_THRESHOLD, is_success
+from trajforge.judge import TOOL_ERROR_PREFIX
+from trajforge.schema import (
+    SUCCESS_THRESHOLD,
+    Message,
+    OutcomeStatus,
+    Role,
+    ToolCall,
+    Trajectory,
+    contains_answer,
+    final_answer,
+    is_infra_failure,
+    is_success,
+)
 
 CONTEXT_REASON = "max_context_tokens"
 """``Outcome.reason`` of an episode cut off by a full model context (``rollout.limits``)."""

@@ -15,7 +15,7 @@ import torch
 from trajforge.algos import compute_advantages, drop_from_groups
 from trajforge.curate import group_key
 from trajforge.schema import Trajectory, is_infra_failure
-from trajforge.train.rl.advantages import advantage_input
+from trajforge.train import advantage_input
 
 
 def group_advantages(trajs: Sequence[Trajectory], estimator: str) -> dict[str, Any]:

@@ -26,9 +26,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trajforge import __version__
 from trajforge.errors import TrajforgeError
-from trajforge.serve.server import serve_app_forever
-from trajforge.store.browse import MAX_PAGE
-from trajforge.store.rows import ORDER_COLUMNS
+from trajforge.serve import serve_app_forever
+from trajforge.store import MAX_PAGE, ORDER_COLUMNS
 from trajforge.viewer.events import trajectory_events
 from trajforge.viewer.filters import FilterError, TableQuery, parse_table_query
 from trajforge.viewer.service import BadRequest, NotFound, ViewerData

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajforge.formats.jsonl import read_json_objects
+from trajforge.formats import read_json_objects
 
 METRICS_FILE = "metrics.jsonl"
 # The metrics a reader looks for first; the rest follow in name order.

@@ -14,10 +14,14 @@ from urllib.parse import urlencode
 from pydantic import Field
 
 from trajforge.errors import TrajforgeError
-from trajforge.store import TrajectoryFilter
-from trajforge.store.browse import DEFAULT_PAGE, MAX_PAGE
-from trajforge.store.filters import FILTER_FIELDS, validate_named
-from trajforge.store.rows import ORDER_COLUMNS
+from trajforge.store import (
+    DEFAULT_PAGE,
+    FILTER_FIELDS,
+    MAX_PAGE,
+    ORDER_COLUMNS,
+    TrajectoryFilter,
+    validate_named,
+)
 
 TEXT_PARAMETER = "q"
 

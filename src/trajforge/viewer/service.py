@@ -11,10 +11,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from trajforge.algos.names import Estimator
+from trajforge.algos import Estimator
 from trajforge.errors import StoreError, TrajforgeError
-from trajforge.judge.best_of import BEST_OF_KEY
-from trajforge.judge.stats import (
+from trajforge.judge import (
+    BEST_OF_KEY,
     FailureSplit,
     RewardSummary,
     RewardTotals,

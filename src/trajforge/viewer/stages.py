@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trajforge.report.html import RESULTS_FILE
+from trajforge.report import RESULTS_FILE
 
 
 def _results(run_dir: Path | None) -> dict[str, Any]:

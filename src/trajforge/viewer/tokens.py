@@ -16,9 +16,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from trajforge.errors import TrajforgeError
-from trajforge.policy.models.smollm2 import load_tokenizer
-from trajforge.policy.naming import SMOLLM2_NAMES
-from trajforge.policy.text_render import RENDERED_WITH
+from trajforge.policy import RENDERED_WITH, SMOLLM2_NAMES, load_tokenizer
 from trajforge.schema import Role, Trajectory
 
 _CACHE: dict[str, Tokenizer | str] = {}

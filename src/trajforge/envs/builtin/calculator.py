@@ -15,8 +15,7 @@ from trajforge.envs.builtin.plan import PlannedCall, follow_plan
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import tool
 from trajforge.envs.tool_env import ToolEnv
-from trajforge.schema import Message, Task
-from trajforge.schema.evidence import Evidence
+from trajforge.schema import Evidence, Message, Task
 
 NAME = "calculator"
 DESCRIPTION = "Multi-step arithmetic word problems; one safe calculator tool."

@@ -19,9 +19,8 @@ from trajforge.envs.builtin.plan import accepted_results
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolContext, ToolError, tool
 from trajforge.envs.tool_env import ToolEnv
-from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Message, Task
-from trajforge.schema.evidence import Evidence
+from trajforge.formats import format_tool_call
+from trajforge.schema import Evidence, Message, Task
 
 NAME = "gridworld"
 # Reaching the goal is seen on the board, never read from an answer key: best-of-N may choose by it.

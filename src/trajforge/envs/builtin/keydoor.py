@@ -48,9 +48,8 @@ from trajforge.envs.builtin.gridworld import (
     shortest_moves,
 )
 from trajforge.envs.taskset import TRAIN, generate_unique
-from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Message, Task
-from trajforge.schema.evidence import Evidence
+from trajforge.formats import format_tool_call
+from trajforge.schema import Evidence, Message, Task
 
 NAME = "keydoor"
 # Reaching the goal is seen on the board, never read from an answer key: best-of-N may choose by it.

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trajforge.envs.tool_env import ERROR_PREFIX
-from trajforge.formats.tool_calls import format_tool_call
+from trajforge.formats import format_tool_call
 from trajforge.schema import Message, Role
 
 PlannedCall = tuple[str, dict[str, Any]]

@@ -17,9 +17,8 @@ from trajforge.envs.sandbox import SandboxConfig, SandboxResult, run_python
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import Tool, ToolError
 from trajforge.envs.tool_env import ERROR_PREFIX, ToolEnv
-from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Message, Role, Task
-from trajforge.schema.evidence import Evidence
+from trajforge.formats import format_tool_call
+from trajforge.schema import Evidence, Message, Role, Task
 
 NAME = "python"
 DESCRIPTION = "Computational problems solved by running Python in a sandbox (run_python tool)."

@@ -19,8 +19,7 @@ from trajforge.envs.taskset import TEST, TRAIN, TaskSet
 from trajforge.envs.tool import ToolContext
 from trajforge.envs.user_sim import UserSignal, UserSimEnv, plan_reply
 from trajforge.errors import ConfigError
-from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Task
-from trajforge.schema.evidence import Evidence
+from trajforge.schema import Evaluator, EvaluatorKind, Evidence, Message, Role, Score, Task
 
 NAME = "retail"
 DESCRIPTION = (

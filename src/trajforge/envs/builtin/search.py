@@ -16,9 +16,7 @@ from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolError, tool
 from trajforge.envs.tool_env import ToolEnv
 from trajforge.retrieval import BM25, TWO_OR_MORE
-from trajforge.schema import Message, Task
-from trajforge.schema.answers import answer_span, normalize_answer
-from trajforge.schema.evidence import Evidence
+from trajforge.schema import Evidence, Message, Task, answer_span, normalize_answer
 
 NAME = "search"
 DESCRIPTION = "Two-hop questions over a generated corpus; BM25 search and open tools."

@@ -31,8 +31,7 @@ from trajforge.envs.builtin.sql_db import (
 from trajforge.envs.taskset import TRAIN, generate_unique
 from trajforge.envs.tool import ToolContext, ToolError, tool
 from trajforge.envs.tool_env import ToolEnv
-from trajforge.schema import Message, Task
-from trajforge.schema.evidence import Evidence
+from trajforge.schema import Evidence, Message, Task
 
 NAME = "sql"
 DESCRIPTION = "Questions over generated SQLite databases; list_tables, describe, read-only query."

@@ -16,9 +16,8 @@ from typing import Any
 from trajforge.envs.builtin.plan import accepted_results
 from trajforge.envs.mcp import MCPEnv, MCPServerSpec, Scope, ToolSelection
 from trajforge.envs.taskset import TRAIN, generate_unique
-from trajforge.formats.tool_calls import format_tool_call
-from trajforge.schema import Message, Task
-from trajforge.schema.evidence import Evidence
+from trajforge.formats import format_tool_call
+from trajforge.schema import Evidence, Message, Task
 
 NAME = "time"
 DESCRIPTION = "Convert clock times between timezones; convert_time from the MCP time server."

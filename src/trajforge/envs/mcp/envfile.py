@@ -27,8 +27,7 @@ from trajforge.envs.taskset import TaskSet
 from trajforge.envs.tool import Tool
 from trajforge.errors import ConfigError
 from trajforge.registry import load_ref
-from trajforge.schema import Task
-from trajforge.schema.evidence import check_verifier
+from trajforge.schema import Task, check_verifier
 
 
 class EnvFile(BaseModel):

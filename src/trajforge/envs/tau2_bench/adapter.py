@@ -51,6 +51,7 @@ from trajforge.registry import did_you_mean
 from trajforge.schema import (
     Evaluator,
     EvaluatorKind,
+    Evidence,
     FunctionSpec,
     Message,
     Role,
@@ -59,7 +60,6 @@ from trajforge.schema import (
     ToolCall,
     ToolSpec,
 )
-from trajforge.schema.evidence import Evidence
 
 ENDING_TOOL = "transfer_to_human_agents"
 MAX_TURNS = 30

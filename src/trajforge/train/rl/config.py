@@ -15,9 +15,9 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from trajforge import algos
-from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
-from trajforge.distributed.options import RayOptions
-from trajforge.judge.scorer import ScorerRefs, default_refs
+from trajforge.algos import Aggregation, Estimator, KLKind, LossName
+from trajforge.distributed import RayOptions
+from trajforge.judge import ScorerRefs, default_refs
 from trajforge.precision import Precision
 from trajforge.train.settings import CommonSettings, ConfigModel
 

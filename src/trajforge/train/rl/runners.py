@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajforge.errors import ConfigError
-from trajforge.policy.hf import HFPolicy
-from trajforge.policy.token_policy import TokenPolicy
+from trajforge.policy import HFPolicy, TokenPolicy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.rollout import EpisodeRunner, Limits, PolicyRef, RolloutSpec, run_rollout
 from trajforge.schema import Task, Trajectory
@@ -35,7 +34,7 @@ from trajforge.train.config import RLConfig
 from trajforge.train.model import TrainParts
 
 if TYPE_CHECKING:
-    from trajforge.distributed.runner import RayRunner
+    from trajforge.distributed import RayRunner
     from trajforge.train.rl.self_play import SelfPlay
 
 AgentRunners = Callable[[TokenPolicy], EpisodeRunner]

@@ -25,20 +25,26 @@ import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from trajforge.algos import AdvantageInput, AdvantageOutput
-from trajforge.algos.rae import rae_advantages
-from trajforge.distributed.options import SeatPlan, Snapshot
-from trajforge.envs.registry import EnvEntry
+from trajforge.algos import AdvantageInput, AdvantageOutput, rae_advantages
+from trajforge.distributed import SeatPlan, Snapshot
+from trajforge.envs import EnvEntry
 from trajforge.errors import ConfigError
-from trajforge.policy.base import Policy
-from trajforge.policy.hf import HFPolicy
-from trajforge.rollout import EpisodeRunner, RolloutHook, RolloutRun, RolloutSpec, run_rollout
-from trajforge.rollout.multiseat import MultiSeatRunner, play_by_seat, play_facing
+from trajforge.policy import HFPolicy, Policy
+from trajforge.rollout import (
+    EpisodeRunner,
+    MultiSeatRunner,
+    RolloutHook,
+    RolloutRun,
+    RolloutSpec,
+    play_by_seat,
+    play_facing,
+    run_rollout,
+)
 from trajforge.schema import Trajectory
 from trajforge.train.config import SelfPlayOpponent, SelfPlaySettings
 
 if TYPE_CHECKING:
-    from trajforge.distributed.runner import RayRunner
+    from trajforge.distributed import RayRunner
 
 
 class _Linked(RolloutHook):

@@ -35,9 +35,9 @@ import torch
 from trajforge.algos import drop_from_groups
 from trajforge.curate import group_key
 from trajforge.distributed import POLICY_VERSION, ray_runner
-from trajforge.envs.registry import get_env
+from trajforge.envs import get_env
 from trajforge.errors import ConfigError, EpisodeError
-from trajforge.judge.scorer import Rubric
+from trajforge.judge import Rubric
 from trajforge.precision import precision_of
 from trajforge.rollout import Limits, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import OutcomeStatus, Task, Trajectory, is_infra_failure, is_success

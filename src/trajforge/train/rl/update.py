@@ -20,8 +20,8 @@ from trajforge.algos import (
     kl_estimate,
     policy_loss,
     truncated_is_weights,
+    weight_by_sign,
 )
-from trajforge.algos.advantages import weight_by_sign
 from trajforge.curate import group_key
 from trajforge.schema import Trajectory
 from trajforge.train.base import Trainer
