@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from trajforge.pipeline.train_results import STANDALONE_KIND, StandaloneRun, read_history
+from trajforge.pipeline.train_results import STANDALONE_KIND, StandaloneRun, read_history, rl_detail
 from trajforge.report.html import build_report
 from trajforge.store import TrajectoryStore
 from trajforge.train.base import TrainResult
@@ -82,3 +82,14 @@ def test_an_rl_run_names_its_store_and_its_folder_is_one_stage_of_curves(tmp_pat
     assert "view-command" in html
     curves = run_folder_curves(out)
     assert {(c.stage, c.name) for c in curves} == {("rl1", "loss"), ("rl1", "reward_mean")}
+
+
+def test_an_rl_summary_counts_the_steps_that_trained_nothing() -> None:
+    history = [
+        {"step": 1, "reward_mean": 1.0, "zero_adv_frac": 1.0},
+        {"step": 2, "reward_mean": 0.5, "zero_adv_frac": 0.5},
+        {"step": 3, "reward_mean": 1.0, "zero_adv_frac": 1.0},
+    ]
+    detail = rl_detail(TrainResult(steps=3, history=history))
+    assert detail.endswith(", 2 of 3 steps trained nothing (no group had an advantage)")
+    assert "trained nothing" not in rl_detail(TrainResult(steps=1, history=history[1:2]))

@@ -84,6 +84,11 @@ def rl_detail(result: TrainResult) -> str:
         detail += f", validation success {shown}"
     if result.kept_step is not None:
         detail += f", kept the weights of step {result.kept_step}"
+    idle = sum(h.get("zero_adv_frac") == 1.0 for h in result.history)
+    if idle:
+        detail += (
+            f", {idle} of {len(result.history)} steps trained nothing (no group had an advantage)"
+        )
     return detail
 
 
