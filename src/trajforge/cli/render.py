@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from trajforge.schema import Message, Role, Trajectory
+from trajforge.schema import Message, Role, Trajectory, image_label
 
 _ROLE_STYLE = {Role.SYSTEM: "dim", Role.USER: "cyan", Role.ASSISTANT: "green", Role.TOOL: "yellow"}
 _MAX_TOOL_RESULT = 2000
@@ -97,14 +97,16 @@ def _message_panel(msg: Message, index: int, turn: int) -> Panel:
     parts: list[Text | Table] = []
     if msg.reasoning:
         parts.append(Text(msg.reasoning, style="italic dim"))
-    content = msg.content
+    content = msg.text
     if msg.role is Role.TOOL and len(content) > _MAX_TOOL_RESULT:
         content = (
             content[:_MAX_TOOL_RESULT]
-            + f"\n... ({len(msg.content) - _MAX_TOOL_RESULT} more characters)"
+            + f"\n... ({len(msg.text) - _MAX_TOOL_RESULT} more characters)"
         )
     if content:
         parts.append(Text(content))
+    for image in msg.images:
+        parts.append(Text(image_label(image), style="dim"))
     for call in msg.tool_calls:
         line = Text("→ ", style="bold magenta")
         line.append(f"{call.name or '?'}", style="bold magenta")

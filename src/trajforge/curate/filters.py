@@ -14,8 +14,7 @@ def is_void_turn_free(traj: Trajectory) -> bool:
     (blank content): it moves the episode nowhere, and training on it teaches the model to stall.
     """
     return not any(
-        m.role is Role.ASSISTANT and not m.tool_calls and not m.content.strip()
-        for m in traj.messages
+        m.role is Role.ASSISTANT and not m.tool_calls and not m.text.strip() for m in traj.messages
     )
 
 

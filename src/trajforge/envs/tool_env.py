@@ -212,11 +212,11 @@ class ToolEnv(Env):
         for call, obs in zip(action.tool_calls, observations, strict=True):
             args = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False, default=repr)
             self._history.append(
-                (call.name, args if not call.parse_error else call.raw or "", obs.content)
+                (call.name, args if not call.parse_error else call.raw or "", obs.text)
             )
         info: dict[str, Any] = {
             "tool_calls": len(observations),
-            "tool_errors": sum(o.content.startswith(ERROR_PREFIX) for o in observations),
+            "tool_errors": sum(o.text.startswith(ERROR_PREFIX) for o in observations),
             "tool_time_s": time.perf_counter() - started,
         }
         if self.turn >= self.max_turns:

@@ -175,7 +175,7 @@ class UserSimEnv(ToolEnv):
         self.user_turns += 1
         assert self.context is not None
         self.context.state["user_turns"] = self.user_turns
-        return reply.content
+        return reply.text
 
     def state_key(self) -> str:
         """The tool history's key plus everything the user has said (the state the agent
@@ -221,7 +221,7 @@ class UserSimEnv(ToolEnv):
         ended = [
             call.name
             for call, obs in zip(action.tool_calls, result.observations, strict=True)
-            if call.name in self.ending_tools and _succeeded(obs.content)
+            if call.name in self.ending_tools and _succeeded(obs.text)
         ]
         if not ended:
             return result

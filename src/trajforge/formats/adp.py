@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trajforge.errors import DataError
+from trajforge.formats.images import refuse_images_in
 from trajforge.formats.jsonl import format_validation_error
 from trajforge.schema import (
     Message,
@@ -45,17 +46,18 @@ CODE_PREFIX = "run_"
 
 
 def to_adp(traj: Trajectory) -> dict[str, Any]:
-    """The trajectory as an ADP standardized trajectory."""
+    """The trajectory as an ADP standardized trajectory (text only: images are refused)."""
+    refuse_images_in(traj, "ADP")
     content: list[dict[str, Any]] = []
     system = None
     for message in traj.messages:
         if message.role is Role.SYSTEM:  # ADP has one system prompt: every one, in order
-            system = message.content if system is None else f"{system}\n\n{message.content}"
+            system = message.text if system is None else f"{system}\n\n{message.text}"
         elif message.role is Role.USER:
-            content.append(_observation(message.content, "user", reward=message.reward))
+            content.append(_observation(message.text, "user", reward=message.reward))
         elif message.role is Role.TOOL:
             content.append(
-                _observation(message.content, "environment", message.tool_call_id, message.reward)
+                _observation(message.text, "environment", message.tool_call_id, message.reward)
             )
         else:
             content += _actions(message)
@@ -144,7 +146,7 @@ def from_adp(record: dict[str, Any]) -> Trajectory:
             if kept.get("task")
             else Task(
                 id=str(record.get("id", "adp")),
-                prompt=next((m.content for m in messages if m.role is Role.USER), ""),
+                prompt=next((m.text for m in messages if m.role is Role.USER), ""),
             )
         )
         return Trajectory(

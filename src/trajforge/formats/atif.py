@@ -40,6 +40,7 @@ from trajforge.formats.atif_models import (
     Step,
     StepSource,
 )
+from trajforge.formats.images import refuse_images_in
 from trajforge.formats.jsonl import format_validation_error, json_error
 from trajforge.schema import (
     Message,
@@ -73,6 +74,7 @@ def to_atif(traj: Trajectory) -> dict[str, Any]:
     """
     if not traj.messages:
         raise DataError(f"trajectory {traj.id}: no messages; an ATIF document needs a step")
+    refuse_images_in(traj, "ATIF")
     imported = traj.metadata.get(META, {})
     agent: dict[str, Any] = {"name": AGENT_NAME, "version": __version__,
                              **imported.get("agent", {})}  # fmt: skip
@@ -192,7 +194,7 @@ def from_atif(record: dict[str, Any], record_id: str = "atif") -> Trajectory:
                 {**kept, "id": doc.trajectory_id or doc.session_id or record_id,
                  "model": doc.agent.model_name, "tools": _tools(doc), "messages": messages}
             )  # fmt: skip
-        first_user = next((m.content for m in messages if m.role is Role.USER), "")
+        first_user = next((m.text for m in messages if m.role is Role.USER), "")
         trajectory_id = doc.trajectory_id or doc.session_id or record_id
         return Trajectory(
             id=trajectory_id,

@@ -66,7 +66,7 @@ def _trajectory(sample: Any, run: str, task_name: str, model: str) -> Trajectory
     prompt = (
         sample.input
         if isinstance(sample.input, str)
-        else next((m.content for m in messages if m.role is Role.USER), "")
+        else next((m.text for m in messages if m.role is Role.USER), "")
     )
     scores = [_score(name, score) for name, score in (sample.scores or {}).items()]
     status, error = OutcomeStatus.OK, None

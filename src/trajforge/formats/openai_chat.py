@@ -2,7 +2,8 @@
 
 ``{"messages": [...], "tools": [...]}`` where an assistant's ``tool_calls`` are
 ``{"id", "type": "function", "function": {"name", "arguments": "<JSON string>"}}``. Token ids,
-logprobs and rewards have no place in that format and are dropped on the way out.
+logprobs and rewards have no place in that format and are dropped on the way out. Images are
+``image_url`` parts holding base64 data URLs, both ways (remote URLs are never fetched).
 """
 
 from __future__ import annotations
@@ -13,8 +14,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from trajforge.errors import DataError
+from trajforge.formats.images import content_to_openai, image_url_part
 from trajforge.formats.jsonl import format_validation_error
-from trajforge.schema import Message, Role, Task, ToolCall, ToolSpec, Trajectory
+from trajforge.schema import (
+    Content,
+    ImagePart,
+    Message,
+    Role,
+    Task,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+    Trajectory,
+)
 
 # Text content parts as chat completions (``text``) and the Responses API (``input_text``,
 # ``output_text``) write them.
@@ -47,7 +59,7 @@ def from_openai_chat(
         raise DataError("messages: expected a list of chat messages")
     messages = messages_from_openai(raw_messages)
     if task is None:
-        prompt = next((m.content for m in messages if m.role is Role.USER), "")
+        prompt = next((m.text for m in messages if m.role is Role.USER), "")
         task = Task(id=str(fields.pop("task_id", "openai-chat")), prompt=prompt)
     try:
         tools = [ToolSpec.model_validate(t) for t in data.get("tools") or []]
@@ -58,7 +70,7 @@ def from_openai_chat(
 
 def message_to_openai(msg: Message) -> dict[str, Any]:
     """One message in the OpenAI chat shape (tool-call arguments as a JSON string)."""
-    out: dict[str, Any] = {"role": msg.role.value, "content": msg.content}
+    out: dict[str, Any] = {"role": msg.role.value, "content": content_to_openai(msg.content)}
     if msg.reasoning is not None:
         out["reasoning_content"] = msg.reasoning
     if msg.tool_calls:
@@ -100,7 +112,7 @@ def _message_from_openai(raw: Any, index: int) -> Message:
     try:
         return Message(
             role=role,
-            content=content_text(raw.get("content"), where),
+            content=message_content(raw.get("content"), where),
             reasoning=raw.get("reasoning_content", raw.get("reasoning")),
             tool_calls=calls,
             tool_call_id=raw.get("tool_call_id"),
@@ -108,6 +120,26 @@ def _message_from_openai(raw: Any, index: int) -> Message:
         )
     except ValidationError as exc:
         raise DataError(format_validation_error(exc, where)) from None
+
+
+def message_content(content: Any, where: str) -> Content:
+    """Message content as trajforge holds it: a string where it is text only (text parts
+    joined, as ``content_text``), text and image parts where it has ``image_url`` parts."""
+    if not (isinstance(content, list) and any(_is_image(p) for p in content)):
+        return content_text(content, where)
+    parts: list[TextPart | ImagePart] = []
+    for k, part in enumerate(content):
+        if _is_image(part):
+            parts.append(image_url_part(part, f"{where}.content.{k}"))
+        elif isinstance(part, dict) and part.get("type") in TEXT_PARTS:
+            parts.append(TextPart(text=str(part.get("text", ""))))
+        else:
+            raise DataError(f"{where}.content.{k}: {_unsupported(part, 'text and image_url')}")
+    return parts
+
+
+def _is_image(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "image_url"
 
 
 def content_text(content: Any, where: str) -> str:
@@ -120,11 +152,15 @@ def content_text(content: Any, where: str) -> str:
         texts = []
         for k, part in enumerate(content):
             if not (isinstance(part, dict) and part.get("type") in TEXT_PARTS):
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise DataError(f"{where}.content.{k}: only text parts are supported, not {kind!r}")
+                raise DataError(f"{where}.content.{k}: {_unsupported(part, 'text')}")
             texts.append(str(part.get("text", "")))
         return "".join(texts)
     raise DataError(f"{where}.content: expected a string or a list of parts")
+
+
+def _unsupported(part: Any, supported: str) -> str:
+    kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+    return f"only {supported} parts are supported, not {kind!r}"
 
 
 def _call_from_openai(raw: Any, where: str) -> ToolCall:

@@ -287,7 +287,7 @@ def _conversations(
             tool_time_s=tool_time if k == 0 else 0.0,
             generation_time_s=sum(max(0, s.end - s.start) for s in calls) / 1e9,
         )
-        prompt = next((m.content for m in messages if m.role is Role.USER), "")
+        prompt = next((m.text for m in messages if m.role is Role.USER), "")
         open_calls = bool(messages) and bool(messages[-1].tool_calls)
         outcome = (
             Outcome(
@@ -317,12 +317,12 @@ def _conversations(
 def _same(a: Message, b: Message) -> bool:
     return (
         a.role,
-        a.content.strip(),
+        a.text.strip(),
         [(c.id, c.name, c.arguments) for c in a.tool_calls],
         a.tool_call_id,
     ) == (
         b.role,
-        b.content.strip(),
+        b.text.strip(),
         [(c.id, c.name, c.arguments) for c in b.tool_calls],
         b.tool_call_id,
     )

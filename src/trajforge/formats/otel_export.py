@@ -9,12 +9,15 @@ import hashlib
 import json
 from typing import Any
 
+from trajforge.formats.images import refuse_images_in
 from trajforge.schema import Message, Role, Trajectory
 
 
 def to_otlp(traj: Trajectory) -> dict[str, Any]:
     """The trajectory as an OTLP JSON export request: an ``invoke_agent`` span holding one
-    ``chat`` span per assistant turn with ``gen_ai.input.messages``/``gen_ai.output.messages``."""
+    ``chat`` span per assistant turn with ``gen_ai.input.messages``/``gen_ai.output.messages``.
+    Text only: a trajectory with image parts is refused."""
+    refuse_images_in(traj, "OTel export")
     trace_id = _digest(traj.id, 16)
     root = _digest(f"{traj.id}/root", 8)
     start = int(traj.created_at * 1e9)
@@ -72,13 +75,13 @@ def _to_parts(message: Message) -> dict[str, Any]:
                 {
                     "type": "tool_call_response",
                     "id": message.tool_call_id,
-                    "response": message.content,
+                    "response": message.text,
                 }
             ],
         }
     parts: list[dict[str, Any]] = []
-    if message.content:
-        parts.append({"type": "text", "content": message.content})
+    if message.text:
+        parts.append({"type": "text", "content": message.text})
     for call in message.tool_calls:
         arguments: Any = call.raw if call.parse_error is not None else call.arguments
         parts.append(

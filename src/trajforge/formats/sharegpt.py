@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trajforge.errors import DataError
+from trajforge.formats.images import refuse_images_in
 from trajforge.formats.jsonl import format_validation_error
 from trajforge.schema import Message, Role, Task, ToolCall, ToolSpec, Trajectory
 
@@ -44,25 +45,27 @@ _SPEAKER = {Role.USER: "human", Role.ASSISTANT: "gpt", Role.SYSTEM: "system"}
 
 
 def to_sharegpt(traj: Trajectory) -> dict[str, Any]:
-    """The trajectory as a ShareGPT record (the system prompt in ``system``)."""
+    """The trajectory as a ShareGPT record (the system prompt in ``system``; text only: images
+    are refused)."""
+    refuse_images_in(traj, "ShareGPT")
     turns: list[dict[str, str]] = []
     messages = list(traj.messages)
     out: dict[str, Any] = {}
     if messages and messages[0].role is Role.SYSTEM:
-        out["system"] = messages.pop(0).content
+        out["system"] = messages.pop(0).text
     pending: list[str] = []
     for message in messages:
         if message.role is not Role.TOOL and pending:
             turns.append(_observation(pending))
             pending = []
         if message.role is Role.TOOL:
-            pending.append(message.content)
+            pending.append(message.text)
         elif message.role is Role.ASSISTANT and message.tool_calls:
             calls = [{"name": c.name, "arguments": c.arguments} for c in message.tool_calls]
             value = calls[0] if len(calls) == 1 else calls
             turns.append({"from": "function_call", "value": json.dumps(value, ensure_ascii=False)})
         else:
-            turns.append({"from": _SPEAKER[message.role], "value": message.content})
+            turns.append({"from": _SPEAKER[message.role], "value": message.text})
     if pending:
         turns.append(_observation(pending))
     out["conversations"] = turns
@@ -107,7 +110,7 @@ def from_sharegpt(record: dict[str, Any], *, task_id: str, **fields: Any) -> Tra
             open_calls = []
         else:
             messages.append(Message(role=role, content=value))
-    task = Task(id=task_id, prompt=next((m.content for m in messages if m.role is Role.USER), ""))
+    task = Task(id=task_id, prompt=next((m.text for m in messages if m.role is Role.USER), ""))
     try:
         tools = [ToolSpec(function=f) for f in _tools(record.get("tools"))]
         return Trajectory(task=task, tools=tools, messages=messages, **fields)

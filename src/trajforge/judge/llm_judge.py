@@ -36,7 +36,7 @@ def render_trajectory(trajectory: Trajectory, max_chars: int) -> tuple[str, str 
             continue
         lines = [f"[{i}] {m.role.value.upper()}" + (f" ({m.name})" if m.name else "") + ":"]
         if m.content:
-            lines.append(m.content.strip())
+            lines.append(m.text.strip())
         for c in m.tool_calls:
             if c.parse_error:
                 lines.append(f"  -> unparsable tool call ({c.parse_error}): {c.raw}")
@@ -147,7 +147,7 @@ class LLMJudge:
             session = self.policy.start_session(prompt, [], task=trajectory.task)
             reply = await self.policy.respond(session, self.sampling, turn=attempt)
             try:
-                values, explanation = parse_verdict(reply.content, self.criteria)
+                values, explanation = parse_verdict(reply.text, self.criteria)
             except VerdictParseError as exc:
                 problems.append(f"try {attempt + 1}: {exc}")
                 continue

@@ -44,7 +44,7 @@ def process_metrics(
     calls = [c for m in trajectory.messages if m.role is Role.ASSISTANT for c in m.tool_calls]
     results = [m for m in trajectory.messages if m.role is Role.TOOL]
     invalid = sum(1 for c in calls if c.parse_error is not None)
-    errors = sum(1 for m in results if m.content.lstrip().startswith(TOOL_ERROR_PREFIX))
+    errors = sum(1 for m in results if m.text.lstrip().startswith(TOOL_ERROR_PREFIX))
     repeats = Counter(_call_key(c.name, c.arguments) for c in calls if c.parse_error is None)
     max_repeat = max(repeats.values(), default=0)
     turns = trajectory.num_turns

@@ -43,15 +43,15 @@ def _steps(traj: Trajectory) -> list[str]:
         if m.role is not Role.ASSISTANT:
             continue
         calls = [f"{c.name}({json.dumps(c.arguments, sort_keys=True)})" for c in m.tool_calls]
-        steps.append(_clip("; ".join(calls) if calls else m.content or "", MAX_STEP_CHARS))
+        steps.append(_clip("; ".join(calls) if calls else m.text or "", MAX_STEP_CHARS))
     return steps
 
 
 def _tool_errors(traj: Trajectory) -> list[str]:
     return [
-        _clip(m.content or "", MAX_STEP_CHARS)
+        _clip(m.text or "", MAX_STEP_CHARS)
         for m in traj.messages
-        if m.role is Role.TOOL and (m.content or "").startswith("Error")
+        if m.role is Role.TOOL and (m.text or "").startswith("Error")
     ]
 
 
@@ -127,7 +127,7 @@ class PolicyDistiller:
         for attempt in range(self.max_retries + 1):
             session = self.policy.start_session(distil_prompt(traj), [], task=traj.task)
             reply = await self.policy.respond(session, sampling, turn=attempt)
-            fields = parse_item_fields(reply.content or "")
+            fields = parse_item_fields(reply.text or "")
             if fields is not None:
                 base = distil_rules(traj)
                 return base.model_copy(

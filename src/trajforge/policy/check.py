@@ -153,7 +153,7 @@ def _check_assistant(
     parsed = renderer.parse(ids, turn)
     calls = [(c.name, c.arguments, c.parse_error) for c in parsed.tool_calls]
     stored = [(c.name, c.arguments, c.parse_error) for c in message.tool_calls]
-    if parsed.content != message.content.strip() or calls != stored:
+    if parsed.content != message.text.strip() or calls != stored:
         found.append(
             Mismatch(
                 **where,

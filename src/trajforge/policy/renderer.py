@@ -28,7 +28,7 @@ from trajforge.errors import TrajforgeError
 from trajforge.formats import ParsedCompletion, format_tool_call, get_parser
 from trajforge.policy.chat_template import unwrap, wrap
 from trajforge.policy.tool_prompt import tools_system_prompt
-from trajforge.schema import Message, Role, ToolSpec
+from trajforge.schema import Message, Role, ToolSpec, refuse_images
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -74,7 +74,7 @@ class ToolProtocol(StrEnum):
 
 def message_text(message: Message) -> str:
     """An assistant message as text-protocol text: its prose, then each call as written."""
-    parts = [message.content] if message.content else []
+    parts = [message.text] if message.text else []
     parts += [
         call.raw if call.raw is not None else format_tool_call(call.name, call.arguments)
         for call in message.tool_calls
@@ -242,7 +242,13 @@ class ChatRenderer:
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> list[dict[str, Any]]:
         """The dicts handed to the chat template, with the text-protocol tool description
-        added to (or as) the system message."""
+        added to (or as) the system message. Image parts are refused: this renderer writes
+        text only, and a model must not be shown a conversation with its images left out."""
+        name = getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__
+        try:
+            refuse_images(list(messages), f"the text-only chat renderer of {name!r}")
+        except ValueError as exc:
+            raise RenderError(str(exc)) from None
         conversation = [self._template_message(m) for m in messages]
         if conversation and tools and self.tool_protocol is ToolProtocol.TEXT:
             block = tools_system_prompt(tools)

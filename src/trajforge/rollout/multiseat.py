@@ -147,7 +147,7 @@ class SeatGame:
                 message = await self._move(seat)
                 phase = EndReason.ENV_ERROR
                 message.state_key = self.game.state_key()
-                result = self.game.step(message.content)
+                result = self.game.step(message.text)
                 if result.done:
                     self.rewards = result.rewards
                     self.invalid = seat if result.invalid else None

@@ -6,6 +6,18 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from trajforge.registry import lazy_names
+from trajforge.schema.content import (
+    IMAGE_MEDIA_TYPES,
+    MAX_IMAGE_BYTES,
+    Content,
+    ContentPart,
+    ImagePart,
+    TextPart,
+    content_images,
+    content_text,
+    image_label,
+    sniff_media_type,
+)
 from trajforge.schema.success import SUCCESS_STATUS, SUCCESS_THRESHOLD, is_success, success_sql
 from trajforge.schema.trajectory import (
     LOSS_FROM_MESSAGE,
@@ -30,6 +42,7 @@ from trajforge.schema.trajectory import (
     check_conversation,
     is_infra_failure,
     new_id,
+    refuse_images,
     with_system_text,
 )
 from trajforge.schema.version import SCHEMA_VERSION
@@ -61,10 +74,14 @@ def json_schema_text() -> str:
 
 
 __all__ = [
+    "IMAGE_MEDIA_TYPES",
     "LOSS_FROM_MESSAGE",
+    "MAX_IMAGE_BYTES",
     "SCHEMA_VERSION",
     "SUCCESS_STATUS",
     "SUCCESS_THRESHOLD",
+    "Content",
+    "ContentPart",
     "Evaluator",
     "EvaluatorKind",
     "Evidence",
@@ -73,12 +90,14 @@ __all__ = [
     "ExpertFn",
     "Fault",
     "FunctionSpec",
+    "ImagePart",
     "Message",
     "Outcome",
     "OutcomeStatus",
     "Role",
     "Score",
     "Task",
+    "TextPart",
     "Timing",
     "ToolCall",
     "ToolSpec",
@@ -89,7 +108,10 @@ __all__ = [
     "check_conversation",
     "check_verifier",
     "contains_answer",
+    "content_images",
+    "content_text",
     "final_answer",
+    "image_label",
     "is_infra_failure",
     "is_success",
     "json_schema",
@@ -99,7 +121,9 @@ __all__ = [
     "numbers_close",
     "parse_number",
     "parse_table",
+    "refuse_images",
     "run_verifier",
+    "sniff_media_type",
     "success_sql",
     "tables_equal",
     "with_system_text",

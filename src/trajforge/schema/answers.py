@@ -28,7 +28,7 @@ def final_answer(messages: Sequence[Message]) -> str | None:
     conversation has no assistant message or ends on a tool call (it never answered)."""
     for msg in reversed(messages):
         if msg.role is Role.ASSISTANT:
-            return msg.content if not msg.tool_calls else None
+            return msg.text if not msg.tool_calls else None
     return None
 
 

@@ -15,15 +15,19 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from trajforge.schema.content import (
+    Content,
+    ImagePart,
+    Strict,
+    TextPart,
+    content_images,
+    content_problem,
+    content_text,
+    parse_parts,
+)
 from trajforge.schema.version import SCHEMA_VERSION
-
-
-class Strict(BaseModel):
-    """Base for every schema model: unknown fields are an error, not silently dropped."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
 
 class Role(StrEnum):
@@ -110,7 +114,8 @@ class Timing(Strict):
 
 class Message(Strict):
     role: Role
-    content: str = ""
+    content: Content = ""
+    """Text, or a list of text and image parts (text-only messages keep a plain string)."""
     reasoning: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
@@ -121,8 +126,13 @@ class Message(Strict):
     state_key: str | None = None
     timing: Timing | None = None
 
+    _parse_parts = field_validator("content", mode="before")(parse_parts)
+
     @model_validator(mode="after")
     def _check_fields(self) -> Message:
+        problem = content_problem(self.content)
+        if problem:
+            raise ValueError(problem)
         if self.logprobs is not None:
             if self.role is not Role.ASSISTANT:
                 raise ValueError("logprobs: only assistant messages carry sampled-token logprobs")
@@ -140,6 +150,25 @@ class Message(Strict):
         if self.tool_call_id is not None and self.role is not Role.TOOL:
             raise ValueError(f"tool_call_id: only tool messages answer calls, not {self.role}")
         return self
+
+    @property
+    def text(self) -> str:
+        """The message's text: its content, or its text parts joined by newlines."""
+        return content_text(self.content)
+
+    @property
+    def images(self) -> list[ImagePart]:
+        return content_images(self.content)
+
+
+def refuse_images(messages: list[Message], consumer: str) -> None:
+    """Raise when a message holds an image part: ``consumer`` handles text only and must not
+    drop it silently."""
+    for i, msg in enumerate(messages):
+        if msg.images:
+            raise ValueError(
+                f"messages[{i}]: {consumer} handles text only and this message has an image part"
+            )
 
 
 class Task(Strict):
@@ -314,7 +343,11 @@ def with_system_text(messages: list[Message], text: str) -> list[Message]:
     lessons say."""
     if messages and messages[0].role is Role.SYSTEM:
         first = messages[0]
-        joined = f"{first.content}\n\n{text}" if first.content else text
+        joined: Content
+        if isinstance(first.content, list):
+            joined = [*first.content, TextPart(text=text)]
+        else:
+            joined = f"{first.content}\n\n{text}" if first.content else text
         return [first.model_copy(update={"content": joined}), *messages[1:]]
     return [Message(role=Role.SYSTEM, content=text), *messages]
 

@@ -39,8 +39,8 @@ def same_message(recorded: Message, sent: Message) -> bool:
     if recorded.role is not sent.role:
         return False
     if recorded.role is Role.ASSISTANT:
-        returned = (recorded.content.strip(), _calls(recorded))
-        return returned == (sent.content.strip(), _sent_calls(sent))
+        returned = (recorded.text.strip(), _calls(recorded))
+        return returned == (sent.text.strip(), _sent_calls(sent))
     return recorded.content == sent.content and recorded.tool_call_id == sent.tool_call_id
 
 

@@ -290,7 +290,7 @@ def reply_prose(renderer: ChatRenderer, message: Message) -> str:
     """A sampled reply's prose as the client gets it: exactly as sampled under the text
     protocol's parser, the parsed content under another."""
     if renderer.parser_name != TEXT_PARSER:
-        return message.content
+        return message.text
     return prose(renderer.completion_text(message.token_ids or []))
 
 

@@ -318,7 +318,7 @@ class Recorder:
     def _task(self, session: GatewaySession, messages: list[Message]) -> Task:
         return session.task or Task(
             id=f"session-{session.id}",
-            prompt=next((m.content for m in messages if m.role is Role.USER), ""),
+            prompt=next((m.text for m in messages if m.role is Role.USER), ""),
         )
 
     def _run_id(self, session: GatewaySession) -> str:

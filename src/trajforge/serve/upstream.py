@@ -236,7 +236,7 @@ class UpstreamGateway:
         self.recorder.finish(session, recording, took, cap, finish)
         return Choice(
             message=conversation.messages[-1],
-            content=reply.content,
+            content=reply.text,
             finish=finish,
             prompt_ids=prompt_ids,
             trajectory_id=recording.id,

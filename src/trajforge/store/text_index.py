@@ -28,7 +28,7 @@ def search_text(traj: Trajectory) -> str:
     parts: list[str] = []
     for msg in traj.messages:
         if msg.content:
-            parts.append(msg.content)
+            parts.append(msg.text)
         for call in msg.tool_calls:
             parts.append(call.name)
             parts.append(json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":")))

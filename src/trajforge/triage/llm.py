@@ -127,7 +127,7 @@ class LLMLocaliser:
             session = self.policy.start_session(prompt, [], task=trajectory.task)
             reply = await self.policy.respond(session, self.sampling, turn=attempt)
             try:
-                step, reason = parse_location(reply.content, steps)
+                step, reason = parse_location(reply.text, steps)
             except LocaliserReplyError as exc:
                 problems.append(f"try {attempt + 1}: {exc}")
                 continue

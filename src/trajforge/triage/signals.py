@@ -109,7 +109,7 @@ class _Calls:
 
     def failed(self, call: ToolCall) -> bool:
         result = self.result.get(call.id)
-        return result is not None and result.content.lstrip().startswith(TOOL_ERROR_PREFIX)
+        return result is not None and result.text.lstrip().startswith(TOOL_ERROR_PREFIX)
 
 
 def _last_assistant(messages: list[Message]) -> int | None:
@@ -126,7 +126,7 @@ def tool_errors(traj: Trajectory, calls: _Calls, options: TriageOptions) -> list
     hits = []
     for i, call in calls.made:
         if call.parse_error is None and calls.failed(call):
-            text = calls.result[call.id].content
+            text = calls.result[call.id].text
             hits.append(SignalHit(Signal.TOOL_ERROR, i, f"{call.name}: {_short(text)}"))
     return hits
 

@@ -96,7 +96,7 @@ def replay(task: Task, messages: list[Message]) -> KeyBoard:
     board = KeyBoard.from_task(task)
     for msg in messages:
         if msg.role is Role.ASSISTANT and board.status is Status.PLAYING:
-            direction = parse_move(msg.content)
+            direction = parse_move(msg.text)
             if direction is not None:
                 board, _ = _step(board, direction)
     return board
@@ -160,7 +160,7 @@ class KeyDoorCompactEnv(Env):
             raise ConfigError(f"{NAME}: step() needs a running episode; call reset(task)")
         key = self.state_key()
         self.turn += 1
-        direction = parse_move(action.content)
+        direction = parse_move(action.text)
         if direction is None:
             event, board = INVALID, self.board
         else:

@@ -20,7 +20,7 @@ PlannedCall = tuple[str, dict[str, Any]]
 
 def accepted_results(messages: Sequence[Message]) -> list[Message]:
     """The tool results in ``messages`` that are not an error, oldest first."""
-    return [m for m in messages if m.role is Role.TOOL and not m.content.startswith(ERROR_PREFIX)]
+    return [m for m in messages if m.role is Role.TOOL and not m.text.startswith(ERROR_PREFIX)]
 
 
 def follow_plan(plan: Sequence[PlannedCall], messages: Sequence[Message], answer: str) -> str:

@@ -223,7 +223,7 @@ def make_run_python_tool(config: SandboxConfig) -> Tool:
 
 def expert(task: Task, messages: list[Message]) -> str | None:
     """Run the reference program; answer with its output (retrying a failed run, twice)."""
-    results = [m.content for m in messages if m.role is Role.TOOL]
+    results = [m.text for m in messages if m.role is Role.TOOL]
     if results and not results[-1].startswith(ERROR_PREFIX):
         return f"The answer is {results[-1].strip()}."
     if len(results) >= MAX_EXPERT_ATTEMPTS:

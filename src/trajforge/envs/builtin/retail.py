@@ -77,7 +77,7 @@ def scripted_user(task: Task, view: list[Message]) -> str | None:
         return str(facts["opening"])
     if UserSignal.STOP.value in said[-1]:
         return UserSignal.OUT_OF_SCOPE.value
-    text = view[-1].content.lower()
+    text = view[-1].text.lower()
     name_zip = f"My name is {facts['first']} {facts['last']} and my zip code is {facts['zip']}."
     if "transferr" in text:
         return UserSignal.TRANSFER.value
@@ -117,7 +117,7 @@ async def verify(evidence: Evidence) -> Score:
     """1 when the final database is the expected one and every required output was said."""
     task = evidence.task
     db_ok = evidence.state.get("db") == await expected_db(task)
-    said = " ".join(m.content for m in evidence.messages if m.role is Role.ASSISTANT).lower()
+    said = " ".join(m.text for m in evidence.messages if m.role is Role.ASSISTANT).lower()
     missing = [o for o in task.data.get("outputs", []) if o.lower() not in said]
     value = float(db_ok and not missing)
     why = [] if db_ok else ["the final database differs from the expected one"]

@@ -88,7 +88,7 @@ def expert(task: Task, messages: list[Message]) -> str | None:
     if not results:
         return format_tool_call("convert_time", task.data["call"])
     try:
-        converted = json.loads(results[-1].content)["target"]["datetime"]
+        converted = json.loads(results[-1].text)["target"]["datetime"]
     except (ValueError, KeyError, TypeError):
         return f"The answer is {task.answer}."
     return f"The answer is {converted[11:16]}."

@@ -123,7 +123,7 @@ def last_observation(messages: Sequence[Message]) -> str:
     """The newest observation in a seat's conversation (what a scripted seat replies to)."""
     for message in reversed(messages):
         if message.role is Role.USER:
-            return message.content
+            return message.text
     raise ConfigError("a scripted seat was asked to move before it saw the game")
 
 
@@ -190,7 +190,7 @@ class SeatEnv(Env):
         if self.task is None or self.playing is None:
             raise ConfigError(f"env {self.name!r}: step() needs a running game; call reset(task)")
         key = self.game.state_key()
-        result = self.game.step(action.content)
+        result = self.game.step(action.text)
         final = result if result.done else self._play_others()
         info: dict[str, Any] = {"invalid": result.invalid, "seat": self.playing}
         if final is not None:

@@ -190,7 +190,7 @@ class OpenEnvEnv(Env):
             raise EnvError(f"env {self.name!r}: step() after the episode ended; call reset(task)")
         key = self.state_key()
         if self.mode is ActionMode.TEXT:
-            observations, reward = await self._text_step(action.content)
+            observations, reward = await self._text_step(action.text)
         elif not action.tool_calls:
             # The model stopped before the environment ended the episode: not a success.
             self.done = True

@@ -181,7 +181,7 @@ def to_tau2_messages(task: Task, messages: Sequence[Message]) -> list[Tau2Messag
                 )
             )
         elif m.role is Role.TOOL and m.tool_call_id not in skipped:
-            error = m.content.startswith("Error:")
+            error = m.text.startswith("Error:")
             out.append(
                 ToolMessage(id=m.tool_call_id or "", role="tool", content=m.content, error=error)
             )
@@ -293,7 +293,7 @@ def scripted_user(task: Task, view: list[Message]) -> str | None:
         return str(task.data["user"]["opening"])
     if UserSignal.STOP.value in said[-1]:
         return UserSignal.OUT_OF_SCOPE.value
-    text = view[-1].content.lower()
+    text = view[-1].text.lower()
     if "transferr" in text:
         return UserSignal.TRANSFER.value
     if "anything else" in text or "?" not in text:
