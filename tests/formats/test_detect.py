@@ -26,11 +26,12 @@ def test_readable_and_writable_formats() -> None:
         "sharegpt",
         "trajforge",
         "trl-prompt-completion",
+        "trl-vision",
     ]
     assert not readable(FORMATS.get("trl-preference")) and not writable(FORMATS.get("inspect"))
 
 
-TABULAR = ["openai", "sharegpt", "trl-prompt-completion"]
+TABULAR = ["openai", "sharegpt", "trl-prompt-completion", "trl-vision"]
 """The formats written as Parquet too (datasets for TRL)."""
 
 

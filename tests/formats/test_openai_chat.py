@@ -92,8 +92,12 @@ def test_unparsable_arguments_become_a_parse_error_and_survive_the_round_trip() 
     [
         ([{"role": "robot", "content": "x"}], r"^messages\.0: role: "),
         (
+            [{"role": "user", "content": [{"type": "input_audio"}]}],
+            r"messages\.0\.content\.0: only text and image_url parts are supported, not 'input",
+        ),
+        (
             [{"role": "user", "content": [{"type": "image_url"}]}],
-            r"messages\.0\.content\.0: only text parts",
+            r"messages\.0\.content\.0\.image_url: expected \{'url'",
         ),
         (
             [

@@ -23,6 +23,7 @@ _MARKS: tuple[tuple[str, frozenset[str]], ...] = (
     ("atif", frozenset({"agent", "steps"})),
     ("sharegpt", frozenset({"conversations"})),
     ("trl-prompt-completion", frozenset({"prompt", "completion"})),
+    ("trl-vision", frozenset({"messages", "images"})),
     ("openai", frozenset({"messages"})),
     ("otel", frozenset({"resourceSpans"})),
     ("otel", frozenset({"resourceLogs"})),

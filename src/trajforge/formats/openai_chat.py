@@ -125,7 +125,7 @@ def _message_from_openai(raw: Any, index: int) -> Message:
 def message_content(content: Any, where: str) -> Content:
     """Message content as trajforge holds it: a string where it is text only (text parts
     joined, as ``content_text``), text and image parts where it has ``image_url`` parts."""
-    if not (isinstance(content, list) and any(_is_image(p) for p in content)):
+    if not isinstance(content, list):
         return content_text(content, where)
     parts: list[TextPart | ImagePart] = []
     for k, part in enumerate(content):
@@ -135,6 +135,8 @@ def message_content(content: Any, where: str) -> Content:
             parts.append(TextPart(text=str(part.get("text", ""))))
         else:
             raise DataError(f"{where}.content.{k}: {_unsupported(part, 'text and image_url')}")
+    if all(isinstance(p, TextPart) for p in parts):
+        return "".join(p.text for p in parts if isinstance(p, TextPart))
     return parts
 
 

@@ -10,6 +10,7 @@ their records, so a file exported and imported again finds them too.
 
 from __future__ import annotations
 
+import base64
 import gc
 import hashlib
 import json
@@ -37,6 +38,7 @@ from trajforge.formats.otel import read_otlp_file
 from trajforge.formats.otel_export import to_otlp
 from trajforge.formats.sharegpt import from_sharegpt, to_sharegpt
 from trajforge.formats.trl import from_prompt_completion, to_preference, to_prompt_completion
+from trajforge.formats.trl_vision import from_vision_language, to_vision_language
 from trajforge.registry import Registry
 from trajforge.schema import Trajectory
 
@@ -114,6 +116,16 @@ _register(
             record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
         ),
         _with_ids(to_prompt_completion),
+    )
+)
+_register(
+    RecordFormat(
+        "trl-vision",
+        "TRL vision-language: {messages (image placeholders), images, tools}",
+        lambda record, rid: from_vision_language(
+            record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
+        ),
+        _with_ids(to_vision_language),
     )
 )
 _register(
@@ -264,7 +276,9 @@ def write_records(
     if fmt.name == "trajforge":
         lines = (t.model_dump_json().encode() for t in trajectories)
     else:
-        lines = (json.dumps(write(t), ensure_ascii=False).encode() for t in trajectories)
+        lines = (
+            json.dumps(write(t), ensure_ascii=False, default=_base64).encode() for t in trajectories
+        )
     return write_jsonl_lines(path, lines)
 
 
@@ -302,6 +316,13 @@ def write_parquet(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) 
         Path(tmp).unlink(missing_ok=True)
         raise
     return len(records)
+
+
+def _base64(value: Any) -> str:
+    """Bytes (an image column's) in a JSON line: base64 text."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _flat_tools(row: dict[str, Any]) -> dict[str, Any]:
