@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from image_samples import image_trajectory, png_bytes
 
+from image_samples import image_trajectory, png_bytes
 from trajforge.errors import DataError
 from trajforge.formats import FORMATS, detect_format, load_records, write_records
 from trajforge.formats.adp import to_adp
@@ -68,7 +68,7 @@ def _user(part: dict[str, Any]) -> dict[str, Any]:
     ],
 )
 def test_bad_image_urls_name_the_part(url: str, says: str) -> None:
-    with pytest.raises(DataError, match="^messages.0.content.1.image_url: ") as info:
+    with pytest.raises(DataError, match=r"^messages\.0\.content\.1\.image_url: ") as info:
         from_openai_chat(_user({"type": "image_url", "image_url": {"url": url}}))
     assert says in str(info.value)
 
