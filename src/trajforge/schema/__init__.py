@@ -9,6 +9,7 @@ from trajforge.registry import lazy_names
 from trajforge.schema.content import (
     IMAGE_MEDIA_TYPES,
     MAX_IMAGE_BYTES,
+    WITHOUT_IMAGE_BYTES,
     Content,
     ContentPart,
     ImagePart,
@@ -80,6 +81,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SUCCESS_STATUS",
     "SUCCESS_THRESHOLD",
+    "WITHOUT_IMAGE_BYTES",
     "Content",
     "ContentPart",
     "Evaluator",

@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializationInfo,
     TypeAdapter,
     ValidationError,
     field_serializer,
@@ -30,6 +31,11 @@ ImageMediaType = Literal["image/png", "image/jpeg", "image/webp"]
 IMAGE_MEDIA_TYPES: tuple[str, ...] = ("image/png", "image/jpeg", "image/webp")
 
 _SHA256 = r"^[0-9a-f]{64}$"
+
+WITHOUT_IMAGE_BYTES = "without_image_bytes"
+"""Serialisation context key: ``model_dump_json(context={WITHOUT_IMAGE_BYTES: True})`` writes
+image parts as references (media type, size, hash) without their bytes, as the store keeps
+bodies."""
 
 
 class Strict(BaseModel):
@@ -64,8 +70,10 @@ class ImagePart(Strict):
         return value
 
     @field_serializer("data", when_used="json")
-    def _to_base64(self, value: bytes | None) -> str | None:
-        return None if value is None else base64.b64encode(value).decode("ascii")
+    def _to_base64(self, value: bytes | None, info: SerializationInfo) -> str | None:
+        if value is None or (info.context or {}).get(WITHOUT_IMAGE_BYTES):
+            return None
+        return base64.b64encode(value).decode("ascii")
 
     @classmethod
     def from_bytes(cls, data: bytes, media_type: str | None = None) -> ImagePart:

@@ -9,6 +9,7 @@ import sqlite3
 from trajforge.errors import StoreError
 from trajforge.schema import Trajectory
 from trajforge.store import rows as store_rows
+from trajforge.store.images import save_images
 from trajforge.store.rows import SUMMARY_COLUMNS
 from trajforge.store.text_index import search_text
 
@@ -26,6 +27,7 @@ def insert_rows(
     bodies: list[tuple[int | None, bytes]] = []
     texts: list[tuple[int | None, str]] = []
     scores: list[tuple[int | None, str, float | None]] = []
+    save_images(cur, [traj for traj, _ in rows])
     for traj, body in rows:
         try:
             cur.execute(summary_sql, store_rows.summary_row(traj))
@@ -50,6 +52,7 @@ def insert_rows(
 
 def replace_row(cur: sqlite3.Cursor, traj: Trajectory, body: bytes) -> None:
     """Store ``traj`` (its encoded ``body``) in place of the stored trajectory with its id."""
+    save_images(cur, [traj])
     row = cur.execute("SELECT rowid FROM trajectories WHERE id = ?", (traj.id,))
     found = row.fetchone()
     if found is not None:

@@ -9,6 +9,7 @@ from typing import Any
 from trajforge.errors import StoreError
 from trajforge.schema import Trajectory
 from trajforge.store.filters import TrajectoryFilter, where_clause
+from trajforge.store.images import load_images
 from trajforge.store.insert import SUMMARY_LIST
 from trajforge.store.lookup import Read
 from trajforge.store.rows import ORDER_COLUMNS, decode_body
@@ -37,7 +38,7 @@ def iter_trajectories(
         marks = ",".join("?" * len(chunk))
         bodies = dict(read(f"SELECT rowid, body FROM bodies WHERE rowid IN ({marks})", chunk))
         for rowid in chunk:
-            yield decode_body(bodies[rowid])
+            yield load_images(read, [decode_body(bodies[rowid])])[0]
 
 
 def summaries(read: Read, where: TrajectoryFilter, limit: int | None) -> list[dict[str, Any]]:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from trajforge.errors import StoreError
-from trajforge.schema import Role, Trajectory
+from trajforge.schema import WITHOUT_IMAGE_BYTES, Role, Trajectory
+from trajforge.store.images import IMAGES_SQL
 from trajforge.store.text_index import TEXTS_SQL
 
 # The run and env indexes cover every column stats() reads, in its GROUP BY order, so statistics
@@ -57,6 +58,7 @@ CREATE TABLE IF NOT EXISTS runs (
     updated_at REAL NOT NULL
 );
 {TEXTS_SQL};
+{IMAGES_SQL};
 """
 
 # The summary columns, in the order of ``summary_row``; a table called ``trajectories`` without
@@ -137,7 +139,9 @@ def check_is_store(conn: sqlite3.Connection, path: Path, *, create: bool) -> Non
 
 
 def encode_body(traj: Trajectory, *, compress: bool = False) -> bytes:
-    data = traj.model_dump_json().encode()
+    """The body of ``traj``: its JSON, image parts as references (``store.images`` keeps the
+    bytes, once per distinct image)."""
+    data = traj.model_dump_json(context={WITHOUT_IMAGE_BYTES: True}).encode()
     return zlib.compress(data, _COMPRESS_LEVEL) if compress else data
 
 

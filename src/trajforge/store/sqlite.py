@@ -23,6 +23,7 @@ from trajforge.formats import write_trajectories
 from trajforge.schema import Score, Trajectory
 from trajforge.store import browse, lookup, query, runs
 from trajforge.store.filters import TrajectoryFilter, as_filter
+from trajforge.store.images import load_images
 from trajforge.store.insert import insert_rows, replace_row
 from trajforge.store.migrate import create_or_upgrade
 from trajforge.store.rows import (
@@ -204,7 +205,7 @@ class TrajectoryStore:
         ).fetchone()
         if row is None:
             raise StoreError(f"no trajectory {traj_id!r} in {self.path}")
-        return decode_body(row[0])
+        return load_images(self._read, [decode_body(row[0])])[0]
 
     def resolve_trajectory_id(self, prefix: str) -> str:
         """The stored trajectory id that is ``prefix`` or, failing that, the only one starting
