@@ -11,16 +11,24 @@ import pytest
 from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
-from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from inspect_ai.model import (
+    ChatMessageUser,
+    ContentImage,
+    ContentText,
+    ModelOutput,
+    ModelUsage,
+    get_model,
+)
 from inspect_ai.scorer import includes
 from inspect_ai.solver import generate, use_tools
 from inspect_ai.tool import tool
 from typer.testing import CliRunner
 
+from image_samples import png_bytes
 from trajforge.cli.main import app
 from trajforge.errors import DataError
 from trajforge.formats.records import FORMATS, load_records, write_records
-from trajforge.schema import OutcomeStatus, Role
+from trajforge.schema import ImagePart, OutcomeStatus, Role
 from trajforge.store import TrajectoryStore
 
 ASYNCIO_RUN = asyncio.run
@@ -110,3 +118,23 @@ def test_a_file_that_is_no_inspect_log_is_refused(tmp_path: Path) -> None:
         load_records(path, FORMATS.get("inspect"))
     with pytest.raises(DataError, match="cannot be written"):
         write_records(tmp_path / "x.jsonl", [], FORMATS.get("inspect"))
+
+
+def test_an_inspect_sample_with_an_image_imports_with_equal_bytes(tmp_path: Path) -> None:
+    image = ImagePart.from_bytes(png_bytes(4))
+    question = ChatMessageUser(
+        content=[ContentText(text="What colour?"), ContentImage(image=image.data_url())]
+    )
+    task = Task(
+        dataset=[Sample(input=[question], target="grey", id="img")],
+        solver=[generate()],
+        scorer=includes(),
+        name="looking",
+    )
+    outputs = [_output(ModelOutput.from_content("mockllm/model", "grey"))]
+    model = get_model("mockllm/model", custom_outputs=outputs)
+    (log,) = inspect_eval(task, model=model, log_dir=str(tmp_path), display="none")
+    (traj,) = load_records(Path(log.location), FORMATS.get("inspect"))
+    assert traj.messages[0].text == "What colour?"
+    assert traj.messages[0].images == [image]
+    assert traj.reward == 1.0

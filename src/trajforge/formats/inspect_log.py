@@ -18,16 +18,20 @@ from typing import Any
 from pydantic import ValidationError
 
 from trajforge.errors import DataError
+from trajforge.formats.images import image_from_data_url
 from trajforge.formats.jsonl import format_validation_error
 from trajforge.schema import (
+    Content,
     Evaluator,
     EvaluatorKind,
+    ImagePart,
     Message,
     Outcome,
     OutcomeStatus,
     Role,
     Score,
     Task,
+    TextPart,
     ToolCall,
     Trajectory,
     Usage,
@@ -44,7 +48,7 @@ def read_inspect_log(path: Path) -> Iterator[Trajectory]:
         DataError: the file is not an Inspect log, or a sample does not convert (naming it).
     """
     # lazy: inspect_ai takes seconds to import; only this format needs it
-    from inspect_ai.log import read_eval_log
+    from inspect_ai.log import read_eval_log, resolve_sample_attachments
 
     try:
         log = read_eval_log(str(path))
@@ -54,7 +58,9 @@ def read_inspect_log(path: Path) -> Iterator[Trajectory]:
     for sample in log.samples or []:
         where = f"{path}: sample {sample.id} epoch {sample.epoch}"
         try:
-            yield _trajectory(sample, run, log.eval.task, log.eval.model)
+            # Inspect keeps images (and long texts) as attachments the messages refer to.
+            resolved = resolve_sample_attachments(sample, "core")
+            yield _trajectory(resolved, run, log.eval.task, log.eval.model)
         except ValidationError as exc:
             raise DataError(format_validation_error(exc, where)) from None
         except DataError as exc:
@@ -113,7 +119,7 @@ def _message(message: Any, index: int) -> Message:
         for part in (message.content if isinstance(message.content, list) else [])
         if getattr(part, "type", None) == "reasoning"
     ]
-    content = message.text
+    content = _content(message, index)
     if role is Role.TOOL and getattr(message, "error", None) is not None:
         content = content or f"error: {message.error.type}: {message.error.message}"
     calls = [
@@ -134,6 +140,21 @@ def _message(message: Any, index: int) -> Message:
         tool_call_id=getattr(message, "tool_call_id", None),
         name=getattr(message, "function", None) if role is Role.TOOL else None,
     )
+
+
+def _content(message: Any, index: int) -> Content:
+    """The message's text, or its text and image parts where it has images (a base64 data URI,
+    as Inspect keeps an image it read from a file; a remote URL is refused, never fetched)."""
+    parts = message.content if isinstance(message.content, list) else []
+    if not any(getattr(part, "type", None) == "image" for part in parts):
+        return str(message.text)
+    out: list[TextPart | ImagePart] = []
+    for k, part in enumerate(parts):
+        if part.type == "image":
+            out.append(image_from_data_url(part.image, f"messages.{index}.content.{k}"))
+        elif part.type == "text":
+            out.append(TextPart(text=part.text))
+    return out
 
 
 def _score(name: str, score: Any) -> Score:
