@@ -4,6 +4,7 @@ from trajforge.registry import lazy_names
 
 if TYPE_CHECKING:
     from trajforge.formats.detect import detect_format, likely_format, readable, writable
+    from trajforge.formats.images import content_to_openai
     from trajforge.formats.jsonl import load_trajectories, read_json_objects, write_trajectories
     from trajforge.formats.openai_chat import content_text, messages_from_openai
     from trajforge.formats.otel_receiver import TraceCollector, receiver_app
@@ -33,6 +34,7 @@ __all__ = [
     "RecordFormat",
     "TraceCollector",
     "content_text",
+    "content_to_openai",
     "detect_format",
     "format_tool_call",
     "get_parser",
@@ -64,6 +66,7 @@ __getattr__ = lazy_names(
         "TOOL_CALL_OPEN": "tool_calls",
         "TraceCollector": "otel_receiver",
         "content_text": "openai_chat",
+        "content_to_openai": "images",
         "detect_format": "detect",
         "format_tool_call": "tool_calls",
         "get_parser": "tool_calls",

@@ -36,7 +36,7 @@ def image_from_data_url(url: str, where: str) -> ImagePart:
     try:
         return ImagePart.from_bytes(data, match["type"])
     except ValueError as exc:
-        raise DataError(f"{where}: {exc}") from None
+        raise DataError(f"{where}: {str(exc).removeprefix('image: ')}") from None
 
 
 def content_to_openai(content: Content) -> str | list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from trajforge.errors import DataError
-from trajforge.formats import messages_from_openai
+from trajforge.formats import content_to_openai, messages_from_openai
 from trajforge.policy import OPENAI_PREFIX, FinishReason, parse_openai_spec
 from trajforge.rollout import PolicyRef, TurnCap
 from trajforge.schema import Message, ToolSpec
@@ -179,7 +179,8 @@ class UpstreamGateway:
         if added_system:
             wire = body["messages"]
             rest = wire[1:] if wire[0].get("role") in ("system", "developer") else wire
-            body["messages"] = [{"role": "system", "content": messages[0].content}, *rest]
+            system = {"role": "system", "content": content_to_openai(messages[0].content)}
+            body["messages"] = [system, *rest]
         try:
             reply = await self.client.post(f"{self.base_url}/chat/completions", json=body)
         except httpx.HTTPError as exc:

@@ -1,0 +1,76 @@
+"""Image parts in chat-completion calls: a text-only model answers with OpenAI's error body
+naming the message and why; forwarded to a server that takes them, they are recorded with
+equal bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from serve_helpers import MODEL
+
+from image_samples import png_bytes
+from trajforge.schema import ImagePart
+from trajforge.serve.server import serving, serving_app
+from trajforge.serve.upstream import UpstreamGateway
+from trajforge.store import TrajectoryStore
+
+IMAGE = ImagePart.from_bytes(png_bytes(9))
+LOOK = {
+    "role": "user",
+    "content": [
+        {"type": "text", "text": "What is in the picture?"},
+        {"type": "image_url", "image_url": {"url": IMAGE.data_url()}},
+    ],
+}
+
+
+def test_a_text_only_model_refuses_images_in_openais_error_shape(base_url: str) -> None:
+    call = {"model": MODEL, "messages": [{"role": "system", "content": "Be brief."}, LOOK]}
+    reply = httpx.post(f"{base_url}/sessions/s/v1/chat/completions", json=call, timeout=30)
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == "messages[1]"
+    assert error["message"].startswith("messages[1]: ")
+    assert "handles text only and this message has an image part" in error["message"]
+
+
+def test_a_broken_image_is_a_400_naming_the_part(base_url: str) -> None:
+    broken = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    call = {"model": MODEL, "messages": [{"role": "user", "content": [broken]}]}
+    reply = httpx.post(f"{base_url}/sessions/s/v1/chat/completions", json=call, timeout=30)
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert error["param"] == "messages[0].content[0].image_url"
+    assert "declared image/png but the bytes are not a PNG, JPEG or WebP image" in error["message"]
+
+
+def _seeing_server(received: list[dict[str, Any]]) -> FastAPI:
+    """An OpenAI-compatible server that takes images, keeping each request body it gets."""
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: dict[str, Any]) -> dict[str, Any]:
+        received.append(body)
+        message = {"role": "assistant", "content": "A grey square."}
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}  # fmt: skip
+
+    return app
+
+
+def test_a_forwarded_call_records_its_images(tmp_path: Any) -> None:
+    received: list[dict[str, Any]] = []
+    with TrajectoryStore(tmp_path / "proxy.db") as store:
+        with serving_app(_seeing_server(received)) as upstream_url:
+            proxy = UpstreamGateway(f"{upstream_url}/v1", "vlm", store, "proxied")
+            with serving(proxy) as url:
+                call = {"model": "vlm", "messages": [LOOK]}
+                reply = httpx.post(f"{url}/sessions/s/v1/chat/completions", json=call, timeout=30)
+                assert reply.status_code == 200, reply.text
+        (traj,) = store.query(run="proxied")
+    assert received[0]["messages"][0]["content"][1]["image_url"]["url"] == IMAGE.data_url()
+    assert traj.messages[0].images == [IMAGE]
+    assert traj.messages[0].text == "What is in the picture?"
+    assert traj.messages[1].content == "A grey square."
