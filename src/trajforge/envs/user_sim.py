@@ -180,7 +180,7 @@ class UserSimEnv(ToolEnv):
     def state_key(self) -> str:
         """The tool history's key plus everything the user has said (the state the agent
         acts from includes the user's words)."""
-        said = [m.content for m in self.view if m.role is Role.ASSISTANT]
+        said = [m.text for m in self.view if m.role is Role.ASSISTANT]
         digest = hashlib.sha256(json.dumps([super().state_key(), said]).encode()).hexdigest()
         return digest[:16]
 

@@ -16,6 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from trajforge.formats import content_to_openai
 from trajforge.policy.base import ChatSession
 from trajforge.schema import Message, Role, Task, ToolSpec
 
@@ -117,14 +118,15 @@ class OpenAISession(ChatSession):
 def _estimate(messages: Sequence[Message]) -> int:
     chars = 0
     for m in messages:
-        chars += len(m.content) + sum(
-            len(json.dumps(c.arguments)) + len(c.name) for c in m.tool_calls
-        )
+        chars += len(m.text) + sum(len(json.dumps(c.arguments)) + len(c.name) for c in m.tool_calls)
     return chars // CHARS_PER_TOKEN + 4 * len(messages)
 
 
 def _to_openai(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role.value, "content": message.content}
+    out: dict[str, Any] = {
+        "role": message.role.value,
+        "content": content_to_openai(message.content),
+    }
     if message.role is Role.ASSISTANT and message.tool_calls:
         out["tool_calls"] = [
             {

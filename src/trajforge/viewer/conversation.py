@@ -6,7 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trajforge.schema import OutcomeStatus, Role, Trajectory, is_infra_failure, is_success
+from trajforge.schema import (
+    OutcomeStatus,
+    Role,
+    Trajectory,
+    image_label,
+    is_infra_failure,
+    is_success,
+)
 
 
 def pretty_json(value: Any) -> str:
@@ -28,7 +35,7 @@ def conversation(traj: Trajectory) -> list[dict[str, Any]]:
                 "index": index,
                 "role": msg.role.value,
                 "turn": turn if assistant else None,
-                "content": msg.content,
+                "content": "\n".join([msg.text, *(image_label(i) for i in msg.images)]).strip(),
                 "reasoning": msg.reasoning,
                 "name": msg.name,
                 "tool_call_id": msg.tool_call_id,

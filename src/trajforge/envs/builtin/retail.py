@@ -72,7 +72,7 @@ def scripted_user(task: Task, view: list[Message]) -> str | None:
 
     A stop the env refused (the user spoke after saying ``###STOP###``) makes it give up."""
     facts = task.data["user"]
-    said = [m.content for m in view if m.role is Role.ASSISTANT]
+    said = [m.text for m in view if m.role is Role.ASSISTANT]
     if not said:
         return str(facts["opening"])
     if UserSignal.STOP.value in said[-1]:

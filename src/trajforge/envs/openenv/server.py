@@ -155,7 +155,7 @@ class TrajforgeEnvironment(Environment[AssistantAction, ChatObservation, Episode
 def _chat(message: Message) -> ChatMessage:
     return ChatMessage(
         role=message.role.value,
-        content=message.content,
+        content=message.text,
         tool_call_id=message.tool_call_id,
         name=message.name,
     )

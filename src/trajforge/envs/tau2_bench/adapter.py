@@ -166,14 +166,14 @@ def to_tau2_messages(task: Task, messages: Sequence[Message]) -> list[Tau2Messag
     skipped: set[str] = set()
     for m in messages:
         if m.role is Role.USER:
-            out.append(UserMessage(role="user", content=m.content))
+            out.append(UserMessage(role="user", content=m.text))
         elif m.role is Role.ASSISTANT:
             calls = [c for c in m.tool_calls if _reached_tau2(c)]
             skipped |= {c.id for c in m.tool_calls if not _reached_tau2(c)}
             out.append(
                 AssistantMessage(
                     role="assistant",
-                    content=m.content or None,
+                    content=m.text or None,
                     tool_calls=[
                         Tau2ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls
                     ]
@@ -183,7 +183,7 @@ def to_tau2_messages(task: Task, messages: Sequence[Message]) -> list[Tau2Messag
         elif m.role is Role.TOOL and m.tool_call_id not in skipped:
             error = m.text.startswith("Error:")
             out.append(
-                ToolMessage(id=m.tool_call_id or "", role="tool", content=m.content, error=error)
+                ToolMessage(id=m.tool_call_id or "", role="tool", content=m.text, error=error)
             )
     return out
 
@@ -288,7 +288,7 @@ def expert(task: Task, messages: list[Message]) -> str | None:
 def scripted_user(task: Task, view: list[Message]) -> str | None:
     """Opens with the task's request, agrees to what it is asked, stops when told the result
     (and gives up when the env refused that stop)."""
-    said = [m.content for m in view if m.role is Role.ASSISTANT]
+    said = [m.text for m in view if m.role is Role.ASSISTANT]
     if not said:
         return str(task.data["user"]["opening"])
     if UserSignal.STOP.value in said[-1]:
