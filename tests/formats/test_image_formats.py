@@ -132,3 +132,12 @@ def test_text_only_formats_refuse_images_by_name(
         f"trajectory {traj.id}: messages[0]: the {name} format handles text only and this "
         "message has an image part"
     )
+
+
+def test_openai_parquet_mixing_text_and_image_content_is_refused_clearly(tmp_path: Path) -> None:
+    trajs = [image_trajectory(png_bytes(1))]
+    with pytest.raises(DataError, match="written as Parquet by trl-vision"):
+        write_records(tmp_path / "o.parquet", trajs, FORMATS.get("openai"))
+    assert not list(tmp_path.iterdir())  # nothing left behind
+    write_records(tmp_path / "o.jsonl", trajs, FORMATS.get("openai"))
+    assert _bytes(load_records(tmp_path / "o.jsonl", FORMATS.get("openai"))[0]) == [png_bytes(1)]

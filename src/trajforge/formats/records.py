@@ -309,7 +309,16 @@ def write_parquet(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        pq.write_table(pa.Table.from_pylist(records), tmp)
+        try:
+            table = pa.Table.from_pylist(records)
+        except pa.ArrowInvalid as exc:
+            # Arrow needs one type per column: text content beside a list of parts is not one.
+            raise DataError(
+                f"{path}: the records do not fit one Parquet column type ({exc}); message "
+                "content mixing text and image parts is written as Parquet by trl-vision, or "
+                "as JSON lines"
+            ) from None
+        pq.write_table(table, tmp)
         os.chmod(tmp, new_file_mode())
         os.replace(tmp, path)
     except BaseException:
