@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from image_samples import image_trajectory, png_bytes
 from trajforge.judge.criteria import load_criteria
 from trajforge.judge.llm_judge import LLMJudge, llm_judge, parse_verdict, render_trajectory
 from trajforge.policy.base import ChatSession, Completion, FinishReason, Policy, SamplingParams
@@ -118,3 +119,12 @@ async def test_long_trajectories_are_condensed_and_the_cut_stated(make_traj: Mak
     policy = CannedJudge([GOOD])
     await LLMJudge(load_criteria(), policy, max_chars=2000)(traj)
     assert "condensed to fit" in policy.prompts[0]
+
+
+def test_the_transcript_tells_a_text_judge_where_an_image_was() -> None:
+    traj = image_trajectory(png_bytes(2))
+    text, cut = render_trajectory(traj, 10_000)
+    image = traj.messages[0].images[0]
+    assert cut is None
+    assert f"[0] USER:\nWhat is shown?\n  [image image/png, {image.size} bytes, sha256 " in text
+    assert image.sha256[:12] in text

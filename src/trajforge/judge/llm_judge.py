@@ -14,7 +14,15 @@ from typing import Any, ClassVar
 
 from trajforge.judge.criteria import JudgeCriteria, load_criteria
 from trajforge.policy import Policy, SamplingParams
-from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Trajectory
+from trajforge.schema import (
+    Evaluator,
+    EvaluatorKind,
+    Message,
+    Role,
+    Score,
+    Trajectory,
+    image_label,
+)
 
 PROMPT_VERSION = "llm-judge/1"
 
@@ -35,8 +43,10 @@ def render_trajectory(trajectory: Trajectory, max_chars: int) -> tuple[str, str 
         if m.role is Role.SYSTEM:
             continue
         lines = [f"[{i}] {m.role.value.upper()}" + (f" ({m.name})" if m.name else "") + ":"]
-        if m.content:
+        if m.text:
             lines.append(m.text.strip())
+        # A text judge cannot see an image: it is told one was there, not left to guess.
+        lines.extend(f"  {image_label(image)}" for image in m.images)
         for c in m.tool_calls:
             if c.parse_error:
                 lines.append(f"  -> unparsable tool call ({c.parse_error}): {c.raw}")
