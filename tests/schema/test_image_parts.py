@@ -17,6 +17,7 @@ from trajforge.schema import (
     Role,
     TextPart,
     Trajectory,
+    labelled_text,
     refuse_images,
     sniff_media_type,
 )
@@ -102,3 +103,12 @@ def test_refuse_images_names_the_consumer_and_message() -> None:
     with pytest.raises(ValueError, match=r"messages\[0\]: the SmolLM2 renderer handles text only"):
         refuse_images(traj.messages, "the SmolLM2 renderer")
     refuse_images([Message(role=Role.USER, content="plain")], "anything")
+
+
+def test_text_views_label_each_image() -> None:
+    msg = image_trajectory(png_bytes(3)).messages[0]
+    image = msg.images[0]
+    assert labelled_text(msg.content) == (
+        f"What is shown?\n[image image/png, {image.size} bytes, sha256 {image.sha256[:12]}]"
+    )
+    assert labelled_text("plain") == "plain"

@@ -16,7 +16,7 @@ from trajforge.judge import FailureSplit, format_scored
 from trajforge.report.games import GamesSummary
 from trajforge.report.intervals import reward_text, success_text
 from trajforge.report.links import view_command
-from trajforge.schema import Role, Trajectory, is_success
+from trajforge.schema import Message, Role, Trajectory, is_success, labelled_text
 from trajforge.store import TrajectoryStore
 
 RESULTS_FILE = "results.json"
@@ -29,14 +29,15 @@ def _fmt_duration(seconds: float | None) -> str:
     return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-def _render_message(m: Any) -> dict[str, Any]:
+def _render_message(m: Message) -> dict[str, Any]:
     calls = []
     for c in m.tool_calls:
         if c.parse_error:
             calls.append(f"unparsable call: {c.parse_error}")
         else:
             calls.append(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})")
-    content = m.content if len(m.content) < 1500 else m.content[:1500] + " …"
+    text = labelled_text(m.content)
+    content = text if len(text) < 1500 else text[:1500] + " …"
     return {"role": m.role.value, "name": m.name, "content": content, "calls": calls}
 
 

@@ -17,6 +17,7 @@ from trajforge.schema.content import (
     content_images,
     content_text,
     image_label,
+    labelled_text,
     sniff_media_type,
 )
 from trajforge.schema.success import SUCCESS_STATUS, SUCCESS_THRESHOLD, is_success, success_sql
@@ -118,6 +119,7 @@ __all__ = [
     "is_success",
     "json_schema",
     "json_schema_text",
+    "labelled_text",
     "new_id",
     "normalize_answer",
     "numbers_close",

@@ -176,6 +176,13 @@ def content_text(content: Content) -> str:
     return "\n".join(p.text for p in content if isinstance(p, TextPart))
 
 
+def labelled_text(content: Content) -> str:
+    """The text of ``content`` followed by a label per image: how text-only views show it."""
+    if isinstance(content, str):
+        return content
+    return "\n".join([content_text(content), *map(image_label, content_images(content))]).strip()
+
+
 def content_images(content: Content) -> list[ImagePart]:
     if isinstance(content, str):
         return []

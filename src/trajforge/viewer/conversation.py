@@ -10,9 +10,9 @@ from trajforge.schema import (
     OutcomeStatus,
     Role,
     Trajectory,
-    image_label,
     is_infra_failure,
     is_success,
+    labelled_text,
 )
 
 
@@ -35,7 +35,7 @@ def conversation(traj: Trajectory) -> list[dict[str, Any]]:
                 "index": index,
                 "role": msg.role.value,
                 "turn": turn if assistant else None,
-                "content": "\n".join([msg.text, *(image_label(i) for i in msg.images)]).strip(),
+                "content": labelled_text(msg.content),
                 "reasoning": msg.reasoning,
                 "name": msg.name,
                 "tool_call_id": msg.tool_call_id,

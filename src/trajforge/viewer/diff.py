@@ -8,12 +8,12 @@ import json
 from itertools import zip_longest
 from typing import Any
 
-from trajforge.schema import Message, Trajectory, image_label
+from trajforge.schema import Message, Trajectory, labelled_text
 
 
 def message_text(msg: Message) -> str:
     """The text a reader compares: content, reasoning and tool calls, one item per line."""
-    parts = [msg.text, *(image_label(image) for image in msg.images)]
+    parts = [labelled_text(msg.content)]
     if msg.reasoning:
         parts.insert(0, f"[reasoning] {msg.reasoning}")
     for call in msg.tool_calls:
