@@ -45,14 +45,15 @@ def _config(out: Path, steps: int, **overrides: Any) -> RLConfig:
     )
 
 
-def _even_tokens(traj: Trajectory) -> float:
-    # A reward that differs between samples of a group, so the updates move the weights.
+def _token_ids(traj: Trajectory) -> float:
+    # A reward that (almost) never ties between samples of a group, so the updates move the
+    # weights.
     ids = [i for m in traj.messages if m.role is Role.ASSISTANT for i in m.token_ids or ()]
-    return sum(i % 2 == 0 for i in ids) / max(1, len(ids))
+    return sum(i % 1000 for i in ids) / (1000 * max(1, len(ids)))
 
 
 def _trainer(out: Path, steps: int, **overrides: Any) -> RLTrainer:
-    rubric = Rubric([(FunctionScorer(_even_tokens, "even", EvaluatorKind.RULE), 1.0)])
+    rubric = Rubric([(FunctionScorer(_token_ids, "token_id", EvaluatorKind.RULE), 1.0)])
     return RLTrainer(_config(out, steps, **overrides), rubric=rubric)
 
 

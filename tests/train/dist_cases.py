@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from train_helpers import even_rubric, qa_trajectory, small_rl_config
+from train_helpers import qa_trajectory, small_rl_config, token_id_rubric
 
 from trajforge.curate import preference_pairs
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
@@ -91,7 +91,7 @@ def make_trainer(case: dict[str, Any], out: Path, callbacks: Any = ()) -> Traine
     store = case.get("store")
     rl = {"kl_coef": 0.1, "max_new_tokens": 6, **case.get("rl", {})}
     rcfg = small_rl_config(out, **settings, steps=steps, store=store, **rl)
-    return RLTrainer(rcfg, rubric=even_rubric(), callbacks=callbacks)
+    return RLTrainer(rcfg, rubric=token_id_rubric(), callbacks=callbacks)
 
 
 # A rank's gradient scaled by this factor: the faults the equivalence tests must catch.

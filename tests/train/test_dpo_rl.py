@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 from rich.console import Console
-from train_helpers import even_rubric, qa_trajectory, small_rl_config
+from train_helpers import qa_trajectory, small_rl_config, token_id_rubric
 
 from trajforge.algos import AdvantageInput, compute_advantages
 from trajforge.curate import group_key, preference_pairs
@@ -98,7 +98,7 @@ def test_rl_runs_on_calculator_with_tiny_model(tmp_path: Path) -> None:
         tensorboard=False,
         progress=False,
     )
-    trainer = RLTrainer(cfg, rubric=even_rubric())
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
     before = {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
     result = trainer.train()
     assert [h["step"] for h in result.history] == [1, 2]
@@ -144,7 +144,7 @@ def test_rl_filters_zero_advantage_groups(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("native_bf16")
 def test_rl_bf16_rollouts_sample_from_a_copy_synced_after_each_update(tmp_path: Path) -> None:
     cfg = small_rl_config(tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16"})
-    trainer = RLTrainer(cfg, rubric=even_rubric())
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
     assert trainer.weights.policy.model is not trainer.parts.model
     assert next(trainer.weights.policy.model.parameters()).dtype is torch.bfloat16
     result = trainer.train()
@@ -171,7 +171,7 @@ def test_rl_sign_weights_reach_the_trained_advantages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = small_rl_config(tmp_path, samples_per_group=3, negative_advantage_weight=0.0)
-    trainer = RLTrainer(cfg, rubric=even_rubric())
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
     seen: list[list[float]] = []
 
     def capture(ops: Any, cfg: Any, seqs: list[Any], reference: Any) -> dict[str, float]:
@@ -190,7 +190,7 @@ def test_rl_lora_bf16_rollouts_sample_from_the_merged_weights(tmp_path: Path) ->
     cfg = small_rl_config(
         tmp_path, optim={"lr": 1e-2}, model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}}
     )
-    trainer = RLTrainer(cfg, rubric=even_rubric())
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
     assert type(trainer.weights.policy.model).__name__ == "LlamaForCausalLM"
     trainer.train()
     merged = copy.deepcopy(trainer.parts.unwrapped_model()).merge_and_unload()
@@ -210,7 +210,7 @@ def test_rl_rollout_logprob_gap_exposes_a_stale_rollout_copy(tmp_path: Path) -> 
             optim={"lr": 1e-2},
             model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}},
         )
-        trainer = RLTrainer(cfg, rubric=even_rubric())
+        trainer = RLTrainer(cfg, rubric=token_id_rubric())
         if stale:
             trainer.weights.refresh = lambda: None  # type: ignore[method-assign]
         return [h["rollout_logprob_gap"] for h in trainer.train().history]
@@ -345,7 +345,7 @@ def _lose_to_infra(
 def test_rl_leaves_episodes_lost_to_the_infrastructure_out_of_the_advantages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    trainer = RLTrainer(small_rl_config(tmp_path, samples_per_group=3), rubric=even_rubric())
+    trainer = RLTrainer(small_rl_config(tmp_path, samples_per_group=3), rubric=token_id_rubric())
     rolled, seen = _lose_to_infra(trainer, monkeypatch, [1, 2])
     (metrics,) = trainer.train().history
     assert metrics["infra_failures"] == 3.0
@@ -354,7 +354,7 @@ def test_rl_leaves_episodes_lost_to_the_infrastructure_out_of_the_advantages(
     ((inp, out),) = seen
     kept = [t for t in rolled if not is_infra_failure(t)][:2]
     assert inp.group_ids == [group_key(t) for t in kept] and len(set(inp.group_ids)) == 1
-    rewards = [asyncio.run(even_rubric().evaluate(t))[0] for t in kept]
+    rewards = [asyncio.run(token_id_rubric().evaluate(t))[0] for t in kept]
     assert inp.rewards.tolist() == pytest.approx(rewards)
     # GRPO over the two that are left: +-(r0 - r1) / 2 / (|r0 - r1| / sqrt(2) + eps), or 0.
     gap = rewards[0] - rewards[1]
@@ -366,7 +366,7 @@ def test_rl_infra_failures_zero_trains_on_them_like_any_episode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = small_rl_config(tmp_path, samples_per_group=3, infra_failures="zero")
-    trainer = RLTrainer(cfg, rubric=even_rubric())
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
     rolled, seen = _lose_to_infra(trainer, monkeypatch, [1, 2])
     (metrics,) = trainer.train().history
     assert metrics["infra_failures"] == 3.0

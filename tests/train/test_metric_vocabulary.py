@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from train_helpers import even_rubric, qa_trajectory, small_rl_config
+from train_helpers import qa_trajectory, small_rl_config, token_id_rubric
 
 from trajforge.curate import preference_pairs
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
@@ -71,9 +71,9 @@ def rl_keys(tmp_path: Path) -> set[str]:
         revisit={"enabled": True},
         validation={"tasks": 1},
     )
-    RLTrainer(full, rubric=even_rubric()).train()
+    RLTrainer(full, rubric=token_id_rubric()).train()
     gigpo = small_rl_config(tmp_path / "gigpo", estimator="gigpo", max_turns=2)
-    RLTrainer(gigpo, rubric=even_rubric()).train()
+    RLTrainer(gigpo, rubric=token_id_rubric()).train()
     return logged(tmp_path / "grpo") | logged(tmp_path / "gigpo")
 
 

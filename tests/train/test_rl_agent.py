@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_helpers import even_rubric, small_rl_config
+from train_helpers import small_rl_config, token_id_rubric
 
 from trajforge.agent_programs import agent_runners
 from trajforge.errors import ConfigError, EpisodeError
@@ -23,7 +23,9 @@ AGENT = f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'agent_rl' 
 def test_an_rl_step_on_an_agent_programs_runs(tmp_path: Path) -> None:
     store = tmp_path / "rl.db"
     cfg = small_rl_config(tmp_path / "out", agent=AGENT, agent_timeout_s=120, store=store)
-    trainer = RLTrainer(cfg, rubric=even_rubric(), agent_runner=agent_runners(cfg.agent, cfg.env))
+    trainer = RLTrainer(
+        cfg, rubric=token_id_rubric(), agent_runner=agent_runners(cfg.agent, cfg.env)
+    )
     before = {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
     result = trainer.train()
     (step,) = result.history
@@ -49,7 +51,9 @@ def test_an_agent_sampling_at_another_temperature_is_refused(tmp_path: Path) -> 
     # log-probabilities would be of the policy at 1.
     hot = f"env TRAJFORGE_TEMPERATURE=0.3 {AGENT}"
     cfg = small_rl_config(tmp_path / "out", agent=hot, agent_timeout_s=120)
-    trainer = RLTrainer(cfg, rubric=even_rubric(), agent_runner=agent_runners(cfg.agent, cfg.env))
+    trainer = RLTrainer(
+        cfg, rubric=token_id_rubric(), agent_runner=agent_runners(cfg.agent, cfg.env)
+    )
     with pytest.raises(
         ConfigError, match=r"rl.temperature is 1 but the agent program sampled at 0.3"
     ):
@@ -59,7 +63,9 @@ def test_an_agent_sampling_at_another_temperature_is_refused(tmp_path: Path) -> 
 def test_a_step_whose_every_episode_failed_stops_the_run_naming_the_error(tmp_path: Path) -> None:
     broken = f"{sys.executable} -c \"raise SystemExit('ModuleNotFoundError: no openai here')\""
     cfg = small_rl_config(tmp_path / "out", agent=broken, agent_timeout_s=60)
-    trainer = RLTrainer(cfg, rubric=even_rubric(), agent_runner=agent_runners(cfg.agent, cfg.env))
+    trainer = RLTrainer(
+        cfg, rubric=token_id_rubric(), agent_runner=agent_runners(cfg.agent, cfg.env)
+    )
     with pytest.raises(
         EpisodeError, match=r"RL step 1: all 4 episodes failed; the first: .*no openai here"
     ):

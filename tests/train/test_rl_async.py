@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from train_helpers import even_rubric, small_rl_config
+from train_helpers import small_rl_config, token_id_rubric
 
 from trajforge.train.rl import RLTrainer
 
@@ -18,7 +18,7 @@ from trajforge.train.rl import RLTrainer
 def test_the_next_steps_rollouts_overlap_training(tmp_path: Path, lora: bool) -> None:
     extra: dict[str, Any] = {"lora": {"r": 4}} if lora else {}
     cfg = small_rl_config(tmp_path, steps=3, async_staleness=1, model={"spec": "tiny", **extra})
-    trainer = RLTrainer(cfg, rubric=even_rubric())
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
     assert trainer.weights.policy.model is not trainer.parts.unwrapped_model()  # weights of its own
     threads: dict[int, str] = {}
     rollout = trainer._rollout

@@ -7,7 +7,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from train_helpers import even_rubric, small_rl_config
+from train_helpers import small_rl_config, token_id_rubric
 
 from trajforge.train.rl import RLTrainer
 
@@ -18,7 +18,7 @@ def _workers() -> list[threading.Thread]:
 
 def test_training_stops_the_rollout_worker_and_frees_the_policy(tmp_path: Path) -> None:
     before = _workers()
-    trainer = RLTrainer(small_rl_config(tmp_path), rubric=even_rubric())
+    trainer = RLTrainer(small_rl_config(tmp_path), rubric=token_id_rubric())
     trainer.train()
     assert _workers() == before
     policy = weakref.ref(trainer.weights.policy)

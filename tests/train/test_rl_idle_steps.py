@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from train_helpers import even_rubric, small_rl_config
+from train_helpers import small_rl_config, token_id_rubric
 
 from trajforge.judge.scorer import FunctionScorer, Rubric
 from trajforge.schema import EvaluatorKind, Trajectory
@@ -39,7 +39,7 @@ def test_steps_whose_groups_all_scored_alike_say_they_trained_nothing(
 def test_a_step_with_a_signal_says_nothing_of_the_kind(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    trainer = RLTrainer(small_rl_config(tmp_path, samples_per_group=3), rubric=even_rubric())
+    trainer = RLTrainer(small_rl_config(tmp_path, samples_per_group=3), rubric=token_id_rubric())
     (metrics,) = trainer.train().history
     assert metrics["zero_adv_frac"] < 1.0
     assert "trained nothing" not in capsys.readouterr().err

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from train_helpers import even_rubric, small_rl_config
+from train_helpers import small_rl_config, token_id_rubric
 
 from trajforge.train import shared_prefix
 from trajforge.train.rl import RLTrainer
@@ -42,7 +42,7 @@ def _step(tmp_path: Path, *, reference_path: bool) -> tuple[dict[str, float], di
         optim=OPTIM,
         reference_path=reference_path,
     )
-    trainer = RLTrainer(cfg, rubric=even_rubric())
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
     passes: list[int] = []
     trainer.parts.logprob_model.register_forward_hook(lambda *_: passes.append(1))
     metrics = trainer.run_step(1)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from train_helpers import even_rubric, small_rl_config
+from train_helpers import small_rl_config, token_id_rubric
 
 from trajforge.policy.hf import HFPolicy
 from trajforge.train.rl import RLTrainer
@@ -29,7 +29,7 @@ def _history(tmp_path: Path, *, stale: bool, **overrides: Any) -> list[dict[str,
         filter_zero_advantage=False,
         **overrides,
     )
-    trainer = RLTrainer(cfg, rubric=even_rubric())
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
     if stale:
         frozen = copy.deepcopy(trainer.parts.unwrapped_model())
         trainer.runner = LocalRollouts(HFPolicy(frozen, trainer.parts.tokenizer))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
-from train_helpers import even_rubric, small_rl_config
+from train_helpers import small_rl_config, token_id_rubric
 
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
@@ -109,7 +109,7 @@ def test_rl_ends_on_the_best_validated_weights(
     def remember(step: int, metrics: dict[str, float]) -> None:
         seen[step] = {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
 
-    trainer = RLTrainer(cfg, rubric=even_rubric(), callbacks=[remember])
+    trainer = RLTrainer(cfg, rubric=token_id_rubric(), callbacks=[remember])
     assert len(trainer.validation_tasks) == 2
     assert not {t.id for t in trainer.validation_tasks} & {t.id for t in trainer.tasks}
     result = trainer.train()
@@ -130,7 +130,7 @@ def test_rl_keeps_the_starting_weights_when_no_step_beats_them(
 ) -> None:
     _scripted_rewards(monkeypatch, {0: 0.5, 2: 0.5})
     cfg = small_rl_config(tmp_path, steps=2, optim={"lr": 1e-2}, validation={"tasks": 2})
-    trainer = RLTrainer(cfg, rubric=even_rubric())
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
     start = {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
     result = trainer.train()
     assert [p["step"] for p in result.validation] == [0, 2]  # every: 0, the ends only
@@ -145,7 +145,7 @@ def test_rl_without_keep_best_ends_on_the_last_weights(
 ) -> None:
     _scripted_rewards(monkeypatch, {0: 0.9, 1: 0.1})
     cfg = small_rl_config(tmp_path, optim={"lr": 1e-2}, validation={"tasks": 2, "keep_best": False})
-    trainer = RLTrainer(cfg, rubric=even_rubric())
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
     start = {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
     result = trainer.train()
     assert result.kept_step is None and len(result.validation) == 2
@@ -158,9 +158,9 @@ def test_a_resumed_rl_run_reuses_the_validation_of_its_checkpoint(
     real = _scripted_rewards(monkeypatch, {0: 0.5, 1: 0.9})
     settings: dict[str, Any] = {"optim": {"lr": 1e-2}, "checkpoint_every": 1}
     cfg = small_rl_config(tmp_path, validation={"tasks": 2, "every": 1}, **settings)
-    RLTrainer(cfg, rubric=even_rubric()).train()
+    RLTrainer(cfg, rubric=token_id_rubric()).train()
     assert [p.step for p in real] == [0, 1]
-    resumed = RLTrainer(cfg, rubric=even_rubric()).train(resume=True)
+    resumed = RLTrainer(cfg, rubric=token_id_rubric()).train(resume=True)
     assert [p.step for p in real] == [0, 1]  # the checkpoint's step-1 validation is not re-run
     assert [p["step"] for p in resumed.validation] == [0, 1]
     assert resumed.kept_step == 1

@@ -91,16 +91,19 @@ def raw_trajectory(segments: list[tuple[str, list[int]]], **kw: Any) -> Trajecto
     return Trajectory(task=Task(id=kw.pop("task_id", "t"), prompt="p"), messages=msgs, **kw)
 
 
-def even_token_reward(traj: Trajectory) -> float:
-    # A reward that differs between samples of a group, so advantages (and updates) are nonzero.
+def token_id_reward(traj: Trajectory) -> float:
+    # A reward that differs between samples of a group, so advantages (and updates) are
+    # nonzero. The mean of ids mod 1000 ties between two samples about once in a thousand
+    # groups; the share of even ids tied often enough (one group in ten at 64 tokens) that
+    # whole steps trained nothing now and then.
     ids = [i for m in traj.messages if m.role is Role.ASSISTANT for i in m.token_ids or ()]
-    return sum(i % 2 == 0 for i in ids) / max(1, len(ids))
+    return sum(i % 1000 for i in ids) / (1000 * max(1, len(ids)))
 
 
-def even_rubric() -> Rubric:
-    """The env's verdict plus the even-token reward, weight 1 each."""
-    even = FunctionScorer(even_token_reward, "even", EvaluatorKind.RULE)
-    return Rubric([(EnvVerdict(), 1.0), (even, 1.0)])
+def token_id_rubric() -> Rubric:
+    """The env's verdict plus the token-id reward, weight 1 each."""
+    spread = FunctionScorer(token_id_reward, "token_id", EvaluatorKind.RULE)
+    return Rubric([(EnvVerdict(), 1.0), (spread, 1.0)])
 
 
 def small_rl_config(tmp_path: Path, **overrides: Any) -> RLConfig:
