@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from trajforge.envs.base import Env
 from trajforge.formats.tool_calls import parse_tool_calls
-from trajforge.policy.base import ChatSession, Completion, FinishReason, Policy, SamplingParams
+from trajforge.policy.base import ChatSession, Completion, Policy, SamplingParams
 from trajforge.rollout import Limits, RolloutSpec, run_rollout
 from trajforge.schema import ExpertFn, Message, Role, Task, ToolSpec, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
@@ -47,7 +47,9 @@ class ScreenReader(Policy):
     def _text(self, task: Task | None, messages: list[Message]) -> str:
         assert task is not None, "the reply function needs the task"
         text = self.reply(task, messages)
-        assert text is not None, f"no reply for turn {sum(m.role is Role.ASSISTANT for m in messages)}"
+        assert text is not None, (
+            f"no reply for turn {sum(m.role is Role.ASSISTANT for m in messages)}"
+        )
         return text
 
     async def generate(
@@ -67,7 +69,9 @@ class ScreenReader(Policy):
     async def respond(
         self, session: ChatSession, sampling: SamplingParams, *, turn: int = 0
     ) -> Message:
-        parsed = parse_tool_calls(self._text(session.task, session.messages), id_prefix=f"call_{turn}")
+        parsed = parse_tool_calls(
+            self._text(session.task, session.messages), id_prefix=f"call_{turn}"
+        )
         message = Message(role=Role.ASSISTANT, content=parsed.content, tool_calls=parsed.tool_calls)
         session.messages.append(message)
         return message
