@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from episodes import assistant_message
 from trajforge.envs.base import Env
-from trajforge.formats.tool_calls import parse_tool_calls
 from trajforge.policy.base import ChatSession, Completion, Policy, SamplingParams
 from trajforge.rollout import Limits, RolloutSpec, run_rollout
+from trajforge.rollout.engine import LiveParts
 from trajforge.schema import ExpertFn, Message, Role, Task, ToolSpec, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
 
@@ -69,10 +70,7 @@ class ScreenReader(Policy):
     async def respond(
         self, session: ChatSession, sampling: SamplingParams, *, turn: int = 0
     ) -> Message:
-        parsed = parse_tool_calls(
-            self._text(session.task, session.messages), id_prefix=f"call_{turn}"
-        )
-        message = Message(role=Role.ASSISTANT, content=parsed.content, tool_calls=parsed.tool_calls)
+        message = assistant_message(self._text(session.task, session.messages), turn)
         session.messages.append(message)
         return message
 
@@ -87,6 +85,7 @@ def play_screens(
 ) -> list[Trajectory]:
     """One episode per task through the rollout, with ``reply`` as the policy."""
     spec = RolloutSpec(tasks=tasks, limits=Limits(max_turns=max_turns))
-    if store is None:
-        return run_rollout(spec, env=make_env, policy=ScreenReader(reply))
-    return run_rollout(spec, env=make_env, policy=ScreenReader(reply), store=store)
+    live = LiveParts(env=make_env, policy=ScreenReader(reply))
+    if store is not None:
+        live["store"] = store
+    return run_rollout(spec, **live)

@@ -9,6 +9,7 @@ import io
 import sqlite3
 from pathlib import Path
 
+import pytest
 from PIL import Image
 from screen_reader import play_screens
 
@@ -197,3 +198,10 @@ def test_a_users_screen_becomes_an_env() -> None:
     assert traj.outcome.reward == 1.0
     assert [t.name for t in traj.tools] == ["click_at", "type_text", "done"]
     assert all(lamp.closed for lamp in lamps)
+
+
+def test_a_task_without_a_kind_or_seed_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match=r"^task 't1': data.kind must be one of button, type, checkbox, dialog, got 'maze'$"):  # fmt: skip
+        screen_for(Task(id="t1", prompt="p", data={"kind": "maze", "seed": 1}))
+    with pytest.raises(ValueError, match=r"^task 't2': data.seed must be an integer, got '7'$"):
+        screen_for(Task(id="t2", prompt="p", data={"kind": "button", "seed": "7"}))

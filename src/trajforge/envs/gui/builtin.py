@@ -24,12 +24,14 @@ ANSWER_FREE_VERIFIER = True
 
 def screen_for(task: Task) -> GuiTask:
     """The task's screen, fresh: laid out from its kind and seed."""
-    kind = task.data.get("kind")
+    kind, seed = task.data.get("kind"), task.data.get("seed")
     if kind not in KINDS:
         raise ValueError(
             f"task {task.id!r}: data.kind must be one of {', '.join(KINDS)}, got {kind!r}"
         )
-    return KINDS[kind].build(int(task.data["seed"]))
+    if not isinstance(seed, int):
+        raise ValueError(f"task {task.id!r}: data.seed must be an integer, got {seed!r}")
+    return KINDS[kind].build(seed)
 
 
 def _make_one(rng: random.Random) -> Task:
@@ -46,10 +48,7 @@ def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
 
 def expert(task: Task, messages: list[Message]) -> str | None:
     """The next move, by coordinates, from the screen's state after the accepted actions."""
-    screen = replay(screen_for(task), messages)
-    if screen.finished:
-        return format_tool_call("done", {})
-    action = screen.next_action()
+    action = replay(screen_for(task), messages).next_action()
     return format_tool_call(action.name, action.arguments())
 
 
