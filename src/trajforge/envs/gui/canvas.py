@@ -32,7 +32,7 @@ from trajforge.envs.gui.screen import Screen
 Box = tuple[int, int, int, int]
 """``(left, top, right, bottom)`` in page pixels (right and bottom exclusive)."""
 
-Role = Literal["button", "field", "checkbox", "text", "dialog"]
+WidgetRole = Literal["button", "field", "checkbox", "text", "dialog"]
 
 SCREEN_SIZE = (320, 240)
 FONT_SIZE = 13
@@ -66,7 +66,7 @@ class Widget:
     in screen pixels (it does not scroll)."""
 
     id: str
-    role: Role
+    role: WidgetRole
     box: Box
     label: str = ""
     value: str = ""
@@ -215,9 +215,10 @@ class Canvas(Screen):
         before = self.scroll_y
         self.scroll_y = min(max(self.scroll_y + dy, 0), self.max_scroll)
         moved = self.scroll_y - before
+        sideways = "; the page does not scroll sideways" if dx else ""
         if moved == 0 and dy != 0:
-            return f"scrolled by (0, {dy}): the page did not move"
-        return f"scrolled by (0, {moved})"
+            return f"scrolled by (0, {dy}): the page did not move{sideways}"
+        return f"scrolled by (0, {moved}){sideways}"
 
     def screenshot(self) -> bytes:
         image = self.render()
