@@ -32,6 +32,7 @@ def test_builtin_names() -> None:
         "keydoor-compact",
         "time",
         "retail",
+        "gui",
         "tictactoe",
         "kuhn-poker",
         "negotiation",
@@ -101,7 +102,7 @@ def test_factory_may_return_an_entry_like_object(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("nosuchenv", "unknown env 'nosuchenv'; known envs: calculator, gridworld, keydoor"),
+        ("nosuchenv", "unknown env 'nosuchenv'; known envs: calculator, gridworld, gui, keydoor"),
         ("my_env.py", "env 'my_env.py': name the factory in the file too: my_env.py:make_env"),
         ("no_such_module_xyz:make", "cannot import module 'no_such_module_xyz'"),
         ("/nonexistent/dir/env.py:make", "does not exist"),
