@@ -74,3 +74,41 @@ def test_a_forwarded_call_records_its_images(tmp_path: Any) -> None:
     assert traj.messages[0].images == [IMAGE]
     assert traj.messages[0].text == "What is in the picture?"
     assert traj.messages[1].content == "A grey square."
+
+
+RESPONSES_LOOK = {
+    "role": "user",
+    "content": [
+        {"type": "input_text", "text": "What is in the picture?"},
+        {"type": "input_image", "image_url": IMAGE.data_url(), "detail": "auto"},
+    ],
+}
+
+
+def test_responses_input_images_reach_a_text_only_model_as_its_400(base_url: str) -> None:
+    call = {"model": MODEL, "input": [RESPONSES_LOOK]}
+    reply = httpx.post(f"{base_url}/sessions/s/v1/responses", json=call, timeout=30)
+    assert reply.status_code == 400
+    assert (
+        "handles text only and this message has an image part" in reply.json()["error"]["message"]
+    )
+    remote = {"type": "input_image", "image_url": "https://example.com/a.png"}
+    call = {"model": MODEL, "input": [{"role": "user", "content": [remote]}]}
+    reply = httpx.post(f"{base_url}/sessions/s/v1/responses", json=call, timeout=30)
+    assert reply.status_code == 400
+    assert reply.json()["error"]["param"] == "input[0].content[0].image_url"
+
+
+def test_a_forwarded_responses_call_records_its_images(tmp_path: Any) -> None:
+    received: list[dict[str, Any]] = []
+    with TrajectoryStore(tmp_path / "proxy.db") as store:
+        with serving_app(_seeing_server(received)) as upstream_url:
+            proxy = UpstreamGateway(f"{upstream_url}/v1", "vlm", store, "proxied")
+            with serving(proxy) as url:
+                call = {"model": "vlm", "input": [RESPONSES_LOOK]}
+                reply = httpx.post(f"{url}/sessions/s/v1/responses", json=call, timeout=30)
+                assert reply.status_code == 200, reply.text
+        (traj,) = store.query(run="proxied")
+    assert received[0]["messages"][0]["content"][1]["image_url"]["url"] == IMAGE.data_url()
+    assert traj.messages[0].images == [IMAGE]
+    assert reply.json()["output"][0]["content"][0]["text"] == "A grey square."

@@ -68,7 +68,10 @@ def image_from_column(entry: Any, where: str) -> ImagePart:
         try:
             data = base64.b64decode(data, validate=True)
         except binascii.Error:
-            raise DataError(f"{where}.bytes: not valid base64") from None
+            field = ".bytes" if isinstance(entry, dict) else ""
+            raise DataError(
+                f"{where}{field}: not valid base64 (image paths are not read)"
+            ) from None
     if not isinstance(data, bytes):
         raise DataError(f"{where}: expected {{'bytes': ...}} with the image's bytes")
     try:

@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from trajforge.errors import DataError
+from trajforge.formats.openai_chat import message_to_openai
 from trajforge.formats.responses import messages_from_responses
 from trajforge.policy import FinishReason
 from trajforge.schema import Message
@@ -163,10 +164,12 @@ async def responses_route(gateway: ChatGateway, session_id: str, body: Any) -> A
     messages = messages_of(request)
     tools = [] if request.tool_choice == "none" else tools_of(_tools(request))
     gateway.check_model(request.model)
+    # The chat call an upstream server is sent: the same conversation and tools.
     chat = ChatRequest.model_validate(
         {
             "model": request.model,
-            "messages": [{"role": "user", "content": ""}],  # the conversation is ``messages``
+            "messages": [message_to_openai(m) for m in messages],
+            "tools": [t.to_openai() for t in tools] or None,
             "temperature": request.temperature,
             "top_p": request.top_p,
             "max_completion_tokens": request.max_output_tokens,
