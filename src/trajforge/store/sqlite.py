@@ -24,7 +24,7 @@ from trajforge.schema import Score, Trajectory
 from trajforge.store import browse, lookup, query, runs
 from trajforge.store.filters import TrajectoryFilter, as_filter
 from trajforge.store.images import load_images
-from trajforge.store.insert import insert_rows, replace_row
+from trajforge.store.insert import delete_rows, insert_rows, replace_row
 from trajforge.store.migrate import create_or_upgrade
 from trajforge.store.rows import (
     BODY_JSON_FUNCTION,
@@ -152,6 +152,16 @@ class TrajectoryStore:
                 replace_row(cur, traj, body)
 
         self._retry(replace)
+
+    def delete(self, traj_ids: Sequence[str]) -> int:
+        """Delete these trajectories (ids not stored are skipped) in one transaction, and the
+        images no other trajectory refers to; how many trajectories were deleted."""
+
+        def remove() -> int:
+            with self._write() as cur:
+                return delete_rows(cur, traj_ids)
+
+        return self._retry(remove)
 
     def add_scores(self, traj_id: str, scores: Iterable[Score]) -> None:
         """Append scores to a stored trajectory (its body and the score index)."""
