@@ -88,7 +88,7 @@ test: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 test-fast: setup
 	$(BIN)/pytest -q -m "not slow"

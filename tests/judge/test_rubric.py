@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trajforge.errors import ConfigError
-from trajforge.judge import Rubric, ScorerRef, get_scorer, scorer_names
+from trajforge.judge import Rubric, ScorerRef, evaluate, get_scorer, scorer_names
 from trajforge.judge.rules import NumericMatch
 from trajforge.judge.scorer import FunctionScorer, VerifierScorer
 from trajforge.schema import EvaluatorKind, Trajectory
@@ -133,3 +133,17 @@ async def test_env_verifier_reruns_an_evidence_verifier_on_a_stored_trajectory(
     score = await VerifierScorer(verifier)(make_traj("The answer is 42", reward=0.0))
     assert (score.value, score.explanation, score.name) == (0.75, "re-verified", "reverified")
     assert seen[0].state == {}  # tool state is not stored with a trajectory
+
+
+async def test_the_eval_recipe_with_a_rubric_summarises_its_totals(make_traj: Make) -> None:
+    # RL validation's path: the rubric's weighted totals are the rewards summarised.
+    rubric = Rubric.from_refs(["numeric_match", {"name": "env_verifier", "weight": 2.0}])  # type: ignore[list-item]
+    trajs = [make_traj("Total: 42", gold=42, reward=0.25), make_traj("Total: 7", gold=42, reward=0)]
+    evaluation = await evaluate(trajs, rubric, close=False)
+    assert evaluation.summary.reward_mean == pytest.approx((1.5 + 0.0) / 2)
+    assert [s.name for s in evaluation.trajectories[0].scores][-2:] == [
+        "numeric_match",
+        "env_verifier",
+    ]
+    with pytest.raises(ValueError, match="rubric's totals are not stored"):
+        await evaluate(trajs, rubric, store=object())  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ def _recorder(keep_sessions: int | None = None) -> Recorder:
     recorder = Gateway(
         ScriptedPolicy(adder_reply, load_tokenizer(), name=MODEL), None, run_id="gw"
     ).recorder
-    recorder.keep_sessions = keep_sessions
+    recorder.hold_sessions(keep_sessions)
     return recorder
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,8 @@ from train_helpers import small_rl_config, token_id_rubric
 
 from trajforge.envs.registry import get_env
 from trajforge.errors import ConfigError
-from trajforge.schema import Task, Trajectory
+from trajforge.judge import Evaluation
+from trajforge.schema import Task
 from trajforge.train import validation
 from trajforge.train.config import ValidationSettings
 from trajforge.train.rl import RLTrainer
@@ -86,10 +86,8 @@ def _scripted_rewards(
     """Make validation at step s report reward ``by_step[s]``; return the real points."""
     real: list[ValidationPoint] = []
 
-    def scripted(
-        step: int, trajs: Sequence[Trajectory], rewards: Sequence[float]
-    ) -> ValidationPoint:
-        point = validation.validation_point(step, trajs, rewards)
+    def scripted(step: int, evaluation: Evaluation) -> ValidationPoint:
+        point = validation.validation_point(step, evaluation)
         real.append(point)
         return dataclasses.replace(point, reward_mean=by_step[step])
 

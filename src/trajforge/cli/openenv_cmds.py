@@ -39,7 +39,7 @@ def serve(
     chosen = claim_port(HOST, port)
     entry = get_env(env)
     # lazy: openenv-core loads gradio (seconds at start-up); only this command needs it
-    from trajforge.envs import serve as serve_openenv
+    from trajforge.envs import serve_openenv
 
     err_console.print(f"serving {entry.name!r} as OpenEnv at http://{HOST}:{chosen} (Ctrl-C stops)")
     with contextlib.suppress(KeyboardInterrupt):

@@ -87,7 +87,7 @@ def serve(
     path = resolve_store_path(store)
     with TrajectoryStore(path) as db:
         gateway, runs_on = open_gateway(ref, db, run_id, served_name=served_model_name)
-        gateway.recorder.keep_sessions = SERVER_SESSIONS
+        gateway.recorder.hold_sessions(SERVER_SESSIONS)
         meta = {"kind": "gateway", "model": model, "runs_on": runs_on}
         if served_model_name:
             meta["served_model_name"] = served_model_name

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
         result_of,
         seat_expert,
     )
-    from trajforge.envs.openenv.server import serve
+    from trajforge.envs.openenv.server import serve_openenv
     from trajforge.envs.registry import (
         TAU2_PREFIX,
         USER_ENV_KINDS,
@@ -52,8 +52,8 @@ __all__ = [
     "opponent_by_name",
     "result_of",
     "seat_expert",
-    "serve",
     "serve_http",
+    "serve_openenv",
     "serve_stdio",
     "stored_env_name",
     "tool",
@@ -77,8 +77,8 @@ __getattr__ = lazy_names(
         "opponent_by_name": "multiseat.base",
         "result_of": "multiseat.base",
         "seat_expert": "multiseat.base",
-        "serve": "openenv.server",
         "serve_http": "mcp.server",
+        "serve_openenv": "openenv.server",
         "serve_stdio": "mcp.server",
         "stored_env_name": "registry",
     },

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trajforge.errors import ConfigError
-from trajforge.policy.base import ChatSession, Completion, FinishReason, SamplingParams, TokenSink
+from trajforge.policy.base import ChatSession, Completion, SamplingParams, TokenSink
+from trajforge.policy.scripted import text_completion
 from trajforge.policy.session import RenderedSession
 from trajforge.policy.token_policy import TokenPolicy, stream_whole
 from trajforge.schema import ExpertFn, Message
@@ -71,10 +72,7 @@ class ForcedTurns(TokenPolicy):
         reply = None if session.task is None else self.force(session.task, session.messages)
         if reply is None:
             return await self.policy.complete(session, prompt_ids, sampling, on_token=on_token)
-        ids = self.renderer.text_assistant_ids(reply)
-        completion = Completion(
-            token_ids=ids, logprobs=None, text=reply, finish_reason=FinishReason.STOP
-        )
+        completion = text_completion(self.renderer, reply, logprob=None)
         stream_whole(completion, on_token)
         return completion
 

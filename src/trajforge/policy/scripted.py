@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from trajforge.errors import TrajforgeError
-from trajforge.policy.base import Completion, FinishReason, SamplingParams, TokenSink
+from trajforge.policy.base import Completion, FinishReason, SamplingParams
+from trajforge.policy.renderer import ChatRenderer
 from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy, stream_whole
+from trajforge.policy.token_policy import TokenPolicy
 from trajforge.schema import Message, Role, Task
 
 if TYPE_CHECKING:
@@ -36,6 +37,14 @@ def _fixed_replies(replies: Sequence[str]) -> ReplyFn:
         return fixed[turn] if turn < len(fixed) else None
 
     return reply
+
+
+def text_completion(renderer: ChatRenderer, reply: str, logprob: float | None) -> Completion:
+    """``reply`` as a finished assistant turn: its content as the chat template renders it, then
+    the end-of-turn token; each id with ``logprob`` (``None``: no logprobs)."""
+    ids = renderer.text_assistant_ids(reply)
+    logprobs = None if logprob is None else [logprob] * len(ids)
+    return Completion(token_ids=ids, logprobs=logprobs, text=reply, finish_reason=FinishReason.STOP)
 
 
 class ScriptedPolicy(TokenPolicy):
@@ -60,14 +69,13 @@ class ScriptedPolicy(TokenPolicy):
         super().__init__(tokenizer, tool_protocol=tool_protocol, parser=parser, name=name)
         self.reply_fn: ReplyFn = reply_fn if callable(reply_fn) else _fixed_replies(reply_fn)
 
-    def _completion(self, reply: str | None, messages: Sequence[Message]) -> Completion:
+    def _completion(self, task: Task | None, messages: Sequence[Message]) -> Completion:
+        history = list(messages)
+        reply = self.reply_fn(task, history)
         if reply is None:
-            turn = sum(1 for m in messages if m.role is Role.ASSISTANT)
+            turn = sum(1 for m in history if m.role is Role.ASSISTANT)
             raise ScriptError(f"policy {self.name!r} has no scripted reply for turn {turn}")
-        ids = self.renderer.text_assistant_ids(reply)
-        return Completion(
-            token_ids=ids, logprobs=[0.0] * len(ids), text=reply, finish_reason=FinishReason.STOP
-        )
+        return text_completion(self.renderer, reply, logprob=0.0)
 
     async def generate(
         self,
@@ -77,18 +85,9 @@ class ScriptedPolicy(TokenPolicy):
         messages: Sequence[Message] | None = None,
     ) -> Completion:
         """The script's reply to ``messages`` (with no task); ``prompt_ids`` are not read."""
-        history = list(messages or [])
-        return self._completion(self.reply_fn(None, history), history)
+        return self._completion(None, messages or [])
 
-    async def complete(
-        self,
-        session: RenderedSession,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        on_token: TokenSink | None = None,
+    async def complete_whole(
+        self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams
     ) -> Completion:
-        history = list(session.messages)
-        completion = self._completion(self.reply_fn(session.task, history), history)
-        stream_whole(completion, on_token)
-        return completion
+        return self._completion(session.task, session.messages)

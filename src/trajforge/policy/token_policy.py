@@ -71,13 +71,19 @@ class TokenPolicy(Policy):
         *,
         on_token: TokenSink | None = None,
     ) -> Completion:
-        """The completion for the session's next turn; by default ``generate`` on the
-        prompt ids. Policies that act on the conversation (a script) override this.
-        ``on_token`` gets each sampled id: as it is sampled by a policy that decodes step by
-        step (``HFPolicy``), all at the end by one that gets its reply whole."""
-        completion = await self.generate(prompt_ids, sampling, messages=session.messages)
+        """The completion for the session's next turn. ``on_token`` gets each sampled id: as
+        it is sampled by a policy that decodes step by step (``HFPolicy``, which overrides
+        this), all at the end by one that gets its reply whole (``complete_whole``)."""
+        completion = await self.complete_whole(session, prompt_ids, sampling)
         stream_whole(completion, on_token)
         return completion
+
+    async def complete_whole(
+        self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams
+    ) -> Completion:
+        """The session's next completion, got whole: by default ``generate`` on the prompt ids.
+        Policies that act on the conversation (a script) override this."""
+        return await self.generate(prompt_ids, sampling, messages=session.messages)
 
     async def respond(
         self, session: ChatSession, sampling: SamplingParams, *, turn: int = 0

@@ -95,7 +95,8 @@ class ChatGateway(Protocol):
     model_names: tuple[str, ...]
     recorder: Recorder
 
-    def check_model(self, model: str) -> None: ...
+    def check_model(self, model: str) -> None:
+        check_served_model(model, self.model_names)
 
     async def chat(
         self,
@@ -116,6 +117,14 @@ class ChatGateway(Protocol):
     async def close(self) -> None: ...
 
 
+def served_names(
+    own_name: str, model_names: tuple[str, ...], served_name: str | None
+) -> tuple[str, ...]:
+    """The model names a gateway answers to: ``served_name`` alone when given, else its own
+    name and ``model_names``."""
+    return (served_name,) if served_name else tuple(dict.fromkeys((own_name, *model_names)))
+
+
 def served_policy(ref: PolicyRef) -> TokenPolicy:
     """The in-process policy a gateway serves: a model with weights here, whose tokens it
     records (the scripted expert needs an env's tasks; another server is not proxied)."""
@@ -130,7 +139,7 @@ def served_policy(ref: PolicyRef) -> TokenPolicy:
     return policy
 
 
-class Gateway:
+class Gateway(ChatGateway):
     """Answer and record chat calls.
 
     Args:
@@ -161,14 +170,9 @@ class Gateway:
             run_id,
             env,
         )
-        self.base_names = (
-            (served_name,) if served_name else tuple(dict.fromkeys((policy.name, *model_names)))
-        )
+        self.base_names = served_names(policy.name, model_names, served_name)
         self.model_names = self.base_names
         self.adapter: str | None = None
-
-    def check_model(self, model: str) -> None:
-        check_served_model(model, self.model_names)
 
     async def chat(
         self,

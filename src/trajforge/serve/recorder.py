@@ -18,7 +18,7 @@ episode (``rollout.cut_turn``); an agent run's session is opened, scored and end
 recorder's methods (``open``, ``set_reward``, ``score_each``, ``fail``, ``end``).
 
 Memory stays bounded on a server that runs for days: a session keeps its last
-``SESSION_RECORDINGS`` trajectories (``recording``), and a recorder with ``keep_sessions``
+``SESSION_RECORDINGS`` trajectories (``recording``), and a recorder told ``hold_sessions(n)``
 forgets the least recently used idle sessions beyond that many. What is forgotten is in the
 store already; a call continuing a forgotten trajectory starts a new one.
 """
@@ -84,8 +84,6 @@ class Recorder:
         store: where trajectories are written (``None``: kept in memory only).
         run_id: the run every trajectory belongs to.
         env: the environment name recorded on trajectories (``None`` for a free agent).
-        keep_sessions: how many sessions to hold (the least recently used idle ones beyond
-            are forgotten); ``None`` holds all, as a collection that reads them at its end must.
     """
 
     def __init__(
@@ -96,7 +94,6 @@ class Recorder:
         store: TrajectoryStore | None,
         run_id: str,
         env: str | None = None,
-        keep_sessions: int | None = None,
     ) -> None:
         self.start = start
         self.model = model
@@ -104,16 +101,22 @@ class Recorder:
         self.store = store
         self.run_id = run_id
         self.env = env
-        self.keep_sessions = keep_sessions
+        self._keep_sessions: int | None = None
         self.sessions: dict[str, GatewaySession] = {}
         """By last use, the most recent last."""
+
+    def hold_sessions(self, most: int | None) -> None:
+        """Hold at most ``most`` sessions from the next call on (the least recently used idle
+        ones beyond are forgotten); ``None``, the default, holds all, as a collection that reads
+        them at its end must."""
+        self._keep_sessions = most
 
     def session(self, session_id: str) -> GatewaySession:
         """The session called ``session_id``, opened on first use."""
         found = self.sessions.pop(session_id, None) or GatewaySession(session_id)
         self.sessions[session_id] = found
-        if self.keep_sessions is not None and len(self.sessions) > self.keep_sessions:
-            excess = len(self.sessions) - self.keep_sessions
+        if self._keep_sessions is not None and len(self.sessions) > self._keep_sessions:
+            excess = len(self.sessions) - self._keep_sessions
             idle = (k for k, s in self.sessions.items() if s is not found and s.idle)
             for key in list(islice(idle, excess)):
                 del self.sessions[key]

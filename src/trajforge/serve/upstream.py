@@ -28,7 +28,7 @@ from trajforge.serve.gateway import (
     Choice,
     Gateway,
     TextSink,
-    check_served_model,
+    served_names,
     served_policy,
 )
 from trajforge.serve.recorder import Recorder
@@ -93,7 +93,7 @@ class UpstreamConversation:
         self.messages.append(reply)
 
 
-class UpstreamGateway:
+class UpstreamGateway(ChatGateway):
     """Forward chat calls to ``base_url`` and record them.
 
     Args:
@@ -121,9 +121,7 @@ class UpstreamGateway:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.upstream_model = upstream_model
-        self.model_names = (
-            (served_name,) if served_name else tuple(dict.fromkeys((upstream_model, *model_names)))
-        )
+        self.model_names = served_names(upstream_model, model_names, served_name)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT_S, headers=headers)
         self.recorder = Recorder(
@@ -134,9 +132,6 @@ class UpstreamGateway:
             run_id,
             env,
         )
-
-    def check_model(self, model: str) -> None:
-        check_served_model(model, self.model_names)
 
     async def chat(
         self,

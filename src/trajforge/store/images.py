@@ -60,7 +60,7 @@ def load_images(read: Read, trajs: list[Trajectory]) -> list[Trajectory]:
     data = _stored(read, list({p.sha256 for p in wanted}), "data")
     for part in wanted:
         blob = data.get(part.sha256)
-        if blob is None:
+        if not isinstance(blob, bytes):
             raise StoreError(f"image {part.sha256[:12]}: a stored trajectory refers to it, "
                              "but the store has no bytes for it")  # fmt: skip
         part.data = blob
@@ -73,8 +73,9 @@ def stored_image(read: Read, sha256: str) -> ImagePart | None:
     return None if row is None else ImagePart.from_bytes(row[1], row[0])
 
 
-def _stored(read: Read, hashes: list[str], column: str) -> dict[str, bytes]:
-    found: dict[str, bytes] = {}
+def _stored(read: Read, hashes: list[str], column: str) -> dict[str, object]:
+    """``column`` of each stored image among ``hashes``, by hash."""
+    found: dict[str, object] = {}
     for k in range(0, len(hashes), _CHUNK):
         chunk = hashes[k : k + _CHUNK]
         marks = ",".join("?" * len(chunk))

@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from trajforge.curate import PreferencePair
 from trajforge.errors import DataError
-from trajforge.train.base import StepCallback, Trainer
+from trajforge.train.base import StepCallback
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory, plan_micro_batches
 from trajforge.train.config import DPOConfig, masks_rendered
 from trajforge.train.model import TrainParts
 from trajforge.train.reference import ReferenceModel
-from trajforge.train.sft import EpochCursor, epoch_plan, epoch_steps
+from trajforge.train.sft import EpochTrainer
 
 
 def dpo_loss(
@@ -44,11 +43,12 @@ def dpo_loss(
     return losses, z
 
 
-class DPOTrainer(Trainer):
+class DPOTrainer(EpochTrainer):
     """Direct preference optimisation over ``PreferencePair``s of trajectories."""
 
     description = "dpo"
     metric_weight = "pairs"
+    items = "pairs"
 
     def __init__(
         self,
@@ -75,21 +75,8 @@ class DPOTrainer(Trainer):
                     encode_trajectory(p.rejected, max_length=cfg.max_seq_len, mask_rendered=masked),
                 )
             )
-        self.data = EpochCursor(len(self.pairs), cfg.batch_size, cfg.seed)
-        super().__init__(cfg, parts=parts, callbacks=callbacks)
+        super().__init__(cfg, len(self.pairs), parts=parts, callbacks=callbacks)
         self.reference = ReferenceModel(self.parts)
-
-    def total_steps(self) -> int:
-        return epoch_steps(self.data, self.dpo_cfg.epochs, self.dpo_cfg.max_steps)
-
-    def plan(self) -> str:
-        return epoch_plan(self.data, "pairs", self.total_steps())
-
-    def cursor(self) -> dict[str, Any]:
-        return self.data.state()
-
-    def set_cursor(self, cursor: dict[str, Any]) -> None:
-        self.data.load(cursor)
 
     def _pair_batches(self, pairs: list[tuple[TokenSequence, TokenSequence]]) -> list[TokenBatch]:
         widths = [max(len(c), len(r)) for c, r in pairs]

@@ -17,7 +17,7 @@ from trajforge.errors import DataError
 from trajforge.schema import Trajectory
 from trajforge.train.base import StepCallback, Trainer
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
-from trajforge.train.config import LossOn, SFTConfig, masks_rendered
+from trajforge.train.config import DPOConfig, LossOn, SFTConfig, masks_rendered
 from trajforge.train.model import TrainParts
 
 
@@ -55,20 +55,45 @@ class EpochCursor:
         self.epoch, self.index = int(state["epoch"]), int(state["index"])
 
 
-def epoch_steps(data: EpochCursor, epochs: int, max_steps: int | None) -> int:
-    """Optimizer steps of an epoch-based run: ``max_steps`` when set (the data cycled as often
-    as it takes), else ``epochs`` passes over the data."""
-    return max_steps if max_steps else epochs * data.steps_per_epoch
+class EpochTrainer(Trainer):
+    """A trainer that passes over its examples in shuffled epochs (SFT, DPO): the run's steps,
+    its plan and its resumable cursor all come from one ``EpochCursor``."""
 
+    items = "examples"
+    """What the examples are called in the plan."""
 
-def epoch_plan(data: EpochCursor, items: str, steps: int) -> str:
-    """``12 trajectories loaded, 4 per step: 8 steps (2.7 epochs)``."""
-    epochs = steps * data.batch_size / data.n
-    shown = f"{epochs:.0f}" if epochs == int(epochs) else f"{epochs:.1f}"
-    return (
-        f"{data.n} {items} loaded, {data.batch_size} per step: {steps} steps "
-        f"({shown} epoch{'' if epochs == 1 else 's'})"
-    )
+    def __init__(
+        self,
+        cfg: SFTConfig | DPOConfig,
+        n: int,
+        *,
+        parts: TrainParts | None = None,
+        callbacks: Sequence[StepCallback] = (),
+    ) -> None:
+        self.data = EpochCursor(n, cfg.batch_size, cfg.seed)
+        self._epochs, self._max_steps = cfg.epochs, cfg.max_steps
+        super().__init__(cfg, parts=parts, callbacks=callbacks)
+
+    def total_steps(self) -> int:
+        """``max_steps`` when set (the data cycled as often as it takes), else ``epochs`` passes
+        over the data."""
+        return self._max_steps if self._max_steps else self._epochs * self.data.steps_per_epoch
+
+    def plan(self) -> str:
+        """``12 trajectories loaded, 4 per step: 8 steps (2.7 epochs)``."""
+        data, steps = self.data, self.total_steps()
+        epochs = steps * data.batch_size / data.n
+        shown = f"{epochs:.0f}" if epochs == int(epochs) else f"{epochs:.1f}"
+        return (
+            f"{data.n} {self.items} loaded, {data.batch_size} per step: {steps} steps "
+            f"({shown} epoch{'' if epochs == 1 else 's'})"
+        )
+
+    def cursor(self) -> dict[str, Any]:
+        return self.data.state()
+
+    def set_cursor(self, cursor: dict[str, Any]) -> None:
+        self.data.load(cursor)
 
 
 def observations_too(seq: TokenSequence) -> list[bool]:
@@ -79,12 +104,13 @@ def observations_too(seq: TokenSequence) -> list[bool]:
     return [False, *mask[1:]]
 
 
-class SFTTrainer(Trainer):
+class SFTTrainer(EpochTrainer):
     """Behaviour cloning on trajectories: the assistant-sampled tokens are in the loss (with
     ``loss_on: all``, the observations too)."""
 
     description = "sft"
     metric_weight = "loss_tokens"
+    items = "trajectories"
 
     def __init__(
         self,
@@ -102,20 +128,7 @@ class SFTTrainer(Trainer):
         if cfg.loss_on is LossOn.ALL:
             for seq in self.seqs:
                 seq.loss_mask = observations_too(seq)
-        self.data = EpochCursor(len(self.seqs), cfg.batch_size, cfg.seed)
-        super().__init__(cfg, parts=parts, callbacks=callbacks)
-
-    def total_steps(self) -> int:
-        return epoch_steps(self.data, self.sft_cfg.epochs, self.sft_cfg.max_steps)
-
-    def plan(self) -> str:
-        return epoch_plan(self.data, "trajectories", self.total_steps())
-
-    def cursor(self) -> dict[str, Any]:
-        return self.data.state()
-
-    def set_cursor(self, cursor: dict[str, Any]) -> None:
-        self.data.load(cursor)
+        super().__init__(cfg, len(self.seqs), parts=parts, callbacks=callbacks)
 
     def run_step(self, step: int) -> dict[str, float]:
         t0 = time.perf_counter()

@@ -19,8 +19,8 @@ from torch import nn
 
 from trajforge.envs import EnvEntry
 from trajforge.errors import ConfigError
-from trajforge.judge import summarize
-from trajforge.schema import Task, Trajectory
+from trajforge.judge import Evaluation
+from trajforge.schema import Task
 from trajforge.train.config import ValidationSettings
 
 
@@ -54,21 +54,19 @@ def validation_tasks(
     return chosen
 
 
-def validation_point(
-    step: int, trajs: Sequence[Trajectory], rewards: Sequence[float]
-) -> ValidationPoint:
-    """Mean reward and success of greedy episodes ``trajs`` with their rubric ``rewards``, as
-    the eval recipe summarises them (``judge.scoring.summarize``); ``scored``: how many carry
-    an outcome reward."""
-    if not trajs:
+def validation_point(step: int, evaluation: Evaluation) -> ValidationPoint:
+    """Mean reward and success of the greedy validation episodes, as the eval recipe
+    (``judge.evaluate`` with the RL's rubric) summarised them; ``scored``: how many carry an
+    outcome reward."""
+    summary = evaluation.summary
+    if not summary.episodes:
         return ValidationPoint(step, math.nan, math.nan, 0, 0)
-    summary = summarize(trajs, rewards=rewards)
     assert summary.reward_mean is not None  # every episode has a rubric total
     return ValidationPoint(
         step=step,
         reward_mean=summary.reward_mean,
         success=summary.success,
-        scored=sum(t.outcome.reward is not None for t in trajs),
+        scored=sum(t.outcome.reward is not None for t in evaluation.trajectories),
         episodes=summary.episodes,
     )
 

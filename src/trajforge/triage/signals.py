@@ -117,6 +117,11 @@ def _last_assistant(messages: list[Message]) -> int | None:
     return next(last, None)
 
 
+def _at_last_turn(traj: Trajectory, signal: Signal, detail: str) -> list[SignalHit]:
+    """One hit of ``signal`` on the trajectory's last assistant turn."""
+    return [SignalHit(signal, _last_assistant(traj.messages), detail)]
+
+
 def _short(text: str, limit: int = 80) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -188,7 +193,7 @@ def cut_off(traj: Trajectory, calls: _Calls, options: TriageOptions) -> list[Sig
         return []
     reason = traj.outcome.reason or "a limit"
     signal = Signal.CONTEXT_OVERFLOW if reason == CONTEXT_REASON else Signal.TRUNCATED
-    return [SignalHit(signal, _last_assistant(traj.messages), f"cut off by {reason}")]
+    return _at_last_turn(traj, signal, f"cut off by {reason}")
 
 
 def no_final_answer(traj: Trajectory, calls: _Calls, options: TriageOptions) -> list[SignalHit]:
@@ -244,13 +249,8 @@ def wrong_answer(traj: Trajectory, calls: _Calls, options: TriageOptions) -> lis
         return []
     if is_success(traj.outcome.status, reward, options.success_threshold):
         return []
-    return [
-        SignalHit(
-            Signal.WRONG_ANSWER,
-            _last_assistant(traj.messages),
-            f"answer {_short(answer, 40)!r} got reward {reward:g}",
-        )
-    ]
+    detail = f"answer {_short(answer, 40)!r} got reward {reward:g}"
+    return _at_last_turn(traj, Signal.WRONG_ANSWER, detail)
 
 
 def slow_tools(traj: Trajectory, calls: _Calls, options: TriageOptions) -> list[SignalHit]:
@@ -280,13 +280,8 @@ def reward_contradiction(
         return []
     verdict = "succeeded" if succeeded else "failed"
     has = "holds" if holds else "lacks"
-    return [
-        SignalHit(
-            Signal.REWARD_CONTRADICTION,
-            _last_assistant(traj.messages),
-            f"the answer {has} the gold answer {gold!r} but the episode {verdict}",
-        )
-    ]
+    detail = f"the answer {has} the gold answer {gold!r} but the episode {verdict}"
+    return _at_last_turn(traj, Signal.REWARD_CONTRADICTION, detail)
 
 
 def infra_failure(traj: Trajectory, calls: _Calls, options: TriageOptions) -> list[SignalHit]:

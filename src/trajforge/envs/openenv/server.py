@@ -169,7 +169,7 @@ def openenv_app(entry: EnvEntry, max_sessions: int) -> FastAPI:
     )
 
 
-async def serve(entry: EnvEntry, port: int, max_sessions: int, host: str = HOST) -> None:
+async def serve_openenv(entry: EnvEntry, port: int, max_sessions: int, host: str = HOST) -> None:
     """Serve ``entry`` at ``http://host:port`` (WebSocket at ``/ws``) until Ctrl-C or SIGTERM."""
     app = openenv_app(entry, max_sessions)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)

@@ -37,7 +37,7 @@ from trajforge.curate import group_key
 from trajforge.distributed import POLICY_VERSION, ray_runner
 from trajforge.envs import get_env
 from trajforge.errors import ConfigError, EpisodeError
-from trajforge.judge import Rubric
+from trajforge.judge import Evaluation, Rubric, evaluate
 from trajforge.precision import precision_of
 from trajforge.rollout import Limits, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import OutcomeStatus, Task, Trajectory, is_infra_failure, is_success
@@ -375,16 +375,14 @@ class RLTrainer(Trainer):
     def _validate(self, step: int) -> ValidationPoint:
         """Greedy episodes on the validation tasks with the current weights; the best kept."""
 
-        def episodes() -> tuple[list[Trajectory], list[float]]:
+        def episodes() -> Evaluation:
             policy = self.weights.policy
             assert policy is not None  # the main process has the rollout policy
             spec = self._spec(self.validation_tasks, 1, 0.0, step, f"val-step{step}")
             trajs = run_rollout(spec, policy=policy)
-            asyncio.run(self._score(trajs))
-            return trajs, [episode_reward(t) for t in trajs]
+            return asyncio.run(evaluate(trajs, self.rubric, close=False))
 
-        trajs, rewards = from_main(episodes)
-        point = validation_point(step, trajs, rewards)
+        point = validation_point(step, from_main(episodes))
         self.validated.append(point)
         if self.best is not None:
             self.best.offer(point)
