@@ -41,9 +41,10 @@ def to_responses(traj: Trajectory) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     for message in traj.messages:
         if message.role is Role.TOOL:
-            output = message.content
+            content = message.content
+            output = content if isinstance(content, str) else _parts(content, "input_text")
             items.append({"type": "function_call_output", "call_id": message.tool_call_id,
-                          "output": output if isinstance(output, str) else _parts(output, "input_text")})  # fmt: skip
+                          "output": output})  # fmt: skip
             continue
         if message.role is not Role.ASSISTANT or message.content or not message.tool_calls:
             kind = "output_text" if message.role is Role.ASSISTANT else "input_text"
