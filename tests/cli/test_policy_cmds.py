@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from cli_runner import RunCli
+from image_samples import png_bytes
 from trajforge.policy.base import SamplingParams
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
-from trajforge.schema import Message, Role, Task, Trajectory
+from trajforge.schema import ImagePart, Message, Role, Task, TextPart, Trajectory
 from trajforge.store import TrajectoryStore
 
 Cli = RunCli
@@ -78,3 +79,22 @@ def test_check_rejects_an_unknown_protocol(tmp_path: Path, cli: Cli) -> None:
         store.add(scripted_trajectory("a", "r"))
     code, _, err = cli("check", "--store", db, "--protocol", "xml")
     assert code == 1 and "--protocol: 'xml' is not one of auto, native, text" in err
+
+
+def test_check_says_in_one_line_why_trajectories_with_images_were_skipped(
+    tmp_path: Path, cli: Cli
+) -> None:
+    db = tmp_path / "t.db"
+    good = scripted_trajectory("a", "r")
+    seen = scripted_trajectory("b", "r")
+    parts = [TextPart(text="Hi"), ImagePart.from_bytes(png_bytes(1))]
+    seen.messages[0] = seen.messages[0].model_copy(update={"content": parts})
+    with TrajectoryStore(db) as store:
+        store.add_many([good, seen])
+    code, out, _ = cli("check", "--store", db)
+    assert code == 0 and "checked 1 trajectories, 1 skipped" in out and "all token-exact" in out
+    assert "1 trajectories with images skipped: their renderer is text only" in out
+    with TrajectoryStore(db) as store:
+        store.delete([good.id])
+    code, _, err = cli("check", "--store", db)
+    assert code == 1 and "none of the 1 trajectories could be checked: 1 hold images" in err

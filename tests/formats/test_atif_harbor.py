@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harbor_side import needs_harbor, run_harbor
+from image_samples import image_trajectory, png_bytes
 from trajforge.formats.atif import ATIF_VERSION, read_atif_file, to_atif
 from trajforge.schema import Role
 from trajforge.schema.synthetic import synthetic_trajectory
@@ -95,3 +96,59 @@ def test_what_trajforge_writes_validates_with_harbors_models(tmp_path: Path) -> 
         assert theirs["completion_ids"] == [
             s["metrics"]["completion_token_ids"] for s in ours["steps"] if "metrics" in s
         ]
+
+
+WRITE_SCREENSHOT = """
+import json, sys
+from harbor.models.trajectories import Agent, Step, Trajectory
+from harbor.models.trajectories.content import ContentPart, ImageSource
+trajectory = Trajectory(
+    session_id="gui-1",
+    agent=Agent(name="computer-1", version="1.0", model_name="m"),
+    steps=[
+        Step(step_id=1, source="user", message=[
+            ContentPart(type="text", text="Click the button."),
+            ContentPart(type="image", source=ImageSource(media_type="image/png",
+                                                         path="images/screen.png")),
+            ContentPart(type="image", source=ImageSource(media_type="image/png",
+                                                         path="images/gone.png")),
+        ]),
+        Step(step_id=2, source="agent", message="Clicked."),
+    ],
+)
+print(json.dumps(trajectory.to_json_dict()))
+"""
+
+READ_IMAGES = """
+import base64, hashlib, json, sys
+from harbor.models.trajectories import Trajectory
+doc = Trajectory.model_validate_json(open(sys.argv[1]).read())
+out = []
+for step in doc.steps:
+    for part in step.message if isinstance(step.message, list) else []:
+        if part.type == "image":
+            data = base64.b64decode(part.source.path.split(",", 1)[1])
+            out.append([part.source.media_type, hashlib.sha256(data).hexdigest()])
+print(json.dumps(out))
+"""
+
+
+def test_images_harbor_saves_beside_the_document_read_with_equal_bytes(tmp_path: Path) -> None:
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "screen.png").write_bytes(png_bytes(4))
+    path = tmp_path / "trajectory.json"
+    path.write_text(run_harbor(WRITE_SCREENSHOT))
+    (traj,) = read_atif_file(path)
+    (image,) = traj.messages[0].images
+    assert image.data == png_bytes(4) and image.media_type == "image/png"
+    assert traj.messages[0].text == "Click the button.\n[image: images/gone.png]"
+    (note,) = traj.metadata["atif"]["dropped"]
+    assert note.startswith("steps.0.message.2.source.path: cannot read images/gone.png")
+
+
+def test_images_trajforge_writes_validate_with_harbors_models(tmp_path: Path) -> None:
+    traj = image_trajectory(png_bytes(1), png_bytes(2))
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps(to_atif(traj)))
+    seen = json.loads(run_harbor(READ_IMAGES, str(path)))
+    assert seen == [["image/png", p.sha256] for p in traj.messages[0].images]

@@ -23,6 +23,7 @@ def test_readable_and_writable_formats() -> None:
         "atif",
         "openai",
         "otel",
+        "responses",
         "sharegpt",
         "trajforge",
         "trl-prompt-completion",

@@ -1,5 +1,6 @@
 """Image parts through the formats: OpenAI chat data URLs and TRL's vision-language format carry
-them with equal bytes; every format without a place for them refuses them by name."""
+them with equal bytes; every format without a place for them refuses them by name (every format's
+file round trip: ``test_image_round_trips``)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from image_samples import image_trajectory, png_bytes
 from trajforge.errors import DataError
 from trajforge.formats import FORMATS, detect_format, load_records, write_records
 from trajforge.formats.adp import to_adp
-from trajforge.formats.atif import to_atif
 from trajforge.formats.openai_chat import from_openai_chat, to_openai_chat
 from trajforge.formats.otel_export import to_otlp
-from trajforge.formats.sharegpt import to_sharegpt
+from trajforge.formats.responses import from_responses, to_responses
+from trajforge.formats.sharegpt import from_sharegpt, to_sharegpt
 from trajforge.formats.trl import from_prompt_completion, to_prompt_completion
 from trajforge.formats.trl_vision import from_vision_language, to_vision_language
-from trajforge.schema import Trajectory
+from trajforge.schema import Message, Role, Trajectory
 
 
 def _hashes(traj: Trajectory) -> list[str]:
@@ -120,7 +121,7 @@ def test_trl_vision_placeholders_and_images_must_pair_up() -> None:
 
 @pytest.mark.parametrize(
     ("write", "name"),
-    [(to_adp, "ADP"), (to_atif, "ATIF"), (to_sharegpt, "ShareGPT"), (to_otlp, "OTel export")],
+    [(to_adp, "ADP"), (to_otlp, "OTel export")],
 )
 def test_text_only_formats_refuse_images_by_name(
     write: Callable[[Trajectory], Any], name: str
@@ -141,3 +142,48 @@ def test_openai_parquet_mixing_text_and_image_content_is_refused_clearly(tmp_pat
     assert not list(tmp_path.iterdir())  # nothing left behind
     write_records(tmp_path / "o.jsonl", trajs, FORMATS.get("openai"))
     assert _bytes(load_records(tmp_path / "o.jsonl", FORMATS.get("openai"))[0]) == [png_bytes(1)]
+
+
+def test_sharegpt_writes_llava_style_image_tokens_and_an_images_list() -> None:
+    traj = image_trajectory(png_bytes(1), png_bytes(2))
+    record = to_sharegpt(traj)
+    assert record["conversations"][0] == {"from": "human", "value": "What is shown?<image><image>"}
+    assert record["images"] == [
+        {"bytes": png_bytes(1), "path": None},
+        {"bytes": png_bytes(2), "path": None},
+    ]
+    assert from_sharegpt(record, task_id="t1").messages == traj.messages
+
+
+def test_sharegpt_without_images_keeps_image_tokens_as_text() -> None:
+    record = {"conversations": [{"from": "human", "value": "a <image> tag"}]}
+    assert from_sharegpt(record, task_id="t").messages[0].content == "a <image> tag"
+
+
+def test_sharegpt_refuses_what_it_cannot_tell_apart() -> None:
+    traj = image_trajectory(png_bytes(1))
+    system = Message(role=Role.SYSTEM, content=traj.messages[0].content)
+    with pytest.raises(DataError, match=r"messages\[0\]: the ShareGPT format's system field"):
+        to_sharegpt(traj.model_copy(update={"messages": [system, *traj.messages]}))
+    literal = Message(role=Role.USER, content="type <image> here")
+    with pytest.raises(DataError, match=r"messages\[2\]: its text holds <image>"):
+        to_sharegpt(traj.model_copy(update={"messages": [*traj.messages, literal]}))
+    record = to_sharegpt(traj)
+    with pytest.raises(DataError, match=r"^images: 1 image\(s\) have no <image> token"):
+        from_sharegpt({**record, "images": record["images"] * 2}, task_id="t")
+    with pytest.raises(
+        DataError, match=r"^images.0: not valid base64 \(image paths are not read\)"
+    ):
+        from_sharegpt({**record, "images": ["pics/1.png"]}, task_id="t")
+
+
+def test_responses_input_image_parts_round_trip_and_bad_ones_are_named() -> None:
+    traj = image_trajectory(png_bytes(5))
+    record = to_responses(traj)
+    (text, image) = record["input"][0]["content"]
+    assert text == {"type": "input_text", "text": "What is shown?"}
+    assert image["type"] == "input_image" and image["image_url"].startswith("data:image/png;")
+    assert from_responses(record).messages == traj.messages
+    by_file = {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]}
+    with pytest.raises(DataError, match=r"^input.0.content.0.image_url: an input_image needs"):
+        from_responses(by_file)

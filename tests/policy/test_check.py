@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from image_samples import png_bytes
 from trajforge.policy.base import SamplingParams
 from trajforge.policy.check import MismatchKind, check_trajectories, check_trajectory
+from trajforge.policy.renderer import ChatRenderer
 from trajforge.policy.scripted import ScriptedPolicy
-from trajforge.schema import Message, Role, Task, ToolSpec, Trajectory
+from trajforge.schema import ImagePart, Message, Role, Task, TextPart, ToolSpec, Trajectory
+from trajforge.schema.content import labelled_text
 
 EOS = 2
 
@@ -139,3 +143,36 @@ def test_check_trajectories_skips_untokenized_and_unknown(
     assert report.skipped_ids == [text_only.id]
     assert not report.ok and {m.trajectory_id for m in report.mismatches} == {bad.id}
     assert seen == [traj.id, text_only.id, bad.id]
+
+
+def _with_an_image(traj: Trajectory) -> Trajectory:
+    """``traj`` with an image beside its first user message's text (its ids unchanged: a
+    vision-language model's ids would hold the image's placeholder tokens there)."""
+    messages = list(traj.messages)
+    k = next(i for i, m in enumerate(messages) if m.role is Role.USER)
+    parts = [TextPart(text=messages[k].text), ImagePart.from_bytes(png_bytes(1))]
+    messages[k] = messages[k].model_copy(update={"content": parts})
+    return traj.model_copy(update={"messages": messages, "id": "with-image"})
+
+
+class _PlacingRenderer(ChatRenderer):
+    """A renderer that places images, as a vision-language model's does (here as text)."""
+
+    def template_messages(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> list[dict[str, Any]]:
+        placed = [m.model_copy(update={"content": labelled_text(m.content)}) for m in messages]
+        return super().template_messages(placed, tools)
+
+
+def test_images_a_text_renderer_cannot_place_are_skipped_not_drift(
+    traj: Trajectory, smol_tokenizer: Any
+) -> None:
+    seen = _with_an_image(traj)
+    report = check_trajectories([traj, seen], lambda t: smol_tokenizer)
+    assert (report.checked, report.skipped, report.skipped_images) == (1, 1, 1)
+    assert report.ok and report.skipped_ids == [seen.id]
+    placing = check_trajectories([seen], lambda t: _PlacingRenderer(smol_tokenizer))
+    assert (placing.checked, placing.skipped_images) == (1, 0)
+    # The ids were rendered without the image's label: a renderer that places it sees drift.
+    assert {m.kind for m in placing.mismatches} == {MismatchKind.TOKENS}

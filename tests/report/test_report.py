@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from image_samples import png_bytes
 from trajforge.errors import DataError
 from trajforge.judge.scoring import summarize
 from trajforge.report.html import build_report
-from trajforge.schema import Fault, Outcome, OutcomeStatus, Role, Trajectory
+from trajforge.schema import Fault, ImagePart, Outcome, OutcomeStatus, Role, TextPart, Trajectory
 from trajforge.schema.synthetic import synthetic_trajectory
 from trajforge.store import TrajectoryStore
 
@@ -72,6 +73,19 @@ def test_report_names_the_view_command_and_escapes_stored_text(tmp_path: Path) -
     assert f"<code>trajforge view &#39;{run_dir.resolve()}&#39;</code>" in html
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt; what is 2 &lt; 3?" in html
+
+
+def test_report_shows_message_images_inline(tmp_path: Path) -> None:
+    run_dir = make_run_folder(tmp_path / "run")
+    picture = ImagePart.from_bytes(png_bytes(3))
+    with TrajectoryStore(run_dir / "store.db") as db:
+        for traj in db.query():
+            user = next(m for m in traj.messages if m.role is Role.USER)
+            user.content = [TextPart(text=user.text), picture]
+            db.put(traj)
+    html = build_report(run_dir).read_text()
+    assert f'<img class="shot" src="{picture.data_url()}"' in html
+    assert "[image image/png" in html  # its label, as alt text
 
 
 def _with_outcome(t: Trajectory, status: OutcomeStatus, reward: float | None) -> Trajectory:

@@ -90,3 +90,33 @@ def test_a_store_from_before_images_gains_the_table(tmp_path: Path) -> None:
         store.add(traj)
         assert store.get(traj.id) == traj
     assert len(_images(path)) == 1
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_deleting_trajectories_removes_the_images_no_row_refers_to(
+    tmp_path: Path, compress: bool
+) -> None:
+    path = tmp_path / "s.db"
+    shared, own = png_bytes(1), png_bytes(2)
+    a = image_trajectory(shared, task_id="a")
+    b = image_trajectory(shared, own, task_id="b")
+    plain = synthetic_trajectory(0)
+    with TrajectoryStore(path, compress=compress) as store:
+        store.add_many([a, b, plain])
+        assert store.delete([b.id, "not-stored"]) == 1
+        assert _images(path) == [(ImagePart.from_bytes(shared).sha256, len(shared))]
+        assert store.get(a.id).messages[0].images[0].data == shared  # still referenced
+        assert store.delete([a.id]) == 1
+        assert _images(path) == []
+        assert [t.id for t in store.query()] == [plain.id]
+
+
+def test_a_replaced_trajectory_that_drops_an_image_leaves_no_orphan(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    first, second = png_bytes(1), png_bytes(2)
+    traj = image_trajectory(first, second)
+    with TrajectoryStore(path) as store:
+        store.put(traj)
+        store.put(image_trajectory(second).model_copy(update={"id": traj.id}))
+        assert _images(path) == [(ImagePart.from_bytes(second).sha256, len(second))]
+        assert store.get(traj.id).messages[0].images[0].data == second

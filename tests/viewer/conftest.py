@@ -5,9 +5,11 @@ stage's metrics."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.schema import Message, Outcome, OutcomeStatus, Role, Task, ToolCall, Trajectory
@@ -15,6 +17,7 @@ from trajforge.schema.synthetic import synthetic_trajectory
 from trajforge.store import TrajectoryStore
 from trajforge.viewer.service import ViewerData
 
+from .chromium import headless_chromium
 from .layout import COUNT, OTHER_RUN, RUN, SAMPLES
 
 
@@ -82,3 +85,10 @@ def data(run_dir: Path) -> ViewerData:
     viewer = ViewerData(run_dir / "store.db", run_dir)
     yield viewer  # type: ignore[misc]
     viewer.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[WebDriver]:
+    """One headless Chromium for the session's browser tests (each loads its own pages)."""
+    with headless_chromium() as driver:
+        yield driver

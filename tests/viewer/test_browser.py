@@ -1,23 +1,17 @@
 """The viewer in a real browser: headless Chromium driven by Selenium walks runs -> filter by
 reward -> a trajectory -> its token view -> its group, asserting on what the page shows.
 
-The driver and the browser are stopped whatever happens, and the test checks that no process
-of theirs is left behind.
+One browser serves the session (``conftest.browser``); it is stopped whatever happens, and no
+process of its is left behind.
 """
 
 from __future__ import annotations
 
 import io
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 from PIL import Image
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ec
@@ -29,52 +23,10 @@ from trajforge.store import TrajectoryStore
 from trajforge.viewer.app import create_app
 from trajforge.viewer.service import ViewerData
 
+from .chromium import WAIT_S
 from .layout import RUN, SAMPLES
 
 MIN_REWARD = 0.5
-WAIT_S = 20.0
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--window-size=1280,1600",
-)
-
-
-def _executable(*names: str) -> str:
-    for name in names:
-        path = shutil.which(name)
-        if path is not None:
-            return path
-    raise RuntimeError(f"none of {', '.join(names)} is installed (make setup installs them)")
-
-
-@pytest.fixture
-def browser() -> Iterator[WebDriver]:
-    """Headless Chromium with a fresh profile, quit (and checked gone) after the test."""
-    options = webdriver.ChromeOptions()
-    options.binary_location = _executable("chromium", "chromium-browser")
-    with tempfile.TemporaryDirectory(prefix="trajforge-chromium-") as profile:
-        for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
-            options.add_argument(flag)
-        service = Service(executable_path=_executable("chromedriver"))
-        driver = webdriver.Chrome(options=options, service=service)
-        assert service.process is not None
-        root = psutil.Process(service.process.pid)
-        try:
-            driver.set_page_load_timeout(WAIT_S)
-            yield driver
-        finally:
-            spawned = [root, *root.children(recursive=True)]  # the browser's, renderers too
-            driver.quit()
-            _, alive = psutil.wait_procs(spawned, timeout=10)
-            for proc in alive:  # quit normally ends them all; never leave one behind
-                proc.kill()
-            assert not alive, f"still running after quit: {[p.pid for p in alive]}"
 
 
 def _wait_for(driver: WebDriver, css: str) -> None:

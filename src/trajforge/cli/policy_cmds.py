@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from trajforge.schema import Trajectory
 
 _SHOWN = 50
+_IMAGES_WHY = (
+    "their renderer is text only, so the image placeholder tokens in their ids cannot be "
+    "rendered again (a vision-language model's tokenizer checks them)"
+)
 
 
 def check(
@@ -98,6 +102,8 @@ def _why_none_checked(report: CheckReport, total: int, run: str | None) -> str:
             f"{report.skipped_no_tokenizer} have no tokenizer here for their model "
             "(--tokenizer names one)"
         )
+    if report.skipped_images:
+        reasons.append(f"{report.skipped_images} hold images: {_IMAGES_WHY}")
     return f"none of the {total} trajectories could be checked: {'; '.join(reasons)}"
 
 
@@ -120,7 +126,8 @@ def _print_report(report: CheckReport) -> None:
             console.print(f"... and {len(report.mismatches) - _SHOWN} more (use --json for all)")
     skipped = (
         f", {report.skipped} skipped ({report.skipped_text_only} without token ids, "
-        f"{report.skipped_no_tokenizer} without a tokenizer here)"
+        f"{report.skipped_no_tokenizer} without a tokenizer here, "
+        f"{report.skipped_images} with images)"
     )
     verdict = (
         "[yellow]none could be checked[/yellow]"
@@ -133,6 +140,8 @@ def _print_report(report: CheckReport) -> None:
     console.print(
         f"checked {report.checked} trajectories{skipped if report.skipped else ''}: {verdict}"
     )
+    if report.skipped_images:
+        console.print(f"{report.skipped_images} trajectories with images skipped: {_IMAGES_WHY}")
 
 
 def _text(value: Any) -> str:

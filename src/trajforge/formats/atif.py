@@ -10,9 +10,10 @@ of every message before it its ``prompt_token_ids``. What ATIF has no field for 
 call or observation result: a message's reward, state key, timing, token ids) and restored on
 the way back, so a trajectory written and read again is the same trajectory.
 
-Read from other producers: an observation result without a ``source_call_id`` (an action that
-is no tool call, a system event) is a user message after the step; content parts are text,
-an image ``[image: path]``, audio ``[audio: path]``; a subagent reference without content ``[subagent trajectory:
+Image parts are ATIF image parts (``atif_content``: data URLs out; data URLs and files beside
+the document in). Read from other producers: an observation result without a ``source_call_id``
+(an action that is no tool call, a system event) is a user message after the step; audio is
+``[audio: path]`` in the text; a subagent reference without content ``[subagent trajectory:
 id]``. Logprobs that do not align with the completion ids (ATIF only says they should) are
 dropped and the drop noted in ``metadata["atif"]["dropped"]``. A file is one ATIF document
 (Harbor's ``agent/trajectory.json``) or one per line; it is read whole or not at all, an error
@@ -32,17 +33,17 @@ from pydantic import ValidationError
 
 from trajforge import __version__
 from trajforge.errors import DataError
+from trajforge.formats.atif_content import content_from_atif, content_to_atif
 from trajforge.formats.atif_models import (
     ATIF_VERSIONS,
     AtifTrajectory,
-    ContentPart,
     ObservationResult,
     Step,
     StepSource,
 )
-from trajforge.formats.images import refuse_images_in
 from trajforge.formats.jsonl import format_validation_error, json_error
 from trajforge.schema import (
+    Content,
     Message,
     Role,
     Task,
@@ -74,7 +75,6 @@ def to_atif(traj: Trajectory) -> dict[str, Any]:
     """
     if not traj.messages:
         raise DataError(f"trajectory {traj.id}: no messages; an ATIF document needs a step")
-    refuse_images_in(traj, "ATIF")
     imported = traj.metadata.get(META, {})
     agent: dict[str, Any] = {"name": AGENT_NAME, "version": __version__,
                              **imported.get("agent", {})}  # fmt: skip
@@ -109,14 +109,14 @@ def _steps(messages: list[Message]) -> list[dict[str, Any]]:
     for message in messages:
         if message.role is Role.TOOL:
             result: dict[str, Any] = {"source_call_id": message.tool_call_id,
-                                      "content": message.content}  # fmt: skip
+                                      "content": content_to_atif(message.content)}  # fmt: skip
             _keep(result, message, _RESULT_FIELDS)
             steps[-1].setdefault("observation", {"results": []})["results"].append(result)
         elif message.role is Role.ASSISTANT:
             steps.append(_agent_step(len(steps) + 1, message, context))
         else:
             step = {"step_id": len(steps) + 1, "source": _ROLES[message.role].value,
-                    "message": message.content}  # fmt: skip
+                    "message": content_to_atif(message.content)}  # fmt: skip
             _keep(_stamped(step, message), message, _STEP_FIELDS)
             steps.append(step)
         known = context is not None and message.token_ids is not None
@@ -125,7 +125,8 @@ def _steps(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 def _agent_step(step_id: int, message: Message, context: list[int] | None) -> dict[str, Any]:
-    step: dict[str, Any] = {"step_id": step_id, "source": "agent", "message": message.content}
+    step: dict[str, Any] = {"step_id": step_id, "source": "agent",
+                            "message": content_to_atif(message.content)}  # fmt: skip
     if message.reasoning is not None:
         step["reasoning_content"] = message.reasoning
     if message.tool_calls:
@@ -164,8 +165,11 @@ def _keep(out: dict[str, Any], message: Message, native: set[str]) -> None:
         out["extra"] = {KEEP: kept}
 
 
-def from_atif(record: dict[str, Any], record_id: str = "atif") -> Trajectory:
-    """A trajectory from an ATIF document; ``DataError`` names the bad field.
+def from_atif(
+    record: dict[str, Any], record_id: str = "atif", base: Path | None = None
+) -> Trajectory:
+    """A trajectory from an ATIF document; ``DataError`` names the bad field. Image files
+    are looked for relative to ``base`` (the document's folder).
 
     Raises:
         DataError: an unknown ``schema_version`` (named), a document ATIF's rules refuse, or a
@@ -186,7 +190,9 @@ def from_atif(record: dict[str, Any], record_id: str = "atif") -> Trajectory:
     dropped: list[str] = []
     last = len(doc.steps) - 1
     messages = [
-        m for i, step in enumerate(doc.steps) for m in _messages(step, i, i == last, dropped)
+        m
+        for i, step in enumerate(doc.steps)
+        for m in _messages(step, i, (i == last, base), dropped)
     ]
     try:
         if kept:
@@ -209,9 +215,15 @@ def from_atif(record: dict[str, Any], record_id: str = "atif") -> Trajectory:
         raise DataError(format_validation_error(exc, "record")) from None
 
 
-def _messages(step: Step, index: int, last: bool, dropped: list[str]) -> Iterator[Message]:
+def _messages(
+    step: Step, index: int, place: tuple[bool, Path | None], dropped: list[str]
+) -> Iterator[Message]:
+    """The step's messages; ``place``: whether it is the last step, and the document's folder."""
+    last, base = place
     kept = (step.extra or {}).get(KEEP, {})
-    fields: dict[str, Any] = {"content": _text(step.message)}
+    where = f"steps.{index}"
+    fields: dict[str, Any] = {"content": content_from_atif(step.message, f"{where}.message",
+                                                            base, dropped)}  # fmt: skip
     if step.timestamp is not None and "timing" not in kept:
         started = datetime.fromisoformat(step.timestamp.replace("Z", "+00:00"))
         fields["timing"] = Timing(started_at=started.timestamp(), duration_s=0.0)
@@ -229,14 +241,15 @@ def _messages(step: Step, index: int, last: bool, dropped: list[str]) -> Iterato
                    "logprobs": logprobs}  # fmt: skip
     yield Message(role=Role(_role(step.source)), **{**fields, **kept})
     answered = set()
-    for result in step.observation.results if step.observation else []:
-        text = _result_text(result)
+    results = step.observation.results if step.observation else []
+    for k, result in enumerate(results):
+        content = _result_content(result, f"{where}.observation.results.{k}.content", base, dropped)
         if result.source_call_id is None:
-            yield Message(role=Role.USER, content=text)
+            yield Message(role=Role.USER, content=content)
             continue
         answered.add(result.source_call_id)
         own = (result.extra or {}).get(KEEP, {})
-        yield Message(role=Role.TOOL, content=text, tool_call_id=result.source_call_id, **own)
+        yield Message(role=Role.TOOL, content=content, tool_call_id=result.source_call_id, **own)
     unanswered = [c.tool_call_id for c in step.tool_calls or [] if c.tool_call_id not in answered]
     # The last step's calls may be open in an episode cut short: its outcome decides.
     if unanswered and not last:
@@ -249,20 +262,11 @@ def _role(source: StepSource) -> str:
     return "assistant" if source is StepSource.AGENT else source.value
 
 
-def _text(content: str | list[ContentPart] | None) -> str:
-    if content is None or isinstance(content, str):
-        return content or ""
-    return "\n".join(
-        part.text
-        if part.text is not None
-        else f"[{part.type}: {part.source.path if part.source else ''}]"
-        for part in content
-    )
-
-
-def _result_text(result: ObservationResult) -> str:
+def _result_content(
+    result: ObservationResult, where: str, base: Path | None, dropped: list[str]
+) -> Content:
     if result.content is not None or not result.subagent_trajectory_ref:
-        return _text(result.content)
+        return content_from_atif(result.content, where, base, dropped)
     names = (
         r.trajectory_id or r.trajectory_path or r.session_id for r in result.subagent_trajectory_ref
     )
@@ -336,7 +340,7 @@ def read_atif_file(path: Path) -> Iterator[Trajectory]:
         if not isinstance(document, dict):
             raise DataError(f"{path}:{lineno}: expected an ATIF document (a JSON object)")
         try:
-            trajectories.append(from_atif(document, f"{path.stem}-{lineno}"))
+            trajectories.append(from_atif(document, f"{path.stem}-{lineno}", path.parent))
         except DataError as exc:
             problem = str(exc).removeprefix("record: ")
             field = _FIELD.match(problem)

@@ -25,6 +25,7 @@ _MARKS: tuple[tuple[str, frozenset[str]], ...] = (
     ("trl-prompt-completion", frozenset({"prompt", "completion"})),
     ("trl-vision", frozenset({"messages", "images"})),
     ("openai", frozenset({"messages"})),
+    ("responses", frozenset({"input"})),
     ("otel", frozenset({"resourceSpans"})),
     ("otel", frozenset({"resourceLogs"})),
     ("inspect", frozenset({"eval", "samples"})),

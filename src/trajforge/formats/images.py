@@ -52,6 +52,34 @@ def content_to_openai(content: Content) -> str | list[dict[str, Any]]:
     ]
 
 
+def image_column_entry(part: ImagePart) -> dict[str, Any]:
+    """An image as a ``datasets`` ``Image`` column stores it: ``{"bytes", "path"}`` (Parquet
+    keeps the bytes as they are; JSON lines carry them as base64 text)."""
+    if part.data is None:
+        raise DataError(f"image {part.sha256[:12]}: its bytes are not loaded")
+    return {"bytes": part.data, "path": None}
+
+
+def image_from_column(entry: Any, where: str) -> ImagePart:
+    """The image of an ``images`` column entry: ``{"bytes": ...}`` (bytes, or base64 text) or
+    the bytes themselves; ``DataError`` names ``where`` for anything else (a path is not read)."""
+    data = entry.get("bytes") if isinstance(entry, dict) else entry
+    if isinstance(data, str):
+        try:
+            data = base64.b64decode(data, validate=True)
+        except binascii.Error:
+            field = ".bytes" if isinstance(entry, dict) else ""
+            raise DataError(
+                f"{where}{field}: not valid base64 (image paths are not read)"
+            ) from None
+    if not isinstance(data, bytes):
+        raise DataError(f"{where}: expected {{'bytes': ...}} with the image's bytes")
+    try:
+        return ImagePart.from_bytes(data)
+    except ValueError as exc:
+        raise DataError(f"{where}: {exc}") from None
+
+
 def image_url_part(part: dict[str, Any], where: str) -> ImagePart:
     """An OpenAI ``image_url`` part (``{"url": ...}`` or the bare URL string) as an image."""
     url = part.get("image_url")

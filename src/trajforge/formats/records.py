@@ -4,8 +4,8 @@
 streams it; the first bad record stops everything with ``file:line: field: what is wrong``, so a
 caller stores all of a file or nothing. Writing is atomic (``write_jsonl_lines``). A record that
 carries no id gets one derived from its content, so importing the same file again finds the
-same trajectories (``--skip-existing``); the OpenAI, ShareGPT and TRL writers put the ids in
-their records, so a file exported and imported again finds them too.
+same trajectories (``--skip-existing``); the OpenAI, Responses, ShareGPT and TRL writers put the
+ids in their records, so a file exported and imported again finds them too.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from trajforge.formats.jsonl import (
 from trajforge.formats.openai_chat import from_openai_chat, to_openai_chat
 from trajforge.formats.otel import read_otlp_file
 from trajforge.formats.otel_export import to_otlp
+from trajforge.formats.responses import from_responses, to_responses
 from trajforge.formats.sharegpt import from_sharegpt, to_sharegpt
 from trajforge.formats.trl import from_prompt_completion, to_preference, to_prompt_completion
 from trajforge.formats.trl_vision import from_vision_language, to_vision_language
@@ -106,6 +107,17 @@ _register(
         "OpenAI chat: {messages, tools} (TRL's conversational format)",
         _read_openai,
         _with_ids(to_openai_chat),
+    )
+)
+_register(
+    RecordFormat(
+        "responses",
+        "OpenAI Responses API input: {input: [message, function_call, function_call_output "
+        "items], tools}",
+        lambda record, rid: from_responses(
+            record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
+        ),
+        _with_ids(to_responses),
     )
 )
 _register(

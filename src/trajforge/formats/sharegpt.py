@@ -6,6 +6,11 @@ is a ``function_call`` turn whose value is the call's JSON (``{"name", "argument
 of them for parallel calls); its results follow as one ``observation`` turn (a JSON list when
 there were several calls).
 
+Images follow LLaMA-Factory's multimodal ShareGPT: an ``<image>`` token in a turn's value where
+the image stood, and the record's ``images`` list holding them in the order their tokens appear,
+each as ``{"bytes", "path"}`` (as trl-vision; paths are not read). A record without ``images``
+keeps any ``<image>`` text as text. The ``system`` field is text only: an image there is refused.
+
 ShareGPT has no tool-call ids: they are numbered ``call_<turn>_<k>`` on the way in. An assistant
 turn that both writes text and calls tools keeps only its calls (a ``function_call`` turn has no
 text). Token ids, logprobs, rewards and scores are not part of the format.
@@ -14,14 +19,28 @@ text). Token ids, logprobs, rewards and scores are not part of the format.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from trajforge.errors import DataError
-from trajforge.formats.images import refuse_images_in
+from trajforge.formats.images import image_column_entry, image_from_column
 from trajforge.formats.jsonl import format_validation_error
-from trajforge.schema import Message, Role, Task, ToolCall, ToolSpec, Trajectory
+from trajforge.schema import (
+    Content,
+    ImagePart,
+    Message,
+    Role,
+    Task,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+    Trajectory,
+)
+
+IMAGE_TOKEN = "<image>"
+"""Where an image stood in a turn's value (LLaMA-Factory's placeholder)."""
 
 ROLES: dict[str, Role] = {
     "system": Role.SYSTEM,
@@ -45,33 +64,58 @@ _SPEAKER = {Role.USER: "human", Role.ASSISTANT: "gpt", Role.SYSTEM: "system"}
 
 
 def to_sharegpt(traj: Trajectory) -> dict[str, Any]:
-    """The trajectory as a ShareGPT record (the system prompt in ``system``; text only: images
-    are refused)."""
-    refuse_images_in(traj, "ShareGPT")
+    """The trajectory as a ShareGPT record (the system prompt in ``system``, images as
+    ``<image>`` tokens and the ``images`` list)."""
     turns: list[dict[str, str]] = []
     messages = list(traj.messages)
     out: dict[str, Any] = {}
     if messages and messages[0].role is Role.SYSTEM:
+        if messages[0].images:
+            raise DataError(f"trajectory {traj.id}: messages[0]: the ShareGPT format's system "
+                            "field holds text only and this message has an image part")  # fmt: skip
         out["system"] = messages.pop(0).text
+    images: list[dict[str, Any]] = []
+    turn_value = _valuer(traj, images)
     pending: list[str] = []
     for message in messages:
         if message.role is not Role.TOOL and pending:
             turns.append(_observation(pending))
             pending = []
         if message.role is Role.TOOL:
-            pending.append(message.text)
+            pending.append(turn_value(message))
         elif message.role is Role.ASSISTANT and message.tool_calls:
             calls = [{"name": c.name, "arguments": c.arguments} for c in message.tool_calls]
             value = calls[0] if len(calls) == 1 else calls
             turns.append({"from": "function_call", "value": json.dumps(value, ensure_ascii=False)})
         else:
-            turns.append({"from": _SPEAKER[message.role], "value": message.text})
+            turns.append({"from": _SPEAKER[message.role], "value": turn_value(message)})
     if pending:
         turns.append(_observation(pending))
     out["conversations"] = turns
+    if images:
+        out["images"] = images
     if traj.tools:
         out["tools"] = json.dumps([t.function.model_dump() for t in traj.tools], ensure_ascii=False)
     return out
+
+
+def _valuer(traj: Trajectory, images: list[dict[str, Any]]) -> Callable[[Message], str]:
+    """How a message's content is written as a turn's value, its images added to ``images``."""
+    with_images = any(m.images for m in traj.messages)
+
+    def value(message: Message) -> str:
+        if not with_images:
+            return message.text
+        if IMAGE_TOKEN in message.text:
+            at = traj.messages.index(message)
+            raise DataError(f"trajectory {traj.id}: messages[{at}]: its text holds {IMAGE_TOKEN} "
+                            "and the trajectory has images; ShareGPT could not tell them apart")  # fmt: skip
+        if isinstance(message.content, str):
+            return message.content
+        images.extend(image_column_entry(p) for p in message.content if isinstance(p, ImagePart))
+        return "".join(p.text if isinstance(p, TextPart) else IMAGE_TOKEN for p in message.content)
+
+    return value
 
 
 def _observation(results: list[str]) -> dict[str, str]:
@@ -85,6 +129,10 @@ def from_sharegpt(record: dict[str, Any], *, task_id: str, **fields: Any) -> Tra
     turns = record.get("conversations")
     if not isinstance(turns, list):
         raise DataError("conversations: expected a list of {from, value} turns")
+    raw_images = record.get("images") or []
+    if not isinstance(raw_images, list):
+        raise DataError("images: expected a list of {bytes, path} images")
+    images = iter(enumerate(raw_images))
     messages: list[Message] = []
     if record.get("system") is not None:
         messages.append(Message(role=Role.SYSTEM, content=str(record["system"])))
@@ -105,17 +153,38 @@ def from_sharegpt(record: dict[str, Any], *, task_id: str, **fields: Any) -> Tra
             open_calls = [c.id for c in calls]
         elif role is Role.TOOL:
             results = _results(value, len(open_calls), where)
-            messages += [Message(role=Role.TOOL, content=r, tool_call_id=c)
+            messages += [Message(role=Role.TOOL, content=_content(r, raw_images, images, where),
+                                 tool_call_id=c)
                          for r, c in zip(results, open_calls, strict=True)]  # fmt: skip
             open_calls = []
         else:
-            messages.append(Message(role=role, content=value))
+            messages.append(Message(role=role, content=_content(value, raw_images, images, where)))
+    left = sum(1 for _ in images)
+    if left:
+        raise DataError(f"images: {left} image(s) have no {IMAGE_TOKEN} token in the turns")
     task = Task(id=task_id, prompt=next((m.text for m in messages if m.role is Role.USER), ""))
     try:
         tools = [ToolSpec(function=f) for f in _tools(record.get("tools"))]
         return Trajectory(task=task, tools=tools, messages=messages, **fields)
     except ValidationError as exc:
         raise DataError(format_validation_error(exc, "record")) from None
+
+
+def _content(value: str, raw_images: list[Any], images: Any, where: str) -> Content:
+    """A turn's value as content: with ``<image>`` tokens taking the record's images in turn
+    when it has any, else the text as it is."""
+    if not raw_images or IMAGE_TOKEN not in value:
+        return value
+    parts: list[TextPart | ImagePart] = []
+    for k, text in enumerate(value.split(IMAGE_TOKEN)):
+        if k:
+            taken = next(images, None)
+            if taken is None:
+                raise DataError(f"{where}.value: an {IMAGE_TOKEN} token with no image left")
+            parts.append(image_from_column(taken[1], f"images.{taken[0]}"))
+        if text:
+            parts.append(TextPart(text=text))
+    return parts
 
 
 def _calls(value: str, prefix: str, where: str) -> list[ToolCall]:

@@ -8,11 +8,10 @@ Parquet keeps as is; JSON lines carry the bytes as base64 text).
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 from trajforge.errors import DataError
+from trajforge.formats.images import image_column_entry, image_from_column
 from trajforge.formats.openai_chat import from_openai_chat, message_to_openai
 from trajforge.schema import ImagePart, TextPart, Trajectory
 
@@ -48,9 +47,7 @@ def _placeholder(part: str | TextPart | ImagePart, images: list[dict[str, Any]])
     if isinstance(part, str):
         return {"type": "text", "text": part}
     if isinstance(part, ImagePart):
-        if part.data is None:
-            raise DataError(f"image {part.sha256[:12]}: its bytes are not loaded")
-        images.append({"bytes": part.data, "path": None})
+        images.append(image_column_entry(part))
         return {"type": "image"}
     return {"type": "text", "text": part.text}
 
@@ -65,24 +62,9 @@ def _with_images(raw: Any, index: int, images: Any) -> Any:
             taken = next(images, None)
             if taken is None:
                 raise DataError(f"messages.{index}.content.{k}: an image placeholder with no image")
-            url = _data_url(*taken)
+            position, entry = taken
+            url = image_from_column(entry, f"images.{position}").data_url()
             parts.append({"type": "image_url", "image_url": {"url": url}})
         else:
             parts.append(part)
     return {**raw, "content": parts}
-
-
-def _data_url(position: int, image: Any) -> str:
-    where = f"images.{position}"
-    data = image.get("bytes") if isinstance(image, dict) else image
-    if isinstance(data, str):
-        try:
-            data = base64.b64decode(data, validate=True)
-        except binascii.Error:
-            raise DataError(f"{where}.bytes: not valid base64") from None
-    if not isinstance(data, bytes):
-        raise DataError(f"{where}: expected {{'bytes': ...}} with the image's bytes")
-    try:
-        return ImagePart.from_bytes(data).data_url()
-    except ValueError as exc:
-        raise DataError(f"{where}: {exc}") from None

@@ -17,6 +17,10 @@ On top of that:
   turn, or as one whole rendering where the template rewrites earlier turns
   (``RenderedSession.opened``); a whole rendering's replies are compared as ids, not parsed.
 
+A trajectory with image parts is checked only by a renderer that places images (a
+vision-language model's, with its image placeholder tokens); the text-only renderer refuses
+them, and such a trajectory is skipped and counted (``skipped_images``), not reported as drift.
+
 A closing token moved from an observation into the preceding assistant message right before its
 end is indistinguishable from a sampled one and is not reported.
 """
@@ -80,6 +84,9 @@ class CheckReport(BaseModel):
     """Skipped: no message carries token ids (imported text, a server that reports none)."""
     skipped_no_tokenizer: int = 0
     """Skipped: its model's tokenizer is not here (``--tokenizer`` names one)."""
+    skipped_images: int = 0
+    """Skipped: it holds images and its renderer is text only, so the image placeholder tokens
+    in its ids cannot be rendered again (a vision-language model's renderer checks them)."""
     mismatches: list[Mismatch] = Field(default_factory=list)
 
     @property
@@ -175,11 +182,7 @@ def check_trajectory(
     parser: str = "text",
 ) -> list[Mismatch]:
     """Every way ``traj``'s stored ids differ from its exact rendering (empty when exact)."""
-    renderer = (
-        tokenizer
-        if isinstance(tokenizer, ChatRenderer)
-        else ChatRenderer(tokenizer, tool_protocol=tool_protocol, parser=parser)
-    )
+    renderer = _renderer(tokenizer, tool_protocol, parser)
     found: list[Mismatch] = []
     for i, m in enumerate(traj.messages):
         if m.token_ids is None:
@@ -213,6 +216,29 @@ def check_trajectory(
     except RenderError as exc:
         return [Mismatch(trajectory_id=traj.id, kind=MismatchKind.RENDER, detail=str(exc))]
     return found
+
+
+def _renderer(
+    tokenizer: PreTrainedTokenizerBase | ChatRenderer,
+    tool_protocol: ToolProtocol | str = ToolProtocol.AUTO,
+    parser: str = "text",
+) -> ChatRenderer:
+    if isinstance(tokenizer, ChatRenderer):
+        return tokenizer
+    return ChatRenderer(tokenizer, tool_protocol=tool_protocol, parser=parser)
+
+
+def renders_images(renderer: ChatRenderer, traj: Trajectory) -> bool:
+    """Whether ``renderer`` places ``traj``'s images (asked with its first image alone): the
+    text-only renderer refuses image parts, a vision-language one renders its placeholders."""
+    image = next((p for m in traj.messages for p in m.images), None)
+    if image is None:
+        return True
+    try:
+        renderer.template_messages([Message(role=Role.USER, content=[image])], [])
+    except RenderError:
+        return False
+    return True
 
 
 def check_label(traj: Trajectory) -> list[Mismatch]:
@@ -257,7 +283,8 @@ def check_trajectories(
 ) -> CheckReport:
     """Check many trajectories. ``tokenizer_for`` picks each one's tokenizer (or renderer);
     it returns ``None`` for a trajectory that cannot be checked, and trajectories whose
-    messages carry no token ids at all (text-only endpoints) are skipped as well."""
+    messages carry no token ids at all (text-only endpoints), or that hold images their
+    renderer cannot place, are skipped as well."""
     report = CheckReport()
     for traj in trajectories:
         report.mismatches += check_label(traj)
@@ -273,9 +300,13 @@ def check_trajectories(
         elif traj.metadata.get("rendering") == RAW_RENDERING:
             report.checked += 1
             report.mismatches += check_raw(traj)
+        elif not renders_images(renderer := _renderer(tokenizer), traj):
+            report.skipped += 1
+            report.skipped_ids.append(traj.id)
+            report.skipped_images += 1
         else:
             report.checked += 1
-            report.mismatches += check_trajectory(traj, tokenizer)
+            report.mismatches += check_trajectory(traj, renderer)
         if on_checked is not None:
             on_checked(traj)
     return report

@@ -16,7 +16,7 @@ from trajforge.judge import FailureSplit, format_scored
 from trajforge.report.games import GamesSummary
 from trajforge.report.intervals import reward_text, success_text
 from trajforge.report.links import view_command
-from trajforge.schema import Message, Role, Trajectory, is_success, labelled_text
+from trajforge.schema import Message, Role, Trajectory, image_label, is_success, labelled_text
 from trajforge.store import TrajectoryStore
 
 RESULTS_FILE = "results.json"
@@ -36,9 +36,13 @@ def _render_message(m: Message) -> dict[str, Any]:
             calls.append(f"unparsable call: {c.parse_error}")
         else:
             calls.append(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})")
-    text = labelled_text(m.content)
+    # The report is one file: its images are inline data URLs (a label where bytes are absent).
+    loaded = all(p.data is not None for p in m.images)
+    text = m.text if loaded else labelled_text(m.content)
     content = text if len(text) < 1500 else text[:1500] + " …"
-    return {"role": m.role.value, "name": m.name, "content": content, "calls": calls}
+    images = [{"src": p.data_url(), "label": image_label(p)} for p in m.images] if loaded else []
+    return {"role": m.role.value, "name": m.name, "content": content, "calls": calls,
+            "images": images}  # fmt: skip
 
 
 def _solved(t: Trajectory) -> bool:

@@ -1,6 +1,6 @@
-"""OpenAI's Responses API (``/v1/responses``), the subset agents use: text and function tools,
-with and without streaming (what the OpenAI Agents SDK sends by default). A request is turned
-into the equivalent chat call, so it is recorded and merged exactly like one."""
+"""OpenAI's Responses API (``/v1/responses``), the subset agents use: text, images and function
+tools, with and without streaming (what the OpenAI Agents SDK sends by default). A request is
+turned into the equivalent chat call, so it is recorded and merged exactly like one."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from trajforge.errors import DataError
-from trajforge.formats import content_text
+from trajforge.formats.openai_chat import message_to_openai
+from trajforge.formats.responses import messages_from_responses
 from trajforge.policy import FinishReason
-from trajforge.schema import Message, Role, ToolCall
+from trajforge.schema import Message
 from trajforge.serve.chat_stream import SampledCall
 from trajforge.serve.gateway import ChatGateway, Choice
 from trajforge.serve.wire import (
@@ -24,13 +25,13 @@ from trajforge.serve.wire import (
     ToolIn,
     WireError,
     WireModel,
-    call_arguments,
     check_messages,
     check_tool_choice,
     new_id,
     parse_body,
     tools_of,
     wire_calls,
+    wire_error_of_data,
 )
 
 
@@ -65,60 +66,14 @@ def _parse(body: Any) -> ResponsesRequest:
     return request
 
 
-def _content_text(content: Any, where: str) -> str:
-    try:
-        return content_text(content, where)
-    except DataError as exc:
-        raise WireError(str(exc), param=where) from None
-
-
 def messages_of(request: ResponsesRequest) -> list[Message]:
-    """The input items as a chat conversation: function calls join the assistant turn before
-    them and their outputs become tool messages."""
-    out: list[Message] = []
-    if request.instructions:
-        out.append(Message(role=Role.SYSTEM, content=request.instructions))
-    items = (
-        [{"role": "user", "content": request.input}]
-        if isinstance(request.input, str)
-        else request.input
-    )
-    for i, item in enumerate(items):
-        where = f"input[{i}]"
-        kind = item.get("type", "message")
-        if kind == "message":
-            role = item.get("role")
-            if role not in ("system", "developer", "user", "assistant"):
-                raise WireError(f"{where}.role: unknown role {role!r}", param=f"{where}.role")
-            text = _content_text(item.get("content", ""), where)
-            if role in ("system", "developer") and out and out[0].role is Role.SYSTEM:
-                out[0] = out[0].model_copy(update={"content": f"{out[0].content}\n\n{text}"})
-                continue
-            chat_role = Role.SYSTEM if role == "developer" else Role(role)
-            out.append(Message(role=chat_role, content=text))
-        elif kind == "function_call":
-            call = ToolCall(
-                id=str(item.get("call_id", "")),
-                name=str(item.get("name", "")),
-                arguments=call_arguments(item.get("arguments", "{}"), f"{where}.arguments"),
-            )
-            if out and out[-1].role is Role.ASSISTANT:
-                calls = [*out[-1].tool_calls, call]
-                out[-1] = out[-1].model_copy(update={"tool_calls": calls})
-            else:
-                out.append(Message(role=Role.ASSISTANT, tool_calls=[call]))
-        elif kind == "function_call_output":
-            output = item.get("output", "")
-            text = output if isinstance(output, str) else _content_text(output, where)
-            out.append(Message(role=Role.TOOL, content=text, tool_call_id=item.get("call_id")))
-        else:
-            raise WireError(
-                f"{where}.type: {kind!r} items are not supported (message, function_call, "
-                "function_call_output are)",
-                param=f"{where}.type",
-            )
-    check_messages(out)
-    return out
+    """The input items as a chat conversation (``messages_from_responses``), checked as one."""
+    try:
+        messages = messages_from_responses(request.input, request.instructions)
+    except DataError as exc:
+        raise wire_error_of_data(exc) from None
+    check_messages(messages)
+    return messages
 
 
 def _tools(request: ResponsesRequest) -> list[ToolIn]:
@@ -209,10 +164,12 @@ async def responses_route(gateway: ChatGateway, session_id: str, body: Any) -> A
     messages = messages_of(request)
     tools = [] if request.tool_choice == "none" else tools_of(_tools(request))
     gateway.check_model(request.model)
+    # The chat call an upstream server is sent: the same conversation and tools.
     chat = ChatRequest.model_validate(
         {
             "model": request.model,
-            "messages": [{"role": "user", "content": ""}],  # the conversation is ``messages``
+            "messages": [message_to_openai(m) for m in messages],
+            "tools": [t.to_openai() for t in tools] or None,
             "temperature": request.temperature,
             "top_p": request.top_p,
             "max_completion_tokens": request.max_output_tokens,

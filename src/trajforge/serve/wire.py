@@ -171,28 +171,17 @@ def parse_chat_request(body: Any) -> ChatRequest:
     return request
 
 
-def call_arguments(arguments: str, where: str) -> dict[str, Any]:
-    """A tool call's ``arguments`` JSON string as the object it must hold."""
-    try:
-        value = json.loads(arguments or "{}")
-    except json.JSONDecodeError as exc:
-        raise WireError(f"{where}: not valid JSON ({exc.msg})", param=where) from None
-    if not isinstance(value, dict):
-        raise WireError(f"{where}: must be a JSON object", param=where)
-    return value
-
-
 def messages_of(request: ChatRequest) -> list[Message]:
     """The request's conversation as trajforge messages, checked as a conversation."""
     try:
         messages = messages_from_openai(request.messages)
     except DataError as exc:
-        raise _wire_error_of_data(exc) from None
+        raise wire_error_of_data(exc) from None
     check_messages(messages)
     return messages
 
 
-def _wire_error_of_data(exc: DataError) -> WireError:
+def wire_error_of_data(exc: DataError) -> WireError:
     """``messages.0: role: ...`` as OpenAI names the field: ``messages[0].role``."""
     where, _, rest = str(exc).partition(": ")
     field, sep, detail = rest.partition(": ")

@@ -67,6 +67,12 @@ def load_images(read: Read, trajs: list[Trajectory]) -> list[Trajectory]:
     return trajs
 
 
+def stored_image(read: Read, sha256: str) -> ImagePart | None:
+    """The stored image with this hash, its bytes loaded, or ``None``."""
+    row = read("SELECT media_type, data FROM images WHERE sha256 = ?", (sha256,)).fetchone()
+    return None if row is None else ImagePart.from_bytes(row[1], row[0])
+
+
 def _stored(read: Read, hashes: list[str], column: str) -> dict[str, object]:
     """``column`` of each stored image among ``hashes``, by hash."""
     found: dict[str, object] = {}

@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 
 from trajforge.errors import StoreError
 from trajforge.formats import write_trajectories
-from trajforge.schema import Score, Trajectory
+from trajforge.schema import ImagePart, Score, Trajectory
 from trajforge.store import browse, lookup, query, runs
 from trajforge.store.filters import TrajectoryFilter, as_filter
-from trajforge.store.images import load_images
-from trajforge.store.insert import insert_rows, replace_row
+from trajforge.store.images import load_images, stored_image
+from trajforge.store.insert import delete_rows, insert_rows, replace_row
 from trajforge.store.migrate import create_or_upgrade
 from trajforge.store.rows import (
     BODY_JSON_FUNCTION,
@@ -153,6 +153,16 @@ class TrajectoryStore:
 
         self._retry(replace)
 
+    def delete(self, traj_ids: Sequence[str]) -> int:
+        """Delete these trajectories (ids not stored are skipped) in one transaction, and the
+        images no other trajectory refers to; how many trajectories were deleted."""
+
+        def remove() -> int:
+            with self._write() as cur:
+                return delete_rows(cur, traj_ids)
+
+        return self._retry(remove)
+
     def add_scores(self, traj_id: str, scores: Iterable[Score]) -> None:
         """Append scores to a stored trajectory (its body and the score index)."""
         new = list(scores)
@@ -206,6 +216,10 @@ class TrajectoryStore:
         if row is None:
             raise StoreError(f"no trajectory {traj_id!r} in {self.path}")
         return load_images(self._read, [decode_body(row[0])])[0]
+
+    def image(self, sha256: str) -> ImagePart | None:
+        """The stored image with this content hash (bytes loaded), or ``None``."""
+        return stored_image(self._read, sha256)
 
     def resolve_trajectory_id(self, prefix: str) -> str:
         """The stored trajectory id that is ``prefix`` or, failing that, the only one starting

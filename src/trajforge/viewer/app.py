@@ -2,7 +2,8 @@
 
 Pages render server-side with Jinja2 (autoescaped); a little vanilla JS (``static/viewer.js``)
 switches a trajectory page between conversation and tokens, shows token ids on demand and
-subscribes a run page to its server-sent events. A bad id, prefix, filter or estimator answers
+subscribes a run page to its server-sent events. Message images are served by content hash
+from the store's image table (``/images/<sha256>``). A bad id, prefix, filter or estimator answers
 with a page (or, under ``/api``, a JSON ``{"error": ...}``) naming the problem with a 4xx
 status; nothing answers with a traceback.
 """
@@ -247,6 +248,13 @@ def create_app(data: ViewerData) -> FastAPI:
     @app.get("/api/trajectories/{traj_id}")
     def api_trajectory(traj_id: str) -> dict[str, Any]:
         return data.trajectory(traj_id)
+
+    @app.get("/images/{sha256}")
+    def image(sha256: str) -> Response:
+        part = data.image(sha256)
+        # Content-addressed: the bytes behind a hash never change.
+        cache = {"Cache-Control": "public, max-age=31536000, immutable"}
+        return Response(part.data, media_type=part.media_type, headers=cache)
 
     @app.get("/api/groups/{group_id:path}")
     def api_group(group_id: str, estimator: str = "grpo") -> dict[str, Any]:

@@ -10,9 +10,9 @@ from trajforge.schema import (
     OutcomeStatus,
     Role,
     Trajectory,
+    image_label,
     is_infra_failure,
     is_success,
-    labelled_text,
 )
 
 
@@ -21,8 +21,9 @@ def pretty_json(value: Any) -> str:
 
 
 def conversation(traj: Trajectory) -> list[dict[str, Any]]:
-    """Each message with its tool calls (arguments as pretty JSON, a parse error marked) and,
-    on a tool message, the name of the call it answers."""
+    """Each message with its text, its images (hash, media type, size and label: the page
+    loads them from ``/images/<sha256>``), its tool calls (arguments as pretty JSON, a parse
+    error marked) and, on a tool message, the name of the call it answers."""
     calls: dict[str, str] = {}
     out: list[dict[str, Any]] = []
     turn = 0
@@ -35,7 +36,16 @@ def conversation(traj: Trajectory) -> list[dict[str, Any]]:
                 "index": index,
                 "role": msg.role.value,
                 "turn": turn if assistant else None,
-                "content": labelled_text(msg.content),
+                "content": msg.text,
+                "images": [
+                    {
+                        "sha256": p.sha256,
+                        "media_type": p.media_type,
+                        "size": p.size,
+                        "label": image_label(p),
+                    }
+                    for p in msg.images
+                ],
                 "reasoning": msg.reasoning,
                 "name": msg.name,
                 "tool_call_id": msg.tool_call_id,

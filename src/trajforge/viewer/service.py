@@ -7,6 +7,7 @@ never share a SQLite connection.
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from trajforge.judge import (
     summarize_reward_totals,
 )
 from trajforge.rollout import is_generated_run_id
-from trajforge.schema import SUCCESS_THRESHOLD, Trajectory
+from trajforge.schema import SUCCESS_THRESHOLD, ImagePart, Trajectory
 from trajforge.store import TrajectoryFilter, TrajectoryStore
 from trajforge.triage import Signal, signal_score_name, stored_failure_table
 from trajforge.viewer.conversation import conversation, outline
@@ -31,6 +32,8 @@ from trajforge.viewer.diff import diff_trajectories
 from trajforge.viewer.filters import TableQuery
 from trajforge.viewer.stages import is_current_attempt, kind_of, stage_kinds
 from trajforge.viewer.tokens import decoder_for, token_view
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class NotFound(TrajforgeError):
@@ -235,6 +238,13 @@ class ViewerData:
             "tokenizer": decoder.name if decoder.tokenizer is not None else None,
             "tokenizer_missing": decoder.missing,
         }
+
+    def image(self, sha256: str) -> ImagePart:
+        """A stored image by its content hash (what a message's image part refers to)."""
+        part = self.store().image(sha256) if _SHA256.fullmatch(sha256) else None
+        if part is None:
+            raise NotFound(f"no image {sha256[:64]!r} in {self.store_path}")
+        return part
 
     def group(self, group_id: str, estimator: str) -> dict[str, Any]:
         """The samples of one group side by side, with the advantages ``estimator`` gives them."""
