@@ -116,6 +116,12 @@ class ToolChoice(WireModel):
     disable_parallel_tool_use: bool | None = None
 
 
+class OutputConfig(WireModel):
+    """``effort`` is ignored (the model has no such setting); a ``format`` is refused."""
+
+    format: dict[str, Any] | None = None
+
+
 class MessagesRequest(WireModel):
     model: str
     messages: list[MessageIn] = Field(min_length=1)
@@ -126,7 +132,10 @@ class MessagesRequest(WireModel):
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     tools: list[ToolDef] | None = None
     tool_choice: ToolChoice | None = None
+    output_config: OutputConfig | None = None
     stream: bool = False
+    seed: int | None = None
+    """The gateway's extension (as on its chat route): sampling repeats under one seed."""
 
 
 class CountRequest(WireModel):
@@ -144,6 +153,12 @@ def parse_messages_request(body: Any) -> MessagesRequest:
         check_supported(body, UNSUPPORTED)
     request = parse_body(body, MessagesRequest)
     _check_tool_choice(request.tool_choice)
+    if request.output_config is not None and request.output_config.format is not None:
+        raise WireError(
+            "output_config.format: not supported by this gateway (replies are not constrained "
+            "to a format); leave it out",
+            param="output_config.format",
+        )
     return request
 
 
@@ -335,5 +350,6 @@ def chat_request_of(request: MessagesRequest) -> ChatRequest:
             "top_p": request.top_p,
             "max_tokens": request.max_tokens,
             "stop": request.stop_sequences,
+            "seed": request.seed,
         }
     )
