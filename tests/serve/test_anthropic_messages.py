@@ -37,7 +37,7 @@ SYSTEM = [{"type": "text", "text": "You add numbers with the add tool.",
 
 
 def client(base_url: str, session: str) -> Anthropic:
-    root = base_url.removesuffix("/v1")
+    root = base_url
     return Anthropic(base_url=f"{root}/sessions/{session}", api_key="dummy", max_retries=0)
 
 
@@ -125,7 +125,7 @@ def test_the_sdk_lists_and_retrieves_the_served_model(base_url: str) -> None:
 def test_system_messages_thinking_and_a_bearer_token_are_taken(
     base_url: str, store_path: Path
 ) -> None:
-    root = base_url.removesuffix("/v1")
+    root = base_url
     sdk = Anthropic(base_url=f"{root}/sessions/t", auth_token="dummy", max_retries=0)
     messages: list[Any] = [
         {"role": "system", "content": "Mind the sign."},
@@ -159,7 +159,7 @@ def streamed_url(store_path: Path) -> Iterator[str]:
     policy = ScriptedPolicy([STREAMED], load_tokenizer(), name=MODEL)
     store = TrajectoryStore(store_path)
     with serving(Gateway(policy, store, run_id="gw")) as url:
-        yield url.removesuffix("/v1")
+        yield url
     store.close()
 
 
@@ -212,7 +212,7 @@ def tiny(store_path: Path) -> Iterator[Anthropic]:
     assert isinstance(policy, TokenPolicy)
     store = TrajectoryStore(store_path)
     with serving(Gateway(policy, store, run_id="gw")) as url:
-        yield Anthropic(base_url=url.removesuffix("/v1"), api_key="dummy", max_retries=0)
+        yield Anthropic(base_url=url, api_key="dummy", max_retries=0)
     asyncio.run(policy.close())
     store.close()
 
