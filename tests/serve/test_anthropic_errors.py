@@ -10,8 +10,7 @@ import anthropic
 import httpx
 import pytest
 from anthropic import Anthropic
-from fastapi import FastAPI
-from serve_helpers import MODEL
+from serve_helpers import MODEL, seeing_server
 
 from image_samples import png_bytes
 from trajforge.schema import ImagePart, OutcomeStatus
@@ -38,12 +37,12 @@ def _error(exc: pytest.ExceptionInfo[anthropic.APIStatusError]) -> dict[str, Any
 
 def test_a_bad_request_is_an_invalid_request_error(sdk: Anthropic) -> None:
     with pytest.raises(anthropic.BadRequestError) as exc:
-        sdk.messages.create(model=MODEL, max_tokens=0, messages=ASK)  # type: ignore[arg-type]
+        sdk.messages.create(model=MODEL, max_tokens=0, messages=ASK)
     error = _error(exc)
     assert error["type"] == "invalid_request_error" and error["message"].startswith("max_tokens:")
     with pytest.raises(anthropic.BadRequestError) as exc:
         sdk.messages.create(model=MODEL, max_tokens=9, messages=[{"role": "user", "content": [
-            {"type": "document", "source": {"type": "text", "data": "x"}}]}])  # type: ignore[list-item]  # fmt: skip
+            {"type": "document", "source": {"type": "text", "data": "x"}}]}])  # fmt: skip
     assert _error(exc)["message"].startswith("messages[0].content[0]: Input tag 'document'")
 
 
@@ -56,33 +55,33 @@ def test_what_cannot_be_honoured_is_refused_by_name(sdk: Anthropic) -> None:
     ]
     for extra, named in refused:
         with pytest.raises(anthropic.BadRequestError) as exc:
-            sdk.messages.create(model=MODEL, max_tokens=9, messages=ASK, **extra)  # type: ignore[arg-type]
+            sdk.messages.create(model=MODEL, max_tokens=9, messages=ASK, **extra)
         assert _error(exc)["message"].startswith(named), extra
     prefill = [*ASK, {"role": "assistant", "content": "The"}]
     with pytest.raises(anthropic.BadRequestError) as exc:
-        sdk.messages.create(model=MODEL, max_tokens=9, messages=prefill)  # type: ignore[arg-type]
+        sdk.messages.create(model=MODEL, max_tokens=9, messages=prefill)
     assert "ends with an assistant message" in _error(exc)["message"]
 
 
 def test_an_unknown_model_is_not_found(sdk: Anthropic) -> None:
     with pytest.raises(anthropic.NotFoundError) as exc:
-        sdk.messages.create(model="claude-opus-9", max_tokens=9, messages=ASK)  # type: ignore[arg-type]
+        sdk.messages.create(model="claude-opus-9", max_tokens=9, messages=ASK)
     error = _error(exc)
     assert (
         error["type"] == "not_found_error" and "'claude-opus-9' is not served" in error["message"]
     )
     with pytest.raises(anthropic.NotFoundError):
-        sdk.messages.count_tokens(model="claude-opus-9", messages=ASK)  # type: ignore[arg-type]
+        sdk.messages.count_tokens(model="claude-opus-9", messages=ASK)
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_prompt_longer_than_the_window_is_too_long_never_cut(
     sdk: Anthropic, gateway: Gateway, store_path: Path, stream: bool
 ) -> None:
-    counted = sdk.messages.count_tokens(model=MODEL, messages=ASK)  # type: ignore[arg-type]
+    counted = sdk.messages.count_tokens(model=MODEL, messages=ASK)
     gateway.policy.max_context_tokens = counted.input_tokens  # no room left for a reply
     with pytest.raises(anthropic.BadRequestError) as exc:
-        sdk.messages.create(model=MODEL, max_tokens=9, messages=ASK, stream=stream)  # type: ignore[arg-type]
+        sdk.messages.create(model=MODEL, max_tokens=9, messages=ASK, stream=stream)
     error = _error(exc)
     assert error["type"] == "invalid_request_error"
     limit = counted.input_tokens - 1
@@ -104,9 +103,8 @@ def test_the_openai_route_keeps_its_own_context_error(base_url: str, gateway: Ga
 
 
 def test_bodies_that_are_no_request_get_the_apis_shape(base_url: str) -> None:
-    root = base_url
     for path in ("/v1/messages", "/v1/messages/count_tokens"):
-        reply = httpx.post(f"{root}{path}", content=b"{not json", timeout=30)
+        reply = httpx.post(f"{base_url}{path}", content=b"{not json", timeout=30)
         assert reply.status_code == 400
         body = reply.json()
         assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
@@ -115,10 +113,9 @@ def test_bodies_that_are_no_request_get_the_apis_shape(base_url: str) -> None:
 
 def test_any_key_is_taken_as_on_the_openai_routes(base_url: str) -> None:
     """The gateway checks no key on any route: a harness's dummy key, in either header."""
-    root = base_url
     call = {"model": MODEL, "max_tokens": 20, "messages": ASK}
     for headers in ({"x-api-key": "anything"}, {"Authorization": "Bearer sk-dummy"}, {}):
-        reply = httpx.post(f"{root}/v1/messages", json=call, headers=headers, timeout=30)
+        reply = httpx.post(f"{base_url}/v1/messages", json=call, headers=headers, timeout=30)
         assert reply.status_code == 200 and reply.json()["type"] == "message", reply.text
 
 
@@ -134,30 +131,16 @@ LOOK = {"role": "user", "content": [
 
 def test_a_text_only_model_refuses_an_image_naming_the_message(sdk: Anthropic) -> None:
     with pytest.raises(anthropic.BadRequestError) as exc:
-        sdk.messages.create(model=MODEL, max_tokens=9, messages=[LOOK])  # type: ignore[list-item]
+        sdk.messages.create(model=MODEL, max_tokens=9, messages=[LOOK])
     assert "handles text only and this message has an image part" in _error(exc)["message"]
     broken = {"role": "user", "content": [_image_block("AAAA")]}
     with pytest.raises(anthropic.BadRequestError) as exc:
-        sdk.messages.create(model=MODEL, max_tokens=9, messages=[broken])  # type: ignore[list-item]
+        sdk.messages.create(model=MODEL, max_tokens=9, messages=[broken])
     assert _error(exc)["message"].startswith("messages[0].content[0].source: declared image/png")
     remote = {"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://x"}}]}  # fmt: skip
     with pytest.raises(anthropic.BadRequestError) as exc:
-        sdk.messages.create(model=MODEL, max_tokens=9, messages=[remote])  # type: ignore[list-item]
+        sdk.messages.create(model=MODEL, max_tokens=9, messages=[remote])
     assert "only base64 images are taken" in _error(exc)["message"]
-
-
-def _seeing_server(received: list[dict[str, Any]]) -> FastAPI:
-    """An OpenAI-compatible server that takes images, keeping each request body it gets."""
-    app = FastAPI()
-
-    @app.post("/v1/chat/completions")
-    async def chat(body: dict[str, Any]) -> dict[str, Any]:
-        received.append(body)
-        message = {"role": "assistant", "content": "A grey square."}
-        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}  # fmt: skip
-
-    return app
 
 
 def test_an_image_block_is_recorded_as_the_image_part_every_route_records(
@@ -169,17 +152,17 @@ def test_an_image_block_is_recorded_as_the_image_part_every_route_records(
     used = {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1",
             "name": "screenshot", "input": {}}]}  # fmt: skip
     with TrajectoryStore(tmp_path / "proxy.db") as store:
-        with serving_app(_seeing_server(received)) as upstream_url:
+        with serving_app(seeing_server(received)) as upstream_url:
             proxy = UpstreamGateway(f"{upstream_url}/v1", "vlm", store, "proxied")
             with serving(proxy) as url:
                 sdk = Anthropic(base_url=url, api_key="d", max_retries=0)
                 reply = sdk.messages.create(
                     model="vlm", max_tokens=20, messages=[LOOK, used, result]
-                )  # type: ignore[list-item]
+                )
                 with pytest.raises(anthropic.BadRequestError) as exc:
-                    sdk.messages.count_tokens(model="vlm", messages=[LOOK])  # type: ignore[list-item]
+                    sdk.messages.count_tokens(model="vlm", messages=[LOOK])
         (traj,) = store.query(run="proxied")
-    assert reply.content[0].text == "A grey square."  # type: ignore[union-attr]
+    assert reply.content[0].text == "A grey square."
     assert "cannot count its prompts" in _error(exc)["message"]
     sent = received[0]["messages"]
     assert sent[0]["content"][1]["image_url"]["url"] == IMAGE.data_url()
