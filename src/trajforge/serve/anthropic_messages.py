@@ -44,7 +44,9 @@ async def messages_call(
     stops = list(request.stop_sequences or [])
     note_client(gateway.recorder, session_id, headers)
     if request.stream:
-        events = await open_stream(gateway, session_id, chat, messages, tools, stops)
+        # Counted before sampling: message_start, which says it, goes out first.
+        counted = gateway.count_prompt(session_id, messages, tools)
+        events = await open_stream(gateway, session_id, chat, messages, tools, stops, counted)
         return StreamingResponse(events, media_type="text/event-stream")
     (choice,) = await gateway.chat(session_id, chat, messages, tools)
     return message_object(message_id(), request.model, choice, stops)
@@ -56,7 +58,13 @@ def count_call(gateway: ChatGateway, session_id: str, body: Any) -> dict[str, in
     messages = conversation_of(request)
     tools = tools_of(request)
     gateway.check_model(request.model)
-    return {"input_tokens": gateway.count_prompt(session_id, messages, tools)}
+    count = gateway.count_prompt(session_id, messages, tools)
+    if count is None:
+        raise WireError(
+            "count_tokens: a gateway forwarding to another server cannot count its prompts "
+            "(only that server's tokenizer can)"
+        )
+    return {"input_tokens": count}
 
 
 def add_messages_routes(
