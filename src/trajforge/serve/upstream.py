@@ -164,6 +164,11 @@ class UpstreamGateway(ChatGateway):
             choice.completion_count = usage.get("completion_tokens")
         return choices
 
+    def count_prompt(
+        self, session_id: str, messages: list[Message], tools: list[ToolSpec]
+    ) -> int | None:
+        return None  # only the server's tokenizer can count
+
     async def _forward(
         self, request: ChatRequest, messages: list[Message], added_system: bool
     ) -> dict[str, Any]:
