@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from fastapi import FastAPI
-from serve_helpers import MODEL
+from serve_helpers import MODEL, seeing_server
 
 from image_samples import png_bytes
 from trajforge.schema import ImagePart, Trajectory
@@ -46,20 +45,6 @@ def test_a_broken_image_is_a_400_naming_the_part(base_url: str) -> None:
     assert "declared image/png but the bytes are not a PNG, JPEG or WebP image" in error["message"]
 
 
-def _seeing_server(received: list[dict[str, Any]]) -> FastAPI:
-    """An OpenAI-compatible server that takes images, keeping each request body it gets."""
-    app = FastAPI()
-
-    @app.post("/v1/chat/completions")
-    async def chat(body: dict[str, Any]) -> dict[str, Any]:
-        received.append(body)
-        message = {"role": "assistant", "content": "A grey square."}
-        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}  # fmt: skip
-
-    return app
-
-
 def _forwarded(
     tmp_path: Any, route: str, call: dict[str, Any]
 ) -> tuple[dict[str, Any], Trajectory, httpx.Response]:
@@ -67,7 +52,7 @@ def _forwarded(
     the body that server got, the trajectory recorded and the gateway's reply."""
     received: list[dict[str, Any]] = []
     with TrajectoryStore(tmp_path / "proxy.db") as store:
-        with serving_app(_seeing_server(received)) as upstream_url:
+        with serving_app(seeing_server(received)) as upstream_url:
             proxy = UpstreamGateway(f"{upstream_url}/v1", "vlm", store, "proxied")
             with serving(proxy) as url:
                 reply = httpx.post(f"{url}/sessions/s/v1/{route}", json=call, timeout=30)
