@@ -10,6 +10,11 @@ NPM_PEERS := .npm-peers
 # The reference MCP server the MCP tests run; the stamp names the version, so a new pin installs.
 MCP_EVERYTHING := @modelcontextprotocol/server-everything@2026.8.31
 MCP_STAMP := $(NPM_PEERS)/.installed-server-everything-2026.8.31
+# The agent harnesses the harness tests run against the gateway (about 590 MB, 40 s to install).
+# Claude Code 2.1.197 is the last release whose engines allow node 20; opencode ships its binary.
+CLAUDE_CODE := @anthropic-ai/claude-code@2.1.197
+OPENCODE := opencode-ai@1.18.33
+HARNESS_STAMP := $(NPM_PEERS)/.installed-claude-code-2.1.197-opencode-1.18.33
 # harbor (its ATIF models, which the ATIF tests check files against) needs Python >= 3.12, so it
 # lives in a venv of its own beside .venv; the stamp names the pin, so a new pin installs.
 HARBOR_VENV := .venv-harbor
@@ -55,6 +60,10 @@ $(MCP_STAMP): $(APT_STAMP)
 	npm install --prefix $(NPM_PEERS) --save-exact --no-audit --no-fund --silent $(MCP_EVERYTHING)
 	@touch $(MCP_STAMP)
 
+$(HARNESS_STAMP): $(APT_STAMP)
+	npm install --prefix $(NPM_PEERS) --save-exact --no-audit --no-fund --silent $(CLAUDE_CODE) $(OPENCODE)
+	@touch $(HARNESS_STAMP)
+
 # The first Python >= 3.12 on PATH or among pyenv's versions; none: the ATIF tests that need
 # harbor say so and skip, and everything else runs.
 $(HARBOR_STAMP):
@@ -78,7 +87,7 @@ $(HARBOR_STAMP):
 chat-templates: $(BASE_STAMP)
 	$(BIN)/python -m trajforge.chat_templates.library
 
-setup: $(STAMP) $(MCP_STAMP) $(HARBOR_STAMP) chat-templates
+setup: $(STAMP) $(MCP_STAMP) $(HARNESS_STAMP) $(HARBOR_STAMP) chat-templates
 
 # The demo needs neither the Debian peers nor the test extras.
 demo: $(BASE_STAMP)
