@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from trajforge.schema import Task
 from trajforge.serve.anthropic_messages import add_messages_routes
 from trajforge.serve.chat_stream import chat_stream, choices_usage
+from trajforge.serve.client_info import note_client
 from trajforge.serve.completions import completions_route
 from trajforge.serve.gateway import ChatGateway, Choice
 from trajforge.serve.responses import responses_route
@@ -92,6 +93,7 @@ def create_app(gateway: ChatGateway) -> FastAPI:
         messages = messages_of(body)
         tools = [] if body.tool_choice == "none" else tools_of(body.tools)
         gateway.check_model(body.model)
+        note_client(gateway.recorder, session_id, dict(request.headers))
         if body.stream:
             stream = chat_stream(gateway, session_id, body, messages, tools)
             return StreamingResponse(stream, media_type="text/event-stream")
