@@ -11,19 +11,21 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import Request, Response
 
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ReplyFn, ScriptedPolicy
 from trajforge.schema import Message, Role, Task, Trajectory
+from trajforge.serve.app import create_app
 from trajforge.serve.gateway import Gateway
-from trajforge.serve.server import serving
+from trajforge.serve.server import serving_app
 from trajforge.store import TrajectoryStore
 
 MODEL = "scripted-agent"
@@ -69,14 +71,25 @@ def _side_call(messages: list[Message]) -> bool:
 
 
 @contextmanager
-def scripted_gateway(store_path: Path, reply: ReplyFn) -> Iterator[str]:
+def scripted_gateway(store_path: Path, reply: ReplyFn) -> Iterator[tuple[str, list[str]]]:
     """``trajforge serve``'s app over ``reply`` (the embedded model's tokenizer renders it),
-    on 127.0.0.1 for the block, recording run ``gw``; yields the base URL."""
+    on 127.0.0.1 for the block, recording run ``gw``; yields the base URL and the list the
+    path of each request it is sent is added to (which API the harness spoke)."""
     store = TrajectoryStore(store_path)
     policy = ScriptedPolicy(reply, load_tokenizer(), name=MODEL)
+    app = create_app(Gateway(policy, store, run_id=RUN))
+    paths: list[str] = []
+
+    @app.middleware("http")
+    async def _note_path(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        paths.append(request.url.path)
+        return await call_next(request)
+
     try:
-        with serving(Gateway(policy, store, run_id=RUN)) as url:
-            yield url
+        with serving_app(app) as url:
+            yield url, paths
     finally:
         store.close()
 
@@ -90,7 +103,9 @@ def offline_env(home: Path, **extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def run_harness(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_harness(
+    argv: list[str], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     """``argv`` in a process group of its own, killed whole on the way out (a harness leaves
     helpers behind: a language server, a shell), within ``RUN_TIMEOUT_S``."""
     process = subprocess.Popen(
@@ -106,10 +121,8 @@ def run_harness(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.C
     try:
         out, err = process.communicate(timeout=RUN_TIMEOUT_S)
     finally:
-        try:
+        with suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait()
     return subprocess.CompletedProcess(argv, process.returncode, out, err)
 

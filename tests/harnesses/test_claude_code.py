@@ -53,12 +53,14 @@ def test_claude_code_run_is_one_token_exact_trajectory(tmp_path: Path) -> None:
     home.mkdir()
     target = workspace / "hello.txt"
     reply = tool_then_answer("Write", {"file_path": str(target), "content": "hello\n"})
-    with scripted_gateway(store, reply) as url:
+    with scripted_gateway(store, reply) as (url, paths):
         argv = [str(claude), "-p", PROMPT, "--output-format", "json"]
         # Edits need the user's consent; -p has no one to ask, so it is given up front.
         done = run_harness([*argv, "--permission-mode", "acceptEdits"], workspace,
                            claude_env(home, f"{url}/sessions/claude-1"))  # fmt: skip
     assert done.returncode == 0, done.stderr
+    # Besides its calls, Claude Code probes the base URL once at start (a pre-connect).
+    assert set(paths) == {"/sessions/claude-1", "/sessions/claude-1/v1/messages"}
     result = json.loads(done.stdout)
     assert result["is_error"] is False and result["result"] == ANSWER
     assert result["num_turns"] == 2

@@ -137,13 +137,18 @@ def create_app(gateway: ChatGateway) -> FastAPI:
     async def _session_chat(session_id: str, request: Request) -> Any:
         return await chat(session_id, request)
 
+    async def responses(session_id: str, request: Request) -> Any:
+        body = await json_body(request)
+        note_client(gateway.recorder, session_id, dict(request.headers))
+        return await responses_route(gateway, session_id, body)
+
     @app.post("/v1/responses")
     async def _responses(request: Request) -> Any:
-        return await responses_route(gateway, session_of(request), await json_body(request))
+        return await responses(session_of(request), request)
 
     @app.post("/sessions/{session_id}/v1/responses")
     async def _session_responses(session_id: str, request: Request) -> Any:
-        return await responses_route(gateway, session_id, await json_body(request))
+        return await responses(session_id, request)
 
     @app.post("/v1/completions")
     async def _completions(request: Request) -> Any:
