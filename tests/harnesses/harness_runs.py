@@ -94,6 +94,14 @@ def scripted_gateway(store_path: Path, reply: ReplyFn) -> Iterator[tuple[str, li
         store.close()
 
 
+def fresh_folders(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A new workspace, a new home for the harness, and the gateway's store path."""
+    workspace, home = tmp_path / "work", tmp_path / "home"
+    workspace.mkdir()
+    home.mkdir()
+    return workspace, home, tmp_path / "gw.db"
+
+
 def offline_env(home: Path, **extra: str) -> dict[str, str]:
     """An environment with nothing of the user's: ``home`` as HOME and every XDG folder in it."""
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}

@@ -14,6 +14,7 @@ from harness_runs import (
     PROMPT,
     assert_token_exact,
     first_prompt_tokens,
+    fresh_folders,
     harness_binary,
     offline_env,
     run_harness,
@@ -48,9 +49,7 @@ def claude_env(home: Path, base_url: str) -> dict[str, str]:
 
 def test_claude_code_run_is_one_token_exact_trajectory(tmp_path: Path) -> None:
     claude = harness_binary("claude")
-    workspace, home, store = tmp_path / "work", tmp_path / "home", tmp_path / "gw.db"
-    workspace.mkdir()
-    home.mkdir()
+    workspace, home, store = fresh_folders(tmp_path)
     target = workspace / "hello.txt"
     reply = tool_then_answer("Write", {"file_path": str(target), "content": "hello\n"})
     with scripted_gateway(store, reply) as (url, paths):

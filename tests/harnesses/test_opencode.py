@@ -16,6 +16,7 @@ from harness_runs import (
     MODEL,
     PROMPT,
     assert_token_exact,
+    fresh_folders,
     harness_binary,
     offline_env,
     run_harness,
@@ -72,9 +73,7 @@ def opencode_env(home: Path) -> dict[str, str]:
 def test_opencode_run_is_one_token_exact_trajectory(tmp_path: Path, api: str) -> None:
     opencode = harness_binary("opencode")
     package, route = APIS[api]
-    workspace, home, store = tmp_path / "work", tmp_path / "home", tmp_path / "gw.db"
-    workspace.mkdir()
-    home.mkdir()
+    workspace, home, store = fresh_folders(tmp_path)
     target = workspace / "hello.txt"
     reply = tool_then_answer("write", {"filePath": str(target), "content": "hello\n"})
     with scripted_gateway(store, reply) as (url, paths):
