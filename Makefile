@@ -10,11 +10,13 @@ NPM_PEERS := .npm-peers
 # The reference MCP server the MCP tests run; the stamp names the version, so a new pin installs.
 MCP_EVERYTHING := @modelcontextprotocol/server-everything@2026.8.31
 MCP_STAMP := $(NPM_PEERS)/.installed-server-everything-2026.8.31
-# The agent harnesses the harness tests run against the gateway (about 590 MB, 40 s to install).
-# Claude Code 2.1.197 is the last release whose engines allow node 20; opencode ships its binary.
+# The agent harnesses the harness tests run against the gateway (about 1 GB, 50 s to install).
+# Claude Code 2.1.197 is the last release whose engines allow node 20; opencode and Codex ship
+# their binaries.
 CLAUDE_CODE := @anthropic-ai/claude-code@2.1.197
 OPENCODE := opencode-ai@1.18.33
-HARNESS_STAMP := $(NPM_PEERS)/.installed-claude-code-2.1.197-opencode-1.18.33
+CODEX := @openai/codex@0.171.0
+HARNESS_STAMP := $(NPM_PEERS)/.installed-claude-code-2.1.197-opencode-1.18.33-codex-0.171.0
 # harbor (its ATIF models, which the ATIF tests check files against) needs Python >= 3.12, so it
 # lives in a venv of its own beside .venv; the stamp names the pin, so a new pin installs.
 HARBOR_VENV := .venv-harbor
@@ -61,7 +63,7 @@ $(MCP_STAMP): $(APT_STAMP)
 	@touch $(MCP_STAMP)
 
 $(HARNESS_STAMP): $(APT_STAMP)
-	npm install --prefix $(NPM_PEERS) --save-exact --no-audit --no-fund --silent $(CLAUDE_CODE) $(OPENCODE)
+	npm install --prefix $(NPM_PEERS) --save-exact --no-audit --no-fund --silent $(CLAUDE_CODE) $(OPENCODE) $(CODEX)
 	@touch $(HARNESS_STAMP)
 
 # The first Python >= 3.12 on PATH or among pyenv's versions; none: the ATIF tests that need
