@@ -103,8 +103,11 @@ def fresh_folders(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def offline_env(home: Path, **extra: str) -> dict[str, str]:
-    """An environment with nothing of the user's: ``home`` as HOME and every XDG folder in it."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    """An environment with nothing of the user's: ``home`` as HOME, and every XDG folder and
+    the temporary folder in it."""
+    scratch = home / "tmp"
+    scratch.mkdir(exist_ok=True)
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "TMPDIR": str(scratch), "LANG": "C.UTF-8"}
     for var, sub in [("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
                      ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state")]:  # fmt: skip
         env[var] = str(home / sub)

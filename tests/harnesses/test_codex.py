@@ -53,9 +53,8 @@ def test_codex_run_is_one_token_exact_trajectory(tmp_path: Path) -> None:
     codex_home.mkdir()
     reply = tool_then_answer("exec_command", {"cmd": COMMAND})
     env = offline_env(home, CODEX_HOME=str(codex_home), GATEWAY_API_KEY="dummy")
-    # Codex's own sandbox needs its helper binaries, which it will not put under /tmp (where
-    # the test's folders are); the command is harmless and runs in the fresh workspace.
-    argv = [str(codex), "exec", "--skip-git-repo-check", "--sandbox", "danger-full-access"]
+    # Codex's own sandbox (bubblewrap) confines the command to the workspace.
+    argv = [str(codex), "exec", "--skip-git-repo-check", "--sandbox", "workspace-write"]
     with scripted_gateway(store, reply) as (url, paths):
         (codex_home / "config.toml").write_text(codex_config(url, "codex-1"))
         done = run_harness([*argv, PROMPT], workspace, env)
