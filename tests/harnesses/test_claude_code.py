@@ -4,6 +4,7 @@ file, sends the result back, and the session is one token-exact trajectory."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from harness_runs import (
     ANSWER,
     MODEL,
     PROMPT,
+    RUN,
     assert_token_exact,
     first_prompt_tokens,
     fresh_folders,
@@ -24,11 +26,19 @@ from harness_runs import (
     tool_then_answer,
 )
 
+from trajforge.policy.naming import load_policy
+from trajforge.policy.token_policy import TokenPolicy
+from trajforge.schema import OutcomeStatus
+from trajforge.serve.gateway import Gateway
+from trajforge.serve.server import serving
+from trajforge.store import TrajectoryStore
+
 pytestmark = pytest.mark.slow
 
 VERSION = "2.1.197"
 # The embedded model's window (SmolLM2-135M-Instruct): Claude Code's first prompt is larger.
 EMBEDDED_WINDOW = 8192
+TINY_WINDOW = 4096
 
 
 def claude_env(home: Path, base_url: str) -> dict[str, str]:
@@ -75,3 +85,25 @@ def test_claude_code_run_is_one_token_exact_trajectory(tmp_path: Path) -> None:
     assert client["name"] == "claude-cli" and client["version"] == VERSION
     assert first_prompt_tokens(traj) > EMBEDDED_WINDOW
     assert_token_exact(store)
+
+
+def test_claude_code_is_told_its_prompt_does_not_fit_the_model(tmp_path: Path) -> None:
+    """On ``tiny`` (a window of 4,096 tokens) Claude Code's first call is refused with the
+    API's own context-length error, which Claude Code reads and reports; nothing is cut."""
+    claude = harness_binary("claude")
+    workspace, home, store_path = fresh_folders(tmp_path)
+    policy = load_policy("tiny")
+    assert isinstance(policy, TokenPolicy) and policy.max_context_tokens == TINY_WINDOW
+    env = claude_env(home, "")
+    env["ANTHROPIC_MODEL"] = env["ANTHROPIC_SMALL_FAST_MODEL"] = "tiny"
+    with TrajectoryStore(store_path) as store, serving(Gateway(policy, store, run_id=RUN)) as url:
+        env["ANTHROPIC_BASE_URL"] = f"{url}/sessions/claude-1"
+        done = run_harness([str(claude), "-p", PROMPT, "--output-format", "json"], workspace, env)
+        (traj,) = store.query(run=RUN)
+    asyncio.run(policy.close())
+    assert done.returncode == 1
+    result = json.loads(done.stdout)
+    assert result["is_error"] is True and result["api_error_status"] == 400
+    assert result["terminal_reason"] == "prompt_too_long"
+    assert f"(limit {TINY_WINDOW - 1})" in result["result"]
+    assert traj.outcome.status is OutcomeStatus.TRUNCATED
