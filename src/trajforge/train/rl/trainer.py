@@ -326,7 +326,8 @@ class RLTrainer(Trainer):
 
     def _next_tasks(self) -> tuple[list[Task], int]:
         """This step's tasks: revisits first, then fresh ones from the cursor (a task already
-        revisited this step is skipped). Returns them and the number of revisits."""
+        revisited this step is skipped; under ``difficulty.band``, those in the band preferred).
+        Returns them and the number of revisits."""
         n = self.rl_cfg.groups_per_step
         picked = self.revisits.pick(n)
         fresh, self.task_cursor = self.difficulty.take(
