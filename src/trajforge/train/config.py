@@ -29,6 +29,7 @@ from trajforge.policy import (
     parse_openai_spec,
 )
 from trajforge.train.rl.config import (
+    DifficultySettings,
     InfraFailures,
     ReplaySettings,
     RLConfig,
@@ -59,6 +60,7 @@ __all__ = [
     "ConfigT",
     "DPOConfig",
     "DataSource",
+    "DifficultySettings",
     "DistributedSettings",
     "InfraFailures",
     "LoraSettings",
