@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.schema import Task
+from trajforge.serve.anthropic_messages import add_messages_routes
 from trajforge.serve.chat_stream import chat_stream, choices_usage
 from trajforge.serve.completions import completions_route
 from trajforge.serve.gateway import ChatGateway, Choice
@@ -76,9 +77,15 @@ def create_app(gateway: ChatGateway) -> FastAPI:
         return JSONResponse(exc.body(), status_code=exc.status)
 
     def models() -> dict[str, Any]:
-        data = [{"id": n, "object": "model", "created": 0, "owned_by": "trajforge"}
-                for n in gateway.model_names]  # fmt: skip
-        return {"object": "list", "data": data}
+        # One list both SDKs read: OpenAI's fields, and Anthropic's (its page's too).
+        data = [_model(n) for n in gateway.model_names]
+        return {"object": "list", "data": data, "has_more": False,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None}  # fmt: skip
+
+    def model(name: str) -> dict[str, Any]:
+        gateway.check_model(name)
+        return _model(name)
 
     async def chat(session_id: str, request: Request) -> Any:
         body = parse_chat_request(await json_body(request))
@@ -109,6 +116,16 @@ def create_app(gateway: ChatGateway) -> FastAPI:
     @app.get("/sessions/{session_id}/v1/models")
     async def _session_models(session_id: str) -> dict[str, Any]:
         return models()
+
+    @app.get("/v1/models/{name:path}")
+    async def _model_info(name: str) -> dict[str, Any]:
+        return model(name)
+
+    @app.get("/sessions/{session_id}/v1/models/{name:path}")
+    async def _session_model_info(session_id: str, name: str) -> dict[str, Any]:
+        return model(name)
+
+    add_messages_routes(app, gateway, json_body, session_of)
 
     @app.post("/v1/chat/completions")
     async def _chat(request: Request) -> Any:
@@ -177,6 +194,12 @@ def create_app(gateway: ChatGateway) -> FastAPI:
         return {"status": "ok"}
 
     return app
+
+
+def _model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "trajforge",
+            "type": "model", "display_name": name, "created_at": "1970-01-01T00:00:00Z",
+            "lifecycle": "active"}  # fmt: skip
 
 
 def _choice(index: int, choice: Choice, body: ChatRequest) -> dict[str, Any]:

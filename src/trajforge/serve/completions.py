@@ -30,6 +30,7 @@ from trajforge.serve.wire import (
     WireError,
     WireModel,
     check_supported,
+    context_room,
     new_id,
     parse_body,
     usage,
@@ -101,11 +102,9 @@ async def completions_route(gateway: ChatGateway, session_id: str, body: Any) ->
     prompt_text = (
         request.prompt if isinstance(request.prompt, str) else policy.renderer.decode(prompt_ids)
     )
-    room = (
-        None if policy.max_context_tokens is None else policy.max_context_tokens - len(prompt_ids)
+    room = context_room(
+        len(prompt_ids), policy.max_context_tokens, "prompt: it fills the model's context", "prompt"
     )
-    if room is not None and room < 1:
-        raise WireError("prompt: it fills the model's context", param="prompt")
     stop = [request.stop] if isinstance(request.stop, str) else list(request.stop or [])
     cap = turn_cap(request.max_tokens, room)
     samplings = [

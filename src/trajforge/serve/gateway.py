@@ -19,6 +19,7 @@ from trajforge.policy import (
     ChatRenderer,
     Completion,
     FinishReason,
+    HistoryRewritten,
     RenderedSession,
     RenderError,
     SamplingParams,
@@ -28,9 +29,9 @@ from trajforge.policy import (
 from trajforge.rollout import PolicyRef, TurnCap
 from trajforge.schema import Fault, Message, OutcomeStatus, Timing, ToolSpec
 from trajforge.serve.recorder import Recorder, turn_cap
-from trajforge.serve.recording import GatewaySession, Recording
+from trajforge.serve.recording import GatewaySession, Recording, told
 from trajforge.serve.reply_text import ReplyText, prose
-from trajforge.serve.wire import ChatRequest, WireError, sampling_of
+from trajforge.serve.wire import ChatRequest, WireError, context_room, sampling_of
 from trajforge.store import TrajectoryStore
 
 TEXT_PARSER = "text"
@@ -108,6 +109,11 @@ class ChatGateway(Protocol):
     ) -> list[Choice]:
         """The call's choices; ``on_text(k, text)`` gets the prose of choice ``k`` as it
         settles while sampling (a gateway that gets replies whole never calls it)."""
+        ...
+
+    def count_prompt(self, session_id: str, messages: list[Message], tools: list[ToolSpec]) -> int:
+        """The prompt tokens a call of ``messages`` and ``tools`` in the session would be
+        given, sampling and recording nothing."""
         ...
 
     async def load_adapter(self, name: str, path: str) -> None: ...
@@ -194,18 +200,19 @@ class Gateway(ChatGateway):
                 self.policy.renderer, self.policy.name, messages, tools, exc
             ) from None
         prompt_ids = _rendered(recordings[0]).prompt_ids()
-        room = (
-            None
-            if self.policy.max_context_tokens is None
-            else self.policy.max_context_tokens - len(prompt_ids)
-        )
         try:
-            sampling = sampling_of(request, room)
+            room = context_room(
+                len(prompt_ids),
+                self.policy.max_context_tokens,
+                "messages: the conversation fills the model's context",
+                "messages",
+            )
         except WireError:
             self.recorder.abort_all(
                 session, recordings, OutcomeStatus.TRUNCATED, "the context is full", Fault.POLICY
             )
             raise
+        sampling = sampling_of(request, room)
         samples = [
             replace(sampling, seed=None if sampling.seed is None else sampling.seed + k)
             for k in range(len(recordings))
@@ -217,6 +224,34 @@ class Gateway(ChatGateway):
                 ids = choice.message.token_ids or []
                 choice.token_texts = [self.policy.renderer.decode([t]) for t in ids]
         return choices
+
+    def count_prompt(self, session_id: str, messages: list[Message], tools: list[ToolSpec]) -> int:
+        """The prompt of a call of ``messages`` and ``tools``, counted as the recorder would
+        render it: after the trajectory it continues (whose sampled ids are kept), else whole."""
+        session = self.recorder.sessions.get(session_id)
+        if session is not None:
+            messages = told(session, messages)
+        try:
+            return len(self._preview(session, messages, tools).prompt_ids())
+        except RenderError as exc:
+            raise unrenderable(
+                self.policy.renderer, self.policy.name, messages, tools, exc
+            ) from None
+
+    def _preview(
+        self, session: GatewaySession | None, messages: list[Message], tools: list[ToolSpec]
+    ) -> RenderedSession:
+        for recording in reversed(session.recordings if session else []):
+            if recording.extends(messages, tools):
+                conversation = _rendered(recording).copy()
+                try:
+                    conversation.add_observations(messages[len(conversation.messages) :])
+                    return conversation
+                except HistoryRewritten:  # the call would start a new piece, rendered whole
+                    break
+        started = self.recorder.start(messages, tools, session.task if session else None)
+        assert isinstance(started, RenderedSession)  # every conversation of a Gateway is
+        return started
 
     async def _sample(
         self,

@@ -164,6 +164,13 @@ class UpstreamGateway(ChatGateway):
             choice.completion_count = usage.get("completion_tokens")
         return choices
 
+    def count_prompt(self, session_id: str, messages: list[Message], tools: list[ToolSpec]) -> int:
+        raise WireError(
+            "count_tokens: a gateway forwarding to another server cannot count its prompts "
+            "(only that server's tokenizer can)",
+            status=400,
+        )
+
     async def _forward(
         self, request: ChatRequest, messages: list[Message], added_system: bool
     ) -> dict[str, Any]:

@@ -56,6 +56,30 @@ class WireError(Exception):
         }
 
 
+class ContextFull(WireError):
+    """A prompt that leaves the model no room for a reply: each API words it its own way from
+    the counts (OpenAI's 400 names the field; Anthropic's says ``prompt is too long``)."""
+
+    def __init__(self, message: str, param: str, prompt_tokens: int, max_context: int) -> None:
+        super().__init__(message, param=param)
+        self.prompt_tokens = prompt_tokens
+        self.max_context = max_context
+
+
+def context_room(
+    prompt_tokens: int, max_context: int | None, message: str, param: str
+) -> int | None:
+    """The tokens a reply may take after a prompt of ``prompt_tokens`` (``None``: no known
+    limit); ``ContextFull`` (``message``, naming ``param``) where none is left: a prompt is
+    never cut to fit."""
+    if max_context is None:
+        return None
+    room = max_context - prompt_tokens
+    if room < 1:
+        raise ContextFull(message, param, prompt_tokens, max_context)
+    return room
+
+
 def wire_error_of(exc: ValidationError, prefix: str = "") -> WireError:
     """The first problem of a pydantic validation error, as a 400 naming its field."""
     first = exc.errors()[0]
@@ -238,14 +262,10 @@ def sampling_of(
     request: ChatRequest, room: int | None, default_max_tokens: int = DEFAULT_MAX_TOKENS
 ) -> SamplingParams:
     """Sampling as the request asks (OpenAI's defaults: temperature 1, top_p 1); the reply's
-    length is bounded by the context left (``room``)."""
+    length is bounded by the context left (``room``, at least 1: ``context_room``)."""
     asked = request.max_completion_tokens or request.max_tokens
     limit = asked or default_max_tokens
     if room is not None:
-        if room < 1:
-            raise WireError(
-                "messages: the conversation fills the model's context", param="messages"
-            )
         limit = min(limit, room)
     stop = [request.stop] if isinstance(request.stop, str) else list(request.stop or [])
     return SamplingParams(
