@@ -69,15 +69,8 @@ async def open_stream(
     """The call's events, once the model has started to answer (its ``WireError`` raised
     here where it fails before)."""
     call = SampledCall(gateway, session_id, chat, messages, tools)
-    pieces = call.pieces()
-    try:
-        first = await anext(pieces, None)
-        if first is None:
-            call.choices()  # the call ended: its error, if it failed, is the HTTP reply
-    except BaseException:
-        call.cancel()
-        raise
-    return _events(call, pieces, first is not None, chat.model, stops)
+    pieces, streaming_text = await call.started()
+    return _events(call, pieces, streaming_text, chat.model, stops)
 
 
 async def _events(

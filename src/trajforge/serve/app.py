@@ -20,6 +20,7 @@ from trajforge.serve.anthropic_messages import add_messages_routes
 from trajforge.serve.chat_stream import chat_stream, choices_usage
 from trajforge.serve.completions import completions_route
 from trajforge.serve.gateway import ChatGateway, Choice
+from trajforge.serve.gemini_api import add_gemini_routes
 from trajforge.serve.responses import responses_route
 from trajforge.serve.wire import (
     ChatRequest,
@@ -126,6 +127,7 @@ def create_app(gateway: ChatGateway) -> FastAPI:
         return model(name)
 
     add_messages_routes(app, gateway, json_body, session_of)
+    add_gemini_routes(app, gateway, json_body, session_of)
 
     @app.post("/v1/chat/completions")
     async def _chat(request: Request) -> Any:

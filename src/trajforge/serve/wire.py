@@ -175,14 +175,17 @@ UNSUPPORTED: Unsupported = {
 """The chat-completion fields the gateway cannot honour."""
 
 
-def check_supported(body: dict[str, Any], unsupported: Unsupported = UNSUPPORTED) -> None:
-    """A 400 naming the first field set to something the gateway cannot honour."""
+def check_supported(
+    body: dict[str, Any], unsupported: Unsupported = UNSUPPORTED, prefix: str = ""
+) -> None:
+    """A 400 naming the first field set to something the gateway cannot honour (``prefix``:
+    where ``body`` sits in the request)."""
     for name, (harmless, why) in unsupported.items():
         value = body.get(name)
         if value is not None and value not in harmless:
             raise WireError(
-                f"{name}: not supported by this gateway ({why}); leave it out",
-                param=name,
+                f"{prefix}{name}: not supported by this gateway ({why}); leave it out",
+                param=prefix + name,
                 code="unsupported_parameter",
             )
 
