@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import pytest
 from serve_helpers import MODEL, adder_reply
 
 from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.naming import load_policy
 from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.policy.token_policy import TokenPolicy
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.server import serving
 from trajforge.store import TrajectoryStore
@@ -33,3 +36,15 @@ def gateway(store_path: Path) -> Iterator[Gateway]:
 def base_url(gateway: Gateway) -> Iterator[str]:
     with serving(gateway) as url:
         yield url
+
+
+@pytest.fixture
+def tiny_url(store_path: Path) -> Iterator[str]:
+    """A gateway over the tiny model (it samples), recording to ``store_path`` as run ``gw``."""
+    policy = load_policy("tiny")
+    assert isinstance(policy, TokenPolicy)
+    store = TrajectoryStore(store_path)
+    with serving(Gateway(policy, store, run_id="gw")) as url:
+        yield url
+    asyncio.run(policy.close())
+    store.close()

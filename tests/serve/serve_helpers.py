@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fastapi import FastAPI
 from typer.testing import CliRunner
 
 from trajforge.cli.main import app
@@ -64,3 +65,17 @@ def assert_token_exact(store_path: Path) -> None:
 
 def session_trajectories(store_path: Path, session: str) -> list[Trajectory]:
     return [t for t in recorded(store_path) if t.metadata["gateway"]["session"] == session]
+
+
+def seeing_server(received: list[dict[str, Any]]) -> FastAPI:
+    """An OpenAI-compatible server that takes images, keeping each request body it gets."""
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: dict[str, Any]) -> dict[str, Any]:
+        received.append(body)
+        message = {"role": "assistant", "content": "A grey square."}
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}  # fmt: skip
+
+    return app

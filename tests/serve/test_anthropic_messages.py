@@ -3,7 +3,6 @@ Messages API: one token-exact trajectory per run, streamed or not."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +16,7 @@ from serve_helpers import ADD_TOOL, MODEL, add, assert_token_exact, recorded
 
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.policy.models.smollm2 import load_tokenizer
-from trajforge.policy.naming import load_policy
 from trajforge.policy.scripted import ScriptedPolicy
-from trajforge.policy.token_policy import TokenPolicy
 from trajforge.schema import OutcomeStatus, Role
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.server import serving
@@ -37,8 +34,7 @@ SYSTEM = [{"type": "text", "text": "You add numbers with the add tool.",
 
 
 def client(base_url: str, session: str) -> Anthropic:
-    root = base_url.removesuffix("/v1")
-    return Anthropic(base_url=f"{root}/sessions/{session}", api_key="dummy", max_retries=0)
+    return Anthropic(base_url=f"{base_url}/sessions/{session}", api_key="dummy", max_retries=0)
 
 
 def tool_results(content: list[Any]) -> list[dict[str, Any]]:
@@ -103,7 +99,7 @@ def test_count_tokens_is_the_prompt_each_call_is_given(base_url: str, store_path
     counts = []
     for k in range(len(replies)):
         sent = messages[: 2 * k + 1]
-        counted = sdk.messages.count_tokens(model=MODEL, system=SYSTEM, tools=[TOOL], messages=sent)  # type: ignore[arg-type]
+        counted = sdk.messages.count_tokens(model=MODEL, system=SYSTEM, tools=[TOOL], messages=sent)
         counts.append(counted.input_tokens)
     assert counts == [r.usage.input_tokens for r in replies]
     (traj,) = recorded(store_path)
@@ -125,8 +121,7 @@ def test_the_sdk_lists_and_retrieves_the_served_model(base_url: str) -> None:
 def test_system_messages_thinking_and_a_bearer_token_are_taken(
     base_url: str, store_path: Path
 ) -> None:
-    root = base_url.removesuffix("/v1")
-    sdk = Anthropic(base_url=f"{root}/sessions/t", auth_token="dummy", max_retries=0)
+    sdk = Anthropic(base_url=f"{base_url}/sessions/t", auth_token="dummy", max_retries=0)
     messages: list[Any] = [
         {"role": "system", "content": "Mind the sign."},
         {"role": "user", "content": [{"type": "text", "text": "What is 2 plus 2?"}]},
@@ -142,7 +137,7 @@ def test_system_messages_thinking_and_a_bearer_token_are_taken(
         ]},
     ]  # fmt: skip
     reply = sdk.messages.create(model=MODEL, max_tokens=50, system="Be exact.", messages=messages)
-    assert reply.stop_reason == "end_turn" and reply.content[0].text == "The total is 4."  # type: ignore[union-attr]
+    assert reply.stop_reason == "end_turn" and reply.content[0].text == "The total is 4."
     (traj,) = recorded(store_path)
     system, mid, user, assistant, tool, _ = traj.messages
     assert (system.content, mid.content) == ("Be exact.", "Mind the sign.")
@@ -159,7 +154,7 @@ def streamed_url(store_path: Path) -> Iterator[str]:
     policy = ScriptedPolicy([STREAMED], load_tokenizer(), name=MODEL)
     store = TrajectoryStore(store_path)
     with serving(Gateway(policy, store, run_id="gw")) as url:
-        yield url.removesuffix("/v1")
+        yield url
     store.close()
 
 
@@ -207,14 +202,8 @@ def test_streamed_events_come_in_the_apis_order(streamed_url: str, store_path: P
 
 
 @pytest.fixture
-def tiny(store_path: Path) -> Iterator[Anthropic]:
-    policy = load_policy("tiny")
-    assert isinstance(policy, TokenPolicy)
-    store = TrajectoryStore(store_path)
-    with serving(Gateway(policy, store, run_id="gw")) as url:
-        yield Anthropic(base_url=url.removesuffix("/v1"), api_key="dummy", max_retries=0)
-    asyncio.run(policy.close())
-    store.close()
+def tiny(tiny_url: str) -> Anthropic:
+    return Anthropic(base_url=tiny_url, api_key="dummy", max_retries=0)
 
 
 def test_a_model_streams_token_by_token_the_reply_it_samples_whole(
@@ -227,8 +216,8 @@ def test_a_model_streams_token_by_token_the_reply_it_samples_whole(
     with tiny.messages.stream(**asked) as stream:
         deltas = list(stream.text_stream)
         streamed = stream.get_final_message()
-    text = whole.content[0].text  # type: ignore[union-attr]
-    assert "".join(deltas) == text == streamed.content[0].text  # type: ignore[union-attr]
+    text = whole.content[0].text
+    assert "".join(deltas) == text == streamed.content[0].text
     assert len(deltas) > whole.usage.output_tokens // 2
     assert streamed.usage.input_tokens == whole.usage.input_tokens > 0
     assert whole.stop_reason == streamed.stop_reason == "max_tokens"

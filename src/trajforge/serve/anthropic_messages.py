@@ -40,7 +40,7 @@ async def messages_call(
     messages = conversation_of(request)
     tools = tools_of(request)
     gateway.check_model(request.model)
-    chat = chat_request_of(request)
+    chat = chat_request_of(request, messages, tools)
     stops = list(request.stop_sequences or [])
     note_client(gateway.recorder, session_id, headers)
     if request.stream:

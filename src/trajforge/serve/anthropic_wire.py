@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
+from trajforge.formats.openai_chat import message_to_openai
 from trajforge.schema import (
     Content,
     FunctionSpec,
@@ -30,6 +31,7 @@ from trajforge.schema import (
     ToolSpec,
 )
 from trajforge.serve.wire import (
+    BodyT,
     ChatRequest,
     Unsupported,
     WireError,
@@ -148,10 +150,38 @@ class CountRequest(WireModel):
     tool_choice: ToolChoice | None = None
 
 
+def _parse(body: Any, model: type[BodyT]) -> BodyT:
+    """``body`` as ``model``; a 400 naming the deepest bad field otherwise: where content may
+    be a string or blocks, the bad block, not the string it is not."""
+    if not isinstance(body, dict):
+        return parse_body(body, model)
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        problem = max(exc.errors(), key=lambda e: len(e["loc"]))
+        where = _field_path(problem["loc"])
+        raise WireError(f"{where}: {problem['msg']}", param=where) from None
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    """``messages[0].content[1].id`` of a location that also names the union branches it went
+    through (``str``, ``list[...]``, and a block's ``type`` right after its index)."""
+    where = ""
+    for k, part in enumerate(loc):
+        if isinstance(part, int):
+            where += f"[{part}]"
+            continue
+        branch = part == "str" or "[" in part
+        tag = k >= 2 and isinstance(loc[k - 1], int) and "tagged-union" in str(loc[k - 2])
+        if not (branch or tag):
+            where += f".{part}" if where else part
+    return where
+
+
 def parse_messages_request(body: Any) -> MessagesRequest:
     if isinstance(body, dict):
         check_supported(body, UNSUPPORTED)
-    request = parse_body(body, MessagesRequest)
+    request = _parse(body, MessagesRequest)
     _check_tool_choice(request.tool_choice)
     if request.output_config is not None and request.output_config.format is not None:
         raise WireError(
@@ -163,7 +193,7 @@ def parse_messages_request(body: Any) -> MessagesRequest:
 
 
 def parse_count_request(body: Any) -> CountRequest:
-    request = parse_body(body, CountRequest)
+    request = _parse(body, CountRequest)
     _check_tool_choice(request.tool_choice)
     return request
 
@@ -340,12 +370,16 @@ def tools_of(request: MessagesRequest | CountRequest) -> list[ToolSpec]:
     return out
 
 
-def chat_request_of(request: MessagesRequest) -> ChatRequest:
-    """The chat call the gateway samples (its conversation is ``conversation_of``)."""
+def chat_request_of(
+    request: MessagesRequest, messages: list[Message], tools: list[ToolSpec]
+) -> ChatRequest:
+    """The chat call the gateway samples: ``messages`` and ``tools`` in OpenAI's shape too,
+    as a gateway forwarding to another server sends them."""
     return ChatRequest.model_validate(
         {
             "model": request.model,
-            "messages": [{"role": "user", "content": ""}],  # the conversation is separate
+            "messages": [message_to_openai(m) for m in messages],
+            "tools": [t.to_openai() for t in tools] or None,
             "temperature": request.temperature,
             "top_p": request.top_p,
             "max_tokens": request.max_tokens,
