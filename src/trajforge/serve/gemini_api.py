@@ -1,7 +1,7 @@
 """The Gemini API on the gateway: ``POST /v1beta/models/{model}:generateContent``,
 ``:streamGenerateContent`` (``?alt=sse``, as the SDKs ask), ``:countTokens``, and
-``GET /v1beta/models`` (one model: ``/v1beta/models/{model}``), on the root and per session
-(``/sessions/{id}/v1beta``, or the ``X-Trajforge-Session`` header).
+``GET /v1beta/models`` (one model: ``/v1beta/models/{model}``), the same on ``/v1``, on the
+root and per session (``/sessions/{id}/v1beta``, or the ``X-Trajforge-Session`` header).
 
 A call is the equivalent chat call (``gemini_wire``), so a client's calls in a session grow one
 token-exact trajectory through the one recorder, as chat calls do, with the client's name and
@@ -41,6 +41,10 @@ from trajforge.serve.wire import WireError
 
 JsonBody = Callable[[Request], Awaitable[Any]]
 VERSION = "v1beta"
+VERSIONS = (VERSION, "v1")
+"""The API versions served: the Python SDK asks for ``v1`` by default, the JavaScript SDK (and
+Gemini CLI) for ``v1beta``. Models are listed on ``v1`` by the OpenAI route, whose list and
+model objects carry the Gemini API's fields too."""
 MODEL_PREFIX = "models/"
 
 
@@ -81,7 +85,7 @@ async def generate_call(
     messages = conversation_of(asked)
     tools = tools_of(asked)
     gateway.check_model(model)
-    chat = chat_request_of(model, asked)
+    chat = chat_request_of(model, asked, messages, tools)
     note_gemini_client(gateway.recorder, session_id, request.headers)
     if stream and request.query_params.get("alt") == "sse":
         chunks = await open_stream(gateway, session_id, chat, messages, tools)
@@ -134,13 +138,15 @@ def add_gemini_routes(
         gateway.check_model(model_name(name))
         return model_object(model_name(name))
 
-    @app.post(f"/{VERSION}/models/{{target:path}}")
-    async def _method(target: str, request: Request) -> Any:
-        return await answered(request, lambda: method(session_of(request), target, request))
+    for version in VERSIONS:
 
-    @app.post(f"/sessions/{{session_id}}/{VERSION}/models/{{target:path}}")
-    async def _session_method(session_id: str, target: str, request: Request) -> Any:
-        return await answered(request, lambda: method(session_id, target, request))
+        @app.post(f"/{version}/models/{{target:path}}")
+        async def _method(target: str, request: Request) -> Any:
+            return await answered(request, lambda: method(session_of(request), target, request))
+
+        @app.post(f"/sessions/{{session_id}}/{version}/models/{{target:path}}")
+        async def _session_method(session_id: str, target: str, request: Request) -> Any:
+            return await answered(request, lambda: method(session_id, target, request))
 
     @app.get(f"/{VERSION}/models")
     async def _models(request: Request) -> Any:

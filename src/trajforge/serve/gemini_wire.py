@@ -27,6 +27,7 @@ from trajforge.serve.wire import (
     Unsupported,
     WireError,
     WireModel,
+    chat_call,
     check_messages,
     check_supported,
     parse_body,
@@ -365,17 +366,18 @@ def json_schema_of(schema: Any) -> Any:
     return out
 
 
-def chat_request_of(model: str, request: GenerateRequest) -> ChatRequest:
-    """The chat call the gateway samples (its conversation is ``conversation_of``)."""
+def chat_request_of(
+    model: str, request: GenerateRequest, messages: list[Message], tools: list[ToolSpec]
+) -> ChatRequest:
+    """The chat call the gateway samples for ``request`` (``messages``: ``conversation_of``)."""
     config = request.generation_config or GenerationConfig()
-    return ChatRequest.model_validate(
-        {
-            "model": model,
-            "messages": [{"role": "user", "content": ""}],  # the conversation is separate
-            "temperature": config.temperature,
-            "top_p": config.top_p,
-            "max_tokens": config.max_output_tokens,
-            "stop": config.stop_sequences,
-            "seed": config.seed,
-        }
+    return chat_call(
+        model,
+        messages,
+        tools,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_tokens=config.max_output_tokens,
+        stop=config.stop_sequences,
+        seed=config.seed,
     )
