@@ -3,7 +3,6 @@ Gemini API: one token-exact trajectory per run, streamed or not, and the API's o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +72,9 @@ def streamed(sdk: genai.Client, contents: list[types.Content]) -> types.Generate
     return last.model_copy(update={"candidates": [candidate]})
 
 
-def run_agent(sdk: genai.Client, question: str, stream: bool) -> list[types.GenerateContentResponse]:
+def run_agent(
+    sdk: genai.Client, question: str, stream: bool
+) -> list[types.GenerateContentResponse]:
     """The SDK's function-calling loop; the replies."""
     contents = [types.Content(role="user", parts=[types.Part(text=question)])]
     replies = []
@@ -180,9 +181,7 @@ def test_a_model_streams_token_by_token_the_reply_it_samples_whole(
     assert_token_exact(store_path)
 
 
-def test_schemas_in_the_apis_own_form_and_tool_config_none(
-    base_url: str, store_path: Path
-) -> None:
+def test_schemas_in_the_apis_own_form_and_tool_config_none(base_url: str, store_path: Path) -> None:
     declared = types.FunctionDeclaration(name="add", parameters=types.Schema(
         type=types.Type.OBJECT, required=["a"],
         properties={"a": types.Schema(type=types.Type.INTEGER),
@@ -239,13 +238,18 @@ def test_bad_requests_are_invalid_argument_naming_the_field(base_url: str) -> No
             model=MODEL, contents=ASK, config=types.GenerateContentConfig(**extra)
         )
 
+    forced = types.ToolConfig(
+        function_calling_config=types.FunctionCallingConfig(
+            mode=types.FunctionCallingConfigMode.ANY
+        )
+    )
     refused = [
         (generate(candidate_count=2), "generationConfig.candidateCount: not supported"),
         (generate(top_k=5), "generationConfig.topK: not supported"),
         (generate(temperature=3), "generationConfig.temperature:"),
         (generate(response_mime_type="application/json"), "generationConfig.responseMimeType"),
         (generate(tools=[types.Tool(google_search=types.GoogleSearch())]), "tools[0].googleSearch"),
-        (generate(tool_config=types.ToolConfig(function_calling_config=types.FunctionCallingConfig(mode=types.FunctionCallingConfigMode.ANY))), "toolConfig.functionCallingConfig.mode"),  # fmt: skip
+        (generate(tool_config=forced), "toolConfig.functionCallingConfig.mode"),
     ]
     for call, named in refused:
         assert _refused(call, 400, "INVALID_ARGUMENT").startswith(named)
