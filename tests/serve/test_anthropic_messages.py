@@ -196,6 +196,7 @@ def test_streamed_events_come_in_the_apis_order(streamed_url: str, store_path: P
     final = events[-2]
     assert final["delta"]["stop_reason"] == "tool_use"
     assert final["usage"]["input_tokens"] > 0 and final["usage"]["output_tokens"] > 0
+    assert events[0]["message"]["usage"]["input_tokens"] == final["usage"]["input_tokens"]
     (traj,) = recorded(store_path)
     assert traj.messages[-1].content == "Let me add these."
     assert_token_exact(store_path)

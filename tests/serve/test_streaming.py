@@ -16,10 +16,8 @@ from serve_helpers import ADD_TOOL, MODEL, assert_token_exact, recorded
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.policy.base import Completion, SamplingParams, TokenSink
 from trajforge.policy.models.smollm2 import load_tokenizer
-from trajforge.policy.naming import load_policy
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.server import serving
 from trajforge.store import TrajectoryStore
@@ -120,14 +118,8 @@ def test_a_responses_stream_sends_text_while_sampling_and_the_call_after(
 
 
 @pytest.fixture
-def tiny(store_path: Path) -> Iterator[OpenAI]:
-    policy = load_policy("tiny")
-    assert isinstance(policy, TokenPolicy)
-    store = TrajectoryStore(store_path)
-    with serving(Gateway(policy, store, run_id="gw")) as url:
-        yield OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-    asyncio.run(policy.close())
-    store.close()
+def tiny(tiny_url: str) -> OpenAI:
+    return OpenAI(base_url=f"{tiny_url}/v1", api_key="unused", max_retries=0)
 
 
 def test_a_model_streams_token_by_token_the_reply_it_samples_whole(

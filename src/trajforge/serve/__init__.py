@@ -10,7 +10,9 @@ server whose model is a trajforge policy; every call is recorded as token-exact 
 - ``reply_text`` — a reply's prose exactly as sampled, and what of it may be streamed;
   ``chat_stream`` — a streamed call, its text sent token by token as it is sampled;
 - ``app`` — the FastAPI routes (``/v1`` and ``/sessions/{id}/v1``, rewards); ``responses`` —
-  the Responses API subset; ``server`` — uvicorn in the foreground or on a thread.
+  the Responses API subset; ``anthropic_messages`` — the Anthropic Messages API (its request in
+  ``anthropic_wire``, replies in ``anthropic_reply``, events in ``anthropic_stream``);
+  ``client_info`` — which client called; ``server`` — uvicorn in the foreground or on a thread.
 
 Agent programs run against it as rollouts in ``trajforge.agent_programs``; the MCP server of an
 env's tools is ``trajforge.envs.mcp.server`` and the OTLP receiver

@@ -44,7 +44,9 @@ async def messages_call(
     stops = list(request.stop_sequences or [])
     note_client(gateway.recorder, session_id, headers)
     if request.stream:
-        events = await open_stream(gateway, session_id, chat, messages, tools, stops)
+        # Counted before sampling: message_start, which says it, goes out first.
+        counted = gateway.count_prompt(session_id, messages, tools)
+        events = await open_stream(gateway, session_id, chat, messages, tools, stops, counted)
         return StreamingResponse(events, media_type="text/event-stream")
     (choice,) = await gateway.chat(session_id, chat, messages, tools)
     return message_object(message_id(), request.model, choice, stops)
@@ -56,7 +58,13 @@ def count_call(gateway: ChatGateway, session_id: str, body: Any) -> dict[str, in
     messages = conversation_of(request)
     tools = tools_of(request)
     gateway.check_model(request.model)
-    return {"input_tokens": gateway.count_prompt(session_id, messages, tools)}
+    count = gateway.count_prompt(session_id, messages, tools)
+    if count is None:
+        raise WireError(
+            "count_tokens: a gateway forwarding to another server cannot count its prompts "
+            "(only that server's tokenizer can)"
+        )
+    return {"input_tokens": count}
 
 
 def add_messages_routes(
@@ -64,31 +72,23 @@ def add_messages_routes(
 ) -> None:
     """The Messages API's routes on ``app``, their errors in the API's own shape."""
 
-    async def answered(call: Awaitable[Any]) -> Any:
+    def session(request: Request) -> str:
+        """The session a path names (``/sessions/{id}/v1``), else the one ``/v1`` picks."""
+        return str(request.path_params.get("session_id") or session_of(request))
+
+    async def messages(request: Request) -> Any:
         try:
-            return await call
+            body = await json_body(request)
+            return await messages_call(gateway, session(request), body, dict(request.headers))
         except WireError as exc:
             return JSONResponse(error_body(exc), status_code=exc.status)
 
-    async def messages(session_id: str, request: Request) -> Any:
-        headers = dict(request.headers)
-        return await messages_call(gateway, session_id, await json_body(request), headers)
+    async def count(request: Request) -> Any:
+        try:
+            return count_call(gateway, session(request), await json_body(request))
+        except WireError as exc:
+            return JSONResponse(error_body(exc), status_code=exc.status)
 
-    async def count(session_id: str, request: Request) -> Any:
-        return count_call(gateway, session_id, await json_body(request))
-
-    @app.post("/v1/messages")
-    async def _messages(request: Request) -> Any:
-        return await answered(messages(session_of(request), request))
-
-    @app.post("/sessions/{session_id}/v1/messages")
-    async def _session_messages(session_id: str, request: Request) -> Any:
-        return await answered(messages(session_id, request))
-
-    @app.post("/v1/messages/count_tokens")
-    async def _count(request: Request) -> Any:
-        return await answered(count(session_of(request), request))
-
-    @app.post("/sessions/{session_id}/v1/messages/count_tokens")
-    async def _session_count(session_id: str, request: Request) -> Any:
-        return await answered(count(session_id, request))
+    for root in ("/v1", "/sessions/{session_id}/v1"):
+        app.add_api_route(f"{root}/messages", messages, methods=["POST"])
+        app.add_api_route(f"{root}/messages/count_tokens", count, methods=["POST"])

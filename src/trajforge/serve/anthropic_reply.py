@@ -93,9 +93,10 @@ def usage_of(input_tokens: int, output_tokens: int) -> dict[str, int]:
 
 
 def message_object(
-    reply_id: str, model: str, choice: Choice | None, stops: list[str]
+    reply_id: str, model: str, choice: Choice | None, stops: list[str], prompt_tokens: int = 0
 ) -> dict[str, Any]:
-    """The reply ``message``; without a choice, the empty one a stream starts with."""
+    """The reply ``message``; without a choice, the empty one a stream starts with, of a
+    prompt of ``prompt_tokens``."""
     reason, sequence = stop_of(choice, stops) if choice else (None, None)
     return {
         "id": reply_id,
@@ -106,6 +107,7 @@ def message_object(
         "stop_reason": reason,
         "stop_sequence": sequence,
         "usage": usage_of(
-            choice.prompt_tokens if choice else 0, choice.completion_tokens if choice else 0
+            choice.prompt_tokens if choice else prompt_tokens,
+            choice.completion_tokens if choice else 0,
         ),
     }

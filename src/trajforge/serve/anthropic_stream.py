@@ -65,12 +65,14 @@ async def open_stream(
     messages: list[Message],
     tools: list[ToolSpec],
     stops: list[str],
+    prompt_tokens: int | None,
 ) -> AsyncIterator[str]:
     """The call's events, once the model has started to answer (its ``WireError`` raised
-    here where it fails before)."""
+    here where it fails before); ``prompt_tokens`` as ``message_start`` says them (``None``:
+    not known before the reply, then 0 until ``message_delta``)."""
     call = SampledCall(gateway, session_id, chat, messages, tools)
     pieces, streaming_text = await call.started()
-    return _events(call, pieces, streaming_text, chat.model, stops)
+    return _events(call, pieces, streaming_text, chat.model, stops, prompt_tokens or 0)
 
 
 async def _events(
@@ -79,10 +81,12 @@ async def _events(
     streaming_text: bool,
     model: str,
     stops: list[str],
+    prompt_tokens: int,
 ) -> AsyncIterator[str]:
     reply_id = message_id()
+    started = message_object(reply_id, model, None, stops, prompt_tokens)
     try:
-        yield _event("message_start", message=message_object(reply_id, model, None, stops))
+        yield _event("message_start", message=started)
         yield _event("ping")
         if streaming_text:
             yield _event("content_block_start", index=0, content_block=_OPENED["text"]({}))

@@ -113,9 +113,9 @@ class ToolDef(WireModel):
 
 
 class ToolChoice(WireModel):
+    """``disable_parallel_tool_use`` is ignored, as the chat route's ``parallel_tool_calls``."""
+
     type: Literal["auto", "any", "tool", "none"]
-    name: str | None = None
-    disable_parallel_tool_use: bool | None = None
 
 
 class OutputConfig(WireModel):

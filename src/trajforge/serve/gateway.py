@@ -111,9 +111,11 @@ class ChatGateway(Protocol):
         settles while sampling (a gateway that gets replies whole never calls it)."""
         ...
 
-    def count_prompt(self, session_id: str, messages: list[Message], tools: list[ToolSpec]) -> int:
+    def count_prompt(
+        self, session_id: str, messages: list[Message], tools: list[ToolSpec]
+    ) -> int | None:
         """The prompt tokens a call of ``messages`` and ``tools`` in the session would be
-        given, sampling and recording nothing."""
+        given, sampling and recording nothing (``None``: a gateway that cannot count)."""
         ...
 
     async def load_adapter(self, name: str, path: str) -> None: ...

@@ -164,12 +164,10 @@ class UpstreamGateway(ChatGateway):
             choice.completion_count = usage.get("completion_tokens")
         return choices
 
-    def count_prompt(self, session_id: str, messages: list[Message], tools: list[ToolSpec]) -> int:
-        raise WireError(
-            "count_tokens: a gateway forwarding to another server cannot count its prompts "
-            "(only that server's tokenizer can)",
-            status=400,
-        )
+    def count_prompt(
+        self, session_id: str, messages: list[Message], tools: list[ToolSpec]
+    ) -> int | None:
+        return None  # only the server's tokenizer can count
 
     async def _forward(
         self, request: ChatRequest, messages: list[Message], added_system: bool
