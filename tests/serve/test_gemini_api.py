@@ -212,8 +212,11 @@ def test_an_inline_image_is_recorded_as_the_image_part_every_route_records(
                 reply = sdk.models.generate_content(
                     model="vlm", contents=[image, "What is in the picture?"]
                 )
+                with pytest.raises(errors.ClientError) as exc:
+                    sdk.models.count_tokens(model="vlm", contents=[image])
         (traj,) = store.query(run="proxied")
     assert reply.text == "A grey square."
+    assert exc.value.code == 400 and "cannot count its prompts" in (exc.value.message or "")
     sent = received[0]["messages"][0]["content"]
     assert sent[0]["image_url"]["url"] == IMAGE.data_url()
     assert traj.messages[0].images == [IMAGE] and traj.messages[0].text == "What is in the picture?"

@@ -101,7 +101,13 @@ def count_call(gateway: ChatGateway, session_id: str, model: str, body: Any) -> 
     messages = conversation_of(asked)
     tools = tools_of(asked)
     gateway.check_model(model)
-    return {"totalTokens": gateway.count_prompt(session_id, messages, tools)}
+    count = gateway.count_prompt(session_id, messages, tools)
+    if count is None:
+        raise WireError(
+            "countTokens: a gateway forwarding to another server cannot count its prompts "
+            "(only that server's tokenizer can)"
+        )
+    return {"totalTokens": count}
 
 
 def add_gemini_routes(
