@@ -13,6 +13,8 @@ from google.genai import errors, types
 from serve_helpers import ADD_TOOL, MODEL, assert_token_exact, recorded, seeing_server
 
 from image_samples import png_bytes
+from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import ImagePart, OutcomeStatus, Role
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.server import serving, serving_app
@@ -310,3 +312,29 @@ def test_a_call_needs_a_key_but_any_key_is_taken(base_url: str) -> None:
     assert unknown.status_code == 404 and unknown.json()["error"]["status"] == "NOT_FOUND"
     bad_json = httpx.post(url, content=b"{not json", params={"key": "k"}, timeout=30)
     assert bad_json.status_code == 400 and "not valid JSON" in bad_json.json()["error"]["message"]
+
+
+def test_a_text_only_model_refuses_an_image_naming_the_message(base_url: str) -> None:
+    sdk = client(base_url)
+    image = types.Part.from_bytes(data=IMAGE.data or b"", mime_type="image/png")
+    message = _refused(lambda: sdk.models.generate_content(model=MODEL, contents=[image, ASK]), 400, "INVALID_ARGUMENT")  # fmt: skip
+    assert "handles text only and this message has an image part" in message
+    broken = types.Part.from_bytes(data=b"\x89PNG", mime_type="image/png")
+    message = _refused(lambda: sdk.models.generate_content(model=MODEL, contents=[broken]), 400, "INVALID_ARGUMENT")  # fmt: skip
+    assert message.startswith("contents[0].parts[0].inlineData: declared image/png")
+
+
+def test_a_malformed_call_ends_the_reply_as_the_api_ends_it(store_path: Path) -> None:
+    policy = ScriptedPolicy(["<tool_call>{not json</tool_call>"], load_tokenizer(), name=MODEL)
+    with TrajectoryStore(store_path) as store, serving(Gateway(policy, store, "gw")) as url:
+        sdk = client(url)
+        cfg = config()
+        reply = sdk.models.generate_content(model=MODEL, contents=ASK, config=cfg)
+        whole = httpx.post(f"{url}/v1beta/models/{MODEL}:streamGenerateContent",
+                           json={"contents": [{"parts": [{"text": ASK}]}]},
+                           params={"key": "k"}, timeout=30)  # fmt: skip
+    assert reply.candidates and reply.candidates[0].finish_reason == types.FinishReason.MALFORMED_FUNCTION_CALL  # fmt: skip
+    assert not reply.function_calls
+    (chunk,) = whole.json()  # a stream asked without alt=sse: the API's JSON array
+    assert chunk["candidates"][0]["finishReason"] == "MALFORMED_FUNCTION_CALL"
+    assert chunk["usageMetadata"]["candidatesTokenCount"] > 0
