@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from trajforge.serve.client_info import note_client
-from trajforge.serve.gateway import ChatGateway
+from trajforge.serve.gateway import ChatGateway, counted_prompt
 from trajforge.serve.gemini_reply import (
     error_body,
     generate_response,
@@ -101,13 +101,7 @@ def count_call(gateway: ChatGateway, session_id: str, model: str, body: Any) -> 
     messages = conversation_of(asked)
     tools = tools_of(asked)
     gateway.check_model(model)
-    count = gateway.count_prompt(session_id, messages, tools)
-    if count is None:
-        raise WireError(
-            "countTokens: a gateway forwarding to another server cannot count its prompts "
-            "(only that server's tokenizer can)"
-        )
-    return {"totalTokens": count}
+    return {"totalTokens": counted_prompt(gateway, session_id, messages, tools, "countTokens")}
 
 
 def add_gemini_routes(
