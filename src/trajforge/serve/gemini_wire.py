@@ -157,8 +157,10 @@ def parse_generate_request(body: Any) -> GenerateRequest:
     return request
 
 
-def _check_supported(body: dict[str, Any], unsupported: Unsupported = REQUEST_UNSUPPORTED,
-                     prefix: str = "") -> None:  # fmt: skip
+def _check_supported(
+    body: dict[str, Any], unsupported: Unsupported = REQUEST_UNSUPPORTED, prefix: str = ""
+) -> None:
+    """``check_supported`` on a body whose fields may come in snake_case."""
     check_supported({to_camel(k): v for k, v in body.items()}, unsupported, prefix)
 
 
