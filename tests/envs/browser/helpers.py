@@ -1,0 +1,42 @@
+"""Reading page trees and writing GUI calls in the browser env's tests."""
+
+from __future__ import annotations
+
+import re
+
+import psutil
+
+from trajforge.schema import Message, Role, ToolCall
+
+_LINE = re.compile(r"^\t*\[(\w+)\] (\S+) '(.*)'")
+
+
+def browser_descendants() -> list[psutil.Process]:
+    """The Chromiums and Playwright drivers this process started that are still running."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            ours = "chrom" in child.name() or "run-driver" in child.cmdline()
+            if ours and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def element(tree: str, role: str, name: str) -> str:
+    """The id of the element with ``role`` and ``name`` in a page tree."""
+    for line in tree.splitlines():
+        match = _LINE.match(line)
+        if match and match.group(2) == role and match.group(3) == name:
+            return match.group(1)
+    raise AssertionError(f"no [{role} {name!r}] in:\n{tree}")
+
+
+def calls(*actions: tuple[str, dict[str, object]]) -> Message:
+    """An assistant message calling GUI actions."""
+    tool_calls = [
+        ToolCall(id=f"call_{i}", name=name, arguments=arguments)
+        for i, (name, arguments) in enumerate(actions)
+    ]
+    return Message(role=Role.ASSISTANT, content="", tool_calls=tool_calls)
