@@ -18,9 +18,11 @@ from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from playwright.sync_api import Browser
+from playwright.sync_api import Error as PlaywrightError
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.envs.browser.benchmark import Benchmark, Episode, EpisodeStatus
+from trajforge.envs.browser.chromium import Chromium, first_line
 from trajforge.envs.browser.pool import BrowserFailedError, BrowserPool, BrowserSlot, shared_pool
 from trajforge.envs.browser.session import OK, PageSession
 from trajforge.envs.gui.actions import (
@@ -80,6 +82,7 @@ class BrowserEnv(Env):
         self._slot: BrowserSlot | None = None
         self._session: PageSession | None = None
         self._episode: Episode | None = None
+        self._chromium: Chromium | None = None
 
     @property
     def pool(self) -> BrowserPool:
@@ -88,9 +91,24 @@ class BrowserEnv(Env):
         return self._pool
 
     async def _run(self, work: Callable[[PageSession], T]) -> T:
-        assert self._slot is not None and self._session is not None, "reset() first"
-        session = self._session
-        return await self._slot.run(lambda _: work(session), self.pool.call_timeout_s)
+        slot, session, chromium = self._slot, self._session, self._chromium
+        assert slot is not None and session is not None and chromium is not None, "reset() first"
+
+        def guarded(_: Browser) -> T:
+            # The slot replaces a dead browser before it runs the next call; this episode's
+            # page died with the old one.
+            if not chromium.alive():
+                raise BrowserFailedError(f"browser {slot.index} died under the episode")
+            try:
+                return work(session)
+            except PlaywrightError as exc:
+                if not chromium.alive():
+                    raise BrowserFailedError(
+                        f"browser {slot.index} died under the episode: {first_line(exc)}"
+                    ) from exc
+                raise
+
+        return await slot.run(guarded, self.pool.call_timeout_s)
 
     async def _act(self, action: GuiAction) -> str:
         return await self._run(lambda session: session.act(action))
@@ -103,7 +121,10 @@ class BrowserEnv(Env):
         await self.close()
         self._slot = await self.pool.acquire()
 
+        slot = self._slot
+
         def start(browser: Browser) -> tuple[PageSession, Episode, str, bytes | None]:
+            self._chromium = slot.chromium
             session = PageSession.open(browser, self.benchmark.viewport)
             try:
                 episode = self.benchmark.start(session, task)
@@ -156,7 +177,7 @@ class BrowserEnv(Env):
 
     async def close(self) -> None:
         slot, session = self._slot, self._session
-        self._slot, self._session, self._episode = None, None, None
+        self._slot, self._session, self._episode, self._chromium = None, None, None, None
         if slot is None:
             return
         try:
