@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import psutil
 
+from trajforge.envs.browser.axtree import find
 from trajforge.schema import Message, Role, ToolCall
-
-_LINE = re.compile(r"^\t*\[(\w+)\] (\S+) '(.*)'")
-
 
 def browser_descendants() -> list[psutil.Process]:
     """The Chromiums and Playwright drivers this process started that are still running."""
@@ -26,11 +22,9 @@ def browser_descendants() -> list[psutil.Process]:
 
 def element(tree: str, role: str, name: str) -> str:
     """The id of the element with ``role`` and ``name`` in a page tree."""
-    for line in tree.splitlines():
-        match = _LINE.match(line)
-        if match and match.group(2) == role and match.group(3) == name:
-            return match.group(1)
-    raise AssertionError(f"no [{role} {name!r}] in:\n{tree}")
+    found = find(tree, role, name)
+    assert found is not None, f"no [{role} {name!r}] in:\n{tree}"
+    return found
 
 
 def calls(*actions: tuple[str, dict[str, object]]) -> Message:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trajforge.envs.browser.axtree import flatten
+from trajforge.envs.browser.axtree import find, flatten
 
 
 def _node(
@@ -73,3 +73,10 @@ def test_the_page_s_own_aria_descriptions_survive_the_marks() -> None:
 
 def test_an_empty_tree_is_empty_text() -> None:
     assert flatten([]) == ""
+
+
+def test_find_reads_an_element_s_id_by_role_and_name() -> None:
+    tree = "RootWebArea 'T', focused\n\t[4] textbox 'Name' value='it, is'\n\t[6] button \"O'K\", focused"
+    assert find(tree, "textbox", "Name") == "4"
+    assert find(tree, "button", "O'K") == "6"
+    assert find(tree, "button", "Name") is None and find(tree, "RootWebArea", "T") is None

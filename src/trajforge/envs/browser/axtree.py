@@ -35,6 +35,8 @@ IGNORED_PROPERTIES = frozenset(
 )
 FLAG_PROPERTIES = frozenset({"required", "focused", "atomic"})
 _MARKED = re.compile(rf"^{_MARK}(\d+)\s?(.*)$", re.DOTALL)
+# A name is printed as Python's repr: in double quotes when it holds a single quote.
+_ELEMENT_LINE = re.compile(r"""^\t*\[(\w+)\] (\S+) (?:'(.*?)'|"(.*?)")(?: value=|, |$)""")
 
 # Ids and live values into the DOM; the id into both ARIA descriptions (the role description
 # reaches most nodes, the description the generic ones). The originals are kept to restore.
@@ -171,3 +173,13 @@ def page_tree(page: Page, cdp: CDPSession) -> str:
     finally:
         page.evaluate(UNMARK_JS)
     return flatten(nodes)
+
+
+def find(tree: str, role: str, name: str) -> str | None:
+    """The id of the first element of ``role`` named ``name`` in a page tree's text (None if
+    there is none): what a scripted expert reads a page with."""
+    for line in tree.splitlines():
+        match = _ELEMENT_LINE.match(line)
+        if match and match.group(2) == role and name in (match.group(3), match.group(4)):
+            return match.group(1)
+    return None
