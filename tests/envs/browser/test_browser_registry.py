@@ -36,6 +36,6 @@ def test_the_package_s_tasks_are_all_offered() -> None:
     ],
 )  # fmt: skip
 def test_a_wrong_browser_env_name_is_one_clear_error(name: str, message: str) -> None:
-    with pytest.raises(ConfigError, match="^env |^miniwob: |^browsergym: ") as caught:
+    with pytest.raises(ConfigError, match=r"^env |^miniwob: |^browsergym: ") as caught:
         get_env(name)
     assert message in str(caught.value) and "\n" not in str(caught.value)
