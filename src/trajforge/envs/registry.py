@@ -385,7 +385,11 @@ def get_env(name: str) -> EnvEntry:
         entry: EnvEntry = importlib.import_module(OPENENV_MODULE).entry(name)
         return entry
     if name.startswith(BROWSER_PREFIXES):
-        browser_entry: EnvEntry = importlib.import_module(BROWSER_MODULE).entry(name)
+        try:
+            browser = importlib.import_module(BROWSER_MODULE)
+        except ImportError as exc:
+            raise ConfigError(f"env {name!r} needs pip install 'trajforge[web]' ({exc})") from exc
+        browser_entry: EnvEntry = browser.entry(name)
         return browser_entry
     if name.endswith(ENV_FILE_SUFFIXES):
         return _from_env_file(name)
