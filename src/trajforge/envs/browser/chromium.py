@@ -29,7 +29,9 @@ import psutil
 from trajforge.errors import InfraError
 
 CHROMIUM_BINARY = os.environ.get("TRAJFORGE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_FLAGS = (
+# What headless Chromium needs on these machines (no sandbox, no GPU, no traffic of its own);
+# the viewer's browser tests start it with the same.
+HEADLESS_FLAGS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -42,6 +44,9 @@ CHROMIUM_FLAGS = (
     "--no-first-run",
     "--no-default-browser-check",
     "--password-store=basic",
+)
+CHROMIUM_FLAGS = (
+    *HEADLESS_FLAGS,
     "--remote-debugging-address=127.0.0.1",
     "--remote-debugging-port=0",
 )
