@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
-from trajforge.formats.openai_chat import message_to_openai
+from trajforge.formats import message_to_openai
 from trajforge.schema import (
     Content,
     FunctionSpec,

@@ -18,8 +18,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trajforge.errors import DataError
-from trajforge.formats import messages_from_openai
-from trajforge.formats.openai_chat import message_to_openai
+from trajforge.formats import message_to_openai, messages_from_openai
 from trajforge.policy import FinishReason, SamplingParams
 from trajforge.schema import FunctionSpec, Message, Role, ToolCall, ToolSpec, check_conversation
 
