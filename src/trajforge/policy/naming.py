@@ -3,13 +3,16 @@
 - ``embedded``: SmolLM2-135M-Instruct from the installed wheel, through ``HFPolicy``;
 - ``tiny``, ``pocket``: small random models built in code (tests; training from scratch),
   through ``HFPolicy``;
+- ``tiny-vlm``: a small random vision-language model built in code (tests), through
+  ``VisionPolicy``;
 - ``expert``: an environment's scripted expert through ``ScriptedPolicy`` (pass ``expert=``);
 - ``script:<module:function>`` or ``script:<file.py:function>``: a scripted teacher of the
   user's, a function of the task and the conversation like an environment's expert;
 - a local folder holding a transformers model and tokenizer, or a training checkpoint
   (``runs/x/checkpoints/step-N``: its base model with the checkpoint's weights or adapter
   merged in), also as the ``checkpoints/`` folder or its ``latest`` pointer (the newest
-  checkpoint), through ``HFPolicy``;
+  checkpoint), through ``HFPolicy``; a vision-language model's folder (with its processor)
+  through ``VisionPolicy``;
 - ``openai:<base_url>#<model>``: an OpenAI-compatible chat-completions endpoint.
 """
 
@@ -129,6 +132,13 @@ def _load_scratch(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Pol
     from trajforge.policy.models.loaders import scratch_policy  # lazy: loads torch
 
     return scratch_policy(spec, kw)
+
+
+@POLICIES.register("tiny-vlm")
+def _load_tiny_vlm(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
+    from trajforge.policy.models.loaders import vision_policy  # lazy: loads torch
+
+    return vision_policy(spec, kw)
 
 
 def _loader_for(spec: str) -> PolicyLoader | None:

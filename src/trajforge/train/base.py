@@ -15,6 +15,7 @@ import torch
 from rich.console import Console
 from torch.distributed.fsdp import FSDPModule
 
+from trajforge.errors import DataError
 from trajforge.precision import describe_machine
 from trajforge.ram import start_memory_watchdog
 from trajforge.train.batch import TokenBatch, TokenSequence, micro_batches
@@ -238,11 +239,25 @@ class Trainer(ABC):
         return max(float(total.item()), 1.0) / acc.num_processes
 
     def micro_batches(self, seqs: Sequence[TokenSequence]) -> list[TokenBatch]:
+        """``seqs`` in padded micro-batches, with a vision-language model's pixel tensors.
+
+        Raises:
+            DataError: a sequence has images and the model is a text model.
+        """
+        if self.parts.pixels is None:
+            with_images = next((s for s in seqs if s.images), None)
+            if with_images is not None:
+                raise DataError(
+                    f"trajectory {with_images.trajectory_id} has images, which model "
+                    f"{self.cfg.model.spec!r} (a text model) cannot see: train it with a "
+                    "vision-language model"
+                )
         return micro_batches(
             seqs,
             max_tokens=self.cfg.micro_batch_tokens,
             max_rows=self.cfg.micro_batch_rows,
             pad_token_id=self.parts.pad_token_id,
+            pixels=self.parts.pixels,
         )
 
     def backward(self, loss: torch.Tensor, *, last: bool) -> None:

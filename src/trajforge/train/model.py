@@ -43,6 +43,9 @@ from trajforge.policy import (
     save_tokenizer,
     scratch_model_and_tokenizer,
 )
+from trajforge.policy.models.loaders import is_vision_folder, vision_model
+from trajforge.policy.models.tiny_vlm import TINY_VLM
+from trajforge.policy.vision_render import is_vision_processor, pixel_inputs
 from trajforge.precision import Precision, Resolved, resolve_precision
 from trajforge.ram import return_freed_memory
 from trajforge.registry import did_you_mean
@@ -55,6 +58,7 @@ from trajforge.train.config import (
     Strategy,
 )
 from trajforge.train.distributed import barrier, on_cpu, shard_model
+from trajforge.train.batch import PixelInputs
 from trajforge.train.logprobs import TokenLogprobModel
 
 
@@ -66,9 +70,12 @@ def seed_everything(seed: int) -> None:
 
 def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
     """``(model, tokenizer)`` for ``tiny``, ``pocket``, ``embedded`` or a local Hugging Face
-    folder, in fp32."""
+    folder, in fp32; ``(model, processor)`` for a vision-language model (``tiny-vlm`` or a
+    folder with a processor)."""
     return_freed_memory()
     spec = settings.spec
+    if spec == TINY_VLM or is_vision_folder(Path(spec)):
+        return vision_model(spec, seed=settings.tiny_seed)
     if spec in SCRATCH_SIZES:
         return scratch_model_and_tokenizer(spec, seed=settings.tiny_seed)
     if spec == "embedded":
@@ -76,7 +83,8 @@ def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
     path = Path(spec)
     if not path.is_dir():
         raise ConfigError(
-            f"model.spec: {spec!r} is not 'tiny', 'pocket', 'embedded' or an existing model folder"
+            f"model.spec: {spec!r} is not 'tiny', 'pocket', 'tiny-vlm', 'embedded' or an existing "
+            "model folder"
         )
     if is_checkpoint(path):
         return checkpoint_model(path)
@@ -197,6 +205,17 @@ class TrainParts:
     template: nn.Module | None = None
     """Under FSDP: an unsharded copy of the initial model on the CPU, the skeleton that gathered
     weights are loaded into (final weights, rollout weights, the frozen reference)."""
+    processor: Any = None
+    """A vision-language model's processor (``tokenizer`` is its tokenizer); ``None`` for a
+    text model."""
+
+    @property
+    def pixels(self) -> PixelInputs | None:
+        """Images -> the model's pixel tensors (``None`` for a text model)."""
+        processor = self.processor
+        if processor is None:
+            return None
+        return lambda images: pixel_inputs(processor, images)
 
     @property
     def device(self) -> torch.device:
@@ -320,6 +339,9 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
     """Load the model, apply LoRA, build AdamW and the schedule, and place them with accelerate."""
     seed_everything(cfg.seed)
     base, tokenizer = load_base_model(cfg.model)
+    processor = tokenizer if is_vision_processor(tokenizer) else None
+    if processor is not None:
+        tokenizer = processor.tokenizer
     if problems := model_setting_problems(cfg, base):
         raise ConfigError("; ".join(problems))
     model = apply_lora(base, cfg.model)
@@ -355,6 +377,7 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
         sharded=sharded,
         base=base_record(cfg.model),
         template=template,
+        processor=processor,
     )
 
 
@@ -362,7 +385,7 @@ def base_record(settings: ModelSettings) -> dict[str, Any]:
     """What a checkpoint records of its base model: ``tiny`` and ``embedded`` by name, a folder
     by its absolute path (the checkpoint loads from any working directory)."""
     spec = settings.spec
-    if spec not in ("tiny", "embedded"):
+    if spec not in ("tiny", "embedded", TINY_VLM):
         spec = str(Path(spec).expanduser().resolve())
     return {"spec": spec, "tiny_seed": settings.tiny_seed}
 
@@ -399,6 +422,10 @@ def save_final(parts: TrainParts, out: Path) -> Path:
             copy.deepcopy(model).merge_and_unload().save_pretrained(out)
         else:
             model.save_pretrained(out)
+        if parts.processor is not None:
+            # The folder then loads as a vision-language model (``AutoProcessor``); the
+            # tokenizer saved after it carries the template training rendered with.
+            parts.processor.save_pretrained(out)
         save_tokenizer(parts.tokenizer, out)
     barrier()
     return out

@@ -11,13 +11,20 @@ from typing import Any
 import torch
 from peft import LoraConfig, get_peft_model
 from torch import nn
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    AutoProcessor,
+    AutoTokenizer,
+)
 
 from trajforge.errors import ConfigError
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.checkpoint import is_checkpoint
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
+from trajforge.policy.models.tiny_vlm import TINY_VLM, tiny_vlm_and_processor
+from trajforge.policy.vision import VisionPolicy
 
 
 def causal_lm(
@@ -57,9 +64,44 @@ def scratch_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
 
 
 def folder_policy(folder: Path, kw: dict[str, Any]) -> HFPolicy:
-    """The transformers model and tokenizer saved in ``folder``, or a training checkpoint's."""
+    """The transformers model and tokenizer saved in ``folder``, or a training checkpoint's;
+    a vision-language model's folder (it has a processor) as a ``VisionPolicy``."""
+    if is_vision_folder(folder):
+        return vision_policy(str(folder), kw)
     model, tokenizer = causal_lm(str(folder), dtype=kw.pop("dtype", None))
     return HFPolicy(model, tokenizer, name=kw.pop("name", str(folder)), **kw)
+
+
+def is_vision_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds an image-text-to-text model: one saved with an image
+    processor's settings."""
+    return any(
+        (folder / name).is_file() for name in ("preprocessor_config.json", "processor_config.json")
+    )
+
+
+def vision_model(
+    spec: str, *, dtype: torch.dtype | None = None, seed: int = 0
+) -> tuple[nn.Module, Any]:
+    """``(model, processor)`` of the vision-language model ``spec`` names, float32 unless
+    ``dtype`` says otherwise: ``tiny-vlm`` (``seed`` picks its weights) or a transformers
+    folder (``AutoModelForImageTextToText`` and ``AutoProcessor``)."""
+    model: nn.Module
+    if spec == TINY_VLM:
+        scratch, processor = tiny_vlm_and_processor(seed)
+        model = nn.Module.to(scratch, dtype) if dtype is not None else scratch
+        return model, processor
+    folder = str(Path(spec).expanduser())
+    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=dtype or torch.float32)
+    return model, AutoProcessor.from_pretrained(folder)
+
+
+def vision_policy(spec: str, kw: dict[str, Any]) -> VisionPolicy:
+    """``tiny-vlm`` or a vision-language model folder as a ``VisionPolicy``."""
+    model, processor = vision_model(spec, dtype=kw.pop("dtype", None), seed=kw.pop("seed", 0))
+    # It decodes one sequence at a time: a batch size asked of local models does not apply.
+    kw.pop("max_batch_size", None)
+    return VisionPolicy(model, processor, name=kw.pop("name", spec), **kw)
 
 
 def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:

@@ -1,0 +1,71 @@
+"""A small screen environment whose observations carry a screenshot image part, for the
+vision-language policy tests: the agent is shown a coloured square and names its colour."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+
+from trajforge.envs.base import Env, StepResult
+from trajforge.schema import ImagePart, Message, Role, Task, TextPart
+
+COLOURS: dict[str, tuple[int, int, int]] = {
+    "red": (220, 30, 30),
+    "green": (30, 200, 30),
+    "blue": (30, 30, 220),
+}
+ENV_REF = f"{Path(__file__)}:factory"
+"""What ``env:`` takes for this environment."""
+
+
+def screenshot(colour: str, shift: int = 0) -> ImagePart:
+    """A 48 x 32 white screen with a square of ``colour``, ``shift`` pixels to the right."""
+    picture = Image.new("RGB", (48, 32), (255, 255, 255))
+    ImageDraw.Draw(picture).rectangle((8 + shift, 8, 24 + shift, 24), fill=COLOURS[colour])
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    return ImagePart.from_bytes(buffer.getvalue())
+
+
+class ScreenEnv(Env):
+    """Two looks at the screen at most: a wrong answer gets a second screenshot."""
+
+    name = "screen"
+
+    async def reset(self, task: Task) -> list[Message]:
+        self.colour = str(task.data["colour"])
+        self.turn = 0
+        question = TextPart(text="Which colour is the square? Answer with its name.")
+        return [Message(role=Role.USER, content=[question, screenshot(self.colour)])]
+
+    async def step(self, action: Message) -> StepResult:
+        self.turn += 1
+        right = self.colour in action.text.lower()
+        if right or self.turn >= 2:
+            return StepResult(observations=[], reward=float(right), done=True)
+        again = [screenshot(self.colour, shift=12), TextPart(text="Look again.")]
+        return StepResult(observations=[Message(role=Role.USER, content=again)])
+
+
+class Screen:
+    name = "screen"
+
+    def make(self) -> ScreenEnv:
+        return ScreenEnv()
+
+    def tasks(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
+        names = list(COLOURS)
+        return [
+            Task(
+                id=f"screen-{i}",
+                prompt="Which colour is the square?",
+                data={"colour": names[(i + seed) % len(names)]},
+            )
+            for i in range(n)
+        ]
+
+
+def factory() -> Screen:
+    return Screen()
