@@ -9,7 +9,9 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 
 from trajforge.envs.base import Env, StepResult
-from trajforge.schema import ImagePart, Message, Role, Task, TextPart
+from trajforge.policy import Policy
+from trajforge.rollout import Limits, RolloutSpec, run_rollout
+from trajforge.schema import ImagePart, Message, Role, Task, TextPart, Trajectory
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 30, 30),
@@ -69,3 +71,18 @@ class Screen:
 
 def factory() -> Screen:
     return Screen()
+
+
+def screen_episodes(policy: Policy, *, n: int = 2, seed: int = 3) -> list[Trajectory]:
+    """``n`` episodes of each of two screen tasks (red, green), up to two turns each."""
+    spec = RolloutSpec(
+        env=ENV_REF,
+        tasks=Screen().tasks(2, seed=0),
+        n=n,
+        limits=Limits(max_turns=2),
+        # A random model rarely samples its end of turn: a stop string ends each reply, so
+        # episodes go on to a second screenshot instead of being cut.
+        sampling={"max_new_tokens": 16, "temperature": 1.0, "stop": ["e", "a", "o"]},
+        seed=seed,
+    )
+    return run_rollout(spec, policy=policy)

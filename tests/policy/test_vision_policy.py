@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 import torch
-from vision_doubles import ENV_REF, screenshot
+from vision_doubles import screen_episodes, screenshot
 
 from trajforge.errors import ConfigError
 from trajforge.policy import load_policy
@@ -18,7 +18,6 @@ from trajforge.policy.models.tiny_vlm import IMAGE_TOKEN, tiny_vlm_and_processor
 from trajforge.policy.renderer import RenderError
 from trajforge.policy.vision import VisionPolicy
 from trajforge.policy.vision_render import VisionRenderer, pixel_inputs
-from trajforge.rollout import Limits, RolloutSpec, run_rollout
 from trajforge.schema import Message, Role, TextPart, Trajectory
 from trajforge.train.batch import TokenBatch, encode_trajectory
 from trajforge.train.logprobs import TokenLogprobModel
@@ -34,24 +33,7 @@ def policy() -> VisionPolicy:
 
 @pytest.fixture(scope="module")
 def episodes(policy: VisionPolicy) -> list[Trajectory]:
-    spec = RolloutSpec(
-        env=ENV_REF,
-        tasks=policy_tasks(),
-        n=2,
-        limits=Limits(max_turns=2),
-        # A random model rarely samples its end of turn: a stop string ends each reply, so
-        # episodes go on to a second screenshot instead of being cut.
-        sampling={"max_new_tokens": 16, "temperature": 1.0, "stop": ["e", "a", "o"]},
-        seed=3,
-    )
-    return run_rollout(spec, policy=policy)
-
-
-def policy_tasks() -> list[dict[str, object]]:
-    return [
-        {"id": "screen-0", "prompt": "Which colour?", "data": {"colour": "red"}},
-        {"id": "screen-1", "prompt": "Which colour?", "data": {"colour": "blue"}},
-    ]
+    return screen_episodes(policy)
 
 
 def image_token_id(policy: VisionPolicy) -> int:
