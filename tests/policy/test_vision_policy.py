@@ -8,7 +8,6 @@ import asyncio
 
 import pytest
 import torch
-from vision_doubles import screen_episodes, screenshot
 
 from trajforge.errors import ConfigError
 from trajforge.policy import load_policy
@@ -21,6 +20,7 @@ from trajforge.policy.vision_render import VisionRenderer, pixel_inputs
 from trajforge.schema import Message, Role, TextPart, Trajectory
 from trajforge.train.batch import TokenBatch, encode_trajectory
 from trajforge.train.logprobs import TokenLogprobModel
+from vision_doubles import screen_episodes, screenshot
 
 TOKENS_PER_IMAGE = 4  # 28 x 28 pixels in 14-pixel patches
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 from train_helpers import small_rl_config, token_id_rubric
-from vision_doubles import ENV_REF, screen_episodes
 
 from trajforge.errors import DataError
 from trajforge.policy import load_policy
@@ -20,6 +19,7 @@ from trajforge.schema import Trajectory
 from trajforge.train.config import ModelSettings, OptimSettings, SFTConfig
 from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
+from vision_doubles import ENV_REF, screen_episodes
 
 VISION_WEIGHT = "model.vision_tower.encoder.layers.0.mlp.fc1.weight"
 TEXT_WEIGHT = "model.language_model.layers.0.mlp.up_proj.weight"

@@ -128,17 +128,11 @@ def _load_embedded(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Po
 
 @POLICIES.register("tiny")
 @POLICIES.register("pocket")
+@POLICIES.register("tiny-vlm")
 def _load_scratch(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
     from trajforge.policy.models.loaders import scratch_policy  # lazy: loads torch
 
     return scratch_policy(spec, kw)
-
-
-@POLICIES.register("tiny-vlm")
-def _load_tiny_vlm(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
-    from trajforge.policy.models.loaders import vision_policy  # lazy: loads torch
-
-    return vision_policy(spec, kw)
 
 
 def _loader_for(spec: str) -> PolicyLoader | None:

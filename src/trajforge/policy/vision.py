@@ -144,7 +144,9 @@ class VisionPolicy(HFPolicy):
     ) -> Completion:
         device = next(self.model.parameters()).device
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
-        vision = forward_inputs(self.model, ids, pixel_inputs(self.processor, images)) if images else {}
+        vision = (
+            forward_inputs(self.model, ids, pixel_inputs(self.processor, images)) if images else {}
+        )
         out = self.model(input_ids=ids, use_cache=True, **vision)
         stream = UniformStream.seeded(sampling.seed, device)
         temperature = torch.tensor([sampling.temperature], device=device)
@@ -165,7 +167,7 @@ class VisionPolicy(HFPolicy):
         return Completion(
             token_ids=tokens,
             logprobs=logprobs,
-            text=self.tokenizer.decode(text_ids, skip_special_tokens=False),
+            text=str(self.tokenizer.decode(text_ids, skip_special_tokens=False)),
             finish_reason=finish,
         )
 

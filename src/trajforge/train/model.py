@@ -49,6 +49,7 @@ from trajforge.policy.vision_render import is_vision_processor, pixel_inputs
 from trajforge.precision import Precision, Resolved, resolve_precision
 from trajforge.ram import return_freed_memory
 from trajforge.registry import did_you_mean
+from trajforge.train.batch import PixelInputs
 from trajforge.train.config import (
     CommonSettings,
     DistributedSettings,
@@ -58,7 +59,6 @@ from trajforge.train.config import (
     Strategy,
 )
 from trajforge.train.distributed import barrier, on_cpu, shard_model
-from trajforge.train.batch import PixelInputs
 from trajforge.train.logprobs import TokenLogprobModel
 
 

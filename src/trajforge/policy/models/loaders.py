@@ -57,8 +57,10 @@ def embedded_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
 
 
 def scratch_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
-    """Scratch model ``name``, ``tiny`` or ``pocket``, at random weights (``seed`` in ``kw``
-    picks them)."""
+    """Scratch model ``name``, ``tiny``, ``pocket`` or ``tiny-vlm``, at random weights
+    (``seed`` in ``kw`` picks them)."""
+    if name == TINY_VLM:
+        return vision_policy(name, kw)
     model, tokenizer = causal_lm(name, dtype=kw.pop("dtype", None), seed=kw.pop("seed", 0))
     return HFPolicy(model, tokenizer, name=kw.pop("name", name), **kw)
 

@@ -108,7 +108,7 @@ def _build(seed: int, processor: LlavaProcessor) -> LlavaForConditionalGeneratio
     config = LlavaConfig(
         vision_config=vision,
         text_config=text,
-        image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+        image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
         tie_word_embeddings=True,
