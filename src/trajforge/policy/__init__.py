@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from trajforge.policy.session import RenderedSession
     from trajforge.policy.text_render import RENDERED_WITH, render_text_only
     from trajforge.policy.token_policy import TokenPolicy
+    from trajforge.policy.vision import VisionPolicy
+    from trajforge.policy.vision_render import VisionRenderer
     from trajforge.policy.whole_render import break_reason
 
 __all__ = [
@@ -84,6 +86,8 @@ __all__ = [
     "TokenPolicy",
     "TokenSink",
     "ToolProtocol",
+    "VisionPolicy",
+    "VisionRenderer",
     "bind_expert",
     "break_reason",
     "cache_root",
@@ -135,6 +139,8 @@ __getattr__ = lazy_names(
         "TokenPolicy": "token_policy",
         "TokenSink": "base",
         "ToolProtocol": "renderer",
+        "VisionPolicy": "vision",
+        "VisionRenderer": "vision_render",
         "bind_expert": "naming",
         "break_reason": "whole_render",
         "cache_root": "models.smollm2",
