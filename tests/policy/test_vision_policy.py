@@ -5,19 +5,27 @@ with the pixels recomputed from the stored images, and ``check`` replays every p
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 import torch
 
 from trajforge.errors import ConfigError
-from trajforge.policy import load_policy
+from trajforge.policy import (
+    ChatRenderer,
+    ToolProtocol,
+    chat_renderer_for,
+    load_policy,
+    tokenizer_for,
+)
 from trajforge.policy.base import SamplingParams
-from trajforge.policy.check import check_trajectory
+from trajforge.policy.check import check_trajectories, check_trajectory
 from trajforge.policy.models.tiny_vlm import IMAGE_TOKEN, tiny_vlm_and_processor
 from trajforge.policy.renderer import RenderError
 from trajforge.policy.vision import VisionPolicy
 from trajforge.policy.vision_render import VisionRenderer, pixel_inputs
 from trajforge.schema import Message, Role, TextPart, Trajectory
+from trajforge.store import TrajectoryStore
 from trajforge.train.batch import TokenBatch, encode_trajectory
 from trajforge.train.logprobs import TokenLogprobModel
 from vision_doubles import screen_episodes, screenshot
@@ -89,6 +97,22 @@ def test_check_replays_every_prompt_with_its_placeholders(
 ) -> None:
     for traj in episodes:
         assert check_trajectory(traj, policy.renderer) == []
+
+
+def test_stored_episodes_check_token_exact_with_the_models_own_renderer(
+    episodes: list[Trajectory], tmp_path: Path
+) -> None:
+    # What ``trajforge check`` does: the store keeps each image once, apart from the rows.
+    with TrajectoryStore(tmp_path / "s.db") as store:
+        store.add_many(episodes)
+        stored = list(store.iter_query())
+    assert [t.model for t in stored] == ["tiny-vlm"] * len(episodes)
+    report = check_trajectories(stored, lambda t: chat_renderer_for(t.model, ToolProtocol.AUTO))
+    assert report.checked == len(episodes)
+    assert report.ok
+    # The text renderer of the same tokenizer cannot replay them.
+    text = ChatRenderer(tokenizer_for("tiny-vlm"))
+    assert not check_trajectories(stored, lambda t: text).ok
 
 
 def test_a_changed_image_changes_what_the_model_sees_not_the_ids(policy: VisionPolicy) -> None:

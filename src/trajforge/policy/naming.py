@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from trajforge.errors import ConfigError
@@ -27,6 +28,7 @@ from trajforge.policy.base import Policy
 from trajforge.policy.models.checkpoint import is_checkpoint, resolve_checkpoint
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.openai_compat import OpenAIPolicy
+from trajforge.policy.renderer import ChatRenderer, ToolProtocol
 from trajforge.policy.scripted import ReplyFn, ScriptedPolicy, ScriptError
 from trajforge.registry import Registry, did_you_mean, is_ref, load_ref
 from trajforge.schema import ExpertFn, Message, Task
@@ -37,6 +39,10 @@ if TYPE_CHECKING:
 OPENAI_PREFIX = "openai:"
 SCRIPT_PREFIX = "script:"
 SMOLLM2_NAMES = frozenset({"embedded", "tiny", "pocket", "expert", "scripted"})
+TINY_VLM = "tiny-vlm"
+"""The tiny vision-language model built in code (``policy.models.tiny_vlm``)."""
+VISION_PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
+"""What a vision-language model's folder holds beside its weights: its processor's settings."""
 
 
 def is_scripted(spec: str) -> bool:
@@ -212,14 +218,43 @@ def _load_folder(folder: Path, **kw: Any) -> Policy:
 
 def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:
     """The tokenizer a trajectory made by policy ``model`` was rendered with: a local
-    folder's own, ``None`` for an OpenAI endpoint (its tokenizer is unknown here), else
-    SmolLM2's (the embedded, tiny and scripted policies all use it)."""
+    folder's own (a vision-language model's: its processor's), ``tiny-vlm``'s own, ``None``
+    for an OpenAI endpoint (its tokenizer is unknown here), else SmolLM2's (the embedded, tiny
+    and scripted policies all use it)."""
     if model and model.startswith(OPENAI_PREFIX):
         return None
-    if model and model not in SMOLLM2_NAMES:
-        folder = model_path(model)
-        if (folder / "tokenizer_config.json").is_file():
-            from transformers import AutoTokenizer  # lazy: AutoTokenizer imports torch
-
-            return AutoTokenizer.from_pretrained(str(folder))
+    if model and _has_own_tokenizer(model):
+        return cast("PreTrainedTokenizerBase", _loaders().saved_tokenizer(model))
     return load_tokenizer()
+
+
+def chat_renderer_for(model: str | None, tool_protocol: ToolProtocol) -> ChatRenderer | None:
+    """The renderer a trajectory made by policy ``model`` was rendered with (see
+    ``tokenizer_for``): a vision-language model's renders its images' placeholders."""
+    if model and _has_own_tokenizer(model) and is_vision_model(model):
+        return cast(ChatRenderer, _loaders().vision_renderer(model, tool_protocol))
+    tokenizer = tokenizer_for(model)
+    return None if tokenizer is None else ChatRenderer(tokenizer, tool_protocol)
+
+
+def is_vision_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds an image-text-to-text model: one saved with its processor."""
+    return any((folder / name).is_file() for name in VISION_PROCESSOR_FILES)
+
+
+def is_vision_model(spec: str) -> bool:
+    """Whether ``spec`` names a vision-language model (``tiny-vlm`` or such a folder)."""
+    return spec == TINY_VLM or is_vision_folder(model_path(spec))
+
+
+def _has_own_tokenizer(model: str) -> bool:
+    if model == TINY_VLM:
+        return True
+    return model not in SMOLLM2_NAMES and (model_path(model) / "tokenizer_config.json").is_file()
+
+
+def _loaders() -> ModuleType:
+    """``policy.models.loaders``, imported when a local model's files are first needed."""
+    from trajforge.policy.models import loaders  # lazy: loads torch and transformers
+
+    return loaders

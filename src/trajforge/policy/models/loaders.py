@@ -23,8 +23,11 @@ from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.checkpoint import is_checkpoint
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
-from trajforge.policy.models.tiny_vlm import TINY_VLM, tiny_vlm_and_processor
+from trajforge.policy.models.tiny_vlm import tiny_vlm_and_processor, tiny_vlm_processor
+from trajforge.policy.naming import TINY_VLM, is_vision_folder, model_path
+from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.vision import VisionPolicy
+from trajforge.policy.vision_render import VisionRenderer
 
 
 def causal_lm(
@@ -72,14 +75,6 @@ def folder_policy(folder: Path, kw: dict[str, Any]) -> HFPolicy:
         return vision_policy(str(folder), kw)
     model, tokenizer = causal_lm(str(folder), dtype=kw.pop("dtype", None))
     return HFPolicy(model, tokenizer, name=kw.pop("name", str(folder)), **kw)
-
-
-def is_vision_folder(folder: Path) -> bool:
-    """Whether ``folder`` holds an image-text-to-text model: one saved with an image
-    processor's settings."""
-    return any(
-        (folder / name).is_file() for name in ("preprocessor_config.json", "processor_config.json")
-    )
 
 
 def vision_model(
@@ -139,3 +134,24 @@ def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:
     # PEFT froze the base weights; merged, they are the model's own, trainable as a folder's.
     merged.requires_grad_(True)
     return merged, AutoTokenizer.from_pretrained(str(folder))
+
+
+def saved_tokenizer(spec: str) -> Any:
+    """The tokenizer of ``tiny-vlm`` or of model folder ``spec`` (a vision-language model's:
+    its processor's)."""
+    if spec == TINY_VLM:
+        return tiny_vlm_processor().tokenizer
+    folder = model_path(spec)
+    if is_vision_folder(folder):
+        return AutoProcessor.from_pretrained(str(folder)).tokenizer
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def vision_renderer(spec: str, tool_protocol: ToolProtocol) -> VisionRenderer:
+    """The renderer of vision-language model ``spec`` (``tiny-vlm`` or a folder), without
+    its weights."""
+    if spec == TINY_VLM:
+        processor = tiny_vlm_processor()
+    else:
+        processor = AutoProcessor.from_pretrained(str(model_path(spec)))
+    return VisionRenderer(processor, tool_protocol)

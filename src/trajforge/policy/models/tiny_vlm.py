@@ -27,9 +27,6 @@ from transformers import (
 
 from trajforge.policy.models.smollm2 import load_tokenizer
 
-TINY_VLM = "tiny-vlm"
-"""The model spec (``--model tiny-vlm``, ``model: {spec: tiny-vlm}``)."""
-
 IMAGE_TOKEN = "<image>"
 IMAGE_SIDE = 28
 PATCH = 14
