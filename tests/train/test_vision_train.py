@@ -12,8 +12,8 @@ from train_helpers import small_rl_config, token_id_rubric
 
 from trajforge.errors import DataError
 from trajforge.policy import load_policy
+from trajforge.policy.models.kinds import is_vision_folder
 from trajforge.policy.models.tiny_vlm import tiny_vlm_and_processor
-from trajforge.policy.naming import is_vision_folder
 from trajforge.policy.vision import VisionPolicy
 from trajforge.schema import Trajectory
 from trajforge.train.config import ModelSettings, OptimSettings, SFTConfig

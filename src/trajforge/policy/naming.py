@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
 from trajforge.policy.models.checkpoint import is_checkpoint, resolve_checkpoint
+from trajforge.policy.models.kinds import TINY_VLM, is_vision_folder
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.openai_compat import OpenAIPolicy
 from trajforge.policy.renderer import ChatRenderer, ToolProtocol
@@ -39,10 +40,6 @@ if TYPE_CHECKING:
 OPENAI_PREFIX = "openai:"
 SCRIPT_PREFIX = "script:"
 SMOLLM2_NAMES = frozenset({"embedded", "tiny", "pocket", "expert", "scripted"})
-TINY_VLM = "tiny-vlm"
-"""The tiny vision-language model built in code (``policy.models.tiny_vlm``)."""
-VISION_PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
-"""What a vision-language model's folder holds beside its weights: its processor's settings."""
 
 
 def is_scripted(spec: str) -> bool:
@@ -235,11 +232,6 @@ def chat_renderer_for(model: str | None, tool_protocol: ToolProtocol) -> ChatRen
         return cast(ChatRenderer, _loaders().vision_renderer(model, tool_protocol))
     tokenizer = tokenizer_for(model)
     return None if tokenizer is None else ChatRenderer(tokenizer, tool_protocol)
-
-
-def is_vision_folder(folder: Path) -> bool:
-    """Whether ``folder`` holds an image-text-to-text model: one saved with its processor."""
-    return any((folder / name).is_file() for name in VISION_PROCESSOR_FILES)
 
 
 def is_vision_model(spec: str) -> bool:

@@ -43,8 +43,8 @@ from trajforge.policy import (
     save_tokenizer,
     scratch_model_and_tokenizer,
 )
+from trajforge.policy.models.kinds import TINY_VLM, is_vision_folder
 from trajforge.policy.models.loaders import vision_model
-from trajforge.policy.naming import TINY_VLM, is_vision_folder
 from trajforge.policy.vision_render import is_vision_processor, pixel_inputs
 from trajforge.precision import Precision, Resolved, resolve_precision
 from trajforge.ram import return_freed_memory

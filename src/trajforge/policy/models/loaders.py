@@ -20,11 +20,11 @@ from transformers import (
 
 from trajforge.errors import ConfigError
 from trajforge.policy.hf import HFPolicy
-from trajforge.policy.models.checkpoint import is_checkpoint
+from trajforge.policy.models.checkpoint import is_checkpoint, resolve_checkpoint
 from trajforge.policy.models.embedded import load_embedded
+from trajforge.policy.models.kinds import TINY_VLM, is_vision_folder
 from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
 from trajforge.policy.models.tiny_vlm import tiny_vlm_and_processor, tiny_vlm_processor
-from trajforge.policy.naming import TINY_VLM, is_vision_folder, model_path
 from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.vision import VisionPolicy
 from trajforge.policy.vision_render import VisionRenderer
@@ -139,19 +139,20 @@ def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:
 def saved_tokenizer(spec: str) -> Any:
     """The tokenizer of ``tiny-vlm`` or of model folder ``spec`` (a vision-language model's:
     its processor's)."""
-    if spec == TINY_VLM:
-        return tiny_vlm_processor().tokenizer
-    folder = model_path(spec)
-    if is_vision_folder(folder):
-        return AutoProcessor.from_pretrained(str(folder)).tokenizer
+    folder = resolve_checkpoint(Path(spec).expanduser())
+    if spec == TINY_VLM or is_vision_folder(folder):
+        return saved_processor(spec).tokenizer
     return AutoTokenizer.from_pretrained(str(folder))
+
+
+def saved_processor(spec: str) -> Any:
+    """The processor of ``tiny-vlm`` or of vision-language model folder ``spec``."""
+    if spec == TINY_VLM:
+        return tiny_vlm_processor()
+    return AutoProcessor.from_pretrained(str(resolve_checkpoint(Path(spec).expanduser())))
 
 
 def vision_renderer(spec: str, tool_protocol: ToolProtocol) -> VisionRenderer:
     """The renderer of vision-language model ``spec`` (``tiny-vlm`` or a folder), without
     its weights."""
-    if spec == TINY_VLM:
-        processor = tiny_vlm_processor()
-    else:
-        processor = AutoProcessor.from_pretrained(str(model_path(spec)))
-    return VisionRenderer(processor, tool_protocol)
+    return VisionRenderer(saved_processor(spec), tool_protocol)
