@@ -26,8 +26,7 @@ from trajforge.policy.base import Completion, FinishReason, SamplingParams, Toke
 from trajforge.policy.engine.sampling import UniformStream, sample_tokens, step_uniforms
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.renderer import ToolProtocol
-from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import stream_whole
+from trajforge.policy.token_policy import TokenPolicy, stream_whole
 from trajforge.policy.vision_render import VisionRenderer, forward_inputs, pixel_inputs
 from trajforge.schema import ImagePart, Message
 
@@ -76,17 +75,9 @@ class VisionPolicy(HFPolicy):
         self.renderer = renderer
         self._decoding = threading.Lock()
 
-    async def complete(
-        self,
-        session: RenderedSession,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        on_token: TokenSink | None = None,
-    ) -> Completion:
-        completion = await self.generate(prompt_ids, sampling, messages=session.messages)
-        stream_whole(completion, on_token)
-        return completion
+    # ``TokenPolicy``'s, not ``HFPolicy``'s: generating needs the session's messages (their
+    # images).
+    complete = TokenPolicy.complete
 
     async def generate(
         self,
