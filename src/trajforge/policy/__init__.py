@@ -6,7 +6,9 @@
   the token-level policies built on it;
 - ``hf`` (a local transformers model over the decode engine in ``engine/``), ``openai_compat``
   and ``openai_session`` (any OpenAI-compatible server), ``scripted`` (a script or an expert);
-- ``models/`` — the embedded SmolLM2 and the tiny test model; ``naming`` — policies by name;
+- ``vision`` and ``vision_render`` — a vision-language model (processor plus model) as a
+  token-exact policy, its images' placeholders rendered into the prompt ids;
+- ``models/`` — the embedded SmolLM2 and the tiny test models; ``naming`` — policies by name;
 - ``check`` — token exactness of stored trajectories.
 """
 
