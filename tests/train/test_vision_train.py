@@ -1,4 +1,4 @@
-"""SFT and RL with the tiny VLM on screenshot episodes: the trainers' forward gets the pixels
+"""SFT, DPO and RL with the tiny VLM on screenshot episodes: the trainers' forward gets the pixels
 recomputed from the stored images, the loss is finite and the weights move, the vision tower's
 included; a text model refuses trajectories with images."""
 
@@ -10,13 +10,15 @@ import pytest
 import torch
 from train_helpers import small_rl_config, token_id_rubric
 
+from trajforge.curate import PreferencePair
 from trajforge.errors import DataError
 from trajforge.policy import load_policy
 from trajforge.policy.models.kinds import is_vision_folder
 from trajforge.policy.models.tiny_vlm import tiny_vlm_and_processor
 from trajforge.policy.vision import VisionPolicy
 from trajforge.schema import Trajectory
-from trajforge.train.config import ModelSettings, OptimSettings, SFTConfig
+from trajforge.train.config import DPOConfig, ModelSettings, OptimSettings, SFTConfig
+from trajforge.train.dpo import DPOTrainer
 from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
 from vision_doubles import ENV_REF, screen_episodes
@@ -90,3 +92,25 @@ def test_an_rl_step_with_the_vlm_on_a_screen_env_updates(tmp_path: Path) -> None
     moved = _moved(trainer.parts.model)
     assert moved[TEXT_WEIGHT] > 0
     assert moved[VISION_WEIGHT] > 0
+
+
+def test_a_dpo_step_on_screenshot_pairs_sees_the_images(
+    tmp_path: Path, episodes: list[Trajectory]
+) -> None:
+    by_task: dict[str, list[Trajectory]] = {}
+    for traj in episodes:
+        by_task.setdefault(traj.task.id, []).append(traj)
+    pairs = [PreferencePair(chosen=a, rejected=b, margin=1.0) for a, b in by_task.values()]
+    cfg = DPOConfig(
+        output_dir=tmp_path,
+        model=ModelSettings(spec="tiny-vlm"),
+        optim=OptimSettings(lr=1e-2),
+        batch_size=len(pairs),
+        epochs=1,
+        tensorboard=False,
+        progress=False,
+    )
+    trainer = DPOTrainer(cfg, pairs)
+    result = trainer.train()
+    assert result.history[0]["loss"] == pytest.approx(0.6931, abs=1e-4)  # policy == reference
+    assert _moved(trainer.parts.model)[VISION_WEIGHT] > 0  # the images' features reached it

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -238,20 +238,22 @@ class Trainer(ABC):
         total = acc.reduce(torch.tensor(float(local_count), device=acc.device), reduction="sum")
         return max(float(total.item()), 1.0) / acc.num_processes
 
-    def micro_batches(self, seqs: Sequence[TokenSequence]) -> list[TokenBatch]:
-        """``seqs`` in padded micro-batches, with a vision-language model's pixel tensors.
+    def refuse_unseen_images(self, seqs: Iterable[TokenSequence]) -> None:
+        """Raise ``DataError`` naming the first of ``seqs`` with images when the model is a text
+        model (it would train on their placeholders without seeing them)."""
+        if self.parts.pixels is not None:
+            return
+        with_images = next((s for s in seqs if s.images), None)
+        if with_images is not None:
+            raise DataError(
+                f"trajectory {with_images.trajectory_id} has images, which model "
+                f"{self.cfg.model.spec!r} (a text model) cannot see: train it with a "
+                "vision-language model"
+            )
 
-        Raises:
-            DataError: a sequence has images and the model is a text model.
-        """
-        if self.parts.pixels is None:
-            with_images = next((s for s in seqs if s.images), None)
-            if with_images is not None:
-                raise DataError(
-                    f"trajectory {with_images.trajectory_id} has images, which model "
-                    f"{self.cfg.model.spec!r} (a text model) cannot see: train it with a "
-                    "vision-language model"
-                )
+    def micro_batches(self, seqs: Sequence[TokenSequence]) -> list[TokenBatch]:
+        """``seqs`` in padded micro-batches, with a vision-language model's pixel tensors."""
+        self.refuse_unseen_images(seqs)
         return micro_batches(
             seqs,
             max_tokens=self.cfg.micro_batch_tokens,
