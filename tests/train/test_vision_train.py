@@ -13,6 +13,7 @@ from train_helpers import small_rl_config, token_id_rubric
 from trajforge.curate import PreferencePair
 from trajforge.errors import DataError
 from trajforge.policy import load_policy
+from trajforge.policy.models.checkpoint import resolve_checkpoint as loaded_folder
 from trajforge.policy.models.kinds import is_vision_folder
 from trajforge.policy.models.tiny_vlm import tiny_vlm_and_processor
 from trajforge.policy.vision import VisionPolicy
@@ -43,22 +44,25 @@ def _moved(model: torch.nn.Module) -> dict[str, float]:
     }
 
 
-def _sft_config(tmp_path: Path, spec: str) -> SFTConfig:
-    return SFTConfig(
-        output_dir=tmp_path,
-        model=ModelSettings(spec=spec),
-        optim=OptimSettings(lr=1e-2),
-        batch_size=4,
-        epochs=1,
-        tensorboard=False,
-        progress=False,
+def _sft_config(tmp_path: Path, spec: str, **kw: object) -> SFTConfig:
+    return SFTConfig.model_validate(
+        {
+            "output_dir": tmp_path,
+            "model": ModelSettings(spec=spec),
+            "optim": OptimSettings(lr=1e-2),
+            "batch_size": 4,
+            "epochs": 1,
+            "tensorboard": False,
+            "progress": False,
+            **kw,
+        }
     )
 
 
 def test_an_sft_step_on_screenshot_episodes_trains_the_vlm(
     tmp_path: Path, episodes: list[Trajectory]
 ) -> None:
-    trainer = SFTTrainer(_sft_config(tmp_path, "tiny-vlm"), episodes)
+    trainer = SFTTrainer(_sft_config(tmp_path, "tiny-vlm", checkpoint_every=1), episodes)
     result = trainer.train()
     assert len(result.history) == 1
     assert torch.isfinite(torch.tensor(result.history[0]["loss"]))
@@ -67,9 +71,13 @@ def test_an_sft_step_on_screenshot_episodes_trains_the_vlm(
     assert moved[TEXT_WEIGHT] > 0
     assert moved[VISION_WEIGHT] > 0  # the images' features reached the loss
     # The saved model loads as a vision-language policy again.
-    final = tmp_path / "final"
-    assert is_vision_folder(final)
-    assert isinstance(load_policy(str(final)), VisionPolicy)
+    trained = trainer.parts.model.state_dict()
+    for saved in (tmp_path / "final", tmp_path / "checkpoints" / "latest"):
+        loaded = load_policy(str(saved))
+        assert isinstance(loaded, VisionPolicy)
+        assert is_vision_folder(loaded_folder(saved))
+        for name, value in loaded.model.state_dict().items():
+            assert torch.equal(value, trained[name]), (saved, name)
 
 
 def test_a_text_model_refuses_trajectories_with_images(

@@ -422,10 +422,14 @@ def save_final(parts: TrainParts, out: Path) -> Path:
             copy.deepcopy(model).merge_and_unload().save_pretrained(out)
         else:
             model.save_pretrained(out)
-        if parts.processor is not None:
-            # The folder then loads as a vision-language model (``AutoProcessor``); the
-            # tokenizer saved after it carries the template training rendered with.
-            parts.processor.save_pretrained(out)
-        save_tokenizer(parts.tokenizer, out)
+        save_processing(parts, out)
     barrier()
     return out
+
+
+def save_processing(parts: TrainParts, out: Path) -> None:
+    """The tokenizer, with the chat template training rendered with, into ``out``; before it a
+    vision-language model's processor (the folder then loads as one, ``AutoProcessor``)."""
+    if parts.processor is not None:
+        parts.processor.save_pretrained(str(out))
+    save_tokenizer(parts.tokenizer, out)

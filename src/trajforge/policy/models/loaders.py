@@ -81,16 +81,20 @@ def vision_model(
     spec: str, *, dtype: torch.dtype | None = None, seed: int = 0
 ) -> tuple[nn.Module, Any]:
     """``(model, processor)`` of the vision-language model ``spec`` names, float32 unless
-    ``dtype`` says otherwise: ``tiny-vlm`` (``seed`` picks its weights) or a transformers
-    folder (``AutoModelForImageTextToText`` and ``AutoProcessor``)."""
+    ``dtype`` says otherwise: ``tiny-vlm`` (``seed`` picks its weights), a transformers
+    folder (``AutoModelForImageTextToText`` and ``AutoProcessor``) or a training checkpoint of
+    either."""
     model: nn.Module
     if spec == TINY_VLM:
         scratch, processor = tiny_vlm_and_processor(seed)
         model = nn.Module.to(scratch, dtype) if dtype is not None else scratch
         return model, processor
-    folder = str(Path(spec).expanduser())
-    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=dtype or torch.float32)
-    return model, AutoProcessor.from_pretrained(folder)
+    folder = Path(spec).expanduser()
+    if is_checkpoint(folder):
+        model, processor = checkpoint_model(folder)
+        return model.to(dtype or torch.float32), processor
+    model = AutoModelForImageTextToText.from_pretrained(str(folder), dtype=dtype or torch.float32)
+    return model, AutoProcessor.from_pretrained(str(folder))
 
 
 def vision_policy(spec: str, kw: dict[str, Any]) -> VisionPolicy:
@@ -102,7 +106,8 @@ def vision_policy(spec: str, kw: dict[str, Any]) -> VisionPolicy:
 
 
 def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:
-    """``(model, tokenizer)`` of training checkpoint ``folder``, in fp32: the base model its
+    """``(model, tokenizer)`` of training checkpoint ``folder`` (a vision-language model's:
+    ``(model, processor)``), in fp32: the base model its
     ``state.json`` names, with the checkpoint's trained weights loaded, or its LoRA adapter
     (``adapter_config.json``) merged in, so it serves and trains like any model folder."""
     state = json.loads((folder / "state.json").read_text())
@@ -113,9 +118,13 @@ def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:
             "load its run's final/ instead"
         )
     spec = str(base["spec"])
+    seed = int(base.get("tiny_seed", 0))
+    vision = spec == TINY_VLM or is_vision_folder(Path(spec))
     model: nn.Module
     if spec in SCRATCH_SIZES:
-        model, _ = scratch_model_and_tokenizer(spec, seed=int(base.get("tiny_seed", 0)))
+        model, _ = scratch_model_and_tokenizer(spec, seed=seed)
+    elif vision:
+        model, _ = vision_model(spec, seed=seed)
     elif spec == "embedded":
         model, _ = load_embedded(torch.float32)
     else:
@@ -133,6 +142,8 @@ def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:
     merged: nn.Module = merge() if callable(merge) else model
     # PEFT froze the base weights; merged, they are the model's own, trainable as a folder's.
     merged.requires_grad_(True)
+    if vision:
+        return merged, AutoProcessor.from_pretrained(str(folder))
     return merged, AutoTokenizer.from_pretrained(str(folder))
 
 
