@@ -3,13 +3,19 @@ vision-language policy tests: the agent is shown a coloured square and names its
 
 from __future__ import annotations
 
+import copy
 import io
 from pathlib import Path
 
+import torch
 from PIL import Image, ImageDraw
+from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor
+from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.policy import Policy
+from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.models.tiny_vlm import TINY_VLM_CHAT_TEMPLATE
 from trajforge.rollout import Limits, RolloutSpec, run_rollout
 from trajforge.schema import ImagePart, Message, Role, Task, TextPart, Trajectory
 
@@ -86,3 +92,53 @@ def screen_episodes(policy: Policy, *, n: int = 2, seed: int = 3) -> list[Trajec
         seed=seed,
     )
     return run_rollout(spec, policy=policy)
+
+
+def save_tiny_idefics3(folder: Path) -> Path:
+    """A second architecture, saved as a model folder: Idefics3 (SmolVLM's), 2 layers of width
+    64 at random weights, images of 32 pixels a side without splitting, 4 ``<image>`` tokens
+    between ``<fake_token_around_image><global-img>`` and ``<fake_token_around_image>``."""
+    tokenizer = copy.deepcopy(load_tokenizer())
+    specials = ["<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>"]
+    tokenizer.add_special_tokens({"additional_special_tokens": specials})
+    tokenizer.chat_template = TINY_VLM_CHAT_TEMPLATE
+    images = Idefics3ImageProcessorPil(
+        do_image_splitting=False,
+        size={"longest_edge": 32},
+        max_image_size={"longest_edge": 32},
+    )
+    processor = Idefics3Processor(
+        image_processor=images,
+        tokenizer=tokenizer,
+        image_seq_len=4,
+        chat_template=TINY_VLM_CHAT_TEMPLATE,
+    )
+    config = Idefics3Config(
+        text_config={
+            "model_type": "llama",
+            "vocab_size": len(tokenizer),
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "eos_token_id": tokenizer.eos_token_id,
+        },
+        vision_config={
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "image_size": 32,
+            "patch_size": 8,
+        },
+        scale_factor=2,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = Idefics3ForConditionalGeneration(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder

@@ -9,20 +9,25 @@ from pathlib import Path
 import pytest
 import torch
 from train_helpers import small_rl_config, token_id_rubric
+from transformers import Idefics3ForConditionalGeneration
 
 from trajforge.curate import PreferencePair
 from trajforge.errors import DataError
-from trajforge.policy import load_policy
+from trajforge.policy import ToolProtocol, chat_renderer_for, load_policy
+from trajforge.policy.check import check_trajectory
 from trajforge.policy.models.checkpoint import resolve_checkpoint as loaded_folder
 from trajforge.policy.models.kinds import is_vision_folder
 from trajforge.policy.models.tiny_vlm import tiny_vlm_and_processor
 from trajforge.policy.vision import VisionPolicy
+from trajforge.policy.vision_render import pixel_inputs
 from trajforge.schema import Trajectory
+from trajforge.train.batch import TokenBatch, encode_trajectory
 from trajforge.train.config import DPOConfig, ModelSettings, OptimSettings, SFTConfig
 from trajforge.train.dpo import DPOTrainer
+from trajforge.train.logprobs import TokenLogprobModel
 from trajforge.train.rl import RLTrainer
 from trajforge.train.sft import SFTTrainer
-from vision_doubles import ENV_REF, screen_episodes
+from vision_doubles import ENV_REF, save_tiny_idefics3, screen_episodes
 
 VISION_WEIGHT = "model.vision_tower.encoder.layers.0.mlp.fc1.weight"
 TEXT_WEIGHT = "model.language_model.layers.0.mlp.up_proj.weight"
@@ -122,3 +127,37 @@ def test_a_dpo_step_on_screenshot_pairs_sees_the_images(
     result = trainer.train()
     assert result.history[0]["loss"] == pytest.approx(0.6931, abs=1e-4)  # policy == reference
     assert _moved(trainer.parts.model)[VISION_WEIGHT] > 0  # the images' features reached it
+
+
+def test_an_image_text_to_text_folder_of_another_architecture_works_alike(
+    tmp_path: Path,
+) -> None:
+    folder = save_tiny_idefics3(tmp_path / "idefics3")
+    policy = load_policy(str(folder))
+    assert isinstance(policy, VisionPolicy)
+    episodes = screen_episodes(policy)
+    image_id = policy.tokenizer.convert_tokens_to_ids("<image>")
+    for traj in episodes:
+        images = [image for m in traj.messages for image in m.images]
+        ids = [t for m in traj.messages for t in m.token_ids or ()]
+        assert ids.count(image_id) == 4 * len(images)
+        assert check_trajectory(traj, chat_renderer_for(str(folder), ToolProtocol.AUTO)) == []
+    # Every episode in one batch: the images' pixel tensors (and Idefics3's pixel mask) meet
+    # their placeholders in row order.
+    batch = TokenBatch.collate(
+        [encode_trajectory(t) for t in episodes],
+        pixels=lambda images: pixel_inputs(policy.processor, images),
+    )
+    assert batch.vision is not None and "pixel_attention_mask" in batch.vision
+    with torch.no_grad():
+        recomputed, _ = TokenLogprobModel(policy.model)(
+            batch.input_ids, batch.attention_mask, batch.loss_mask, vision=batch.vision
+        )
+    assert float((recomputed - batch.old_logprobs).abs()[batch.loss_mask].max()) < 1e-4
+    trainer = SFTTrainer(_sft_config(tmp_path / "run", str(folder)), episodes)
+    loss = trainer.train().history[0]["loss"]
+    assert torch.isfinite(torch.tensor(loss))
+    start = dict(Idefics3ForConditionalGeneration.from_pretrained(folder).named_parameters())
+    now = dict(trainer.parts.model.named_parameters())
+    name = "model.vision_model.encoder.layers.0.mlp.fc1.weight"
+    assert not torch.equal(now[name].detach().cpu(), start[name].detach())
