@@ -16,8 +16,9 @@ changes (``set_weights``, adapters) wait for the sequence in flight, as in ``HFP
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -110,6 +111,18 @@ class VisionPolicy(HFPolicy):
         completion.weights_version = version
         return completion
 
+    @contextlib.contextmanager
+    def _one_in_eval_mode(self) -> Iterator[None]:
+        """One sequence at a time, the model in eval mode (its mode restored after)."""
+        with self._decoding, torch.inference_mode():
+            training = bool(self.model.training)
+            self.model.eval()
+            try:
+                yield
+            finally:
+                if training:
+                    self.model.train()
+
     def _decode(
         self,
         prompt_ids: list[int],
@@ -117,43 +130,28 @@ class VisionPolicy(HFPolicy):
         sampling: SamplingParams,
         max_new_tokens: int,
     ) -> Completion:
-        with self._decoding, torch.inference_mode():
-            training = bool(self.model.training)
-            self.model.eval()
-            try:
-                return self._sample(prompt_ids, images, sampling, max_new_tokens)
-            finally:
-                if training:
-                    self.model.train()
-
-    def _sample(
-        self,
-        prompt_ids: list[int],
-        images: list[ImagePart],
-        sampling: SamplingParams,
-        max_new_tokens: int,
-    ) -> Completion:
-        device = next(self.model.parameters()).device
-        ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
-        vision = (
-            forward_inputs(self.model, ids, pixel_inputs(self.processor, images)) if images else {}
-        )
-        out = self.model(input_ids=ids, use_cache=True, **vision)
-        stream = UniformStream.seeded(sampling.seed, device)
-        temperature = torch.tensor([sampling.temperature], device=device)
-        top_p = torch.tensor([sampling.top_p], device=device)
-        tokens: list[int] = []
-        logprobs: list[float] = []
-        finish = FinishReason.LENGTH
-        while len(tokens) < max_new_tokens:
-            uniforms = step_uniforms([stream], [sampling.temperature], device)
-            token, logprob = sample_tokens(out.logits[:, -1].float(), temperature, top_p, uniforms)
-            tokens.append(int(token))
-            logprobs.append(float(logprob))
-            if tokens[-1] in self.eos_ids or self._hit_stop(tokens, sampling.stop):
-                finish = FinishReason.STOP
-                break
-            out = self.model(input_ids=token.view(1, 1), cache=out.cache, use_cache=True)
+        with self._one_in_eval_mode():
+            device = next(self.model.parameters()).device
+            ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+            pixels = pixel_inputs(self.processor, images) if images else {}
+            vision = forward_inputs(self.model, ids, pixels) if images else {}
+            out = self.model(input_ids=ids, use_cache=True, **vision)
+            stream = UniformStream.seeded(sampling.seed, device)
+            temperature = torch.tensor([sampling.temperature], device=device)
+            top_p = torch.tensor([sampling.top_p], device=device)
+            tokens: list[int] = []
+            logprobs: list[float] = []
+            finish = FinishReason.LENGTH
+            while len(tokens) < max_new_tokens:
+                uniforms = step_uniforms([stream], [sampling.temperature], device)
+                logits = out.logits[:, -1].float()
+                token, logprob = sample_tokens(logits, temperature, top_p, uniforms)
+                tokens.append(int(token))
+                logprobs.append(float(logprob))
+                if tokens[-1] in self.eos_ids or self._hit_stop(tokens, sampling.stop):
+                    finish = FinishReason.STOP
+                    break
+                out = self.model(input_ids=token.view(1, 1), cache=out.cache, use_cache=True)
         text_ids = tokens[:-1] if tokens and tokens[-1] in self.eos_ids else tokens
         return Completion(
             token_ids=tokens,
