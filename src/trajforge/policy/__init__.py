@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from trajforge.policy.hf import HFPolicy
     from trajforge.policy.models.checkpoint import is_checkpoint
     from trajforge.policy.models.embedded import load_embedded
-    from trajforge.policy.models.loaders import checkpoint_model
+    from trajforge.policy.models.kinds import TINY_VLM, is_vision_folder
+    from trajforge.policy.models.loaders import checkpoint_model, vision_model
     from trajforge.policy.models.smollm2 import (
         EMBEDDED_NAME,
         cache_root,
@@ -61,7 +62,12 @@ if TYPE_CHECKING:
     from trajforge.policy.text_render import RENDERED_WITH, render_text_only
     from trajforge.policy.token_policy import TokenPolicy
     from trajforge.policy.vision import VisionPolicy
-    from trajforge.policy.vision_render import VisionRenderer
+    from trajforge.policy.vision_render import (
+        VisionRenderer,
+        forward_inputs,
+        is_vision_processor,
+        pixel_inputs,
+    )
     from trajforge.policy.whole_render import break_reason
 
 __all__ = [
@@ -72,6 +78,7 @@ __all__ = [
     "SCRATCH_SIZES",
     "SCRIPT_PREFIX",
     "SMOLLM2_NAMES",
+    "TINY_VLM",
     "ChatRenderer",
     "ChatSession",
     "CheckReport",
@@ -99,19 +106,24 @@ __all__ = [
     "check_policy_name",
     "check_trajectories",
     "checkpoint_model",
+    "forward_inputs",
     "gguf_path",
     "is_checkpoint",
     "is_scripted",
+    "is_vision_folder",
+    "is_vision_processor",
     "load_embedded",
     "load_policy",
     "load_script",
     "load_tokenizer",
     "model_folder",
     "parse_openai_spec",
+    "pixel_inputs",
     "render_text_only",
     "save_tokenizer",
     "scratch_model_and_tokenizer",
     "tokenizer_for",
+    "vision_model",
 ]
 
 # Loaded on first access (PEP 562): importing the package stays as light as it was; the
@@ -139,6 +151,7 @@ __getattr__ = lazy_names(
         "SMOLLM2_NAMES": "naming",
         "SamplingParams": "base",
         "ScriptedPolicy": "scripted",
+        "TINY_VLM": "models.kinds",
         "TextEmbedder": "embed",
         "TokenPolicy": "token_policy",
         "TokenSink": "base",
@@ -153,18 +166,23 @@ __getattr__ = lazy_names(
         "check_policy_name": "naming",
         "check_trajectories": "check",
         "checkpoint_model": "models.loaders",
+        "forward_inputs": "vision_render",
         "gguf_path": "models.smollm2",
         "is_checkpoint": "models.checkpoint",
         "is_scripted": "naming",
+        "is_vision_folder": "models.kinds",
+        "is_vision_processor": "vision_render",
         "load_embedded": "models.embedded",
         "load_policy": "naming",
         "load_script": "naming",
         "load_tokenizer": "models.smollm2",
         "model_folder": "models.smollm2",
         "parse_openai_spec": "naming",
+        "pixel_inputs": "vision_render",
         "render_text_only": "text_render",
         "save_tokenizer": "saved",
         "scratch_model_and_tokenizer": "models.tiny",
         "tokenizer_for": "naming",
+        "vision_model": "models.loaders",
     },
 )

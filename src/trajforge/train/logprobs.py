@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trajforge.policy.vision_render import forward_inputs
+from trajforge.policy import forward_inputs
 from trajforge.train.shared_prefix import backbone_hidden
 
 

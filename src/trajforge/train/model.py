@@ -37,15 +37,17 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trajforge.errors import ConfigError
 from trajforge.policy import (
     SCRATCH_SIZES,
+    TINY_VLM,
     checkpoint_model,
     is_checkpoint,
+    is_vision_folder,
+    is_vision_processor,
     load_embedded,
+    pixel_inputs,
     save_tokenizer,
     scratch_model_and_tokenizer,
+    vision_model,
 )
-from trajforge.policy.models.kinds import TINY_VLM, is_vision_folder
-from trajforge.policy.models.loaders import vision_model
-from trajforge.policy.vision_render import is_vision_processor, pixel_inputs
 from trajforge.precision import Precision, Resolved, resolve_precision
 from trajforge.ram import return_freed_memory
 from trajforge.registry import did_you_mean

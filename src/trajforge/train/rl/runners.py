@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajforge.errors import ConfigError
-from trajforge.policy import HFPolicy, TokenPolicy
-from trajforge.policy.vision import VisionPolicy
+from trajforge.policy import HFPolicy, TokenPolicy, VisionPolicy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.rollout import EpisodeRunner, Limits, PolicyRef, RolloutSpec, run_rollout
 from trajforge.schema import Task, Trajectory
