@@ -7,7 +7,6 @@ import copy
 import io
 from pathlib import Path
 
-import torch
 from PIL import Image, ImageDraw
 from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor
 from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
@@ -15,6 +14,7 @@ from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3I
 from trajforge.envs.base import Env, StepResult
 from trajforge.policy import Policy
 from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.models.tiny import from_seed
 from trajforge.policy.models.tiny_vlm import TINY_VLM_CHAT_TEMPLATE
 from trajforge.rollout import Limits, RolloutSpec, run_rollout
 from trajforge.schema import ImagePart, Message, Role, Task, TextPart, Trajectory
@@ -135,10 +135,7 @@ def save_tiny_idefics3(folder: Path) -> Path:
         scale_factor=2,
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = Idefics3ForConditionalGeneration(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model = from_seed(Idefics3ForConditionalGeneration, config, tokenizer, seed=0)
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder

@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import torch
 from transformers import (
     CLIPImageProcessorPil,
     CLIPVisionConfig,
@@ -26,6 +25,7 @@ from transformers import (
 )
 
 from trajforge.policy.models.smollm2 import load_tokenizer
+from trajforge.policy.models.tiny import from_seed
 
 IMAGE_TOKEN = "<image>"
 IMAGE_SIDE = 28
@@ -110,14 +110,7 @@ def _build(seed: int, processor: LlavaProcessor) -> LlavaForConditionalGeneratio
         vision_feature_layer=-1,
         tie_word_embeddings=True,
     )
-    # A private RNG stream: building the model must not disturb the caller's torch seed.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlavaForConditionalGeneration(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.eval()
-    return model
+    return from_seed(LlavaForConditionalGeneration, config, tokenizer, seed)
 
 
 def tiny_vlm_and_processor(seed: int = 0) -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
