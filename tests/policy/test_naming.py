@@ -67,10 +67,18 @@ def test_unknown_names_and_folders(tmp_path: Path) -> None:
 
 
 def test_policies_are_a_registry_of_names_and_prefixes(tmp_path: Path) -> None:
-    assert POLICIES.names() == ["embedded", "expert", "openai:", "pocket", "script:", "tiny"]
+    assert POLICIES.names() == [
+        "embedded",
+        "expert",
+        "openai:",
+        "pocket",
+        "script:",
+        "tiny",
+        "tiny-vlm",
+    ]
     with pytest.raises(
         ConfigError,
-        match=r"^unknown policy 'tinny' \(did you mean 'tiny'\?\): expected embedded, expert, pocket, tiny, "
+        match=r"^unknown policy 'tinny' \(did you mean 'tiny'\?\): expected embedded, expert, pocket, tiny, tiny-vlm, "
         r"a local model folder, script:file.py:function, or openai:<base_url>#<model>$",
     ):
         load_policy("tinny")

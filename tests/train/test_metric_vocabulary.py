@@ -69,6 +69,7 @@ def rl_keys(tmp_path: Path) -> set[str]:
         kl_coef=0.05,
         replay={"enabled": True},
         revisit={"enabled": True},
+        difficulty={"refill": True, "band": [0.1, 0.9]},
         validation={"tasks": 1},
     )
     RLTrainer(full, rubric=token_id_rubric()).train()

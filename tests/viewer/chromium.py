@@ -13,17 +13,10 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from trajforge.envs.browser.chromium import HEADLESS_FLAGS
+
 WAIT_S = 20.0
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--window-size=1280,1600",
-)
+CHROMIUM_FLAGS = (*HEADLESS_FLAGS, "--window-size=1280,1600")
 
 
 def _executable(*names: str) -> str:

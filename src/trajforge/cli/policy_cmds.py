@@ -15,8 +15,8 @@ from trajforge.policy import (
     RENDERED_WITH,
     ChatRenderer,
     ToolProtocol,
+    chat_renderer_for,
     check_trajectories,
-    tokenizer_for,
 )
 from trajforge.store import TrajectoryStore
 
@@ -62,8 +62,7 @@ def check(
     def renderer_for(traj: Trajectory) -> ChatRenderer | None:
         key = tokenizer or traj.metadata.get(RENDERED_WITH) or traj.model
         if key not in renderers:
-            tok = tokenizer_for(key)
-            renderers[key] = None if tok is None else ChatRenderer(tok, tool_protocol)
+            renderers[key] = chat_renderer_for(key, tool_protocol)
         return renderers[key]
 
     with TrajectoryStore(Path(path), create=False) as st:

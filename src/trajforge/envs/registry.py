@@ -15,6 +15,9 @@ takes a user's environment by where it is:
   ``EnvSource.HARBOR``).
 - ``openenv:URL``, ``openenv:module:attr`` or ``openenv-text:...``: an OpenEnv server, running
   or started from its code (``trajforge.envs.openenv.source``; ``EnvSource.OPENENV``).
+- ``miniwob:TASK`` or ``browsergym:TASK`` (comma-separated for several; ``miniwob-screenshot:``
+  and ``browsergym-screenshot:`` add screenshots): browser tasks on headless Chromium
+  (``trajforge.envs.browser``; ``EnvSource.BROWSER``).
 
 Every source produces the same ``EnvEntry``: a name, where it came from, a factory called once
 per episode, its tasks, its scripted expert, its scripted user (envs with a simulated user),
@@ -90,11 +93,15 @@ HARBOR_PREFIX = "harbor:"
 # Imported by name only when an OpenEnv env is named: openenv-core takes seconds to import.
 OPENENV_MODULE = "trajforge.envs.openenv.source"
 OPENENV_PREFIXES = ("openenv:", "openenv-text:")
+# Imported by name only when a browser env is named: it loads Playwright.
+BROWSER_MODULE = "trajforge.envs.browser.source"
+BROWSER_PREFIXES = ("miniwob:", "browsergym:", "miniwob-screenshot:", "browsergym-screenshot:")
 USER_ENV_KINDS = (
     "module:factory or file.py:factory (your code)",
     "path/env.yaml (an env file: MCP servers, tools, tasks)",
     "harbor:PATH (a Harbor task folder, or a folder of them)",
     "openenv:URL or openenv:module:app (an OpenEnv server)",
+    "miniwob:TASK or browsergym:TASK (browser tasks on headless Chromium)",
 )
 
 TasksFn = Callable[[int, int, str], list[Task]]
@@ -109,6 +116,7 @@ class EnvSource(StrEnum):
     ENV_FILE = "env file"
     HARBOR = "harbor"
     OPENENV = "openenv"
+    BROWSER = "browser"
 
 
 def _no_expert(task: Task, messages: list[Message]) -> str | None:
@@ -378,6 +386,13 @@ def get_env(name: str) -> EnvEntry:
     if name.startswith(OPENENV_PREFIXES):
         entry: EnvEntry = importlib.import_module(OPENENV_MODULE).entry(name)
         return entry
+    if name.startswith(BROWSER_PREFIXES):
+        try:
+            browser = importlib.import_module(BROWSER_MODULE)
+        except ImportError as exc:
+            raise ConfigError(f"env {name!r} needs pip install 'trajforge[web]' ({exc})") from exc
+        browser_entry: EnvEntry = browser.entry(name)
+        return browser_entry
     if name.endswith(ENV_FILE_SUFFIXES):
         return _from_env_file(name)
     if is_ref(name):

@@ -6,7 +6,7 @@ if TYPE_CHECKING:
     from trajforge.formats.detect import detect_format, likely_format, readable, writable
     from trajforge.formats.images import content_to_openai
     from trajforge.formats.jsonl import load_trajectories, read_json_objects, write_trajectories
-    from trajforge.formats.openai_chat import content_text, messages_from_openai
+    from trajforge.formats.openai_chat import content_text, message_to_openai, messages_from_openai
     from trajforge.formats.otel_receiver import TraceCollector, receiver_app
     from trajforge.formats.records import (
         FORMATS,
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         write_pair_records,
         write_records,
     )
+    from trajforge.formats.responses import messages_from_responses
     from trajforge.formats.tool_calls import (
         TOOL_CALL_CLOSE,
         TOOL_CALL_OPEN,
@@ -41,7 +42,9 @@ __all__ = [
     "likely_format",
     "load_records",
     "load_trajectories",
+    "message_to_openai",
     "messages_from_openai",
+    "messages_from_responses",
     "parse_openai_tool_calls",
     "parse_tool_calls",
     "paused_gc",
@@ -73,7 +76,9 @@ __getattr__ = lazy_names(
         "likely_format": "detect",
         "load_records": "records",
         "load_trajectories": "jsonl",
+        "message_to_openai": "openai_chat",
         "messages_from_openai": "openai_chat",
+        "messages_from_responses": "responses",
         "parse_openai_tool_calls": "tool_calls",
         "parse_tool_calls": "tool_calls",
         "paused_gc": "records",

@@ -6,7 +6,9 @@
   the token-level policies built on it;
 - ``hf`` (a local transformers model over the decode engine in ``engine/``), ``openai_compat``
   and ``openai_session`` (any OpenAI-compatible server), ``scripted`` (a script or an expert);
-- ``models/`` — the embedded SmolLM2 and the tiny test model; ``naming`` — policies by name;
+- ``vision`` and ``vision_render`` — a vision-language model (processor plus model) as a
+  token-exact policy, its images' placeholders rendered into the prompt ids;
+- ``models/`` — the embedded SmolLM2 and the tiny test models; ``naming`` — policies by name;
 - ``check`` — token exactness of stored trajectories.
 """
 
@@ -29,7 +31,8 @@ if TYPE_CHECKING:
     from trajforge.policy.hf import HFPolicy
     from trajforge.policy.models.checkpoint import is_checkpoint
     from trajforge.policy.models.embedded import load_embedded
-    from trajforge.policy.models.loaders import checkpoint_model
+    from trajforge.policy.models.kinds import TINY_VLM, is_vision_folder
+    from trajforge.policy.models.loaders import checkpoint_model, vision_model
     from trajforge.policy.models.smollm2 import (
         EMBEDDED_NAME,
         cache_root,
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
         SCRIPT_PREFIX,
         SMOLLM2_NAMES,
         bind_expert,
+        chat_renderer_for,
         check_embedder_name,
         check_policy_name,
         is_scripted,
@@ -57,6 +61,13 @@ if TYPE_CHECKING:
     from trajforge.policy.session import RenderedSession
     from trajforge.policy.text_render import RENDERED_WITH, render_text_only
     from trajforge.policy.token_policy import TokenPolicy
+    from trajforge.policy.vision import VisionPolicy
+    from trajforge.policy.vision_render import (
+        VisionRenderer,
+        forward_inputs,
+        is_vision_processor,
+        pixel_inputs,
+    )
     from trajforge.policy.whole_render import break_reason
 
 __all__ = [
@@ -67,6 +78,7 @@ __all__ = [
     "SCRATCH_SIZES",
     "SCRIPT_PREFIX",
     "SMOLLM2_NAMES",
+    "TINY_VLM",
     "ChatRenderer",
     "ChatSession",
     "CheckReport",
@@ -84,26 +96,34 @@ __all__ = [
     "TokenPolicy",
     "TokenSink",
     "ToolProtocol",
+    "VisionPolicy",
+    "VisionRenderer",
     "bind_expert",
     "break_reason",
     "cache_root",
+    "chat_renderer_for",
     "check_embedder_name",
     "check_policy_name",
     "check_trajectories",
     "checkpoint_model",
+    "forward_inputs",
     "gguf_path",
     "is_checkpoint",
     "is_scripted",
+    "is_vision_folder",
+    "is_vision_processor",
     "load_embedded",
     "load_policy",
     "load_script",
     "load_tokenizer",
     "model_folder",
     "parse_openai_spec",
+    "pixel_inputs",
     "render_text_only",
     "save_tokenizer",
     "scratch_model_and_tokenizer",
     "tokenizer_for",
+    "vision_model",
 ]
 
 # Loaded on first access (PEP 562): importing the package stays as light as it was; the
@@ -131,29 +151,38 @@ __getattr__ = lazy_names(
         "SMOLLM2_NAMES": "naming",
         "SamplingParams": "base",
         "ScriptedPolicy": "scripted",
+        "TINY_VLM": "models.kinds",
         "TextEmbedder": "embed",
         "TokenPolicy": "token_policy",
         "TokenSink": "base",
         "ToolProtocol": "renderer",
+        "VisionPolicy": "vision",
+        "VisionRenderer": "vision_render",
         "bind_expert": "naming",
         "break_reason": "whole_render",
         "cache_root": "models.smollm2",
+        "chat_renderer_for": "naming",
         "check_embedder_name": "naming",
         "check_policy_name": "naming",
         "check_trajectories": "check",
         "checkpoint_model": "models.loaders",
+        "forward_inputs": "vision_render",
         "gguf_path": "models.smollm2",
         "is_checkpoint": "models.checkpoint",
         "is_scripted": "naming",
+        "is_vision_folder": "models.kinds",
+        "is_vision_processor": "vision_render",
         "load_embedded": "models.embedded",
         "load_policy": "naming",
         "load_script": "naming",
         "load_tokenizer": "models.smollm2",
         "model_folder": "models.smollm2",
         "parse_openai_spec": "naming",
+        "pixel_inputs": "vision_render",
         "render_text_only": "text_render",
         "save_tokenizer": "saved",
         "scratch_model_and_tokenizer": "models.tiny",
         "tokenizer_for": "naming",
+        "vision_model": "models.loaders",
     },
 )

@@ -151,21 +151,7 @@ class HFPolicy(TokenPolicy):
     ) -> Completion:
         """Sample a continuation of ``prompt_ids`` in the shared batch; ``on_token`` gets each
         id as the decode step that sampled it ends."""
-        _check_sampling(sampling)
-        if not prompt_ids:
-            raise GenerationError("generate: the prompt has no token ids")
-        if min(prompt_ids) < 0 or max(prompt_ids) >= self.vocab_size:
-            # Checked here: inside the batch one bad prompt would fail its neighbours too.
-            bad = next(t for t in prompt_ids if not 0 <= t < self.vocab_size)
-            raise GenerationError(
-                f"generate: token id {bad} is outside the model's vocabulary (0..{self.vocab_size - 1})"
-            )
-        room = self.max_context_tokens - len(prompt_ids)
-        if room <= 0:
-            raise GenerationError(
-                f"generate: the prompt has {len(prompt_ids)} tokens, the model's context holds "
-                f"{self.max_context_tokens}"
-            )
+        room = self.room_after(prompt_ids, sampling)
         if sampling.max_new_tokens == 0:
             return Completion(token_ids=[], logprobs=[], text="", finish_reason=FinishReason.LENGTH)
         loop = asyncio.get_running_loop()
@@ -191,6 +177,26 @@ class HFPolicy(TokenPolicy):
                 self.prefix_cache.expect_outstanding(len(self._pending) + self._live)
             self._cond.notify_all()
         return await future
+
+    def room_after(self, prompt_ids: list[int], sampling: SamplingParams) -> int:
+        """Tokens the context has left after ``prompt_ids``, once the prompt and ``sampling``
+        are checked (raises ``GenerationError`` or ``ConfigError`` naming what is wrong)."""
+        _check_sampling(sampling)
+        if not prompt_ids:
+            raise GenerationError("generate: the prompt has no token ids")
+        if min(prompt_ids) < 0 or max(prompt_ids) >= self.vocab_size:
+            # Checked here: inside the batch one bad prompt would fail its neighbours too.
+            bad = next(t for t in prompt_ids if not 0 <= t < self.vocab_size)
+            raise GenerationError(
+                f"generate: token id {bad} is outside the model's vocabulary (0..{self.vocab_size - 1})"
+            )
+        room = self.max_context_tokens - len(prompt_ids)
+        if room <= 0:
+            raise GenerationError(
+                f"generate: the prompt has {len(prompt_ids)} tokens, the model's context holds "
+                f"{self.max_context_tokens}"
+            )
+        return room
 
     async def complete(
         self,

@@ -3,13 +3,16 @@
 - ``embedded``: SmolLM2-135M-Instruct from the installed wheel, through ``HFPolicy``;
 - ``tiny``, ``pocket``: small random models built in code (tests; training from scratch),
   through ``HFPolicy``;
+- ``tiny-vlm``: a small random vision-language model built in code (tests), through
+  ``VisionPolicy``;
 - ``expert``: an environment's scripted expert through ``ScriptedPolicy`` (pass ``expert=``);
 - ``script:<module:function>`` or ``script:<file.py:function>``: a scripted teacher of the
   user's, a function of the task and the conversation like an environment's expert;
 - a local folder holding a transformers model and tokenizer, or a training checkpoint
   (``runs/x/checkpoints/step-N``: its base model with the checkpoint's weights or adapter
   merged in), also as the ``checkpoints/`` folder or its ``latest`` pointer (the newest
-  checkpoint), through ``HFPolicy``;
+  checkpoint), through ``HFPolicy``; a vision-language model's folder (with its processor)
+  through ``VisionPolicy``;
 - ``openai:<base_url>#<model>``: an OpenAI-compatible chat-completions endpoint.
 """
 
@@ -17,13 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import Policy
 from trajforge.policy.models.checkpoint import is_checkpoint, resolve_checkpoint
+from trajforge.policy.models.kinds import TINY_VLM, is_vision_folder
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.openai_compat import OpenAIPolicy
+from trajforge.policy.renderer import ChatRenderer, ToolProtocol
 from trajforge.policy.scripted import ReplyFn, ScriptedPolicy, ScriptError
 from trajforge.registry import Registry, did_you_mean, is_ref, load_ref
 from trajforge.schema import ExpertFn, Message, Task
@@ -125,6 +131,7 @@ def _load_embedded(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Po
 
 @POLICIES.register("tiny")
 @POLICIES.register("pocket")
+@POLICIES.register("tiny-vlm")
 def _load_scratch(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
     from trajforge.policy.models.loaders import scratch_policy  # lazy: loads torch
 
@@ -208,14 +215,38 @@ def _load_folder(folder: Path, **kw: Any) -> Policy:
 
 def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:
     """The tokenizer a trajectory made by policy ``model`` was rendered with: a local
-    folder's own, ``None`` for an OpenAI endpoint (its tokenizer is unknown here), else
-    SmolLM2's (the embedded, tiny and scripted policies all use it)."""
+    folder's own (a vision-language model's: its processor's), ``tiny-vlm``'s own, ``None``
+    for an OpenAI endpoint (its tokenizer is unknown here), else SmolLM2's (the embedded, tiny
+    and scripted policies all use it)."""
     if model and model.startswith(OPENAI_PREFIX):
         return None
-    if model and model not in SMOLLM2_NAMES:
-        folder = model_path(model)
-        if (folder / "tokenizer_config.json").is_file():
-            from transformers import AutoTokenizer  # lazy: AutoTokenizer imports torch
-
-            return AutoTokenizer.from_pretrained(str(folder))
+    if model and _has_own_tokenizer(model):
+        return cast("PreTrainedTokenizerBase", _loaders().saved_tokenizer(model))
     return load_tokenizer()
+
+
+def chat_renderer_for(model: str | None, tool_protocol: ToolProtocol) -> ChatRenderer | None:
+    """The renderer a trajectory made by policy ``model`` was rendered with (see
+    ``tokenizer_for``): a vision-language model's renders its images' placeholders."""
+    if model and _has_own_tokenizer(model) and is_vision_model(model):
+        return cast(ChatRenderer, _loaders().vision_renderer(model, tool_protocol))
+    tokenizer = tokenizer_for(model)
+    return None if tokenizer is None else ChatRenderer(tokenizer, tool_protocol)
+
+
+def is_vision_model(spec: str) -> bool:
+    """Whether ``spec`` names a vision-language model (``tiny-vlm`` or such a folder)."""
+    return spec == TINY_VLM or is_vision_folder(model_path(spec))
+
+
+def _has_own_tokenizer(model: str) -> bool:
+    if model == TINY_VLM:
+        return True
+    return model not in SMOLLM2_NAMES and (model_path(model) / "tokenizer_config.json").is_file()
+
+
+def _loaders() -> ModuleType:
+    """``policy.models.loaders``, imported when a local model's files are first needed."""
+    from trajforge.policy.models import loaders  # lazy: loads torch and transformers
+
+    return loaders

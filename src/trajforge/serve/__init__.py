@@ -12,6 +12,9 @@ server whose model is a trajforge policy; every call is recorded as token-exact 
 - ``app`` — the FastAPI routes (``/v1`` and ``/sessions/{id}/v1``, rewards); ``responses`` —
   the Responses API subset; ``anthropic_messages`` — the Anthropic Messages API (its request in
   ``anthropic_wire``, replies in ``anthropic_reply``, events in ``anthropic_stream``);
+  ``gemini_api`` — the Gemini API (its request in ``gemini_wire``, replies in
+  ``gemini_reply``, chunks in ``gemini_stream``); ``wire_content`` — images and text content
+  as every API sends them;
   ``client_info`` — which client called; ``server`` — uvicorn in the foreground or on a thread.
 
 Agent programs run against it as rollouts in ``trajforge.agent_programs``; the MCP server of an

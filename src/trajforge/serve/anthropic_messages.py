@@ -26,7 +26,7 @@ from trajforge.serve.anthropic_wire import (
     tools_of,
 )
 from trajforge.serve.client_info import note_client
-from trajforge.serve.gateway import ChatGateway
+from trajforge.serve.gateway import ChatGateway, counted_prompt
 from trajforge.serve.wire import WireError
 
 JsonBody = Callable[[Request], Awaitable[Any]]
@@ -58,13 +58,7 @@ def count_call(gateway: ChatGateway, session_id: str, body: Any) -> dict[str, in
     messages = conversation_of(request)
     tools = tools_of(request)
     gateway.check_model(request.model)
-    count = gateway.count_prompt(session_id, messages, tools)
-    if count is None:
-        raise WireError(
-            "count_tokens: a gateway forwarding to another server cannot count its prompts "
-            "(only that server's tokenizer can)"
-        )
-    return {"input_tokens": count}
+    return {"input_tokens": counted_prompt(gateway, session_id, messages, tools, "count_tokens")}
 
 
 def add_messages_routes(

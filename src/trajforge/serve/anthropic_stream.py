@@ -71,15 +71,8 @@ async def open_stream(
     here where it fails before); ``prompt_tokens`` as ``message_start`` says them (``None``:
     not known before the reply, then 0 until ``message_delta``)."""
     call = SampledCall(gateway, session_id, chat, messages, tools)
-    pieces = call.pieces()
-    try:
-        first = await anext(pieces, None)
-        if first is None:
-            call.choices()  # the call ended: its error, if it failed, is the HTTP reply
-    except BaseException:
-        call.cancel()
-        raise
-    return _events(call, pieces, first is not None, chat.model, stops, prompt_tokens or 0)
+    pieces, streaming_text = await call.started()
+    return _events(call, pieces, streaming_text, chat.model, stops, prompt_tokens or 0)
 
 
 async def _events(

@@ -13,13 +13,11 @@ cannot honour (a forced tool, a server tool, ``top_k``, a URL image) is refused,
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
-from trajforge.formats.openai_chat import message_to_openai
+from trajforge.formats import message_to_openai
 from trajforge.schema import (
     Content,
     FunctionSpec,
@@ -41,6 +39,7 @@ from trajforge.serve.wire import (
     parse_body,
     wire_error_of,
 )
+from trajforge.serve.wire_content import content_of, image_from_base64
 
 TOOL_USE_PREFIX = "toolu_"
 
@@ -302,7 +301,7 @@ def _user(content: str | list[Block], where: str) -> list[Message]:
                 param=at,
             )
     if parts:
-        results.append(Message(role=Role.USER, content=_content(parts)))
+        results.append(Message(role=Role.USER, content=content_of(parts)))
     return results
 
 
@@ -315,14 +314,7 @@ def _result_content(block: ToolResultBlock, where: str) -> Content:
         else image_part(b, f"{where}.content[{k}]")
         for k, b in enumerate(block.content)
     ]
-    return _content(parts)
-
-
-def _content(parts: list[TextPart | ImagePart]) -> Content:
-    """Text-only content as one string, as every other route records it."""
-    if all(isinstance(p, TextPart) for p in parts):
-        return "".join(p.text for p in parts if isinstance(p, TextPart))
-    return parts
+    return content_of(parts)
 
 
 def image_part(block: ImageBlock, where: str) -> ImagePart:
@@ -333,18 +325,7 @@ def image_part(block: ImageBlock, where: str) -> ImagePart:
             f"{where}.source: only base64 images are taken, not {source.type!r} sources",
             param=f"{where}.source",
         )
-    try:
-        data = base64.b64decode(source.data, validate=True)
-    except binascii.Error:
-        raise WireError(
-            f"{where}.source.data: not valid base64", param=f"{where}.source.data"
-        ) from None
-    try:
-        return ImagePart.from_bytes(data, source.media_type)
-    except ValueError as exc:
-        raise WireError(
-            f"{where}.source: {str(exc).removeprefix('image: ')}", param=f"{where}.source"
-        ) from None
+    return image_from_base64(source.data, source.media_type, f"{where}.source")
 
 
 def tools_of(request: MessagesRequest | CountRequest) -> list[ToolSpec]:

@@ -21,6 +21,8 @@ from trajforge.serve.chat_stream import chat_stream, choices_usage
 from trajforge.serve.client_info import note_client
 from trajforge.serve.completions import completions_route
 from trajforge.serve.gateway import ChatGateway, Choice
+from trajforge.serve.gemini_api import add_gemini_routes
+from trajforge.serve.gemini_reply import model_object
 from trajforge.serve.responses import responses_route
 from trajforge.serve.wire import (
     ChatRequest,
@@ -78,9 +80,11 @@ def create_app(gateway: ChatGateway) -> FastAPI:
         return JSONResponse(exc.body(), status_code=exc.status)
 
     def models() -> dict[str, Any]:
-        # One list both SDKs read: OpenAI's fields, and Anthropic's (its page's too).
+        # One list every SDK reads: OpenAI's fields, Anthropic's (its page's too) and, as the
+        # Gemini SDK asks for it on /v1 by default, Gemini's ``models``.
         data = [_model(n) for n in gateway.model_names]
         return {"object": "list", "data": data, "has_more": False,
+                "models": [model_object(n) for n in gateway.model_names],
                 "first_id": data[0]["id"] if data else None,
                 "last_id": data[-1]["id"] if data else None}  # fmt: skip
 
@@ -128,6 +132,7 @@ def create_app(gateway: ChatGateway) -> FastAPI:
         return model(name)
 
     add_messages_routes(app, gateway, json_body, session_of)
+    add_gemini_routes(app, gateway, json_body, session_of)
 
     @app.post("/v1/chat/completions")
     async def _chat(request: Request) -> Any:
@@ -206,7 +211,7 @@ def create_app(gateway: ChatGateway) -> FastAPI:
 def _model(name: str) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": 0, "owned_by": "trajforge",
             "type": "model", "display_name": name, "created_at": "1970-01-01T00:00:00Z",
-            "lifecycle": "active"}  # fmt: skip
+            "lifecycle": "active", **model_object(name)}  # fmt: skip
 
 
 def _choice(index: int, choice: Choice, body: ChatRequest) -> dict[str, Any]:

@@ -65,6 +65,20 @@ class SampledCall:
             self.sent[piece[0]] += piece[1]
             yield piece
 
+    async def started(self) -> tuple[AsyncIterator[tuple[int, str]], bool]:
+        """``pieces`` once the model has started to answer, and whether prose came (already
+        in ``sent``); the call's ``WireError`` is raised here where it failed before (a prompt
+        too long), so a stream can still answer it with an HTTP error."""
+        pieces = self.pieces()
+        try:
+            first = await anext(pieces, None)
+            if first is None:
+                self.choices()
+        except BaseException:
+            self.cancel()
+            raise
+        return pieces, first is not None
+
     def choices(self) -> list[Choice]:
         """The call's choices once ``pieces`` ended (its ``WireError`` if it failed)."""
         return self._call.result()

@@ -125,6 +125,23 @@ class ChatGateway(Protocol):
     async def close(self) -> None: ...
 
 
+def counted_prompt(
+    gateway: ChatGateway,
+    session_id: str,
+    messages: list[Message],
+    tools: list[ToolSpec],
+    route: str,
+) -> int:
+    """``gateway.count_prompt``, a 400 naming ``route`` where the gateway cannot count."""
+    count = gateway.count_prompt(session_id, messages, tools)
+    if count is None:
+        raise WireError(
+            f"{route}: a gateway forwarding to another server cannot count its prompts (only "
+            "that server's tokenizer can)"
+        )
+    return count
+
+
 def served_names(
     own_name: str, model_names: tuple[str, ...], served_name: str | None
 ) -> tuple[str, ...]:

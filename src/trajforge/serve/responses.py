@@ -13,8 +13,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from trajforge.errors import DataError
-from trajforge.formats.openai_chat import message_to_openai
-from trajforge.formats.responses import messages_from_responses
+from trajforge.formats import message_to_openai, messages_from_responses
 from trajforge.policy import FinishReason
 from trajforge.schema import Message
 from trajforge.serve.chat_stream import SampledCall

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trajforge.errors import DataError
-from trajforge.formats import messages_from_openai
+from trajforge.formats import message_to_openai, messages_from_openai
 from trajforge.policy import FinishReason, SamplingParams
 from trajforge.schema import FunctionSpec, Message, Role, ToolCall, ToolSpec, check_conversation
 
@@ -175,14 +175,17 @@ UNSUPPORTED: Unsupported = {
 """The chat-completion fields the gateway cannot honour."""
 
 
-def check_supported(body: dict[str, Any], unsupported: Unsupported = UNSUPPORTED) -> None:
-    """A 400 naming the first field set to something the gateway cannot honour."""
+def check_supported(
+    body: dict[str, Any], unsupported: Unsupported = UNSUPPORTED, prefix: str = ""
+) -> None:
+    """A 400 naming the first field set to something the gateway cannot honour (``prefix``:
+    where ``body`` sits in the request)."""
     for name, (harmless, why) in unsupported.items():
         value = body.get(name)
         if value is not None and value not in harmless:
             raise WireError(
-                f"{name}: not supported by this gateway ({why}); leave it out",
-                param=name,
+                f"{prefix}{name}: not supported by this gateway ({why}); leave it out",
+                param=prefix + name,
                 code="unsupported_parameter",
             )
 
@@ -245,6 +248,22 @@ def tools_of(tools: list[ToolIn] | None) -> list[ToolSpec]:
             raise wire_error_of(exc, f"tools[{k}].function.") from None
         out.append(ToolSpec(function=function))
     return out
+
+
+def chat_call(
+    model: str, messages: list[Message], tools: list[ToolSpec], **sampling: Any
+) -> ChatRequest:
+    """The chat call another API's request stands for: its conversation and tools in OpenAI's
+    shape too (as a gateway forwarding to another server sends them), and its ``sampling``
+    fields (``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``seed``)."""
+    return ChatRequest.model_validate(
+        {
+            "model": model,
+            "messages": [message_to_openai(m) for m in messages],
+            "tools": [t.to_openai() for t in tools] or None,
+            **sampling,
+        }
+    )
 
 
 def sampling_of(

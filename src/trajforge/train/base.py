@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -15,6 +15,7 @@ import torch
 from rich.console import Console
 from torch.distributed.fsdp import FSDPModule
 
+from trajforge.errors import DataError
 from trajforge.precision import describe_machine
 from trajforge.ram import start_memory_watchdog
 from trajforge.train.batch import TokenBatch, TokenSequence, micro_batches
@@ -237,12 +238,28 @@ class Trainer(ABC):
         total = acc.reduce(torch.tensor(float(local_count), device=acc.device), reduction="sum")
         return max(float(total.item()), 1.0) / acc.num_processes
 
+    def refuse_unseen_images(self, seqs: Iterable[TokenSequence]) -> None:
+        """Raise ``DataError`` naming the first of ``seqs`` with images when the model is a text
+        model (it would train on their placeholders without seeing them)."""
+        if self.parts.pixels is not None:
+            return
+        with_images = next((s for s in seqs if s.images), None)
+        if with_images is not None:
+            raise DataError(
+                f"trajectory {with_images.trajectory_id} has images, which model "
+                f"{self.cfg.model.spec!r} (a text model) cannot see: train it with a "
+                "vision-language model"
+            )
+
     def micro_batches(self, seqs: Sequence[TokenSequence]) -> list[TokenBatch]:
+        """``seqs`` in padded micro-batches, with a vision-language model's pixel tensors."""
+        self.refuse_unseen_images(seqs)
         return micro_batches(
             seqs,
             max_tokens=self.cfg.micro_batch_tokens,
             max_rows=self.cfg.micro_batch_rows,
             pad_token_id=self.parts.pad_token_id,
+            pixels=self.parts.pixels,
         )
 
     def backward(self, loss: torch.Tensor, *, last: bool) -> None:

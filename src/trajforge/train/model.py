@@ -37,15 +37,21 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trajforge.errors import ConfigError
 from trajforge.policy import (
     SCRATCH_SIZES,
+    TINY_VLM,
     checkpoint_model,
     is_checkpoint,
+    is_vision_folder,
+    is_vision_processor,
     load_embedded,
+    pixel_inputs,
     save_tokenizer,
     scratch_model_and_tokenizer,
+    vision_model,
 )
 from trajforge.precision import Precision, Resolved, resolve_precision
 from trajforge.ram import return_freed_memory
 from trajforge.registry import did_you_mean
+from trajforge.train.batch import PixelInputs
 from trajforge.train.config import (
     CommonSettings,
     DistributedSettings,
@@ -66,9 +72,12 @@ def seed_everything(seed: int) -> None:
 
 def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
     """``(model, tokenizer)`` for ``tiny``, ``pocket``, ``embedded`` or a local Hugging Face
-    folder, in fp32."""
+    folder, in fp32; ``(model, processor)`` for a vision-language model (``tiny-vlm`` or a
+    folder with a processor)."""
     return_freed_memory()
     spec = settings.spec
+    if spec == TINY_VLM or is_vision_folder(Path(spec)):
+        return vision_model(spec, seed=settings.tiny_seed)
     if spec in SCRATCH_SIZES:
         return scratch_model_and_tokenizer(spec, seed=settings.tiny_seed)
     if spec == "embedded":
@@ -76,7 +85,8 @@ def load_base_model(settings: ModelSettings) -> tuple[nn.Module, Any]:
     path = Path(spec)
     if not path.is_dir():
         raise ConfigError(
-            f"model.spec: {spec!r} is not 'tiny', 'pocket', 'embedded' or an existing model folder"
+            f"model.spec: {spec!r} is not 'tiny', 'pocket', 'tiny-vlm', 'embedded' or an existing "
+            "model folder"
         )
     if is_checkpoint(path):
         return checkpoint_model(path)
@@ -197,6 +207,17 @@ class TrainParts:
     template: nn.Module | None = None
     """Under FSDP: an unsharded copy of the initial model on the CPU, the skeleton that gathered
     weights are loaded into (final weights, rollout weights, the frozen reference)."""
+    processor: Any = None
+    """A vision-language model's processor (``tokenizer`` is its tokenizer); ``None`` for a
+    text model."""
+
+    @property
+    def pixels(self) -> PixelInputs | None:
+        """Images -> the model's pixel tensors (``None`` for a text model)."""
+        processor = self.processor
+        if processor is None:
+            return None
+        return lambda images: pixel_inputs(processor, images)
 
     @property
     def device(self) -> torch.device:
@@ -320,6 +341,9 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
     """Load the model, apply LoRA, build AdamW and the schedule, and place them with accelerate."""
     seed_everything(cfg.seed)
     base, tokenizer = load_base_model(cfg.model)
+    processor = tokenizer if is_vision_processor(tokenizer) else None
+    if processor is not None:
+        tokenizer = processor.tokenizer
     if problems := model_setting_problems(cfg, base):
         raise ConfigError("; ".join(problems))
     model = apply_lora(base, cfg.model)
@@ -355,6 +379,7 @@ def build_train_parts(cfg: CommonSettings, total_steps: int) -> TrainParts:
         sharded=sharded,
         base=base_record(cfg.model),
         template=template,
+        processor=processor,
     )
 
 
@@ -362,7 +387,7 @@ def base_record(settings: ModelSettings) -> dict[str, Any]:
     """What a checkpoint records of its base model: ``tiny`` and ``embedded`` by name, a folder
     by its absolute path (the checkpoint loads from any working directory)."""
     spec = settings.spec
-    if spec not in ("tiny", "embedded"):
+    if spec not in ("tiny", "embedded", TINY_VLM):
         spec = str(Path(spec).expanduser().resolve())
     return {"spec": spec, "tiny_seed": settings.tiny_seed}
 
@@ -399,6 +424,14 @@ def save_final(parts: TrainParts, out: Path) -> Path:
             copy.deepcopy(model).merge_and_unload().save_pretrained(out)
         else:
             model.save_pretrained(out)
-        save_tokenizer(parts.tokenizer, out)
+        save_processing(parts, out)
     barrier()
     return out
+
+
+def save_processing(parts: TrainParts, out: Path) -> None:
+    """The tokenizer, with the chat template training rendered with, into ``out``; before it a
+    vision-language model's processor (the folder then loads as one, ``AutoProcessor``)."""
+    if parts.processor is not None:
+        parts.processor.save_pretrained(str(out))
+    save_tokenizer(parts.tokenizer, out)

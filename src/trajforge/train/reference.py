@@ -62,6 +62,11 @@ class ReferenceModel:
         reference's logits divided by ``temperature`` (the policy's own, for a like KL)."""
         with self._module() as module, self.parts.accelerator.autocast():
             lp, _ = module(
-                batch.input_ids, batch.attention_mask, batch.loss_mask, False, temperature
+                batch.input_ids,
+                batch.attention_mask,
+                batch.loss_mask,
+                False,
+                temperature,
+                vision=batch.vision,
             )
         return lp.float()

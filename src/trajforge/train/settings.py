@@ -59,9 +59,9 @@ class ModelSettings(ConfigModel):
 
     spec: str = "tiny"
     """``tiny`` (random test model), ``pocket`` (a random 7M-parameter model to train from
-    scratch), ``embedded`` (SmolLM2-135M-Instruct), a local Hugging Face model folder or a training checkpoint (``runs/x/checkpoints/step-0000004``)."""
+    scratch), ``tiny-vlm`` (random vision-language test model, docs/vision.md), ``embedded`` (SmolLM2-135M-Instruct), a local Hugging Face model folder (a vision-language model's with its processor) or a training checkpoint (``runs/x/checkpoints/step-0000004``)."""
     tiny_seed: int = 0
-    """Seed of the random weights of a model built from scratch (``tiny``, ``pocket``)."""
+    """Seed of the random weights of a model built from scratch (``tiny``, ``pocket``, ``tiny-vlm``)."""
     lora: LoraSettings | None = None
     """LoRA adapter settings; null trains every weight."""
     precision: Precision = Precision.AUTO

@@ -139,14 +139,17 @@ class SFTTrainer(EpochTrainer):
         batches = self.micro_batches(seqs)
         pad = self.parts.pad_token_id
         passes = self.even_passes(
-            batches, lambda: TokenBatch.collate(step_seqs[:1], pad_token_id=pad)
+            batches,
+            lambda: TokenBatch.collate(step_seqs[:1], pad_token_id=pad, pixels=self.parts.pixels),
         )
         nll_sum = 0.0
         device = self.parts.device
         for k, (mb, counted) in enumerate(passes):
             mb = mb.to(device)
             with self.parts.accelerator.autocast():
-                lp, _ = self.parts.logprob_model(mb.input_ids, mb.attention_mask, mb.loss_mask)
+                lp, _ = self.parts.logprob_model(
+                    mb.input_ids, mb.attention_mask, mb.loss_mask, vision=mb.vision
+                )
             total = -(lp * mb.loss_mask).sum()
             # A pass that only keeps the processes in step contributes a zero gradient.
             self.backward(total / divisor if counted else total * 0.0, last=k == len(passes) - 1)

@@ -11,13 +11,23 @@ from typing import Any
 import torch
 from peft import LoraConfig, get_peft_model
 from torch import nn
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    AutoProcessor,
+    AutoTokenizer,
+)
 
 from trajforge.errors import ConfigError
 from trajforge.policy.hf import HFPolicy
-from trajforge.policy.models.checkpoint import is_checkpoint
+from trajforge.policy.models.checkpoint import is_checkpoint, resolve_checkpoint
 from trajforge.policy.models.embedded import load_embedded
+from trajforge.policy.models.kinds import TINY_VLM, is_vision_folder
 from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
+from trajforge.policy.models.tiny_vlm import tiny_vlm_and_processor, tiny_vlm_processor
+from trajforge.policy.renderer import ToolProtocol
+from trajforge.policy.vision import VisionPolicy
+from trajforge.policy.vision_render import VisionRenderer
 
 
 def causal_lm(
@@ -50,20 +60,54 @@ def embedded_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
 
 
 def scratch_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
-    """Scratch model ``name``, ``tiny`` or ``pocket``, at random weights (``seed`` in ``kw``
-    picks them)."""
+    """Scratch model ``name``, ``tiny``, ``pocket`` or ``tiny-vlm``, at random weights
+    (``seed`` in ``kw`` picks them)."""
+    if name == TINY_VLM:
+        return vision_policy(name, kw)
     model, tokenizer = causal_lm(name, dtype=kw.pop("dtype", None), seed=kw.pop("seed", 0))
     return HFPolicy(model, tokenizer, name=kw.pop("name", name), **kw)
 
 
 def folder_policy(folder: Path, kw: dict[str, Any]) -> HFPolicy:
-    """The transformers model and tokenizer saved in ``folder``, or a training checkpoint's."""
+    """The transformers model and tokenizer saved in ``folder``, or a training checkpoint's;
+    a vision-language model's folder (it has a processor) as a ``VisionPolicy``."""
+    if is_vision_folder(folder):
+        return vision_policy(str(folder), kw)
     model, tokenizer = causal_lm(str(folder), dtype=kw.pop("dtype", None))
     return HFPolicy(model, tokenizer, name=kw.pop("name", str(folder)), **kw)
 
 
+def vision_model(
+    spec: str, *, dtype: torch.dtype | None = None, seed: int = 0
+) -> tuple[nn.Module, Any]:
+    """``(model, processor)`` of the vision-language model ``spec`` names, float32 unless
+    ``dtype`` says otherwise: ``tiny-vlm`` (``seed`` picks its weights), a transformers
+    folder (``AutoModelForImageTextToText`` and ``AutoProcessor``) or a training checkpoint of
+    either."""
+    model: nn.Module
+    if spec == TINY_VLM:
+        scratch, processor = tiny_vlm_and_processor(seed)
+        model = nn.Module.to(scratch, dtype) if dtype is not None else scratch
+        return model, processor
+    folder = Path(spec).expanduser()
+    if is_checkpoint(folder):
+        model, processor = checkpoint_model(folder)
+        return model.to(dtype or torch.float32), processor
+    model = AutoModelForImageTextToText.from_pretrained(str(folder), dtype=dtype or torch.float32)
+    return model, AutoProcessor.from_pretrained(str(folder))
+
+
+def vision_policy(spec: str, kw: dict[str, Any]) -> VisionPolicy:
+    """``tiny-vlm`` or a vision-language model folder as a ``VisionPolicy``."""
+    model, processor = vision_model(spec, dtype=kw.pop("dtype", None), seed=kw.pop("seed", 0))
+    # It decodes one sequence at a time: a batch size asked of local models does not apply.
+    kw.pop("max_batch_size", None)
+    return VisionPolicy(model, processor, name=kw.pop("name", spec), **kw)
+
+
 def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:
-    """``(model, tokenizer)`` of training checkpoint ``folder``, in fp32: the base model its
+    """``(model, tokenizer)`` of training checkpoint ``folder`` (a vision-language model's:
+    ``(model, processor)``), in fp32: the base model its
     ``state.json`` names, with the checkpoint's trained weights loaded, or its LoRA adapter
     (``adapter_config.json``) merged in, so it serves and trains like any model folder."""
     state = json.loads((folder / "state.json").read_text())
@@ -74,9 +118,13 @@ def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:
             "load its run's final/ instead"
         )
     spec = str(base["spec"])
+    seed = int(base.get("tiny_seed", 0))
+    vision = spec == TINY_VLM or is_vision_folder(Path(spec))
     model: nn.Module
     if spec in SCRATCH_SIZES:
-        model, _ = scratch_model_and_tokenizer(spec, seed=int(base.get("tiny_seed", 0)))
+        model, _ = scratch_model_and_tokenizer(spec, seed=seed)
+    elif vision:
+        model, _ = vision_model(spec, seed=seed)
     elif spec == "embedded":
         model, _ = load_embedded(torch.float32)
     else:
@@ -94,4 +142,28 @@ def checkpoint_model(folder: Path) -> tuple[nn.Module, Any]:
     merged: nn.Module = merge() if callable(merge) else model
     # PEFT froze the base weights; merged, they are the model's own, trainable as a folder's.
     merged.requires_grad_(True)
+    if vision:
+        return merged, AutoProcessor.from_pretrained(str(folder))
     return merged, AutoTokenizer.from_pretrained(str(folder))
+
+
+def saved_tokenizer(spec: str) -> Any:
+    """The tokenizer of ``tiny-vlm`` or of model folder ``spec`` (a vision-language model's:
+    its processor's)."""
+    folder = resolve_checkpoint(Path(spec).expanduser())
+    if spec == TINY_VLM or is_vision_folder(folder):
+        return saved_processor(spec).tokenizer
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def saved_processor(spec: str) -> Any:
+    """The processor of ``tiny-vlm`` or of vision-language model folder ``spec``."""
+    if spec == TINY_VLM:
+        return tiny_vlm_processor()
+    return AutoProcessor.from_pretrained(str(resolve_checkpoint(Path(spec).expanduser())))
+
+
+def vision_renderer(spec: str, tool_protocol: ToolProtocol) -> VisionRenderer:
+    """The renderer of vision-language model ``spec`` (``tiny-vlm`` or a folder), without
+    its weights."""
+    return VisionRenderer(saved_processor(spec), tool_protocol)

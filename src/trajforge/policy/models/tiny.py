@@ -13,15 +13,19 @@ Both start from random weights fixed by a seed; neither is downloaded.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 from trajforge.policy.models.smollm2 import load_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
+
+
+M = TypeVar("M", bound=PreTrainedModel)
 
 
 class ScratchSize(NamedTuple):
@@ -56,10 +60,16 @@ def _build(size: ScratchSize, seed: int, tokenizer: PreTrainedTokenizerBase) -> 
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
+    return from_seed(LlamaForCausalLM, config, tokenizer, seed)
+
+
+def from_seed(model_class: Callable[[Any], M], config: Any, tokenizer: Any, seed: int) -> M:
+    """``model_class(config)`` at the random weights of ``seed``, ending its generations at
+    ``tokenizer``'s end of sequence, in eval mode."""
     # A private RNG stream: building the model must not disturb the caller's torch seed.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
+        model = model_class(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.eval()

@@ -7,7 +7,8 @@ agent program, a multi-seat game), beside the weights they sample with; the opti
 the plain function ``update.update`` over a step's batch; ``advantages.py`` holds the one reward
 figure (``episode_reward``) and the one ``advantage_input``, which the viewer uses too; a step
 that trains nothing says so (``idle.py``). Self-play (``self_play.py``), task revisits
-(``task_revisit.py``) and replay (``replay.py``) are RL's alone.
+(``task_revisit.py``), replay (``replay.py``) and difficulty filtering with its curriculum
+(``difficulty.py``) are RL's alone.
 
 Like ``trajforge.algos``, the names below load their module on first access: reading a config
 (``trajforge.train.rl.config``) or the viewer's advantages never imports the trainer.

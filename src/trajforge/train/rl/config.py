@@ -1,5 +1,6 @@
-"""The RL config and its sub-settings: replay of past successes, task revisits, validation,
-self-play, and what becomes of episodes lost to the infrastructure.
+"""The RL config and its sub-settings: replay of past successes, task revisits, difficulty
+filtering and the curriculum, validation, self-play, and what becomes of episodes lost to the
+infrastructure.
 
 Every key is documented by the docstring under it: ``trajforge config show`` and
 ``docs/configuration.md`` are generated from them.
@@ -57,6 +58,45 @@ class TaskRevisitSettings(ConfigModel):
     """Tasks the pool holds; beyond it the lowest priority is dropped."""
     solved_reward: float = 1.0
     """A sample with at least this reward solved its task."""
+
+
+class DifficultySettings(ConfigModel):
+    """Per-task pass rates tracked across steps, and what a run does with them
+    (``train.rl.difficulty``): refill the batch in place of groups that scored alike (DAPO's
+    dynamic sampling), and prefer tasks of middling pass rate (a curriculum)."""
+
+    refill: bool = False
+    """Drop each group whose samples all got the same reward (it teaches nothing) and roll out
+    groups on new tasks in its place, until ``groups_per_step`` groups with a spread are in hand
+    or a cap below is reached."""
+    max_refills: int = Field(default=4, ge=1)
+    """Rounds of extra rollouts one step may take (each rolls out the groups still missing)."""
+    max_extra_groups: int | None = Field(default=None, ge=1)
+    """Groups one step may roll out beyond ``groups_per_step`` (null: only ``max_refills``
+    bounds them)."""
+    band: tuple[float, float] | None = None
+    """``[low, high]``: a step's fresh tasks are those whose pass rate lies in the band (a task
+    not yet seen counts as in it); one outside is taken with probability ``explore`` when its
+    turn comes, so none is starved. null: tasks in order, whatever their pass rate."""
+    explore: float = Field(default=0.1, gt=0, le=1)
+    """Chance that a task outside ``band`` is taken when the task order reaches it."""
+    pass_rate_alpha: float = Field(default=0.5, gt=0, le=1)
+    """Weight of a task's newest group in its pass rate, an exponential moving average of the
+    share of its samples that succeeded (1: the newest group alone)."""
+    pass_reward: float = 1.0
+    """A sample passes when it ended ``ok`` with at least this reward."""
+
+    @field_validator("band")
+    @classmethod
+    def _band_within_unit(cls, band: tuple[float, float] | None) -> tuple[float, float] | None:
+        if band is None:
+            return None
+        low, high = band
+        if not (0 <= low <= 1 and 0 <= high <= 1):
+            raise ValueError(f"[{low:g}, {high:g}]: a band of pass rates lies within [0, 1]")
+        if low > high:
+            raise ValueError(f"[{low:g}, {high:g}]: low is above high; write [low, high]")
+        return band
 
 
 class ValidationSettings(ConfigModel):
@@ -166,6 +206,9 @@ class RLConfig(CommonSettings):
     """Replay of past successes into failed groups."""
     revisit: TaskRevisitSettings = Field(default_factory=TaskRevisitSettings)
     """Prioritized revisits of unsolved tasks."""
+    difficulty: DifficultySettings | None = None
+    """Per-task pass rates, dropping and refilling groups that scored alike, and a curriculum
+    over pass rates (null: none of it; ``{}`` tracks the pass rates only)."""
     temperature: float = Field(default=1.0, ge=0)
     """Sampling temperature of rollouts."""
     top_p: float = Field(default=1.0, gt=0, le=1)
@@ -234,7 +277,23 @@ class RLConfig(CommonSettings):
                 "async_staleness: more than 1 step ahead needs ray: (in this process, rollouts "
                 "sample one step ahead at most)"
             )
+        if self.difficulty is not None:
+            _check_difficulty(self.difficulty, self)
         return self
+
+
+def _check_difficulty(difficulty: DifficultySettings, cfg: RLConfig) -> None:
+    """Refuse what ``difficulty`` cannot do under ``cfg``, in one line naming the key."""
+    if difficulty.refill and cfg.samples_per_group < 2:
+        raise ValueError(
+            "difficulty.refill: a group of one sample always scores alike; set "
+            "samples_per_group to 2 or more"
+        )
+    if cfg.async_staleness > 0 and (difficulty.refill or difficulty.band is not None):
+        raise ValueError(
+            "difficulty: refill and band choose a step's tasks from the pass rates as it "
+            "starts; with async_staleness the tasks are chosen steps ahead (set it to 0)"
+        )
 
 
 def _check_options(given: dict[str, Any], known: list[str], what: str) -> None:

@@ -41,7 +41,12 @@ class IdleSteps:
         for t in batch:
             rewards.setdefault(group_key(t), set()).add(episode_reward(t))
         alike = sum(len(r) == 1 for r in rewards.values())
-        if not batch:
+        if not batch and metrics.get("dropped_groups"):
+            why = (
+                f"every group left scored alike and was dropped ({metrics['dropped_groups']:g}), "
+                "and the refill cap was reached (difficulty.max_refills, max_extra_groups)"
+            )
+        elif not batch:
             why = "no episode was left to train on (none tokenized, or all lost to the infrastructure)"
         elif alike == len(rewards):
             why = f"all {alike} groups scored alike (every sample of a task got the same reward)"

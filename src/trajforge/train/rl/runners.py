@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajforge.errors import ConfigError
-from trajforge.policy import HFPolicy, TokenPolicy
+from trajforge.policy import HFPolicy, TokenPolicy, VisionPolicy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
 from trajforge.rollout import EpisodeRunner, Limits, PolicyRef, RolloutSpec, run_rollout
 from trajforge.schema import Task, Trajectory
@@ -169,6 +169,8 @@ class RolloutWeights:
             model = copy.deepcopy(model)
         if self.dtype is torch.bfloat16:
             model = model.to(torch.bfloat16)
+        if self.parts.processor is not None:
+            return VisionPolicy(model, self.parts.processor)
         return HFPolicy(
             model,
             self.parts.tokenizer,

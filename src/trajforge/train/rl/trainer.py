@@ -48,6 +48,7 @@ from trajforge.train.distributed import from_main
 from trajforge.train.model import TrainParts
 from trajforge.train.rl import update as rl_update
 from trajforge.train.rl.advantages import REWARD, episode_reward, reward_score
+from trajforge.train.rl.difficulty import Difficulty, Filtered
 from trajforge.train.rl.idle import IdleSteps
 from trajforge.train.rl.replay import ReplayBuffer
 from trajforge.train.rl.runners import AgentRunners, Ahead, RolloutWeights, choose_runner
@@ -63,6 +64,9 @@ if TYPE_CHECKING:
     from trajforge.train.reference import ReferenceModel
     from trajforge.train.rl.self_play import SelfPlay
 
+
+_REFILL_SEED_STRIDE = 7_919
+"""Between the sampling seeds of a step's refill rounds: a task rolled out again draws anew."""
 
 RL_RUN_KIND = "rl"
 """The ``kind`` an RL run's rollouts carry in their metadata (the viewer's runs table shows it)."""
@@ -106,6 +110,7 @@ class RLTrainer(Trainer):
         self.task_cursor = 0
         self.task_index = {task.id: i for i, task in enumerate(self.tasks)}
         self.revisits = TaskRevisits(cfg.revisit)
+        self.difficulty = Difficulty(cfg.difficulty, cfg.seed)
         self.validation_tasks = (
             validation_tasks(self.entry, cfg.validation, split=cfg.task_split, avoid=self.tasks)
             if cfg.validation.tasks
@@ -164,6 +169,7 @@ class RLTrainer(Trainer):
             "task_cursor": self.task_cursor,
             "replay": [t.model_dump(mode="json") for t in self.replay.items],
             "revisit": self.revisits.state(),
+            "difficulty": self.difficulty.state(),
             "validation": [p.as_dict() for p in self.validated],
             "self_play": self.self_play.state() if self.self_play is not None else {},
         }
@@ -172,6 +178,7 @@ class RLTrainer(Trainer):
         self.task_cursor = int(cursor["task_cursor"])
         self.replay.items = [Trajectory.model_validate(t) for t in cursor.get("replay", [])]
         self.revisits.load_state(cursor.get("revisit", []))
+        self.difficulty.load_state(cursor.get("difficulty", []))
         self.validated = [ValidationPoint(**p) for p in cursor.get("validation", [])]
         if self.self_play is not None:
             self.self_play.load_state(cursor.get("self_play", {}))
@@ -215,16 +222,22 @@ class RLTrainer(Trainer):
         t0 = time.perf_counter()
         cfg = self.rl_cfg
         # The step's episodes, played and scored on the main process, sent to the others.
-        trajs, revisited, rollout_s, failed_scores = from_main(lambda: self._scored(step))
+        trajs, revisited, rollout_s, failed_scores, filtered = from_main(lambda: self._scored(step))
         _refuse_all_failed(step, trajs)
         rewards = [episode_reward(t) for t in trajs]
         outcomes: dict[int, list[float]] = {}
         for t, r in zip(trajs, rewards, strict=True):
             outcomes.setdefault(self.task_index[t.task.id], []).append(r)
         self.revisits.update(outcomes)
+        self.difficulty.update(trajs)
         metrics = _episode_metrics(trajs, rewards)
         metrics["rollout_time_s"] = rollout_s
         metrics["failed_scores"] = float(failed_scores)
+        metrics.update(filtered.metrics)
+        metrics.update(self.difficulty.metrics())
+        if filtered.dropped:  # groups that scored alike train nothing: left out from here on
+            kept = [i for i, t in enumerate(trajs) if group_key(t) not in filtered.dropped]
+            trajs, rewards = [trajs[i] for i in kept], [rewards[i] for i in kept]
         versions = [t.metadata[POLICY_VERSION] for t in trajs if POLICY_VERSION in t.metadata]
         if versions:  # updates the oldest weights lagged behind the ones trained now
             metrics["policy_staleness_max"] = float(step - 1 - min(versions))
@@ -262,14 +275,29 @@ class RLTrainer(Trainer):
             metrics["val_success"] = point.success
         return metrics
 
-    def _scored(self, step: int) -> tuple[list[Trajectory], int, float, int]:
-        """This step's rollouts, how many of its tasks were revisits, the rollout seconds and
-        how many scores failed."""
+    def _scored(self, step: int) -> tuple[list[Trajectory], int, float, int, Filtered]:
+        """This step's rollouts, how many of its tasks were revisits, the rollout seconds, how
+        many scores failed, and what dynamic sampling dropped and rolled out besides (with the
+        curriculum's choice of tasks in its metrics)."""
         t0 = time.perf_counter()
         trajs, revisited = self._step_rollouts(step)
-        rollout_s = time.perf_counter() - t0
-        failed = asyncio.run(self._score(trajs))
-        return trajs, revisited, rollout_s, failed
+        spent = [time.perf_counter() - t0, 0.0]  # rollout seconds, failed scores
+        spent[1] = asyncio.run(self._score(trajs))
+
+        def more(round_: int, groups: int) -> list[Trajectory]:
+            t1 = time.perf_counter()
+            chosen = {self.task_index[t.task.id] for t in trajs}
+            indices, self.task_cursor = self.difficulty.take(
+                self.tasks, self.task_cursor, groups, chosen
+            )
+            new = self._rollout(step, [self.tasks[i] for i in indices], refill=round_)
+            spent[0] += time.perf_counter() - t1
+            spent[1] += asyncio.run(self._score(new))
+            return new
+
+        filtered = self.difficulty.refill(trajs, self.rl_cfg.groups_per_step, more)
+        filtered.metrics.update(self.difficulty.picked_metrics())
+        return trajs, revisited, spent[0], int(spent[1]), filtered
 
     def _step_rollouts(self, step: int) -> tuple[list[Trajectory], int]:
         """This step's rollouts and how many of its tasks were revisits: sampled now, or, in
@@ -287,29 +315,28 @@ class RLTrainer(Trainer):
             self.ahead.append(Ahead(self._rollout, last, *self._next_tasks()))
         return trajs, revisited
 
-    def _rollout(self, step: int, tasks: list[Task]) -> list[Trajectory]:
+    def _rollout(self, step: int, tasks: list[Task], refill: int = 0) -> list[Trajectory]:
+        """The step's groups on ``tasks``; ``refill``: the round of dynamic sampling they refill
+        (a run and sampling seeds of its own)."""
         assert self.runner is not None  # the main process rolls out
         cfg = self.rl_cfg
-        spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, f"step{step}")
+        name = f"step{step}-refill{refill}" if refill else f"step{step}"
+        spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, name, refill)
         return self.runner.rollout(spec, step)
 
     def _next_tasks(self) -> tuple[list[Task], int]:
         """This step's tasks: revisits first, then fresh ones from the cursor (a task already
-        revisited this step is skipped). Returns them and the number of revisits."""
+        revisited this step is skipped; under ``difficulty.band``, those in the band preferred).
+        Returns them and the number of revisits."""
         n = self.rl_cfg.groups_per_step
         picked = self.revisits.pick(n)
-        chosen = set(picked)
-        out = [self.tasks[i] for i in picked]
-        while len(out) < n:
-            index = self.task_cursor % len(self.tasks)
-            self.task_cursor += 1
-            if index not in chosen or len(chosen) >= len(self.tasks):
-                chosen.add(index)
-                out.append(self.tasks[index])
-        return out, len(picked)
+        fresh, self.task_cursor = self.difficulty.take(
+            self.tasks, self.task_cursor, n - len(picked), set(picked)
+        )
+        return [self.tasks[i] for i in picked + fresh], len(picked)
 
     def _spec(
-        self, tasks: list[Task], n: int, temperature: float, step: int, name: str
+        self, tasks: list[Task], n: int, temperature: float, step: int, name: str, refill: int = 0
     ) -> RolloutSpec:
         cfg = self.rl_cfg
         prefix = self.run_prefix
@@ -326,7 +353,7 @@ class RLTrainer(Trainer):
             sampling=Sampling(
                 temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
             ),
-            seed=cfg.seed * 1_000_003 + step,
+            seed=cfg.seed * 1_000_003 + step + _REFILL_SEED_STRIDE * refill,
             run_id=run_id,
             store=cfg.store,
         )

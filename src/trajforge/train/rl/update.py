@@ -110,7 +110,8 @@ def optimize(
     pad = ops.parts.pad_token_id
     mine = ops.shard(seqs, [len(s) for s in seqs])
     passes = ops.even_passes(
-        ops.micro_batches(mine), lambda: TokenBatch.collate(seqs[:1], pad_token_id=pad)
+        ops.micro_batches(mine),
+        lambda: TokenBatch.collate(seqs[:1], pad_token_id=pad, pixels=ops.parts.pixels),
     )
     batches = [b.to(device) for b, _ in passes]
     counted = [c for _, c in passes]
@@ -131,7 +132,7 @@ def optimize(
         with torch.no_grad(), ops.parts.accelerator.autocast():
             for b in batches:
                 b.old_logprobs = ops.parts.logprob_model(
-                    b.input_ids, b.attention_mask, b.loss_mask, False, temperature
+                    b.input_ids, b.attention_mask, b.loss_mask, False, temperature, vision=b.vision
                 )[0].float()
     refs = [reference.logprobs(b, temperature) for b in batches] if reference else None
     n_tokens = sum(b.num_loss_tokens for b, c in zip(batches, counted, strict=True) if c)
@@ -157,7 +158,7 @@ def optimize(
         for k, b in enumerate(batches):
             with ops.parts.accelerator.autocast():
                 lp, ent = ops.parts.logprob_model(
-                    b.input_ids, b.attention_mask, b.loss_mask, True, temperature
+                    b.input_ids, b.attention_mask, b.loss_mask, True, temperature, vision=b.vision
                 )
             lp = lp.float()
             if from_first_epoch and epoch == 0:

@@ -1,0 +1,171 @@
+"""Difficulty filtering and the curriculum on the calculator job: RL steps to a validation target
+without and with ``difficulty``.
+
+The calculator job (``examples/calculator/experiment.yaml``) up to its SFT stage runs once; from
+that one SFT checkpoint its RL stage runs once per arm and seed, validating greedily after every
+step on training-split tasks the RL never samples (the stage's ``validation.tasks``):
+
+- ``plain``: the stage as the job has it;
+- ``difficulty``: the same, plus ``difficulty: {refill: true, band: [0.1, 0.9]}`` (groups that
+  scored alike dropped and refilled, fresh tasks preferred in the pass-rate band).
+
+The target is the SFT weights' validation success (step 0, the same for both arms) plus
+``--gain``. An arm that never reaches it within ``--steps`` counts ``steps + 1`` (censored, and
+said so). The refill arm rolls out more episodes a step; their count is printed beside the steps.
+
+    .venv/bin/python bench/curriculum.py --quick        # the tiny model, micro sizes, ~2 min
+    .venv/bin/python bench/curriculum.py --steps 8 --seeds 0 1 2
+
+Prints the per-arm validation curves and steps to target, then ONE JSON line; ``ratio`` is the
+mean steps to target without over with (> 1: the difficulty arm gets there sooner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from trajforge.pipeline.config import (
+    EvalStage,
+    Experiment,
+    RLStage,
+    SFTStage,
+    load_experiment,
+    rl_config,
+)
+from trajforge.pipeline.runner import ExperimentRunner
+from trajforge.train.config import RLConfig
+from trajforge.train.rl import RLTrainer
+
+JOB = Path(__file__).resolve().parents[1] / "examples" / "calculator" / "experiment.yaml"
+ARMS: dict[str, dict[str, Any] | None] = {
+    "plain": None,
+    "difficulty": {"refill": True, "band": [0.1, 0.9]},
+}
+# The tiny random model at micro sizes: proves the bench end to end in minutes (it solves
+# nothing, so both arms are censored and the ratio is 1).
+QUICK = [
+    "model=tiny",
+    "stages.demonstrations.tasks=8",
+    "stages.sft.train.epochs=1",
+    "stages.sft.train.max_steps=2",
+    "stages.sft.train.batch_size=4",
+    "stages.rl.train.model.lora.layers=[0, 1]",
+    "stages.rl.train.num_tasks=16",
+    "stages.rl.train.groups_per_step=2",
+    "stages.rl.train.samples_per_group=2",
+    "stages.rl.train.max_turns=2",
+    "stages.rl.train.max_new_tokens=16",
+    "stages.rl.train.epochs_per_step=1",
+    "stages.rl.train.validation.tasks=4",
+]
+
+
+def _sft_model(exp: Experiment, rl_index: int, out: Path) -> str:
+    """The job's stages before its RL stage, evals left out (only the checkpoint is used), run
+    once; the SFT checkpoint they end on."""
+    stages = [s for s in exp.stages[:rl_index] if not isinstance(s, EvalStage)]
+    sft = [s.name for s in stages if isinstance(s, SFTStage)][-1]
+    prefix = exp.model_copy(update={"stages": stages})
+    results = ExperimentRunner(prefix, run_dir=out / "sft").run()
+    return str(next(s["model"] for s in results["stages"] if s["name"] == sft))
+
+
+def _rl_config(exp: Experiment, rl_index: int, model: str, arm: str, seed: int, steps: int, out: Path) -> RLConfig:  # fmt: skip
+    base = rl_config(exp, rl_index, model=model, run_dir=out / f"{arm}-s{seed}")
+    validation = {**base.validation.model_dump(), "every": 1, "keep_best": False}
+    raw = {
+        **base.model_dump(),
+        "seed": seed,
+        "steps": steps,
+        "validation": validation,
+        "difficulty": ARMS[arm],
+        "progress": False,
+        "tensorboard": False,
+        "checkpoint_every": 0,
+    }
+    return RLConfig.model_validate(raw)
+
+
+def _steps_to(curve: list[tuple[int, float]], target: float, steps: int) -> tuple[int, bool]:
+    """The first step whose validation success reaches ``target``, or ``steps + 1`` and
+    ``True`` (censored) when none does."""
+    reached = [step for step, success in curve if step > 0 and success >= target - 1e-9]
+    return (reached[0], False) if reached else (steps + 1, True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the tiny model at micro sizes")
+    parser.add_argument("--steps", type=int, default=6, help="RL steps per arm and seed")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--gain", type=float, default=0.1,
+                        help="the target: the SFT weights' validation success plus this")  # fmt: skip
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="job overrides, e.g. stages.rl.train.groups_per_step=4")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=None, help="run folders (default: temp)")
+    args = parser.parse_args()
+    exp = load_experiment(JOB, [*(QUICK if args.quick else []), *args.set])
+    rl_index = next(i for i, s in enumerate(exp.stages) if isinstance(s, RLStage))
+    started = time.perf_counter()
+    arms: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = args.out or Path(tmp)
+        model = _sft_model(exp, rl_index, out)
+        runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
+        for arm in ARMS:
+            for seed in args.seeds:
+                cfg = _rl_config(exp, rl_index, model, arm, seed, args.steps, out)
+                result = RLTrainer(cfg).train()
+                curve = [(int(p["step"]), float(p["success"])) for p in result.validation]
+                groups = sum(
+                    cfg.groups_per_step + h.get("refill_groups", 0.0) for h in result.history
+                )
+                episodes = groups * cfg.samples_per_group
+                runs[arm].append({"seed": seed, "curve": curve, "episodes": episodes})
+    # Step 0 is the SFT weights, validated alike in every run of a seed.
+    start = sum(r["curve"][0][1] for r in runs["plain"]) / len(args.seeds)
+    target = round(start + args.gain, 4)
+    for arm, per_seed in runs.items():
+        reached = [_steps_to(r["curve"], target, args.steps) for r in per_seed]
+        arms[arm] = {
+            "steps_to_target": [s for s, _ in reached],
+            "censored": [c for _, c in reached],
+            "mean_steps": sum(s for s, _ in reached) / len(reached),
+            "validation": [r["curve"] for r in per_seed],
+            "episodes_rolled_out": [round(r["episodes"]) for r in per_seed],
+        }
+        print(f"  {arm:<11} steps to {target:.3f}: {arms[arm]['steps_to_target']}"
+              f" (censored {arms[arm]['censored']}), episodes {arms[arm]['episodes_rolled_out']}")  # fmt: skip
+        for r in per_seed:
+            print(f"  {'':<11} seed {r['seed']} validation success (step, value) {r['curve']}")
+    ratio = round(arms["plain"]["mean_steps"] / arms["difficulty"]["mean_steps"], 3)
+    print(
+        json.dumps(
+            {
+                "bench": "curriculum",
+                "job": "calculator",
+                "model": exp.model,
+                "quick": args.quick,
+                "steps": args.steps,
+                "seeds": args.seeds,
+                "start_success": round(start, 4),
+                "target": target,
+                "arms": arms,
+                "cpus": os.cpu_count(),
+                "wall_s": round(time.perf_counter() - started, 1),
+                "ratio": ratio,
+                "ratio_note": "mean steps to the validation target, plain over difficulty; a "
+                "censored arm counts steps + 1",
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
