@@ -10,7 +10,10 @@
   (``runs/x/checkpoints/step-N``: its base model with the checkpoint's weights or adapter
   merged in), also as the ``checkpoints/`` folder or its ``latest`` pointer (the newest
   checkpoint), through ``HFPolicy``;
-- ``openai:<base_url>#<model>``: an OpenAI-compatible chat-completions endpoint.
+- ``openai:<base_url>#<model>``: an OpenAI-compatible chat-completions endpoint;
+- ``vllm:<folder or name>``, ``vllm:http://host:port``: a vLLM server started here for a model
+  folder (or ``embedded``, ``tiny``, ``pocket``), or one running, token ids in and out
+  (``VLLMPolicy``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 
 OPENAI_PREFIX = "openai:"
 SCRIPT_PREFIX = "script:"
+VLLM_PREFIX = "vllm:"
 SMOLLM2_NAMES = frozenset({"embedded", "tiny", "pocket", "expert", "scripted"})
 
 
@@ -112,6 +116,13 @@ def _load_openai(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Poli
     return OpenAIPolicy(base_url, model_name, **kw)
 
 
+@POLICIES.register(VLLM_PREFIX)
+def _load_vllm(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
+    from trajforge.policy.vllm_loader import vllm_policy  # lazy: loads torch, starts a server
+
+    return vllm_policy(spec, kw)
+
+
 # The loaders of policies with weights import them on call: torch and the model code cost
 # seconds at start-up, which a command using the expert or an endpoint never pays.
 
@@ -168,7 +179,8 @@ def check_policy_name(spec: str) -> None:
     names = [n for n in POLICIES.names() if not n.endswith(":")]
     raise ConfigError(
         f"unknown policy {spec!r}{did_you_mean(spec, names)}: expected {', '.join(names)}, "
-        "a local model folder, script:file.py:function, or openai:<base_url>#<model>"
+        "a local model folder, script:file.py:function, openai:<base_url>#<model>, or "
+        "vllm:<model folder or name>"
     )
 
 
@@ -212,6 +224,11 @@ def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:
     SmolLM2's (the embedded, tiny and scripted policies all use it)."""
     if model and model.startswith(OPENAI_PREFIX):
         return None
+    if model and model.startswith(VLLM_PREFIX):
+        # A vLLM policy renders with its model's tokenizer, as the model it names would.
+        model = model.removeprefix(VLLM_PREFIX)
+        if model.startswith(("http://", "https://")):
+            return None
     if model and model not in SMOLLM2_NAMES:
         folder = model_path(model)
         if (folder / "tokenizer_config.json").is_file():
