@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import IO
 
 import httpx
@@ -58,6 +59,17 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (Linux's ``/proc``; a zombie no init
+    reaps does not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                return True
+    return False
 
 
 class ServerProcess:
@@ -113,6 +125,17 @@ class ServerProcess:
     def exit_code(self) -> int | None:
         """The status the server exited with (``None`` while it runs or before it started)."""
         return None if self._process is None else self._process.poll()
+
+    def exited_within(self, seconds: float) -> bool:
+        """Whether the server has exited, or does within ``seconds``."""
+        process = self._process
+        if process is None:
+            return True
+        try:
+            process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def start(self) -> str:
         """Start the server unless it runs; its base URL.
@@ -175,9 +198,12 @@ class ServerProcess:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-            # What the server started and left in its group goes too.
+            # What the server started and left in its group goes too, before stop returns.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
+            deadline = time.monotonic() + STOP_WAIT_S
+            while group_alive(process.pid) and time.monotonic() < deadline:
+                time.sleep(POLL_S / 4)
             atexit.unregister(self.stop)
         if self._stderr is not None:
             self._stderr.close()

@@ -67,11 +67,20 @@ def test_unknown_names_and_folders(tmp_path: Path) -> None:
 
 
 def test_policies_are_a_registry_of_names_and_prefixes(tmp_path: Path) -> None:
-    assert POLICIES.names() == ["embedded", "expert", "openai:", "pocket", "script:", "tiny"]
+    assert POLICIES.names() == [
+        "embedded",
+        "expert",
+        "openai:",
+        "pocket",
+        "script:",
+        "tiny",
+        "vllm:",
+    ]
     with pytest.raises(
         ConfigError,
         match=r"^unknown policy 'tinny' \(did you mean 'tiny'\?\): expected embedded, expert, pocket, tiny, "
-        r"a local model folder, script:file.py:function, or openai:<base_url>#<model>$",
+        r"a local model folder, script:file.py:function, openai:<base_url>#<model>, or "
+        r"vllm:<model folder or name>$",
     ):
         load_policy("tinny")
     # A name with a colon that no prefix claims is still looked for as a folder.

@@ -5,9 +5,12 @@ sizes of 32 and up, the tiny model's are 16). Skipped with the reason where no v
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,16 +21,17 @@ import torch
 from peft import LoraConfig, get_peft_model
 
 from trajforge.errors import ConfigError
-from trajforge.policy.base import SamplingParams
+from trajforge.policy.base import Completion, SamplingParams
 from trajforge.policy.check import check_trajectory
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.naming import load_policy
 from trajforge.policy.vllm import VLLMPolicy
-from trajforge.policy.vllm_server import VLLMServerError, vllm_python
+from trajforge.policy.vllm_server import vllm_python
 from trajforge.rollout import Limits, RolloutSpec, run_rollout
-from trajforge.schema import OutcomeStatus, Role
+from trajforge.schema import Fault, OutcomeStatus, Role
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.server import serving
+from trajforge.server_process import group_alive
 from trajforge.store import TrajectoryStore
 
 pytestmark = pytest.mark.slow
@@ -47,11 +51,7 @@ def _vllm_or_skip() -> None:
 
 
 def _group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    return not group_alive(pgid)
 
 
 @pytest.fixture(scope="session")
@@ -87,8 +87,10 @@ def _forward_logprobs(
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(sampled)[:, None])[:, 0]
 
 
-def _generate(policy: VLLMPolicy, prompt: list[int], **sampling: object) -> object:
-    params = SamplingParams(**{"max_new_tokens": 24, "seed": 7, **sampling})  # type: ignore[arg-type]
+def _generate(
+    policy: VLLMPolicy, prompt: list[int], temperature: float, max_new_tokens: int = 24
+) -> Completion:
+    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=7)
     return asyncio.run(policy.generate(prompt, params))
 
 
@@ -113,7 +115,7 @@ def test_logprobs_match_trajforges_forward_of_the_same_weights(
     vllm_policy: VLLMPolicy, smol: tuple[torch.nn.Module, object]
 ) -> None:
     prompt = _prompt_ids(vllm_policy)
-    completion = _generate(vllm_policy, prompt, temperature=1.0)
+    completion = _generate(vllm_policy, prompt, 1.0)
     assert completion.token_ids and completion.logprobs is not None
     ours = _forward_logprobs(smol[0], prompt, completion.token_ids)
     theirs = torch.tensor(completion.logprobs)
@@ -127,8 +129,8 @@ def test_a_running_server_is_reached_by_its_url(vllm_policy: VLLMPolicy) -> None
     connected = load_policy(f"vllm:{url}")
     assert isinstance(connected, VLLMPolicy) and connected.server is None
     prompt = _prompt_ids(vllm_policy)
-    ours = _generate(connected, prompt, temperature=0.0)
-    theirs = _generate(vllm_policy, prompt, temperature=0.0)
+    ours = _generate(connected, prompt, 0.0)
+    theirs = _generate(vllm_policy, prompt, 0.0)
     assert ours.token_ids == theirs.token_ids
     asyncio.run(connected.close())
     assert vllm_policy.server.running
@@ -165,7 +167,7 @@ def test_a_lora_adapter_after_a_training_step_is_what_is_sampled_next(
     vllm_policy: VLLMPolicy, tmp_path: Path
 ) -> None:
     prompt = _prompt_ids(vllm_policy)
-    before = _generate(vllm_policy, prompt, temperature=0.0)
+    before = _generate(vllm_policy, prompt, 0.0)
     start = vllm_policy.weights_version
     assert before.weights_version == start
     target = vllm_policy.tokenizer("Blue, green and purple.", add_special_tokens=False)
@@ -184,7 +186,7 @@ def test_a_lora_adapter_after_a_training_step_is_what_is_sampled_next(
                                 timeout=300)  # fmt: skip
             assert loaded.status_code == 200, loaded.text
             assert vllm_policy.weights_version == start + 1
-            after = _generate(vllm_policy, prompt, temperature=0.0)
+            after = _generate(vllm_policy, prompt, 0.0)
             _chat(url, "step-1")
             unloaded = httpx.post(f"{url}/v1/unload_lora_adapter", json={"lora_name": "step-1"})
             assert unloaded.status_code == 200, unloaded.text
@@ -198,7 +200,7 @@ def test_a_lora_adapter_after_a_training_step_is_what_is_sampled_next(
     # vLLM applied exactly the trained adapter: its logprobs are the PEFT model's.
     gap = _forward_logprobs(trained, prompt, after.token_ids) - torch.tensor(after.logprobs)
     assert gap.abs().max().item() < LOGPROB_TOLERANCE
-    again = _generate(vllm_policy, prompt, temperature=0.0)
+    again = _generate(vllm_policy, prompt, 0.0)
     assert again.token_ids == before.token_ids and again.weights_version == start + 2
 
 
@@ -209,34 +211,36 @@ def _server_child(pgid: int) -> int:
 
 
 def test_a_killed_server_fails_the_running_episode_and_is_restarted(
-    vllm_policy: VLLMPolicy,
+    vllm_policy: VLLMPolicy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = vllm_policy.server
     assert server is not None and server.pid is not None
     first_group, starts = server.pid, server.starts
-    prompt = _prompt_ids(vllm_policy)
+    # The server is frozen while the episode's call goes out, then its API process is killed:
+    # the call is under way when the server dies, whatever the sampled text.
+    sent = threading.Event()
+    generate = vllm_policy.client.generate
 
-    async def killed_midway() -> BaseException | None:
-        task = asyncio.ensure_future(
-            vllm_policy.generate(
-                prompt, SamplingParams(max_new_tokens=4000, temperature=1.0, seed=1)
-            )
-        )
-        await asyncio.sleep(1.5)
+    async def signalling(*args: Any, **kwargs: Any) -> Completion:
+        sent.set()
+        return await generate(*args, **kwargs)
+
+    monkeypatch.setattr(vllm_policy.client, "generate", signalling)
+    os.killpg(first_group, signal.SIGSTOP)
+    spec = RolloutSpec(env="calculator", tasks={"count": 1}, limits=Limits(max_turns=1))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        episode = pool.submit(run_rollout, spec, policy=vllm_policy)
+        assert sent.wait(60)
+        time.sleep(0.5)
         os.kill(_server_child(first_group), signal.SIGKILL)
-        try:
-            await task
-        except BaseException as exc:
-            return exc
-        return None
-
-    failure = asyncio.run(killed_midway())
-    assert isinstance(failure, VLLMServerError), failure
-    assert "exited with status" in str(failure) and "its stderr ends:" in str(failure)
+        os.killpg(first_group, signal.SIGCONT)
+        [traj] = episode.result(timeout=120)
+    assert traj.outcome.status is OutcomeStatus.ERROR and traj.outcome.fault is Fault.INFRA
+    assert "exited with status" in str(traj.outcome.error), traj.outcome
+    assert "its stderr ends:" in str(traj.outcome.error)
     assert _group_gone(first_group)  # what the dead server left went with it
 
     # The next call starts the server again and samples as before.
-    again = _generate(vllm_policy, prompt, temperature=0.0)
-    assert server.starts == starts + 1 and server.running
+    again = _generate(vllm_policy, _prompt_ids(vllm_policy), 0.0)
+    assert server.starts == starts + 1 and server.running and server.pid != first_group
     assert again.token_ids
-    assert _group_gone(first_group)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 REQUEST_TIMEOUT_S = 600.0
 ADMIN_TIMEOUT_S = 120.0
+EXIT_GRACE_S = 10.0
 PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
@@ -115,7 +116,11 @@ class VLLMPolicy(TokenPolicy):
         """A dead managed server's exit as the error (with its stderr), else ``exc``. What is
         left of the dead server's process group goes now, not at the restart."""
         server = self.server
-        if server is None or server.running:
+        if server is None:
+            return exc
+        # The server dropping the connection comes a moment before its process is seen to end.
+        lost = isinstance(exc.__cause__, httpx.TransportError)
+        if not await asyncio.to_thread(server.exited_within, EXIT_GRACE_S if lost else 0.0):
             return exc
         error = VLLMServerError(
             f"{server.name} exited with status {server.exit_code()} while sampling "
