@@ -42,7 +42,6 @@ if TYPE_CHECKING:
         OPENAI_PREFIX,
         SCRIPT_PREFIX,
         SMOLLM2_NAMES,
-        VLLM_PREFIX,
         bind_expert,
         check_embedder_name,
         check_policy_name,
@@ -58,6 +57,7 @@ if TYPE_CHECKING:
     from trajforge.policy.session import RenderedSession
     from trajforge.policy.text_render import RENDERED_WITH, render_text_only
     from trajforge.policy.token_policy import TokenPolicy
+    from trajforge.policy.vllm_server import VLLM_PREFIX
     from trajforge.policy.whole_render import break_reason
 
 __all__ = [
@@ -131,7 +131,7 @@ __getattr__ = lazy_names(
         "SCRATCH_SIZES": "models.tiny",
         "SCRIPT_PREFIX": "naming",
         "SMOLLM2_NAMES": "naming",
-        "VLLM_PREFIX": "naming",
+        "VLLM_PREFIX": "vllm_server",
         "SamplingParams": "base",
         "ScriptedPolicy": "scripted",
         "TextEmbedder": "embed",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from trajforge.errors import ConfigError
@@ -28,6 +29,7 @@ from trajforge.policy.models.checkpoint import is_checkpoint, resolve_checkpoint
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.openai_compat import OpenAIPolicy
 from trajforge.policy.scripted import ReplyFn, ScriptedPolicy, ScriptError
+from trajforge.policy.vllm_server import VLLM_PREFIX
 from trajforge.registry import Registry, did_you_mean, is_ref, load_ref
 from trajforge.schema import ExpertFn, Message, Task
 
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
 
 OPENAI_PREFIX = "openai:"
 SCRIPT_PREFIX = "script:"
-VLLM_PREFIX = "vllm:"
 SMOLLM2_NAMES = frozenset({"embedded", "tiny", "pocket", "expert", "scripted"})
 
 
@@ -118,28 +119,29 @@ def _load_openai(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Poli
 
 @POLICIES.register(VLLM_PREFIX)
 def _load_vllm(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
-    from trajforge.policy.vllm_loader import vllm_policy  # lazy: loads torch, starts a server
-
-    return vllm_policy(spec, kw)
+    return _loaders().vllm_policy(spec, kw)
 
 
 # The loaders of policies with weights import them on call: torch and the model code cost
 # seconds at start-up, which a command using the expert or an endpoint never pays.
 
 
+def _loaders() -> ModuleType:
+    """The loaders of policies with weights (the module loads torch and the model code)."""
+    from trajforge.policy.models import loaders  # lazy: torch costs seconds at start-up
+
+    return loaders
+
+
 @POLICIES.register("embedded")
 def _load_embedded(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
-    from trajforge.policy.models.loaders import embedded_policy  # lazy: loads torch
-
-    return embedded_policy(spec, kw)
+    return _loaders().embedded_policy(spec, kw)
 
 
 @POLICIES.register("tiny")
 @POLICIES.register("pocket")
 def _load_scratch(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
-    from trajforge.policy.models.loaders import scratch_policy  # lazy: loads torch
-
-    return scratch_policy(spec, kw)
+    return _loaders().scratch_policy(spec, kw)
 
 
 def _loader_for(spec: str) -> PolicyLoader | None:
@@ -213,9 +215,7 @@ def _load_folder(folder: Path, **kw: Any) -> Policy:
             f"policy folder {folder} holds no transformers model (no config.json) and is no "
             "training checkpoint (no state.json and trainable.pt)"
         )
-    from trajforge.policy.models.loaders import folder_policy  # lazy: loads torch
-
-    return folder_policy(folder, kw)
+    return _loaders().folder_policy(folder, kw)
 
 
 def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:

@@ -27,10 +27,9 @@ from trajforge.policy.models.checkpoint import resolve_checkpoint
 from trajforge.policy.models.embedded import embedded_model_dir
 from trajforge.policy.models.smollm2 import cache_root, load_tokenizer
 from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
-from trajforge.policy.naming import VLLM_PREFIX
 from trajforge.policy.saved import save_tokenizer
 from trajforge.policy.vllm import VLLMPolicy
-from trajforge.policy.vllm_server import vllm_server
+from trajforge.policy.vllm_server import VLLM_PREFIX, vllm_server
 
 SERVER_OPTIONS = ("max_lora_rank", "kv_cache_gib", "extra_args", "startup_timeout_s", "python")
 """``vllm_server`` options a caller may pass through ``load_policy``."""

@@ -22,6 +22,7 @@ import trajforge
 from trajforge.errors import ConfigError, InfraError
 from trajforge.server_process import HOST, ServerProcess
 
+VLLM_PREFIX = "vllm:"
 PYTHON_ENV_VAR = "TRAJFORGE_VLLM_PYTHON"
 SIDE_VENV = ".venv-vllm"
 ENTRY_POINT = "vllm.entrypoints.openai.api_server"

@@ -1,6 +1,7 @@
 """Policies over local weights (``HFPolicy``): the embedded model, the models built from scratch (tiny, pocket) and a
 transformers model folder. Importing this module loads torch; ``naming`` imports it only when
-such a policy is asked for."""
+such a policy is asked for. ``vllm_policy`` (``vllm:``) is here too: it saves and reads models
+with the same code."""
 
 from __future__ import annotations
 
