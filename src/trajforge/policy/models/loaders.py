@@ -19,6 +19,7 @@ from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.checkpoint import is_checkpoint
 from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokenizer
+from trajforge.policy.vllm_loader import vllm_policy as vllm_policy  # for naming, with the rest
 
 
 def causal_lm(
