@@ -133,22 +133,21 @@ def main() -> None:
     long_prompt = filler[:LONG_PROMPT_TOKENS]
     most = max(args.rows)
     engines: dict[str, dict[str, Any]] = {}
-    engines["trajforge"] = measure(
-        trajforge_engine(model, tokenizer, most), prompts, long_prompt, args
-    )
-    engines["hf_generate"] = measure(
-        hf_generate_engine(model, tokenizer), prompts, long_prompt, args
-    )
+
+    def done(name: str, figures: dict[str, Any]) -> None:
+        engines[name] = figures
+        print(name, figures, file=sys.stderr, flush=True)
+
+    done("trajforge", measure(trajforge_engine(model, tokenizer, most), prompts, long_prompt, args))
     generate, why, close = vllm_engine(args.dtype, most)
     try:
-        engines["vllm"] = (
-            measure(generate, prompts, long_prompt, args) if generate else {"skipped": why}
+        done(
+            "vllm", measure(generate, prompts, long_prompt, args) if generate else {"skipped": why}
         )
     finally:
         close()
-    engines["llama_cpp"] = {"skipped": llama_cpp_missing()}
-    for name, figures in engines.items():
-        print(name, figures, file=sys.stderr)
+    done("hf_generate", measure(hf_generate_engine(model, tokenizer), prompts, long_prompt, args))
+    done("llama_cpp", {"skipped": llama_cpp_missing()})
     key = f"decode_tokens_per_s_{most}"
     others = [f[key] for n, f in engines.items() if n != "trajforge" and key in f]
     result = {
