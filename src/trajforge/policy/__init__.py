@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         is_vision_processor,
         pixel_inputs,
     )
+    from trajforge.policy.vllm_server import VLLM_PREFIX
     from trajforge.policy.whole_render import break_reason
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "SCRIPT_PREFIX",
     "SMOLLM2_NAMES",
     "TINY_VLM",
+    "VLLM_PREFIX",
     "ChatRenderer",
     "ChatSession",
     "CheckReport",
@@ -149,6 +151,7 @@ __getattr__ = lazy_names(
         "SCRATCH_SIZES": "models.tiny",
         "SCRIPT_PREFIX": "naming",
         "SMOLLM2_NAMES": "naming",
+        "VLLM_PREFIX": "vllm_server",
         "SamplingParams": "base",
         "ScriptedPolicy": "scripted",
         "TINY_VLM": "models.kinds",

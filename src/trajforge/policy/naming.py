@@ -13,7 +13,10 @@
   merged in), also as the ``checkpoints/`` folder or its ``latest`` pointer (the newest
   checkpoint), through ``HFPolicy``; a vision-language model's folder (with its processor)
   through ``VisionPolicy``;
-- ``openai:<base_url>#<model>``: an OpenAI-compatible chat-completions endpoint.
+- ``openai:<base_url>#<model>``: an OpenAI-compatible chat-completions endpoint;
+- ``vllm:<folder or name>``, ``vllm:http://host:port``: a vLLM server started here for a model
+  folder (or ``embedded``, ``tiny``, ``pocket``), or one running, token ids in and out
+  (``VLLMPolicy``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.openai_compat import OpenAIPolicy
 from trajforge.policy.renderer import ChatRenderer, ToolProtocol
 from trajforge.policy.scripted import ReplyFn, ScriptedPolicy, ScriptError
+from trajforge.policy.vllm_server import VLLM_PREFIX
 from trajforge.registry import Registry, did_you_mean, is_ref, load_ref
 from trajforge.schema import ExpertFn, Message, Task
 
@@ -118,24 +122,32 @@ def _load_openai(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Poli
     return OpenAIPolicy(base_url, model_name, **kw)
 
 
+@POLICIES.register(VLLM_PREFIX)
+def _load_vllm(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
+    return _loaders().vllm_policy(spec, kw)
+
+
 # The loaders of policies with weights import them on call: torch and the model code cost
 # seconds at start-up, which a command using the expert or an endpoint never pays.
 
 
+def _loaders() -> ModuleType:
+    """The loaders of policies with weights (the module loads torch and the model code)."""
+    from trajforge.policy.models import loaders  # lazy: torch costs seconds at start-up
+
+    return loaders
+
+
 @POLICIES.register("embedded")
 def _load_embedded(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
-    from trajforge.policy.models.loaders import embedded_policy  # lazy: loads torch
-
-    return embedded_policy(spec, kw)
+    return _loaders().embedded_policy(spec, kw)
 
 
 @POLICIES.register("tiny")
 @POLICIES.register("pocket")
 @POLICIES.register("tiny-vlm")
 def _load_scratch(spec: str, expert: ExpertFn | None, kw: dict[str, Any]) -> Policy:
-    from trajforge.policy.models.loaders import scratch_policy  # lazy: loads torch
-
-    return scratch_policy(spec, kw)
+    return _loaders().scratch_policy(spec, kw)
 
 
 def _loader_for(spec: str) -> PolicyLoader | None:
@@ -175,7 +187,8 @@ def check_policy_name(spec: str) -> None:
     names = [n for n in POLICIES.names() if not n.endswith(":")]
     raise ConfigError(
         f"unknown policy {spec!r}{did_you_mean(spec, names)}: expected {', '.join(names)}, "
-        "a local model folder, script:file.py:function, or openai:<base_url>#<model>"
+        "a local model folder, script:file.py:function, openai:<base_url>#<model>, or "
+        "vllm:<model folder or name>"
     )
 
 
@@ -208,9 +221,7 @@ def _load_folder(folder: Path, **kw: Any) -> Policy:
             f"policy folder {folder} holds no transformers model (no config.json) and is no "
             "training checkpoint (no state.json and trainable.pt)"
         )
-    from trajforge.policy.models.loaders import folder_policy  # lazy: loads torch
-
-    return folder_policy(folder, kw)
+    return _loaders().folder_policy(folder, kw)
 
 
 def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:
@@ -220,6 +231,11 @@ def tokenizer_for(model: str | None) -> PreTrainedTokenizerBase | None:
     and scripted policies all use it)."""
     if model and model.startswith(OPENAI_PREFIX):
         return None
+    if model and model.startswith(VLLM_PREFIX):
+        # A vLLM policy renders with its model's tokenizer, as the model it names would.
+        model = model.removeprefix(VLLM_PREFIX)
+        if model.startswith(("http://", "https://")):
+            return None
     if model and _has_own_tokenizer(model):
         return cast("PreTrainedTokenizerBase", _loaders().saved_tokenizer(model))
     return load_tokenizer()
@@ -243,10 +259,3 @@ def _has_own_tokenizer(model: str) -> bool:
     if model == TINY_VLM:
         return True
     return model not in SMOLLM2_NAMES and (model_path(model) / "tokenizer_config.json").is_file()
-
-
-def _loaders() -> ModuleType:
-    """``policy.models.loaders``, imported when a local model's files are first needed."""
-    from trajforge.policy.models import loaders  # lazy: loads torch and transformers
-
-    return loaders

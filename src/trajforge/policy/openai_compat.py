@@ -140,8 +140,10 @@ class OpenAIPolicy(Policy):
         sampling: SamplingParams,
         *,
         messages: Sequence[Message] | None = None,
+        model: str | None = None,
     ) -> Completion:
-        body: dict[str, Any] = {"model": self.model, "prompt": list(prompt_ids)}
+        """``model`` (default: the policy's) is the served model to sample from."""
+        body: dict[str, Any] = {"model": model or self.model, "prompt": list(prompt_ids)}
         body.update(_sampling_fields(sampling))
         if self.token_ids:
             body.update({"logprobs": 1, "return_token_ids": True})

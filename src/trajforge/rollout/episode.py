@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trajforge.envs import Env, UserSimEnv
+from trajforge.errors import InfraError
 from trajforge.policy import ChatSession, Policy, SamplingParams
 from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn, fault_of
 from trajforge.rollout.resplit import Pieces
@@ -169,7 +170,9 @@ class Episode:
             else:
                 self._end(OutcomeStatus.ERROR, failure, describe_error(exc))
         except Exception as exc:
-            self._end(OutcomeStatus.ERROR, failure, describe_error(exc))
+            # A policy's server that died (``vllm:``) is the infrastructure's failure too.
+            fault = Fault.INFRA if isinstance(exc, InfraError) else None
+            self._end(OutcomeStatus.ERROR, failure, describe_error(exc), fault)
 
     async def start(self) -> None:
         """Make the environment, reset it on the task and open the policy's session."""

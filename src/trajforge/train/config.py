@@ -23,6 +23,7 @@ from trajforge.errors import ConfigError
 from trajforge.policy import (
     OPENAI_PREFIX,
     SCRIPT_PREFIX,
+    VLLM_PREFIX,
     gguf_path,
     is_checkpoint,
     load_script,
@@ -157,6 +158,10 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
         if trainable:
             return "an OpenAI-compatible endpoint cannot be trained; use embedded, tiny, pocket or a model folder"
         return _refusal(lambda: parse_openai_spec(spec))
+    if spec.startswith(VLLM_PREFIX):
+        if trainable:
+            return "a vLLM server samples, it is not trained; train the model it serves"
+        return None  # what it names is checked when the server starts
     folder = Path(spec).expanduser()
     if folder.is_dir():
         if (folder / "config.json").is_file() or is_checkpoint(folder):
@@ -172,7 +177,7 @@ def model_name_problem(spec: str, *, trainable: bool) -> str | None:
         "embedded, tiny, pocket or a model folder"
         if trainable
         else "embedded, tiny, pocket, expert, script:file.py:function, a model folder or "
-        "openai:<base_url>#<model>"
+        "openai:<base_url>#<model> or vllm:<model>"
     )
     return f"unknown model {spec!r}{hint}: no such folder; expected {kinds}"
 

@@ -1,6 +1,7 @@
 """Policies over local weights (``HFPolicy``): the embedded model, the models built from scratch (tiny, pocket) and a
 transformers model folder. Importing this module loads torch; ``naming`` imports it only when
-such a policy is asked for."""
+such a policy is asked for. ``vllm_policy`` (``vllm:``) is here too: it saves and reads models
+with the same code."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from trajforge.policy.models.tiny_vlm import tiny_vlm_and_processor, tiny_vlm_pr
 from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.vision import VisionPolicy
 from trajforge.policy.vision_render import VisionRenderer
+from trajforge.policy.vllm_loader import vllm_policy as vllm_policy  # for naming, with the rest
 
 
 def causal_lm(
