@@ -9,6 +9,7 @@ from trajforge.envs.browser.benchmark import Benchmark
 from trajforge.envs.browser.bgym import PREFIX as BROWSERGYM_PREFIX
 from trajforge.envs.browser.bgym import BrowserGym
 from trajforge.envs.browser.env import BrowserEnv
+from trajforge.envs.browser.experts import expert, expert_refusal
 from trajforge.envs.browser.miniwob import PREFIX as MINIWOB_PREFIX
 from trajforge.envs.browser.miniwob import MiniWoB
 from trajforge.envs.registry import EnvEntry, EnvSource
@@ -33,13 +34,17 @@ def benchmark(name: str) -> Benchmark:
 
 
 def entry(name: str) -> EnvEntry:
-    """The registry entry of browser env ``name`` (episodes on the process's browser pool)."""
+    """The registry entry of browser env ``name`` (episodes on the process's browser pool); a
+    MiniWoB++ env has the scripted expert when each of its tasks has one."""
     bench = benchmark(name)
     family = "MiniWoB++" if isinstance(bench, MiniWoB) else "BrowserGym"
+    refusal = expert_refusal(bench.names) if isinstance(bench, MiniWoB) else None
     return EnvEntry(
         name,
         partial(BrowserEnv, bench),
         bench.tasks,
+        expert if isinstance(bench, MiniWoB) else None,
         description=f"{family} tasks on headless Chromium: {name.split(':', 1)[1]}",
         source=EnvSource.BROWSER,
+        expert_refusal=refusal,
     )
