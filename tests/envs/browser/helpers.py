@@ -7,6 +7,7 @@ import psutil
 from trajforge.envs.browser.axtree import find
 from trajforge.schema import Message, Role, ToolCall
 
+
 def browser_descendants() -> list[psutil.Process]:
     """The Chromiums and Playwright drivers this process started that are still running."""
     found = []

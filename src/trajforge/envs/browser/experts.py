@@ -215,4 +215,3 @@ def expert_refusal(names: Sequence[str]) -> str | None:
         f"policy 'expert': no scripted expert for miniwob task {', '.join(missing)}; "
         f"the tasks with one: {', '.join(EXPERT_TASKS)}"
     )
-
