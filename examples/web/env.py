@@ -4,6 +4,7 @@ metadata) so that the report can show a held-out episode as it looked."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 from trajforge.envs import EnvEntry, get_env
@@ -25,17 +26,29 @@ TASKS = (
     "login-user",
     "click-button-sequence",
 )
-NAME = "miniwob:" + ",".join(TASKS)
+# Two of them, for the job's smoke test: a click and a form.
+SMOKE_TASKS = ("click-button", "enter-text")
 
 
-def web_env() -> EnvEntry:
-    """``miniwob:<the twelve tasks>`` with the screens recorded."""
-    entry = get_env(NAME)
+def recorded(tasks: Sequence[str]) -> EnvEntry:
+    """``miniwob:<tasks>`` with the screens recorded."""
+    name = "miniwob:" + ",".join(tasks)
+    entry = get_env(name)
     return EnvEntry(
-        NAME,
-        partial(BrowserEnv, benchmark(NAME), record_screens=True),
+        name,
+        partial(BrowserEnv, benchmark(name), record_screens=True),
         entry.tasks,
         entry.expert,
         entry.description,
         source=entry.source,
     )
+
+
+def web_env() -> EnvEntry:
+    """The web job's twelve tasks."""
+    return recorded(TASKS)
+
+
+def smoke_env() -> EnvEntry:
+    """Two of them, for a smoke run of the job's stages."""
+    return recorded(SMOKE_TASKS)
