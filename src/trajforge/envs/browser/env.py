@@ -120,10 +120,14 @@ class BrowserEnv(Env):
         return await self._run(lambda session: session.act(action))
 
     async def _record_screen(self) -> None:
-        if self.record_screens:
+        if not self.record_screens:
+            return
+        try:
             shot = await self._run(lambda session: session.screenshot())
-            # The opening screen stays first; each later one replaces the one before.
-            self._screens[1:] = [ImagePart.from_bytes(shot, "image/png").data_url()]
+        except PlaywrightError:
+            return  # a record for the report, never a reason to lose the episode (a slow page)
+        # The opening screen stays first; each later one replaces the one before.
+        self._screens[1:] = [ImagePart.from_bytes(shot, "image/png").data_url()]
 
     def episode_metadata(self) -> dict[str, object]:
         return {"screens": list(self._screens)} if self.record_screens else {}
