@@ -70,8 +70,8 @@ def test_a_non_image_data_url_is_never_shown() -> None:
     assert picked is not None and picked["sides"][1]["screens"] == [_png(1)]
 
 
-def test_report_shows_the_rescued_episodes_screens(tmp_path: Path) -> None:
-    screens = {i: [_png(10 * i), _png(10 * i + 5)] for i in range(4)}
+def _report(tmp_path: Path, screens: dict[int, list[str]]) -> str:
+    """The report of a run whose eval stages are ``SOLVED_AT`` with ``screens`` recorded."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     stages = []
@@ -84,22 +84,22 @@ def test_report_shows_the_rescued_episodes_screens(tmp_path: Path) -> None:
             )
     results = {"name": "demo", "env": "miniwob:x", "model": "tiny", "stages": stages}
     (run_dir / "results.json").write_text(json.dumps(results))
-    html = build_report(run_dir).read_text()
+    return build_report(run_dir).read_text()
+
+
+def test_report_shows_the_rescued_episodes_screens(tmp_path: Path) -> None:
+    screens = {i: [_png(10 * i), _png(10 * i + 5)] for i in range(4)}
+    html = _report(tmp_path, screens)
     section = html[html.index('id="rescued"') : html.index("Sample trajectories")]
     assert synthetic_trajectory(1).task.id in section
     shown = re.findall(r'<img class="screen" src="([^"]+)" alt="(\w+) screen', section)
-    assert shown == [(screens[1][0], "after_sft"), (screens[1][1], "after_sft"),
-                     (screens[1][0], "after_rl"), (screens[1][1], "after_rl")]  # fmt: skip
+    assert shown == [
+        (screens[1][0], "after_sft"),
+        (screens[1][1], "after_sft"),
+        (screens[1][0], "after_rl"),
+        (screens[1][1], "after_rl"),
+    ]
 
 
 def test_report_without_screens_has_no_section(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    with TrajectoryStore(run_dir / "store.db") as db:
-        stages = []
-        for name, trajs in _stages(SOLVED_AT, {}).items():
-            db.add_many(trajs)
-            stages.append({"name": name, "kind": "eval", "run_id": f"demo.{name}",
-                           "summary": summarize(trajs).as_dict()})  # fmt: skip
-    (run_dir / "results.json").write_text(json.dumps({"name": "d", "stages": stages}))
-    assert 'id="rescued"' not in build_report(run_dir).read_text()
+    assert 'id="rescued"' not in _report(tmp_path, {})
