@@ -35,6 +35,7 @@ import psutil
 
 from trajforge.envs.browser import BrowserEnv, BrowserPool, MiniWoB
 from trajforge.envs.browser.axtree import find
+from trajforge.envs.browser.chromium import running_browsers
 from trajforge.schema import Message, Role, ToolCall
 
 TASKS = ("click-test", "click-button", "enter-text", "click-link")
@@ -122,25 +123,12 @@ def tree_rss_mb() -> float:
     return total / 1e6
 
 
-def leftovers() -> list[int]:
-    """Chromiums and Playwright drivers this process started that still run."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            ours = "chrom" in child.name() or "run-driver" in child.cmdline()
-            if ours and child.status() != psutil.STATUS_ZOMBIE:
-                found.append(child.pid)
-        except psutil.Error:
-            continue
-    return found
-
-
 def closed(pool: BrowserPool) -> list[int]:
     pool.close()
     deadline = time.monotonic() + 5
-    while leftovers() and time.monotonic() < deadline:
+    while running_browsers() and time.monotonic() < deadline:
         time.sleep(0.1)
-    return leftovers()
+    return [process.pid for process in running_browsers()]
 
 
 def _ms(values: list[float], q: float) -> float:

@@ -179,7 +179,8 @@ def test_an_unknown_name_gets_the_closest_and_every_kind_there_is() -> None:
         "; or your own: module:factory or file.py:factory (your code); "
         "path/env.yaml (an env file: MCP servers, tools, tasks); "
         "harbor:PATH (a Harbor task folder, or a folder of them); "
-        "openenv:URL or openenv:module:app (an OpenEnv server)"
+        "openenv:URL or openenv:module:app (an OpenEnv server); "
+        "miniwob:TASK or browsergym:TASK (browser tasks on headless Chromium)"
     )
     assert "\n" not in message
 

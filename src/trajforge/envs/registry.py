@@ -15,8 +15,9 @@ takes a user's environment by where it is:
   ``EnvSource.HARBOR``).
 - ``openenv:URL``, ``openenv:module:attr`` or ``openenv-text:...``: an OpenEnv server, running
   or started from its code (``trajforge.envs.openenv.source``; ``EnvSource.OPENENV``).
-- ``miniwob:TASK`` or ``browsergym:TASK`` (comma-separated for several): browser tasks on
-  headless Chromium (``trajforge.envs.browser``; ``EnvSource.BROWSER``).
+- ``miniwob:TASK`` or ``browsergym:TASK`` (comma-separated for several; ``miniwob-screenshot:``
+  and ``browsergym-screenshot:`` add screenshots): browser tasks on headless Chromium
+  (``trajforge.envs.browser``; ``EnvSource.BROWSER``).
 
 Every source produces the same ``EnvEntry``: a name, where it came from, a factory called once
 per episode, its tasks, its scripted expert, its scripted user (envs with a simulated user),
@@ -93,7 +94,7 @@ OPENENV_MODULE = "trajforge.envs.openenv.source"
 OPENENV_PREFIXES = ("openenv:", "openenv-text:")
 # Imported by name only when a browser env is named: it loads Playwright.
 BROWSER_MODULE = "trajforge.envs.browser.source"
-BROWSER_PREFIXES = ("miniwob:", "browsergym:")
+BROWSER_PREFIXES = ("miniwob:", "browsergym:", "miniwob-screenshot:", "browsergym-screenshot:")
 USER_ENV_KINDS = (
     "module:factory or file.py:factory (your code)",
     "path/env.yaml (an env file: MCP servers, tools, tasks)",
@@ -389,7 +390,11 @@ def get_env(name: str) -> EnvEntry:
         entry: EnvEntry = importlib.import_module(OPENENV_MODULE).entry(name)
         return entry
     if name.startswith(BROWSER_PREFIXES):
-        browser_entry: EnvEntry = importlib.import_module(BROWSER_MODULE).entry(name)
+        try:
+            browser = importlib.import_module(BROWSER_MODULE)
+        except ImportError as exc:
+            raise ConfigError(f"env {name!r} needs pip install 'trajforge[web]' ({exc})") from exc
+        browser_entry: EnvEntry = browser.entry(name)
         return browser_entry
     if name.endswith(ENV_FILE_SUFFIXES):
         return _from_env_file(name)

@@ -9,8 +9,7 @@ import psutil
 import pytest
 
 from trajforge.envs.browser import BrowserPool
-
-from .helpers import browser_descendants
+from trajforge.envs.browser.chromium import running_browsers
 
 
 @pytest.fixture(scope="session")
@@ -18,5 +17,5 @@ def pool() -> Iterator[BrowserPool]:
     browsers = BrowserPool(2, call_timeout_s=20.0)
     yield browsers
     browsers.close()
-    assert psutil.wait_procs(browser_descendants(), timeout=5)[1] == []
-    assert browser_descendants() == []
+    assert psutil.wait_procs(running_browsers(), timeout=5)[1] == []
+    assert running_browsers() == []

@@ -2,23 +2,8 @@
 
 from __future__ import annotations
 
-import psutil
-
 from trajforge.envs.browser.axtree import find
 from trajforge.schema import Message, Role, ToolCall
-
-
-def browser_descendants() -> list[psutil.Process]:
-    """The Chromiums and Playwright drivers this process started that are still running."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            ours = "chrom" in child.name() or "run-driver" in child.cmdline()
-            if ours and child.status() != psutil.STATUS_ZOMBIE:
-                found.append(child)
-        except psutil.NoSuchProcess:
-            continue
-    return found
 
 
 def element(tree: str, role: str, name: str) -> str:

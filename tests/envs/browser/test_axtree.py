@@ -30,7 +30,9 @@ def test_elements_show_their_ids_values_and_flags_and_noise_is_left_out() -> Non
         _node("1", "RootWebArea", "Form", ("2", "3", "9"),
               properties=[{"name": "focused", "value": {"value": True}},
                           {"name": "url", "value": {"value": "file:///x.html"}}]),
-        _node("2", "textbox", "", (), bid="4", value={"value": "Ann"}),
+        _node("2", "textbox", "", ("10",), bid="4", value={"value": "Ann"}),
+        _node("10", "generic", "", ("11",)),
+        _node("11", "StaticText", "Ann"),
         _node("3", "generic", "", ("5", "6"), bid="5"),
         _node("5", "button", "Submit", ("7",), bid="6"),
         _node("7", "StaticText", "Submit", ("8",)),
@@ -50,14 +52,16 @@ def test_elements_show_their_ids_values_and_flags_and_noise_is_left_out() -> Non
 
 def test_a_text_inside_a_bare_element_carries_that_elements_id() -> None:
     nodes = [
-        _node("1", "RootWebArea", "Links", ("2", "4")),
+        _node("1", "RootWebArea", "Links", ("2", "4", "6")),
         _node("2", "generic", "", ("3",), bid="14"),
         _node("3", "StaticText", "Facilisi."),
         _node("4", "paragraph", "", ("5",), bid="15"),
         _node("5", "StaticText", "plain text"),
+        _node("6", "generic", "", ("7",), bid="16"),
+        _node("7", "StaticText", "Links"),
     ]
     assert flatten(nodes) == (
-        "RootWebArea 'Links'\n\t[14] StaticText 'Facilisi.'\n\t[15] paragraph ''\n\t\tStaticText 'plain text'"
+        "RootWebArea 'Links'\n\t[14] StaticText 'Facilisi.'\n\t[15] paragraph ''\n\t\tStaticText 'plain text'\n\t[16] StaticText 'Links'"
     )
 
 

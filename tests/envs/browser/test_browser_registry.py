@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trajforge.envs.browser import task_names
-from trajforge.envs.gui.actions import PAGE_ACTIONS
+from trajforge.envs.browser import BrowserEnv, task_names
+from trajforge.envs.gui.actions import ACTIONS, PAGE_ACTIONS
 from trajforge.envs.registry import EnvSource, get_env
 from trajforge.errors import ConfigError
 
@@ -19,6 +19,14 @@ def test_miniwob_tasks_cycle_over_the_named_tasks_with_disjoint_split_seeds() ->
     assert not {t.data["seed"] for t in train} & {t.data["seed"] for t in test}
     assert all(t.split == "test" and t.env == entry.name for t in test)
     assert entry.tool_names() == list(PAGE_ACTIONS)
+
+
+def test_the_screenshot_variant_offers_every_gui_action() -> None:
+    entry = get_env("miniwob-screenshot:click-test")
+    assert entry.tool_names() == list(ACTIONS)
+    env = entry.make()
+    assert isinstance(env, BrowserEnv) and env.screenshot
+    assert entry.tasks(3, seed=0) == get_env("miniwob:click-test").tasks(3, seed=0)
 
 
 def test_the_package_s_tasks_are_all_offered() -> None:
@@ -36,6 +44,6 @@ def test_the_package_s_tasks_are_all_offered() -> None:
     ],
 )  # fmt: skip
 def test_a_wrong_browser_env_name_is_one_clear_error(name: str, message: str) -> None:
-    with pytest.raises(ConfigError, match="^env |^miniwob: |^browsergym: ") as caught:
+    with pytest.raises(ConfigError, match=r"^env |^miniwob: |^browsergym: ") as caught:
         get_env(name)
     assert message in str(caught.value) and "\n" not in str(caught.value)

@@ -44,9 +44,7 @@ async def test_a_killed_browser_fails_its_episode_only_and_the_pool_recovers(
     with pytest.raises(BrowserFailedError, match="died"):
         await doomed.step(calls(("click", {"element": "1"})))
     await doomed.close()
-    assert not any(
-        psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie" for pid in killed
-    )
+    assert killed and _running(killed) == []
     result = await bystander.step(calls(("click", {"element": _button(opening[-1].text)})))
     await bystander.close()
     assert (result.done, result.reward) == (True, 1.0)
@@ -96,7 +94,20 @@ _RUN = textwrap.dedent(
 )
 
 
-def test_a_sigkilled_run_leaves_no_process_and_the_next_start_reaps_its_folder() -> None:
+def _running(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+def _killed_run(signum: int) -> tuple[Path, list[int]]:
+    """Start a run holding a browser, send it ``signum``; its folder and every process it had
+    started."""
     run = subprocess.Popen(
         [sys.executable, "-c", _RUN], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
     )
@@ -105,16 +116,23 @@ def test_a_sigkilled_run_leaves_no_process_and_the_next_start_reaps_its_folder()
         folder, *pids = run.stdout.readline().split()
         assert pids and (Path(folder) / PID_FILE).is_file()
     finally:
-        run.send_signal(signal.SIGKILL)
-        run.wait()
+        run.send_signal(signum)
+        run.wait(30)
+    started = [int(pid) for pid in pids]
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(
-        psutil.pid_exists(int(p)) and psutil.Process(int(p)).status() != "zombie" for p in pids
-    ):
+    while _running(started) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [
-        p for p in pids if psutil.pid_exists(int(p)) and psutil.Process(int(p)).status() != "zombie"
-    ]
-    assert Path(folder).parent == run_root()
+    assert _running(started) == []
+    return Path(folder), started
+
+
+def test_a_sigkilled_run_leaves_no_process_and_the_next_start_reaps_its_folder() -> None:
+    folder, _ = _killed_run(signal.SIGKILL)
+    assert folder.parent == run_root() and folder.exists()
     assert reap_leftovers() >= 1
-    assert not Path(folder).exists()
+    assert not folder.exists()
+
+
+def test_ctrl_c_closes_the_run_s_browsers_and_their_folders() -> None:
+    folder, _ = _killed_run(signal.SIGINT)
+    assert not folder.exists()

@@ -12,7 +12,7 @@ line, tab-indented::
     \tStaticText 'erat enim ipsum'
 
 Generic nodes without attributes, line breaks, a text's line boxes and static text that repeats
-its parent's name are left out (a small model's context is short). A text whose element is such
+its parent's name or value are left out (a small model's context is short). A text whose element is such
 a generic node (a ``<span>`` with a click handler, MiniWoB's links) carries that element's id,
 so that it can be acted on.
 """
@@ -138,11 +138,13 @@ def flatten(nodes: list[dict[str, Any]]) -> str:
         return ""
     by_id = {node["nodeId"]: node for node in nodes}
     lines: list[str] = []
-    # (node, depth, the parent's name, the id of a generic parent left out): an explicit
-    # stack, since pages nest deeply.
-    stack: list[tuple[dict[str, Any], int, str, str | None]] = [(nodes[0], 0, "", None)]
+    # (node, depth, the parent's name, the value of the nearest ancestor shown, the id of a
+    # generic parent left out): an explicit stack, since pages nest deeply.
+    stack: list[tuple[dict[str, Any], int, str, str | None, str | None]] = [
+        (nodes[0], 0, "", None, None)
+    ]
     while stack:
-        node, depth, parent_name, inherited = stack.pop()
+        node, depth, parent_name, shown_value, inherited = stack.pop()
         role = node.get("role", {}).get("value", "")
         bid = _take_bid(node) or (inherited if role == "StaticText" else None)
         name = node.get("name", {}).get("value")
@@ -150,7 +152,7 @@ def flatten(nodes: list[dict[str, Any]]) -> str:
         if shown:
             attributes = _attributes(node)
             if (role == "generic" and not attributes) or (
-                role == "StaticText" and name in parent_name
+                role == "StaticText" and (name in parent_name or name == shown_value)
             ):
                 shown = False
             else:
@@ -159,9 +161,11 @@ def flatten(nodes: list[dict[str, Any]]) -> str:
         children = [
             by_id[c] for c in node.get("childIds", []) if c in by_id and c != node["nodeId"]
         ]
+        # A text box's text is its value: shown once, also through the nodes left out under it.
+        value = node.get("value", {}).get("value") if shown else shown_value
         passed = bid if role == "generic" and not shown and len(children) == 1 else None
         for child in reversed(children):
-            stack.append((child, child_depth, name or "", passed))
+            stack.append((child, child_depth, name or "", value, passed))
     return "\n".join(lines)
 
 

@@ -33,7 +33,7 @@ def _task_class(task_id: str) -> type[Any]:
     except ImportError as exc:
         raise ConfigError(
             f"browsergym: task {task_id!r} needs browsergym-{family} "
-            f"(pip install 'trajforge[dev]'): {exc}"
+            f"(pip install 'trajforge[web]'): {exc}"
         ) from exc
     listed = getattr(module, f"ALL_{family.upper()}_TASKS", None)
     if listed is None:

@@ -174,6 +174,20 @@ def launch(binary: str = CHROMIUM_BINARY, extra_flags: tuple[str, ...] = ()) -> 
     return browser
 
 
+def running_browsers() -> list[psutil.Process]:
+    """The Chromiums and Playwright drivers under this process that still run (zombies, which
+    are dead, left out): empty once every pool of the process is closed."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            ours = "chrom" in child.name() or "run-driver" in child.cmdline()
+            if ours and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
 def reap_leftovers(root: Path | None = None) -> int:
     """Kill the browsers whose owning run is gone and delete their folders; the number reaped.
 

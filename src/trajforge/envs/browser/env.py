@@ -89,12 +89,21 @@ class BrowserEnv(Env):
         self._session: PageSession | None = None
         self._episode: Episode | None = None
         self._chromium: Chromium | None = None
+        self._call_timeout_s: float | None = None
 
     @property
     def pool(self) -> BrowserPool:
         if self._pool is None:
             self._pool = shared_pool()
         return self._pool
+
+    @property
+    def call_timeout_s(self) -> float:
+        """How long one browser call may take before the browser is deemed hung."""
+        return self._call_timeout_s or self.pool.call_timeout_s
+
+    def adopt_limits(self, *, max_turns: int | None, tool_timeout_s: float | None) -> None:
+        self._call_timeout_s = tool_timeout_s or self._call_timeout_s
 
     async def _run(self, work: Callable[[PageSession], T]) -> T:
         slot, session, chromium = self._slot, self._session, self._chromium
@@ -114,7 +123,7 @@ class BrowserEnv(Env):
                     ) from exc
                 raise
 
-        return await slot.run(guarded, self.pool.call_timeout_s)
+        return await slot.run(guarded, self.call_timeout_s)
 
     async def _act(self, action: GuiAction) -> str:
         return await self._run(lambda session: session.act(action))
@@ -138,9 +147,7 @@ class BrowserEnv(Env):
 
     async def reset(self, task: Task) -> list[Message]:
         await self.close()
-        self._slot = await self.pool.acquire()
-
-        slot = self._slot
+        slot = self._slot = await self.pool.acquire()
 
         def start(browser: Browser) -> tuple[PageSession, Episode, str, bytes | None]:
             self._chromium = slot.chromium
@@ -153,7 +160,7 @@ class BrowserEnv(Env):
                 raise
             return session, episode, text, shot
 
-        self._session, episode, page, shot = await self._slot.run(start, self.pool.call_timeout_s)
+        self._session, episode, page, shot = await slot.run(start, self.call_timeout_s)
         self._episode = episode
         self._screens = []
         await self._record_screen()
@@ -204,7 +211,7 @@ class BrowserEnv(Env):
             return
         try:
             if session is not None:
-                await slot.run(lambda _: session.close(), self.pool.call_timeout_s)
+                await slot.run(lambda _: session.close(), self.call_timeout_s)
         except BrowserFailedError:
             pass  # the browser is gone with its context; the slot starts a fresh one
         finally:

@@ -51,7 +51,7 @@ def html_dir() -> Path:
     which registers gymnasium envs)."""
     spec = importlib.util.find_spec("miniwob")
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("miniwob tasks need the miniwob package: pip install miniwob==1.1.0")
+        raise ConfigError("miniwob tasks need the miniwob package: pip install 'trajforge[web]'")
     return Path(next(iter(spec.submodule_search_locations))) / "html" / "miniwob"
 
 
