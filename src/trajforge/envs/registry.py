@@ -143,6 +143,8 @@ class EnvEntry:
         stored_name: The name its trajectories carry, whichever command stores them: the
             env's own ``name`` (a ``ToolEnv``'s ``name=``, an env file's ``name:``), not the
             ``file.py:factory`` it was found by (default: ``name``).
+        expert_refusal: One line refusing the ``expert`` policy before any episode runs
+            (some of its tasks have no scripted expert); ``None``: the expert may run.
     """
 
     def __init__(
@@ -158,8 +160,10 @@ class EnvEntry:
         game: Callable[[], MultiSeatEnv] | None = None,
         opponents: Mapping[str, Opponent] | None = None,
         stored_name: str | None = None,
+        expert_refusal: str | None = None,
     ) -> None:
         self.name = name
+        self.expert_refusal = expert_refusal
         self.stored_name = stored_name or name
         self.answer_free_verifier = answer_free_verifier
         self.game = game

@@ -16,6 +16,7 @@ from trajforge.judge import FailureSplit, format_scored
 from trajforge.report.games import GamesSummary
 from trajforge.report.intervals import reward_text, success_text
 from trajforge.report.links import view_command
+from trajforge.report.screens import rescued_episode
 from trajforge.schema import Message, Role, Trajectory, image_label, is_success, labelled_text
 from trajforge.store import TrajectoryStore
 
@@ -249,7 +250,8 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
     ]
     games = GamesSummary.model_validate(results["games"]) if "games" in results else None
     figures = _figures(stages, evals, trajectories)
-    sample_pairs = _samples([(s["name"], trajectories.get(s["name"], [])) for s in evals], samples)
+    by_stage = [(s["name"], trajectories.get(s["name"], [])) for s in evals]
+    sample_pairs = _samples(by_stage, samples)
     # autoescape on: select_autoescape() would leave a ".html.j2" template unescaped.
     env = Environment(loader=PackageLoader("trajforge.report", "templates"), autoescape=True)
     html = env.get_template("report.html.j2").render(
@@ -266,6 +268,7 @@ def build_report(run_dir: Path, *, samples: int = 3) -> Path:
         other_stages=other,
         plots=figures,
         samples=sample_pairs,
+        rescued=rescued_episode(by_stage),
         games=games,
         version=__version__,
         view_command=view_command(run_dir.resolve()) if store else None,

@@ -288,6 +288,8 @@ async def open_rollout(
     """
     start_memory_watchdog()
     entry = get_env(spec.env) if spec.env is not None else None
+    if entry is not None and entry.expert_refusal and spec.policy and spec.policy.name == "expert":
+        raise RolloutError(entry.expert_refusal)
     tasks = _tasks(spec, entry)
     async with AsyncExitStack() as stack:
         runner = live.get("runner")

@@ -59,6 +59,9 @@ class BrowserEnv(Env):
         benchmark: The task family (MiniWoB++, BrowserGym).
         pool: The browsers to lease from (default: the process's shared pool).
         screenshot: Whether observations carry a screenshot part.
+        record_screens: Whether the trajectory's metadata keeps the opening and the last
+            screen as PNG data URLs (``screens``), for a report to show, without putting
+            images in front of a text-only model.
         actions: The GUI actions offered (default: the page-tree agent's).
     """
 
@@ -71,11 +74,14 @@ class BrowserEnv(Env):
         pool: BrowserPool | None = None,
         screenshot: bool = False,
         actions: Collection[str] = PAGE_ACTIONS,
+        record_screens: bool = False,
     ) -> None:
         super().__init__()
         self.name = benchmark.name
         self.benchmark = benchmark
         self.screenshot = screenshot
+        self.record_screens = record_screens
+        self._screens: list[str] = []
         self.offered = tuple(actions)
         self.tools = action_specs(self.offered)
         self._pool = pool
@@ -122,6 +128,19 @@ class BrowserEnv(Env):
     async def _act(self, action: GuiAction) -> str:
         return await self._run(lambda session: session.act(action))
 
+    async def _record_screen(self) -> None:
+        if not self.record_screens:
+            return
+        try:
+            shot = await self._run(lambda session: session.screenshot())
+        except PlaywrightError:
+            return  # a record for the report, never a reason to lose the episode (a slow page)
+        # The opening screen stays first; each later one replaces the one before.
+        self._screens[1:] = [ImagePart.from_bytes(shot, "image/png").data_url()]
+
+    def episode_metadata(self) -> dict[str, object]:
+        return {"screens": list(self._screens)} if self.record_screens else {}
+
     def _page_text(self, session: PageSession) -> tuple[str, bytes | None]:
         shot = session.screenshot() if self.screenshot else None
         return f"Page:\n{session.tree()}", shot
@@ -143,6 +162,8 @@ class BrowserEnv(Env):
 
         self._session, episode, page, shot = await slot.run(start, self.call_timeout_s)
         self._episode = episode
+        self._screens = []
+        await self._record_screen()
         opening = f"Task: {episode.goal}\n\n{page}"
         return [
             Message(role=Role.SYSTEM, content=SYSTEM_PROMPT),
@@ -180,6 +201,7 @@ class BrowserEnv(Env):
             for call, text in zip(action.tool_calls, results, strict=True)
         ]
         messages[-1] = messages[-1].model_copy(update={"content": _content(results[-1], shot)})
+        await self._record_screen()
         return StepResult(messages, reward=status.reward, done=ended, info=_info(status))
 
     async def close(self) -> None:

@@ -11,6 +11,7 @@ from trajforge.envs.browser.benchmark import Benchmark
 from trajforge.envs.browser.bgym import PREFIX as BROWSERGYM_PREFIX
 from trajforge.envs.browser.bgym import BrowserGym
 from trajforge.envs.browser.env import BrowserEnv
+from trajforge.envs.browser.experts import expert, expert_refusal
 from trajforge.envs.browser.miniwob import PREFIX as MINIWOB_PREFIX
 from trajforge.envs.browser.miniwob import MiniWoB
 from trajforge.envs.gui.actions import ACTIONS
@@ -53,16 +54,20 @@ def benchmark(name: str) -> Benchmark:
 
 
 def entry(name: str) -> EnvEntry:
-    """The registry entry of browser env ``name`` (episodes on the process's browser pool)."""
+    """The registry entry of browser env ``name`` (episodes on the process's browser pool); a
+    MiniWoB++ env has the scripted expert when each of its tasks has one."""
     _, screenshot, _ = _parts(name)
     bench = benchmark(name)
     family = "MiniWoB++" if isinstance(bench, MiniWoB) else "BrowserGym"
+    refusal = expert_refusal(bench.names) if isinstance(bench, MiniWoB) else None
     options: dict[str, Any] = {"screenshot": True, "actions": tuple(ACTIONS)} if screenshot else {}
     return EnvEntry(
         name,
         partial(BrowserEnv, bench, **options),
         bench.tasks,
+        expert if isinstance(bench, MiniWoB) else None,
         description=f"{family} tasks on headless Chromium: {name.split(':', 1)[1]}"
         + (" (with screenshots)" if screenshot else ""),
         source=EnvSource.BROWSER,
+        expert_refusal=refusal,
     )
