@@ -3,6 +3,7 @@ run killed with SIGKILL leaves no browser behind, and the next pool reaps its fo
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -136,3 +137,19 @@ def test_a_sigkilled_run_leaves_no_process_and_the_next_start_reaps_its_folder()
 def test_ctrl_c_closes_the_run_s_browsers_and_their_folders() -> None:
     folder, _ = _killed_run(signal.SIGINT)
     assert not folder.exists()
+
+
+async def test_an_episode_waits_for_a_free_browser_as_long_as_the_pool_is_open() -> None:
+    # An eval queues many more episodes than the pool has browsers: waiting is no failure.
+    small = BrowserPool(1)
+    try:
+        slot = await small.acquire()
+        with pytest.raises(BrowserFailedError, match=r"no browser came free within 0.2s"):
+            await small.acquire(timeout_s=0.2)
+        waiting = asyncio.ensure_future(small.acquire())
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        small.release(slot)
+        assert await asyncio.wait_for(waiting, 5) is slot
+    finally:
+        small.close()

@@ -199,19 +199,22 @@ class BrowserPool:
         self._closed = False
         atexit.register(self.close)
 
-    async def acquire(self, timeout_s: float = 600.0) -> BrowserSlot:
-        """A free slot, waiting (without blocking the loop) while all are leased.
+    async def acquire(self, timeout_s: float | None = None) -> BrowserSlot:
+        """A free slot, waiting (without blocking the loop) while all are leased; by default
+        as long as the pool is open: an eval queues far more episodes than the pool has
+        browsers, and every leased slot comes back (a browser that hangs past its call timeout
+        is killed), so a wait is no failure of the episode.
 
         Raises:
             BrowserFailedError: the pool is closed, or none came free within ``timeout_s``.
         """
-        deadline = time.monotonic() + timeout_s
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not self._closed:
             with contextlib.suppress(queue.Empty):
                 slot = self._free.get_nowait()
                 slot.begin_episode()
                 return slot
-            if time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 raise BrowserFailedError(f"no browser came free within {timeout_s:g}s")
             await asyncio.sleep(ACQUIRE_POLL_S)
         raise BrowserFailedError("the browser pool is closed")
