@@ -94,19 +94,11 @@ class VisionPolicy(HFPolicy):
         if sampling.max_new_tokens == 0:
             return Completion(token_ids=[], logprobs=[], text="", finish_reason=FinishReason.LENGTH)
         images = [image for m in messages or () for image in m.images]
-        with self._cond:
-            while self._pausers:
-                self._cond.wait()
-            self._live += 1
+        with self._worker.in_flight():
             version = self.weights_version
-        try:
             completion = await asyncio.to_thread(
                 self._decode, prompt_ids, images, sampling, min(sampling.max_new_tokens, room)
             )
-        finally:
-            with self._cond:
-                self._live -= 1
-                self._cond.notify_all()
         stream_whole(completion, on_token)
         completion.weights_version = version
         return completion
