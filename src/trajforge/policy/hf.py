@@ -113,14 +113,7 @@ class HFPolicy(TokenPolicy):
             lean_decode=lean_decode,
             share_prefixes=share_prefixes,
         )
-        self._worker = BatchWorker(
-            self._engine,
-            tokenizer,
-            self.eos_ids,
-            max_batch_size,
-            self.prefix_cache,
-            lambda: self.weights_version,
-        )
+        self._worker = BatchWorker(self._engine, max_batch_size, lambda: self.weights_version)
         self._adapter_serial = 0
         self.weights_version = 0
         """Counts weight changes (``set_weights``, adapters); each completion records it."""

@@ -14,14 +14,12 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import torch
 
 from trajforge.errors import TrajforgeError
 from trajforge.policy.engine.generation_request import GenerationRequest, completion_of
 from trajforge.policy.engine.hf_engine import DecodeEngine
-from trajforge.policy.engine.prefix_cache import PrefixCache
 
 
 class GenerationError(TrajforgeError):
@@ -33,28 +31,17 @@ class BatchWorker:
 
     Args:
         engine: the decoder; its ``model`` is switched to eval mode while sequences are in
-            flight and its mode restored after.
-        tokenizer, eos_ids: what a finished request's completion is decoded with.
+            flight and its mode restored after; its prefix cache loses the entries of the
+            conversations that end.
         max_batch_size: most sequences decoded together.
-        prefix_cache: the engine's cache of finished sequences, whose ended conversations'
-            entries the worker drops (``None``: no cache).
         weights_version: the version of the weights now, recorded on each request admitted.
     """
 
     def __init__(
-        self,
-        engine: DecodeEngine,
-        tokenizer: Any,
-        eos_ids: frozenset[int],
-        max_batch_size: int,
-        prefix_cache: PrefixCache | None,
-        weights_version: Callable[[], int],
+        self, engine: DecodeEngine, max_batch_size: int, weights_version: Callable[[], int]
     ) -> None:
         self.engine = engine
-        self.tokenizer = tokenizer
-        self.eos_ids = eos_ids
         self.max_batch_size = max_batch_size
-        self.prefix_cache = prefix_cache
         self.weights_version = weights_version
         self._cond = threading.Condition()
         self._pending: deque[GenerationRequest] = deque()
@@ -72,8 +59,8 @@ class BatchWorker:
         with self._cond:
             self._ensure_thread()
             self._pending.append(request)
-            if self.prefix_cache is not None:
-                self.prefix_cache.expect_outstanding(len(self._pending) + self._live)
+            if self.engine.prefix_cache is not None:
+                self.engine.prefix_cache.expect_outstanding(len(self._pending) + self._live)
             self._cond.notify_all()
 
     def end(self, tokens: list[int]) -> None:
@@ -125,9 +112,9 @@ class BatchWorker:
 
     def _drop_ended(self) -> None:
         """Drop the ended conversations' cache entries (holding ``_cond``, no step running)."""
-        if self.prefix_cache is not None:
+        if self.engine.prefix_cache is not None:
             for tokens in self._ended:
-                self.prefix_cache.discard(tokens)
+                self.engine.prefix_cache.discard(tokens)
         self._ended.clear()
 
     def _ensure_thread(self) -> None:
@@ -163,7 +150,7 @@ class BatchWorker:
                     request.deliver(exc)
                 finished = []
             for request in finished:
-                request.deliver(completion_of(request, self.tokenizer, self.eos_ids))
+                request.deliver(completion_of(request, self.engine.tokenizer, self.engine.eos_ids))
             with self._cond:
                 self._live = len(self.engine)
                 self._drop_ended()
