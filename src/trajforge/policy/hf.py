@@ -135,11 +135,26 @@ class HFPolicy(TokenPolicy):
         messages: Sequence[Message] | None = None,
         on_token: TokenSink | None = None,
     ) -> Completion:
-        """Sample a continuation of ``prompt_ids`` in the shared batch; ``on_token`` gets each
-        id as the decode step that sampled it ends."""
+        """Sample a continuation of ``prompt_ids`` (checked first: ``room_after``);
+        ``on_token`` gets each id as it is sampled. ``messages`` is the same context as
+        messages (a vision model's images are in them)."""
         room = self.room_after(prompt_ids, sampling)
         if sampling.max_new_tokens == 0:
             return Completion(token_ids=[], logprobs=[], text="", finish_reason=FinishReason.LENGTH)
+        return await self._sample(
+            prompt_ids, sampling, min(sampling.max_new_tokens, room), messages, on_token
+        )
+
+    async def _sample(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        max_new_tokens: int,
+        messages: Sequence[Message] | None,
+        on_token: TokenSink | None,
+    ) -> Completion:
+        """Up to ``max_new_tokens`` sampled in the shared batch, each id handed to ``on_token``
+        as the decode step that sampled it ends."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Completion] = loop.create_future()
 
@@ -150,7 +165,7 @@ class HFPolicy(TokenPolicy):
         request = GenerationRequest(
             prompt_ids=list(prompt_ids),
             sampling=sampling,
-            max_new_tokens=min(sampling.max_new_tokens, room),
+            max_new_tokens=max_new_tokens,
             uniforms=UniformStream.seeded(sampling.seed, self._engine.device),
             deliver=deliver,
             is_cancelled=future.cancelled,
