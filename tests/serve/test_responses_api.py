@@ -126,6 +126,7 @@ def test_previous_response_id_continues_the_kept_conversation(
 
 
 def test_a_prompt_longer_than_the_window_is_context_length_exceeded(tiny: OpenAI) -> None:
+    """Responses' own error, streamed or not, and Chat Completions' code for it."""
     long = "word " * 5000  # beyond the tiny model's 4,096 tokens
     with pytest.raises(openai.BadRequestError) as refused:
         tiny.responses.create(model="tiny", input=long)
@@ -136,6 +137,10 @@ def test_a_prompt_longer_than_the_window_is_context_length_exceeded(tiny: OpenAI
         last = [event for event in events][-1]
     assert last.type == "response.failed"
     assert last.response.error.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError) as chat_refused:
+        tiny.chat.completions.create(model="tiny", messages=[{"role": "user", "content": long}])
+    assert chat_refused.value.code == "context_length_exceeded"
+    assert chat_refused.value.body["param"] == "messages"
 
 
 def test_reasoning_items_passed_back_are_the_turns_reasoning(
