@@ -12,7 +12,7 @@ from typing import Any
 import openai
 import pytest
 from openai import OpenAI
-from serve_helpers import add, assert_token_exact, recorded
+from serve_helpers import ADD_TOOL, add, assert_token_exact, recorded
 
 from trajforge.formats import messages_from_responses
 from trajforge.formats.tool_calls import format_tool_call
@@ -30,18 +30,7 @@ MATH = {
     "type": "namespace",
     "name": "math",
     "description": "Arithmetic.",
-    "tools": [
-        {
-            "type": "function",
-            "name": "add",
-            "description": "Add two integers.",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            },
-        }
-    ],
+    "tools": [{"type": "function", **ADD_TOOL["function"]}],
 }
 # What Codex CLI sends beside its own tools: hosted tools no local model serves.
 HOSTED = [{"type": "web_search", "external_web_access": False}, {"type": "file_search"}]
