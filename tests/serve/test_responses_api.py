@@ -11,6 +11,7 @@ from typing import Any
 
 import openai
 import pytest
+from fastapi import FastAPI
 from openai import OpenAI
 from serve_helpers import ADD_TOOL, add, assert_token_exact, recorded
 
@@ -19,10 +20,12 @@ from trajforge.formats.tool_calls import format_tool_call
 from trajforge.policy import FinishReason
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
+from trajforge.rollout import PolicyRef
 from trajforge.schema import Message, OutcomeStatus, Role, Task, ToolCall
 from trajforge.serve.gateway import Choice, Gateway
 from trajforge.serve.responses_reply import output_items
-from trajforge.serve.server import serving
+from trajforge.serve.server import serving, serving_app
+from trajforge.serve.upstream import open_gateway
 from trajforge.store import TrajectoryStore
 
 MODEL = "scripted-agent"
@@ -149,6 +152,56 @@ def test_reasoning_items_passed_back_are_the_turns_reasoning(
     _, assistant, tool, _ = traj.messages
     assert assistant.reasoning == "I add them." and assistant.tool_calls[0].name == "math__add"
     assert tool.tool_call_id == "call_1" and traj.outcome.status is OutcomeStatus.OK
+
+
+def thinking_server(received: list[dict[str, Any]]) -> FastAPI:
+    """A server whose model reasons (vLLM's ``reasoning_content``) and calls ``add``, then
+    answers once the result is in."""
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: dict[str, Any]) -> dict[str, Any]:
+        received.append(body)
+        call = {"id": "call_9", "type": "function",
+                "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}  # fmt: skip
+        message = {"role": "assistant", "content": "Adding.", "reasoning_content": "Two, three.",
+                   "tool_calls": [call]}  # fmt: skip
+        if any(m["role"] == "tool" for m in body["messages"]):
+            message = {"role": "assistant", "content": "The total is 5."}
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}]}  # fmt: skip
+
+    return app
+
+
+def test_a_streamed_reply_with_reasoning_is_a_reasoning_item_passed_back(
+    tmp_path: Path,
+) -> None:
+    received: list[dict[str, Any]] = []
+    with serving_app(thinking_server(received)) as upstream, TrajectoryStore(tmp_path / "p.db") as store:  # fmt: skip
+        spec = f"openai:{upstream}/v1#thinker"
+        proxy, _ = open_gateway(PolicyRef(name=spec), store, "proxied")
+        with serving(proxy) as url:
+            client = OpenAI(base_url=f"{url}/sessions/r/v1", api_key="unused", max_retries=0)
+            tool = {"type": "function", **ADD_TOOL["function"]}
+            asked: dict[str, Any] = {"model": spec, "tools": [tool]}
+            items: list[Any] = [{"role": "user", "content": "What is 2 plus 3?"}]
+            with client.responses.stream(input=items, **asked) as events:
+                kinds = [event.type for event in events]
+                reply = events.get_final_response()
+            thought, text, call = reply.output
+            assert thought.type == "reasoning" and thought.content[0].text == "Two, three."
+            assert (text.type, reply.output_text, call.name) == ("message", "Adding.", "add")
+            assert kinds.index("response.reasoning_text.delta") < kinds.index(
+                "response.function_call_arguments.delta"
+            )
+            items += [item.model_dump(exclude_none=True) for item in reply.output]
+            items.append({"type": "function_call_output", "call_id": call.call_id,
+                          "output": add(call.arguments)})  # fmt: skip
+            client.responses.create(input=items, **asked)
+        (traj,) = store.query(run="proxied")
+    assert traj.messages[1].reasoning == "Two, three." and traj.num_turns == 2
+    assert received[1]["messages"][1]["tool_calls"][0]["id"] == "call_9"
 
 
 def test_a_reply_with_reasoning_reads_back_as_the_same_turn() -> None:
