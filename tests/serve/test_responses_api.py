@@ -83,11 +83,6 @@ def test_a_namespaced_tool_is_called_by_its_namespace_and_hosted_tools_are_left_
     assert_token_exact(store_path)
 
 
-@pytest.fixture
-def tiny(tiny_url: str) -> OpenAI:
-    return OpenAI(base_url=f"{tiny_url}/sessions/t/v1", api_key="unused", max_retries=0)
-
-
 def test_previous_response_id_continues_the_kept_conversation(
     tiny: OpenAI, store_path: Path
 ) -> None:
