@@ -40,6 +40,8 @@ from trajforge.train.rl.config import (
     TaskRevisitSettings,
     ValidationSettings,
 )
+from trajforge.train.rl.distill_config import DistillConfig
+from trajforge.train.rl.distill_settings import DistillSettings, Privileged
 from trajforge.train.settings import (
     CommonSettings,
     DataSource,
@@ -62,6 +64,8 @@ __all__ = [
     "DPOConfig",
     "DataSource",
     "DifficultySettings",
+    "DistillConfig",
+    "DistillSettings",
     "DistributedSettings",
     "InfraFailures",
     "LoraSettings",
@@ -69,6 +73,7 @@ __all__ = [
     "ModelSettings",
     "NonExact",
     "OptimSettings",
+    "Privileged",
     "RLConfig",
     "ReplaySettings",
     "RoleAdvantage",

@@ -20,6 +20,7 @@ from trajforge.algos import Aggregation, Estimator, KLKind, LossName
 from trajforge.distributed import RayOptions
 from trajforge.judge import ScorerRefs, default_refs
 from trajforge.precision import Precision
+from trajforge.train.rl.distill_settings import DistillSettings
 from trajforge.train.settings import CommonSettings, ConfigModel
 
 
@@ -250,6 +251,10 @@ class RLConfig(CommonSettings):
     self_play: SelfPlaySettings | None = None
     """Self-play on a multi-seat game (null: one agent, as the env gives it); with ``ray`` its
     games are played on the actors."""
+    distill: DistillSettings | None = None
+    """On-policy distillation: a teacher scores every token the student sampled, its
+    reverse-KL advantage added to ``distill.outcome_weight`` times the outcome's (null: none;
+    ``trajforge train distill`` is a run with it set)."""
     scorers: ScorerRefs = Field(default_factory=default_refs("env_verifier"), min_length=1)
     """The reward: a rubric of weighted scorers, summed. Each item is a scorer's name, or
     ``{name, weight, options}``; a name is a registered scorer (``env_verifier``, the env's

@@ -62,6 +62,7 @@ from trajforge.train.validation import (
 
 if TYPE_CHECKING:
     from trajforge.train.reference import ReferenceModel
+    from trajforge.train.rl.distill import Distiller
     from trajforge.train.rl.self_play import SelfPlay
 
 
@@ -130,6 +131,12 @@ class RLTrainer(Trainer):
             from trajforge.train.reference import ReferenceModel
 
             self.reference = ReferenceModel(self.parts)
+        self.distiller: Distiller | None = None
+        if cfg.distill is not None:
+            # lazy: the teacher and its model load only for a run that distils
+            from trajforge.train.rl.distill import Distiller
+
+            self.distiller = Distiller(cfg, self.parts, self.entry.expert)
         self.weights = RolloutWeights(self.parts, cfg)
         # On Ray, the actors' replicas sample the rollouts; the policy still validates. Over
         # several processes only the main one rolls out, so only it starts the actors.
@@ -253,6 +260,8 @@ class RLTrainer(Trainer):
         batch = [trajs[i] for i in trainable]
         rae = cfg.self_play is not None and cfg.self_play.advantage is RoleAdvantage.RAE
         role_advantages = self.self_play.advantages if self.self_play and rae else None
+        if self.distiller is not None:  # the teacher's per-token advantages (self-play refused)
+            role_advantages = self.distiller.advantages
         if batch:
             metrics.update(
                 rl_update.update(
