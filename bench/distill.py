@@ -182,7 +182,7 @@ def main() -> None:
                   f"(censored {row['censored']})")  # fmt: skip
             for seed, curve in zip(args.seeds, row["curves"], strict=True):
                 print(f"  {'':<12} seed {seed} validation success (step, value) {curve}")
-        for seed, kl in zip(args.seeds, row.get("reverse_kl", []), strict=True):
+        for seed, kl in zip(args.seeds, row["reverse_kl"] if arm == "opd" else [], strict=False):
             print(f"  {'':<12} seed {seed} reverse KL to the teacher per step {kl}")
     ratio = round(arms["rl"]["mean_samples"] / arms["opd"]["mean_samples"], 3)
     print(
