@@ -76,7 +76,8 @@ def rl_keys(tmp_path: Path) -> set[str]:
     gigpo = small_rl_config(tmp_path / "gigpo", estimator="gigpo", max_turns=2)
     RLTrainer(gigpo, rubric=token_id_rubric()).train()
     distill = {"teacher": "self", "privileged": "expert"}
-    RLTrainer(small_rl_config(tmp_path / "distill", distill=distill)).train()
+    tree = {"branches": 1}
+    RLTrainer(small_rl_config(tmp_path / "distill", distill=distill, tree=tree)).train()
     return logged(tmp_path / "grpo") | logged(tmp_path / "gigpo") | logged(tmp_path / "distill")
 
 

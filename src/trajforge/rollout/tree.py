@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from trajforge.policy import ReplayedPrefix, TokenPolicy, replayed_turns
 from trajforge.rollout.engine import run_rollout
+from trajforge.rollout.seeding import derive_seed
 from trajforge.rollout.spec import RolloutSpec
 from trajforge.schema import LOSS_FROM_MESSAGE, Role, Trajectory
 
@@ -67,7 +68,8 @@ def branch_rollout(
     spec: RolloutSpec, policy: TokenPolicy, points: Sequence[BranchPoint], branches: int
 ) -> Branched:
     """``branches`` new episodes from each of ``points``, rolled out as ``spec`` says (its
-    limits, sampling and store; its own run id with ``-branch`` appended, seeds of its own)."""
+    limits, sampling and store; its own run id with ``-branch`` appended and sampling seeds of
+    its own)."""
     if not points:
         return Branched([], 0)
     by_task = {p.parent.task.id: p for p in points}
@@ -75,8 +77,11 @@ def branch_rollout(
         raise ValueError("branch_rollout: one branch point per task (the prefix is the task's)")
     prefixes = {tid: replayed_turns(p.parent.messages, p.turns) for tid, p in by_task.items()}
     run_id = f"{spec.run_id}-branch" if spec.run_id else None
+    # Seeds of their own: the spec's would draw sample j's tokens again for branch j.
+    seed = derive_seed(spec.seed, BRANCH_OF, 0, 0)
+    tasks = [p.parent.task for p in points]
     tree_spec = spec.model_copy(
-        update={"tasks": [p.parent.task for p in points], "n": branches, "run_id": run_id}
+        update={"tasks": tasks, "n": branches, "run_id": run_id, "seed": seed}
     )
     played = run_rollout(tree_spec, policy=ReplayedPrefix(policy, prefixes))
     joined = [_joined(t, by_task[t.task.id]) for t in played]

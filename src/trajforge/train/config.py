@@ -38,6 +38,7 @@ from trajforge.train.rl.config import (
     SelfPlayOpponent,
     SelfPlaySettings,
     TaskRevisitSettings,
+    TreeSettings,
     ValidationSettings,
 )
 from trajforge.train.rl.distill_config import DistillConfig
@@ -83,6 +84,7 @@ __all__ = [
     "SelfPlaySettings",
     "Strategy",
     "TaskRevisitSettings",
+    "TreeSettings",
     "ValidationSettings",
     "env_problem",
     "load_config",

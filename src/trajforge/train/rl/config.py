@@ -100,6 +100,15 @@ class DifficultySettings(ConfigModel):
         return band
 
 
+class TreeSettings(ConfigModel):
+    """Tree-structured rollouts (``train.rl.tree``): after a step's groups are played, one
+    episode of each task is branched at a turn boundary drawn inside it (its turns replayed
+    token for token, the rest sampled anew), its branches joining its group."""
+
+    branches: int = Field(default=2, ge=1)
+    """Episodes branched from each task's branch point."""
+
+
 class ValidationSettings(ConfigModel):
     """Greedy episodes on training-split tasks the RL never samples, before the first step and
     every ``every`` steps; with ``keep_best`` the run ends on the weights that validated best."""
@@ -251,6 +260,9 @@ class RLConfig(CommonSettings):
     self_play: SelfPlaySettings | None = None
     """Self-play on a multi-seat game (null: one agent, as the env gives it); with ``ray`` its
     games are played on the actors."""
+    tree: TreeSettings | None = None
+    """Tree-structured rollouts: groups grown by branches from their episodes' turn
+    boundaries, step-level groups at the branch points (null: none)."""
     distill: DistillSettings | None = None
     """On-policy distillation: a teacher scores every token the student sampled, its
     reverse-KL advantage added to ``distill.outcome_weight`` times the outcome's (null: none;

@@ -1,13 +1,18 @@
 """Tree-structured rollouts on the calculator env: branches of the expert's episodes, sampled by
 the tiny model, replay their parent's prefix token for token, join its group with the replayed
-turns out of the loss, and meet the parent at the branch turn's state (GiGPO's anchor groups)."""
+turns out of the loss, and meet the parent at the branch turn's state (GiGPO's anchor groups);
+an RL step with ``tree`` trains on them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from train_helpers import small_rl_config, token_id_rubric
 
 from trajforge.algos import compute_advantages
 from trajforge.envs.registry import get_env
+from trajforge.policy import TokenPolicy
 from trajforge.policy.naming import load_policy
 from trajforge.rollout import Limits, RolloutSpec, Sampling, run_rollout
 from trajforge.rollout.tree import (
@@ -19,7 +24,7 @@ from trajforge.rollout.tree import (
 )
 from trajforge.schema import Role, Trajectory
 from trajforge.train.batch import TokenBatch, encode_trajectory
-from trajforge.train.rl import advantage_input
+from trajforge.train.rl import RLTrainer, advantage_input
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,11 +42,16 @@ def _spec(run_id: str) -> RolloutSpec:
     )
 
 
-@pytest.fixture(scope="module")
-def parents() -> list[Trajectory]:
+def _expert() -> TokenPolicy:
     expert = get_env("calculator").expert
     policy = load_policy("expert", expert=lambda task, messages: expert(task, messages) if task else None)  # fmt: skip
-    trajs = run_rollout(_spec("parents"), policy=policy)
+    assert isinstance(policy, TokenPolicy)
+    return policy
+
+
+@pytest.fixture(scope="module")
+def parents() -> list[Trajectory]:
+    trajs = run_rollout(_spec("parents"), policy=_expert())
     assert all(t.num_turns >= 2 for t in trajs)  # a tool call, then the answer
     return trajs
 
@@ -93,3 +103,16 @@ def test_a_branch_whose_replayed_context_differs_is_dropped(parents: list[Trajec
     altered = parent.model_copy(update={"messages": messages})
     tree = branch_rollout(_spec("tree-diverged"), load_policy("tiny"), [BranchPoint(altered, 1)], 2)
     assert tree.trajectories == [] and tree.diverged == 2
+
+
+def test_an_rl_step_grows_its_groups_by_branches_and_trains_them(tmp_path: Path) -> None:
+    cfg = small_rl_config(tmp_path, tree={"branches": 2}, max_turns=3, max_new_tokens=64)
+    trainer = RLTrainer(cfg, rubric=token_id_rubric())
+    # The step's own episodes: the expert's, two turns or more, so every group has a branch point.
+    spec = _spec("step").model_copy(update={"tasks": trainer.tasks})
+    played = run_rollout(spec, policy=_expert())
+    trainer._step_rollouts = lambda step: (played, 0)  # type: ignore[method-assign]
+    [metrics] = trainer.train().history
+    assert metrics["branch_points"] == 2 and metrics["branched_episodes"] == 4
+    assert metrics["branch_diverged"] == 0
+    assert metrics["trained_trajectories"] == len(played) + 4
