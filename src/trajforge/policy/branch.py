@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from trajforge.policy.base import ChatSession, Completion, FinishReason, SamplingParams, TokenSink
+from trajforge.policy.base import Completion, FinishReason
+from trajforge.policy.forced import ForcedTurns
 from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy, stream_whole
+from trajforge.policy.token_policy import TokenPolicy
 from trajforge.schema import Message, Role
 
 
@@ -36,7 +37,7 @@ def replayed_turns(messages: Sequence[Message], turns: int) -> list[Completion]:
     return out
 
 
-class ReplayedPrefix(TokenPolicy):
+class ReplayedPrefix(ForcedTurns):
     """``policy``, except that a task in ``prefixes`` plays its first turns as given.
 
     Args:
@@ -46,50 +47,18 @@ class ReplayedPrefix(TokenPolicy):
     """
 
     def __init__(self, policy: TokenPolicy, prefixes: Mapping[str, list[Completion]]) -> None:
-        super().__init__(policy.tokenizer, name=policy.name)
-        # The sessions must be the policy's own: its renderer, and with it its cache keys.
-        self.renderer = policy.renderer
-        self.policy = policy
+        super().__init__(policy, lambda task, messages: None)
         self.prefixes = dict(prefixes)
-        self.max_context_tokens = policy.max_context_tokens
 
-    @property
-    def precision(self) -> str | None:
-        return self.policy.precision
-
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        messages: Sequence[Message] | None = None,
-    ) -> Completion:
-        return await self.policy.generate(prompt_ids, sampling, messages=messages)
-
-    async def complete(
-        self,
-        session: RenderedSession,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        on_token: TokenSink | None = None,
-    ) -> Completion:
+    def forced(self, session: RenderedSession) -> Completion | None:
         prefix = self.prefixes.get(session.task.id, []) if session.task is not None else []
         turn = sum(m.role is Role.ASSISTANT for m in session.messages)
         if turn >= len(prefix):
-            return await self.policy.complete(session, prompt_ids, sampling, on_token=on_token)
+            return None
         given = prefix[turn]
-        completion = Completion(
+        return Completion(
             token_ids=list(given.token_ids),
             logprobs=None if given.logprobs is None else list(given.logprobs),
             text=given.text,
             finish_reason=given.finish_reason,
         )
-        stream_whole(completion, on_token)
-        return completion
-
-    def end_session(self, session: ChatSession) -> None:
-        self.policy.end_session(session)
-
-    async def close(self) -> None:
-        await self.policy.close()
