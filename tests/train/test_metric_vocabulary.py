@@ -62,7 +62,7 @@ def dpo_keys(tmp_path: Path) -> set[str]:
 
 
 def rl_keys(tmp_path: Path) -> set[str]:
-    """Two runs between them switch on every optional RL metric but Ray's."""
+    """Three runs between them switch on every optional RL metric but Ray's."""
     full = small_rl_config(
         tmp_path / "grpo",
         steps=2,
@@ -75,7 +75,10 @@ def rl_keys(tmp_path: Path) -> set[str]:
     RLTrainer(full, rubric=token_id_rubric()).train()
     gigpo = small_rl_config(tmp_path / "gigpo", estimator="gigpo", max_turns=2)
     RLTrainer(gigpo, rubric=token_id_rubric()).train()
-    return logged(tmp_path / "grpo") | logged(tmp_path / "gigpo")
+    distill = {"teacher": "self", "privileged": "expert"}
+    tree = {"branches": 1}
+    RLTrainer(small_rl_config(tmp_path / "distill", distill=distill, tree=tree)).train()
+    return logged(tmp_path / "grpo") | logged(tmp_path / "gigpo") | logged(tmp_path / "distill")
 
 
 def test_every_key_a_trainer_writes_is_documented_and_every_documented_key_is_written(

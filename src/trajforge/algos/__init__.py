@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         estimator_options,
         weight_by_sign,
     )
+    from trajforge.algos.distill import reverse_kl_advantages, reverse_kl_mean
     from trajforge.algos.kl import apply_kl_penalty, kl_estimate
     from trajforge.algos.losses import (
         LOSSES,
@@ -43,6 +44,8 @@ _HOMES = {
     "ESTIMATORS": "advantages",
     "compute_advantages": "advantages",
     "estimator_options": "advantages",
+    "reverse_kl_advantages": "distill",
+    "reverse_kl_mean": "distill",
     "apply_kl_penalty": "kl",
     "kl_estimate": "kl",
     "LOSSES": "losses",
@@ -88,6 +91,8 @@ __all__ = [
     "policy_loss",
     "ppo_clip",
     "rae_advantages",
+    "reverse_kl_advantages",
+    "reverse_kl_mean",
     "truncated_is_weights",
     "weight_by_sign",
 ]

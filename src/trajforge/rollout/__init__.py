@@ -30,8 +30,11 @@ from trajforge.rollout.stats import RolloutStats
 
 if TYPE_CHECKING:
     from trajforge.rollout.multiseat import MultiSeatRunner, play_by_seat, play_facing, play_game
+    from trajforge.rollout.tree import Branched, BranchPoint, branch_points, branch_rollout
 
 __all__ = [
+    "BranchPoint",
+    "Branched",
     "EndReason",
     "EpisodeKey",
     "EpisodeRunner",
@@ -54,6 +57,8 @@ __all__ = [
     "TurnCap",
     "arun_rollout",
     "as_they_finish",
+    "branch_points",
+    "branch_rollout",
     "cut_turn",
     "derive_seed",
     "group_id_for",
@@ -77,5 +82,9 @@ __getattr__ = lazy_names(
         "play_by_seat": "multiseat",
         "play_facing": "multiseat",
         "play_game": "multiseat",
+        "BranchPoint": "tree",
+        "Branched": "tree",
+        "branch_points": "tree",
+        "branch_rollout": "tree",
     },
 )

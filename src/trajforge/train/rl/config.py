@@ -20,6 +20,7 @@ from trajforge.algos import Aggregation, Estimator, KLKind, LossName
 from trajforge.distributed import RayOptions
 from trajforge.judge import ScorerRefs, default_refs
 from trajforge.precision import Precision
+from trajforge.train.rl.distill_settings import DistillSettings
 from trajforge.train.settings import CommonSettings, ConfigModel
 
 
@@ -97,6 +98,15 @@ class DifficultySettings(ConfigModel):
         if low > high:
             raise ValueError(f"[{low:g}, {high:g}]: low is above high; write [low, high]")
         return band
+
+
+class TreeSettings(ConfigModel):
+    """Tree-structured rollouts (``train.rl.tree``): after a step's groups are played, one
+    episode of each task is branched at a turn boundary drawn inside it (its turns replayed
+    token for token, the rest sampled anew), its branches joining its group."""
+
+    branches: int = Field(default=2, ge=1)
+    """Episodes branched from each task's branch point."""
 
 
 class ValidationSettings(ConfigModel):
@@ -250,6 +260,13 @@ class RLConfig(CommonSettings):
     self_play: SelfPlaySettings | None = None
     """Self-play on a multi-seat game (null: one agent, as the env gives it); with ``ray`` its
     games are played on the actors."""
+    tree: TreeSettings | None = None
+    """Tree-structured rollouts: groups grown by branches from their episodes' turn
+    boundaries, step-level groups at the branch points (null: none)."""
+    distill: DistillSettings | None = None
+    """On-policy distillation: a teacher scores every token the student sampled, its
+    reverse-KL advantage added to ``distill.outcome_weight`` times the outcome's (null: none;
+    ``trajforge train distill`` is a run with it set)."""
     scorers: ScorerRefs = Field(default_factory=default_refs("env_verifier"), min_length=1)
     """The reward: a rubric of weighted scorers, summed. Each item is a scorer's name, or
     ``{name, weight, options}``; a name is a registered scorer (``env_verifier``, the env's

@@ -62,7 +62,9 @@ from trajforge.train.validation import (
 
 if TYPE_CHECKING:
     from trajforge.train.reference import ReferenceModel
+    from trajforge.train.rl.distill import Distiller
     from trajforge.train.rl.self_play import SelfPlay
+    from trajforge.train.rl.tree import TreeRollouts
 
 
 _REFILL_SEED_STRIDE = 7_919
@@ -130,6 +132,18 @@ class RLTrainer(Trainer):
             from trajforge.train.reference import ReferenceModel
 
             self.reference = ReferenceModel(self.parts)
+        self.tree: TreeRollouts | None = None
+        if cfg.tree is not None:
+            # lazy: branching loads only for a run that grows trees
+            from trajforge.train.rl.tree import TreeRollouts
+
+            self.tree = TreeRollouts(cfg)
+        self.distiller: Distiller | None = None
+        if cfg.distill is not None:
+            # lazy: the teacher and its model load only for a run that distils
+            from trajforge.train.rl.distill import Distiller
+
+            self.distiller = Distiller(cfg, self.parts, self.entry.expert)
         self.weights = RolloutWeights(self.parts, cfg)
         # On Ray, the actors' replicas sample the rollouts; the policy still validates. Over
         # several processes only the main one rolls out, so only it starts the actors.
@@ -253,6 +267,8 @@ class RLTrainer(Trainer):
         batch = [trajs[i] for i in trainable]
         rae = cfg.self_play is not None and cfg.self_play.advantage is RoleAdvantage.RAE
         role_advantages = self.self_play.advantages if self.self_play and rae else None
+        if self.distiller is not None:  # the teacher's per-token advantages (self-play refused)
+            role_advantages = self.distiller.advantages
         if batch:
             metrics.update(
                 rl_update.update(
@@ -281,6 +297,11 @@ class RLTrainer(Trainer):
         curriculum's choice of tasks in its metrics)."""
         t0 = time.perf_counter()
         trajs, revisited = self._step_rollouts(step)
+        grown: dict[str, float] = {}
+        if self.tree is not None and self.weights.policy is not None:
+            spec = self._spec(self.tasks, 1, self.rl_cfg.temperature, step, f"step{step}")
+            branches, grown = self.tree.grow(trajs, spec, self.weights.policy, step)
+            trajs = trajs + branches
         spent = [time.perf_counter() - t0, 0.0]  # rollout seconds, failed scores
         spent[1] = asyncio.run(self._score(trajs))
 
@@ -297,6 +318,7 @@ class RLTrainer(Trainer):
 
         filtered = self.difficulty.refill(trajs, self.rl_cfg.groups_per_step, more)
         filtered.metrics.update(self.difficulty.picked_metrics())
+        filtered.metrics.update(grown)
         return trajs, revisited, spent[0], int(spent[1]), filtered
 
     def _step_rollouts(self, step: int) -> tuple[list[Trajectory], int]:
