@@ -16,7 +16,7 @@ if TYPE_CHECKING:
         write_pair_records,
         write_records,
     )
-    from trajforge.formats.responses import messages_from_responses
+    from trajforge.formats.responses import messages_from_responses, namespaced
     from trajforge.formats.tool_calls import (
         TOOL_CALL_CLOSE,
         TOOL_CALL_OPEN,
@@ -45,6 +45,7 @@ __all__ = [
     "message_to_openai",
     "messages_from_openai",
     "messages_from_responses",
+    "namespaced",
     "parse_openai_tool_calls",
     "parse_tool_calls",
     "paused_gc",
@@ -79,6 +80,7 @@ __getattr__ = lazy_names(
         "message_to_openai": "openai_chat",
         "messages_from_openai": "openai_chat",
         "messages_from_responses": "responses",
+        "namespaced": "responses",
         "parse_openai_tool_calls": "tool_calls",
         "parse_tool_calls": "tool_calls",
         "paused_gc": "records",

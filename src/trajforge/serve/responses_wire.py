@@ -18,8 +18,7 @@ from typing import Any
 from pydantic import Field
 
 from trajforge.errors import DataError
-from trajforge.formats import messages_from_responses
-from trajforge.formats.responses import namespaced
+from trajforge.formats import messages_from_responses, namespaced
 from trajforge.schema import Message
 from trajforge.serve.wire import (
     FunctionIn,
