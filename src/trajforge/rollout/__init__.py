@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trajforge.registry import lazy_names
+from trajforge.rollout.context import ContextSpec, ContextStrategy, SummaryBy
 from trajforge.rollout.engine import (
     EpisodeRunner,
     LiveParts,
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from trajforge.rollout.multiseat import MultiSeatRunner, play_by_seat, play_facing, play_game
 
 __all__ = [
+    "ContextSpec",
+    "ContextStrategy",
     "EndReason",
     "EpisodeKey",
     "EpisodeRunner",
@@ -50,6 +53,7 @@ __all__ = [
     "RolloutStream",
     "Sampling",
     "StoreHook",
+    "SummaryBy",
     "TaskSample",
     "TurnCap",
     "arun_rollout",

@@ -20,6 +20,16 @@ from pydantic import ValidationError
 from trajforge.envs import Env, UserSimEnv
 from trajforge.errors import InfraError
 from trajforge.policy import ChatSession, Policy, SamplingParams
+from trajforge.rollout.context import (
+    FOLD_TOOL,
+    SUMMARISE_PROMPT,
+    ContextSpec,
+    ContextStrategy,
+    SummaryBy,
+    fold_summary,
+    rewritten,
+    transcript,
+)
 from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn, fault_of
 from trajforge.rollout.resplit import Pieces
 from trajforge.rollout.seeding import derive_seed
@@ -29,8 +39,10 @@ from trajforge.schema import (
     Message,
     Outcome,
     OutcomeStatus,
+    Role,
     Task,
     Timing,
+    ToolSpec,
     Trajectory,
     Usage,
     check_conversation,
@@ -76,6 +88,7 @@ class Episode:
         seed: The run's seed; turn seeds derive from it, the task id, the sample and the turn.
         user_policy: Plays the simulated user of an env that has one (``None``: the env's own
             scripted user, whose side is then not recorded).
+        context: How the context is kept within a budget (``None``: one growing context).
     """
 
     def __init__(
@@ -90,8 +103,14 @@ class Episode:
         group_id: str,
         seed: int,
         user_policy: Policy | None = None,
+        context: ContextSpec | None = None,
     ) -> None:
         self.key = key
+        self.context = context
+        self.opening = 0
+        """How many messages open the conversation (kept by every rewrite)."""
+        self.peak_tokens = 0
+        """The most tokens a forward of the episode held (its prompt and what it sampled)."""
         self.user_policy = user_policy
         self.user: PolicyUser | None = None
         self.linked: list[Trajectory] = []
@@ -199,14 +218,24 @@ class Episode:
         if not self.live or self.env is None:
             return
         try:
-            self.session = self.policy.start_session(opening, self.env.tools, task=self.key.task)
+            self.session = self.policy.start_session(opening, self._tools(), task=self.key.task)
         except Exception as exc:
             self._end(OutcomeStatus.ERROR, EndReason.POLICY_ERROR, describe_error(exc))
+            return
+        self.opening = len(self.session.messages)
+
+    def _tools(self) -> list[ToolSpec]:
+        """The tools the model is offered: the env's, and ``fold`` where the agent folds."""
+        assert self.env is not None
+        folds = self.context is not None and self.context.strategy is ContextStrategy.FOLD
+        return [*self.env.tools, FOLD_TOOL] if folds else list(self.env.tools)
 
     def _context_limit(self) -> int | None:
         # A local model's own window (HFPolicy.max_context_tokens) bounds the context too, so a
         # full window truncates the episode instead of failing the generation.
         limits = [self.limits.max_context_tokens, self.policy.max_context_tokens]
+        if self.context is not None:
+            limits.append(self.context.budget)
         known = [n for n in limits if n is not None]
         return min(known) if known else None
 
@@ -214,9 +243,7 @@ class Episode:
         """The most tokens the next turn may sample and the limit that sets it; None (and the
         episode ended) when a budget is already spent."""
         assert self.session is not None
-        per_turn = self.sampling.max_new_tokens
-        if self.limits.max_new_tokens is not None:
-            per_turn = min(per_turn, self.limits.max_new_tokens)
+        per_turn = self._per_turn()
         # Ties go to the episode-wide budgets: running into them always ends the episode.
         caps: list[TurnCap] = []
         context = self._context_limit()
@@ -232,10 +259,80 @@ class Episode:
             return None
         return cap
 
+    def _per_turn(self) -> int:
+        per_turn = self.sampling.max_new_tokens
+        if self.limits.max_new_tokens is not None:
+            per_turn = min(per_turn, self.limits.max_new_tokens)
+        return per_turn
+
+    async def _fit_context(self, fold: str | None = None) -> None:
+        """Keep the next turn within the context budget: rewrite the history (a new segment)
+        where the strategy does, or where the agent folds (``fold``: its summary); end the
+        episode where it still does not fit."""
+        assert self.context is not None and self.session is not None
+        spec, budget, per_turn = self.context, self.context.budget, self._per_turn()
+        held = self.session.num_tokens
+        if fold is None and (held + per_turn <= budget or not spec.rewrites):
+            if held + per_turn > budget:
+                unfolded = ", and the agent did not fold" if spec.strategy is ContextStrategy.FOLD else ""
+                self._end_over_budget(f"the prompt holds {held} tokens{unfolded}")
+            return
+        summary = fold
+        if fold is None and spec.strategy is ContextStrategy.SUMMARY:
+            if spec.summary_by is SummaryBy.POLICY:
+                summary = await self._policy_summary()
+                if summary is None:
+                    return
+        history = rewritten(self.session.messages, self.opening, spec, summary)
+        what = "the agent's fold" if fold is not None else f"{spec.strategy.value}"
+        try:
+            opened = self.policy.start_session(history, self.session.tools, task=self.key.task)
+        except Exception as exc:
+            self._end(OutcomeStatus.ERROR, EndReason.POLICY_ERROR, describe_error(exc))
+            return
+        if opened.num_tokens + per_turn > budget:
+            self.policy.end_session(opened)
+            self._end_over_budget(f"rewritten by {what}, the prompt still holds {opened.num_tokens} tokens")
+            return
+        reason = f"context rewritten by {what} at {held} tokens (budget {budget})"
+        self.pieces.rewrite(self.policy, self.session, opened, reason)
+        self.session = opened
+
+    def _end_over_budget(self, held: str) -> None:
+        assert self.context is not None
+        self._end(
+            OutcomeStatus.TRUNCATED,
+            EndReason.CONTEXT_BUDGET,
+            f"{held}; with a turn's {self._per_turn()} it passes the context budget of "
+            f"{self.context.budget} ({EndReason.CONTEXT_BUDGET})",
+        )
+
+    async def _policy_summary(self) -> str | None:
+        """The rollout policy's summary of the turns after the opening, sampled in a session
+        of its own that is not recorded (``None``: the policy failed, the episode ended)."""
+        assert self.context is not None and self.session is not None
+        prompt = [
+            Message(role=Role.SYSTEM, content=SUMMARISE_PROMPT),
+            Message(role=Role.USER, content=transcript(self.session.messages[self.opening :])),
+        ]
+        params = replace(self.sampling, max_new_tokens=self.context.summary_tokens, temperature=0.0)
+        reply: Message | None = None
+        async with self._phase(EndReason.POLICY_ERROR):
+            session = self.policy.start_session(prompt, [], task=None)
+            try:
+                reply = await self.policy.respond(session, params, turn=0)
+            finally:
+                self.policy.end_session(session)
+        return None if reply is None else reply.text
+
     async def generate(self) -> None:
         """Sample the next assistant turn (one ``policy.respond``)."""
         if not self.live or self.session is None:
             return
+        if self.context is not None:
+            await self._fit_context()
+            if not self.live:
+                return
         cap = self._token_cap()
         if cap is None:
             return
@@ -252,6 +349,7 @@ class Episode:
             return
         message.timing = Timing(started_at=started_at, duration_s=duration)
         sampled = len(message.token_ids) if message.token_ids is not None else 0
+        self.peak_tokens = max(self.peak_tokens, prompt_tokens + sampled)
         self.usage.prompt_tokens += prompt_tokens
         self.usage.completion_tokens += sampled
         self.usage.turns += 1
@@ -268,6 +366,13 @@ class Episode:
         """Hand the pending assistant message to the environment and record what comes back."""
         message = self.pending
         if not self.live or message is None or self.env is None or self.session is None:
+            return
+        summary = fold_summary(message) if self.context is not None else None
+        if summary is not None and self.context.strategy is ContextStrategy.FOLD:
+            self.pending = None
+            await self._fit_context(fold=summary)
+            if self.live and self.turn >= self.limits.turn_limit:
+                self._end(OutcomeStatus.TRUNCATED, EndReason.MAX_TURNS, f"{self.turn} turns")
             return
         budget = None
         if self.limits.tool_timeout_s is not None:
@@ -338,6 +443,12 @@ class Episode:
     async def finish(self) -> Trajectory:
         """Close the environment and build the trajectory (never raises)."""
         metadata: dict[str, Any] = {"seed": self.seed}
+        if self.context is not None:
+            metadata["context"] = {
+                **self.context.model_dump(mode="json"),
+                "segments": len(self.pieces.closed) + 1,
+                "peak_tokens": self.peak_tokens,
+            }
         if self.policy.precision is not None:
             metadata["precision"] = self.policy.precision
         if self.env is not None:
@@ -398,7 +509,7 @@ class Episode:
             sample_index=self.key.sample_index,
             run_id=self.run_id,
             model=self.policy.name,
-            tools=list(env.tools) if env is not None else [],
+            tools=self._tools() if env is not None else [],
             messages=messages,
             outcome=Outcome(
                 status=self.status,
@@ -409,6 +520,7 @@ class Episode:
             ),
             usage=self.usage,
             exactness=self.pieces.exactness,
+            segment=self.pieces.segment,
             metadata=metadata,
         )
 
