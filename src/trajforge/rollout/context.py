@@ -41,7 +41,10 @@ FOLD_TOOL = ToolSpec(
         parameters={
             "type": "object",
             "properties": {
-                "summary": {"type": "string", "description": "What to remember from the work so far."}
+                "summary": {
+                    "type": "string",
+                    "description": "What to remember from the work so far.",
+                }
             },
             "required": ["summary"],
         },
@@ -70,25 +73,24 @@ class SummaryBy(StrEnum):
 
 
 class ContextSpec(BaseModel):
-    """How an episode's context is managed (see the module docstring).
+    """How an episode's context is managed (see the module docstring)."""
 
-    Attributes:
-        strategy: ``none``, ``keep_last``, ``shorten_tools``, ``summary`` or ``fold``.
-        budget: Tokens one forward may hold: the prompt plus a turn's whole completion.
-        keep_turns: Turns kept whole by ``keep_last``, ``shorten_tools`` and ``summary``.
-        tool_chars: Characters ``shorten_tools`` keeps of an older tool output (0: dropped).
-        summary_by: Who writes ``summary``'s summary: ``rule`` or the rollout's ``policy``.
-        summary_tokens: Tokens the policy may sample for a summary.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     strategy: ContextStrategy
+    """``keep_last``, ``shorten_tools``, ``summary``, ``fold`` (the agent's own tool) or
+    ``none`` (a turn that would not fit ends the episode)."""
     budget: int = Field(ge=1)
+    """Tokens one forward may hold: the prompt plus a turn's whole completion."""
     keep_turns: int = Field(default=2, ge=0)
+    """Latest turns kept whole by ``keep_last``, ``shorten_tools`` and ``summary``."""
     tool_chars: int = Field(default=200, ge=0)
+    """Characters ``shorten_tools`` keeps of an older tool output (0: dropped)."""
     summary_by: SummaryBy = SummaryBy.RULE
+    """Who writes ``summary``'s summary: ``rule`` (a line per tool call) or the rollout's
+    ``policy`` (asked in a session of its own)."""
     summary_tokens: int = Field(default=128, ge=1)
+    """Tokens the policy may sample for a summary."""
 
     @property
     def rewrites(self) -> bool:

@@ -274,15 +274,20 @@ class Episode:
         held = self.session.num_tokens
         if fold is None and (held + per_turn <= budget or not spec.rewrites):
             if held + per_turn > budget:
-                unfolded = ", and the agent did not fold" if spec.strategy is ContextStrategy.FOLD else ""
+                unfolded = (
+                    ", and the agent did not fold" if spec.strategy is ContextStrategy.FOLD else ""
+                )
                 self._end_over_budget(f"the prompt holds {held} tokens{unfolded}")
             return
         summary = fold
-        if fold is None and spec.strategy is ContextStrategy.SUMMARY:
-            if spec.summary_by is SummaryBy.POLICY:
-                summary = await self._policy_summary()
-                if summary is None:
-                    return
+        if (
+            fold is None
+            and spec.summary_by is SummaryBy.POLICY
+            and spec.strategy is ContextStrategy.SUMMARY
+        ):
+            summary = await self._policy_summary()
+            if summary is None:
+                return
         history = rewritten(self.session.messages, self.opening, spec, summary)
         what = "the agent's fold" if fold is not None else f"{spec.strategy.value}"
         try:
@@ -292,7 +297,9 @@ class Episode:
             return
         if opened.num_tokens + per_turn > budget:
             self.policy.end_session(opened)
-            self._end_over_budget(f"rewritten by {what}, the prompt still holds {opened.num_tokens} tokens")
+            self._end_over_budget(
+                f"rewritten by {what}, the prompt still holds {opened.num_tokens} tokens"
+            )
             return
         reason = f"context rewritten by {what} at {held} tokens (budget {budget})"
         self.pieces.rewrite(self.policy, self.session, opened, reason)
