@@ -295,10 +295,11 @@ def check_segments(trajectories: Iterable[Trajectory]) -> list[Mismatch]:
         end = last[0].segment.index if last[0].segment is not None else 0
         for index in range(end + 1):
             here = by_index.get(index, [])
+            before = {t.id for t in by_index.get(index - 1, [])}
             detail = None
             if len(here) != 1:
                 detail = f"segment {index} of episode {episode_id} is stored {len(here)} times"
-            elif index and here[0].exactness.split_from != by_index.get(index - 1, [None])[0].id:
+            elif index and before and here[0].exactness.split_from not in before:
                 detail = f"segment {index} does not split from segment {index - 1} of its episode"
             if detail is not None:
                 where = here[0].id if here else episode_id

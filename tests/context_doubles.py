@@ -73,3 +73,25 @@ def folder(task: Task | None, messages: list[Message]) -> str:
     if looks(messages):
         return format_tool_call("fold", {"summary": "read " * seen})
     return format_tool_call("look", {"i": seen})
+
+
+class ChatterEnv(Env):
+    """A user who answers every reply with a page, done after ``turns`` replies (a model that
+    calls no tools still outgrows its context)."""
+
+    name = "chatter"
+
+    def __init__(self, turns: int = 5) -> None:
+        super().__init__()
+        self.turns = turns
+        self.turn = 0
+
+    async def reset(self, task: Task) -> list[Message]:
+        self.turn = 0
+        return [Message(role=Role.USER, content=task.prompt)]
+
+    async def step(self, action: Message) -> StepResult:
+        self.turn += 1
+        if self.turn >= self.turns:
+            return StepResult(observations=[], reward=1.0, done=True)
+        return StepResult(observations=[Message(role=Role.USER, content=page(self.turn))])
