@@ -70,6 +70,9 @@ def _assert_chain(episode: Trajectory, segments: list[Trajectory], renderer: Any
         assert (segment.segment.episode_id, segment.segment.index) == (episode.id, index)
         assert segment.outcome == episode.outcome
         assert max(_forwards(segment)) <= BUDGET
+        if segment.is_earlier_segment:  # it ends with its last forward
+            assert segment.num_tokens <= BUDGET
+            assert segment.messages[-1].role is Role.ASSISTANT
     for before, after in zip(segments, segments[1:], strict=False):
         assert after.exactness.kind is ExactnessKind.SPLIT
         assert after.exactness.split_from == before.id

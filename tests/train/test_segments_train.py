@@ -8,15 +8,19 @@ from pathlib import Path
 import pytest
 import torch
 from context_doubles import PAGES, PagesEnv, looker
+from train_helpers import small_rl_config
 
 from trajforge.algos import compute_advantages
 from trajforge.errors import DataError
+from trajforge.judge.scorer import FunctionScorer, Rubric
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.rollout import ContextSpec, RolloutSpec, Sampling, run_rollout
-from trajforge.schema import Outcome, Role, Task, Trajectory
+from trajforge.schema import EvaluatorKind, Outcome, Role, Task, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
-from trajforge.train.batch import TokenBatch, encode_trajectory
+from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
+from trajforge.train.rl import RLTrainer
+from trajforge.train.rl import update as rl_update
 from trajforge.train.rl.advantages import advantage_input
 from trajforge.train.rl.segments import (
     EarlierSegments,
@@ -121,3 +125,50 @@ def test_a_segment_without_its_episode_is_refused_and_the_stash_lets_go(tmp_path
     assert stash.take([episode], [episode]) == []
     stash.keep([earlier])
     assert stash.take([episode], [episode]) == [earlier]
+
+
+def _task_rows(rows: list[Trajectory], task: Task, group: str) -> list[Trajectory]:
+    return [t.model_copy(update={"task": task, "group_id": group}) for t in rows]
+
+
+def test_an_rl_step_trains_every_segment_with_its_episodes_advantage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segmented, whole = _segmented(tmp_path), _played(tmp_path, None, "whole")
+    rubric = Rubric([(FunctionScorer(_folded_reward, "segments", EvaluatorKind.RULE), 1.0)])
+    trainer = RLTrainer(small_rl_config(tmp_path / "rl", max_seq_len=1024), rubric=rubric)
+    assert trainer.runner is not None
+
+    def played(spec: RolloutSpec, step: int) -> list[Trajectory]:
+        first, second = spec.tasks if isinstance(spec.tasks, list) else []
+        other = whole[0].model_copy(update={"id": "other"})
+        return [
+            *_task_rows([segmented[1], whole[0]], first, "a"),
+            *_task_rows([whole[0].model_copy(update={"id": "b1"}), other], second, "b"),
+            *_task_rows([segmented[0]], first, "a"),
+        ]
+
+    trained: list[TokenSequence] = []
+
+    def optimize(ops: object, cfg: object, seqs: list[TokenSequence], ref: object) -> dict:
+        trained.extend(seqs)
+        return {}
+
+    monkeypatch.setattr(trainer.runner, "rollout", played)
+    monkeypatch.setattr(rl_update, "optimize", optimize)
+    (metrics,) = trainer.train().history
+    assert metrics["trained_trajectories"] == 5.0
+    by_id = {s.trajectory_id: s for s in trained}
+    assert set(by_id) == {segmented[0].id, segmented[1].id, whole[0].id, "b1", "other"}
+    for traj_id, sign in ((segmented[0].id, 1.0), (segmented[1].id, 1.0), (whole[0].id, -1.0)):
+        seq = by_id[traj_id]
+        assert seq.advantages is not None
+        values = {round(a, 5) for a, m in zip(seq.advantages, seq.loss_mask, strict=True) if m}
+        assert values == {round(sign * 2**-0.5, 5)}
+    assert all(len(by_id[t.id]) <= BUDGET for t in segmented)
+    # The earlier segment is trained, not counted as an episode of the step.
+    assert metrics["reward_mean"] == pytest.approx(0.25)
+
+
+def _folded_reward(trajectory: Trajectory) -> float:
+    return 1.0 if trajectory.segment is not None else 0.0

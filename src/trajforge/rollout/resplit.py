@@ -79,7 +79,7 @@ class Pieces:
         """Close ``session`` as a segment; ``opened``, a session over the rewritten history
         (the context the model is given from now on), starts the next (``reason``: why the
         history was rewritten)."""
-        self.closed.append(Piece(self.id, list(session.messages), self.exactness))
+        self.closed.append(Piece(self.id, _through_last_reply(session.messages), self.exactness))
         policy.end_session(session)
         self.exactness = Exactness(
             kind=ExactnessKind.SPLIT,
@@ -103,6 +103,13 @@ class Pieces:
             _piece_trajectory(p, episode, index, next_id)
             for index, (p, next_id) in enumerate(zip(self.closed, after, strict=True))
         ]
+
+
+def _through_last_reply(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` up to the last assistant reply: what came after it was in no forward of
+    this segment (the next one holds it, rewritten or not); all of them where none replied."""
+    last = max((i for i, m in enumerate(messages) if m.role is Role.ASSISTANT), default=None)
+    return list(messages if last is None else messages[: last + 1])
 
 
 def _piece_trajectory(piece: Piece, episode: Trajectory, index: int, next_id: str) -> Trajectory:
