@@ -5,14 +5,15 @@ with the reason, never a silent cut."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from context_doubles import PAGES, ChatterEnv, PagesEnv, folder, looker
 from rollout_doubles import make_tasks, run_live
 
+from context_doubles import PAGES, ChatterEnv, PagesEnv, folder, looker
 from trajforge.envs.base import Env
 from trajforge.policy.check import MismatchKind, check_segments, check_trajectories
 from trajforge.policy.forced import ForcedTurns
@@ -73,7 +74,7 @@ def _assert_chain(episode: Trajectory, segments: list[Trajectory], renderer: Any
         if segment.is_earlier_segment:  # it ends with its last forward
             assert segment.num_tokens <= BUDGET
             assert segment.messages[-1].role is Role.ASSISTANT
-    for before, after in zip(segments, segments[1:], strict=False):
+    for before, after in itertools.pairwise(segments):
         assert after.exactness.kind is ExactnessKind.SPLIT
         assert after.exactness.split_from == before.id
     report = check_trajectories(segments, lambda _: renderer)
@@ -145,9 +146,7 @@ def test_a_prompt_that_cannot_fit_fails_the_episode_with_its_token_counts(
     long_task = [Task(id="long", prompt=" ".join(["word"] * 400))]
     context = ContextSpec(strategy=strategy, budget=200)
     with TrajectoryStore(tmp_path / "s.db") as store:
-        (episode,) = run_live(
-            PagesEnv, policy, long_task, store=store, context=context, run_id="r"
-        )
+        (episode,) = run_live(PagesEnv, policy, long_task, store=store, context=context, run_id="r")
         assert len(store.query(run="r")) == 1
     assert episode.outcome.status is OutcomeStatus.TRUNCATED
     assert episode.outcome.reason == EndReason.CONTEXT_BUDGET
@@ -165,9 +164,11 @@ def test_the_tiny_model_samples_every_segment_exactly_across_keep_last_and_a_fol
 
     def fold_third(task: Task | None, messages: list[Message]) -> str | None:
         turns = sum(m.role is Role.ASSISTANT for m in messages)
-        return '<tool_call>{"name": "fold", "arguments": {"summary": "so far"}}</tool_call>' if (
-            turns == 2
-        ) else None
+        return (
+            '<tool_call>{"name": "fold", "arguments": {"summary": "so far"}}</tool_call>'
+            if (turns == 2)
+            else None
+        )
 
     sampling = Sampling(max_new_tokens=24, temperature=1.0)
     try:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from context_doubles import PAGES, PagesEnv, looker
 from train_helpers import small_rl_config
 
+from context_doubles import PAGES, PagesEnv, looker
 from trajforge.algos import compute_advantages
 from trajforge.errors import DataError
 from trajforge.judge.scorer import FunctionScorer, Rubric
@@ -111,7 +111,9 @@ def test_rows_without_segments_take_the_advantages_they_always_had(tmp_path: Pat
         chains = episode_chains(rows)
         inp, row_turns = episode_input(rows, seqs, chains)
         after = compute_advantages(estimator, inp)
-        token_adv = row_advantages(after.turn_advantages, chains, row_turns, full.input_ids.shape[1])
+        token_adv = row_advantages(
+            after.turn_advantages, chains, row_turns, full.input_ids.shape[1]
+        )
         assert torch.equal(token_adv, before.token_advantages.float()), estimator
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trajforge.registry import lazy_names
-from trajforge.rollout.context import ContextSpec, ContextStrategy, SummaryBy
+from trajforge.rollout.context import FOLD_REASON, ContextSpec, ContextStrategy, SummaryBy
 from trajforge.rollout.engine import (
     EpisodeRunner,
     LiveParts,
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from trajforge.rollout.multiseat import MultiSeatRunner, play_by_seat, play_facing, play_game
 
 __all__ = [
+    "FOLD_REASON",
     "ContextSpec",
     "ContextStrategy",
     "EndReason",

@@ -50,6 +50,8 @@ FOLD_TOOL = ToolSpec(
         },
     )
 )
+FOLD_REASON = "the agent's fold"
+"""Names a fold in the ``exactness.reason`` of the segment it opens (the viewer marks it)."""
 SUMMARY_HEADER = "Summary of the earlier turns of this conversation:\n"
 FOLD_HEADER = "Your notes from the work so far (you folded the rest of the conversation):\n"
 SUMMARISE_PROMPT = (

@@ -21,6 +21,7 @@ from trajforge.envs import Env, UserSimEnv
 from trajforge.errors import InfraError
 from trajforge.policy import ChatSession, Policy, SamplingParams
 from trajforge.rollout.context import (
+    FOLD_REASON,
     FOLD_TOOL,
     SUMMARISE_PROMPT,
     ContextSpec,
@@ -289,7 +290,7 @@ class Episode:
             if summary is None:
                 return
         history = rewritten(self.session.messages, self.opening, spec, summary)
-        what = "the agent's fold" if fold is not None else f"{spec.strategy.value}"
+        what = FOLD_REASON if fold is not None else spec.strategy.value
         try:
             opened = self.policy.start_session(history, self.session.tools, task=self.key.task)
         except Exception as exc:
