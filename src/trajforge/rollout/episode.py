@@ -20,17 +20,8 @@ from pydantic import ValidationError
 from trajforge.envs import Env, UserSimEnv
 from trajforge.errors import InfraError
 from trajforge.policy import ChatSession, Policy, SamplingParams
-from trajforge.rollout.context import (
-    FOLD_REASON,
-    FOLD_TOOL,
-    SUMMARISE_PROMPT,
-    ContextSpec,
-    ContextStrategy,
-    SummaryBy,
-    fold_summary,
-    rewritten,
-    transcript,
-)
+from trajforge.rollout.context import ContextSpec
+from trajforge.rollout.fitting import ContextFitting, describe_error
 from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn, fault_of
 from trajforge.rollout.resplit import Pieces
 from trajforge.rollout.seeding import derive_seed
@@ -40,10 +31,8 @@ from trajforge.schema import (
     Message,
     Outcome,
     OutcomeStatus,
-    Role,
     Task,
     Timing,
-    ToolSpec,
     Trajectory,
     Usage,
     check_conversation,
@@ -69,13 +58,7 @@ class EpisodeKey:
         return (self.task.id, self.sample_index)
 
 
-def describe_error(exc: BaseException) -> str:
-    """``TypeName: message`` (the form recorded in ``Outcome.error``)."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-class Episode:
+class Episode(ContextFitting):
     """The state of one episode and the phases that advance it.
 
     Args:
@@ -225,12 +208,6 @@ class Episode:
             return
         self.opening = len(self.session.messages)
 
-    def _tools(self) -> list[ToolSpec]:
-        """The tools the model is offered: the env's, and ``fold`` where the agent folds."""
-        assert self.env is not None
-        folds = self.context is not None and self.context.strategy is ContextStrategy.FOLD
-        return [*self.env.tools, FOLD_TOOL] if folds else list(self.env.tools)
-
     def _context_limit(self) -> int | None:
         # A local model's own window (HFPolicy.max_context_tokens) bounds the context too, so a
         # full window truncates the episode instead of failing the generation.
@@ -259,79 +236,6 @@ class Episode:
             self._end(OutcomeStatus.TRUNCATED, cap.binding, f"no token budget left ({cap.binding})")
             return None
         return cap
-
-    def _per_turn(self) -> int:
-        per_turn = self.sampling.max_new_tokens
-        if self.limits.max_new_tokens is not None:
-            per_turn = min(per_turn, self.limits.max_new_tokens)
-        return per_turn
-
-    async def _fit_context(self, fold: str | None = None) -> None:
-        """Keep the next turn within the context budget: rewrite the history (a new segment)
-        where the strategy does, or where the agent folds (``fold``: its summary); end the
-        episode where it still does not fit."""
-        assert self.context is not None and self.session is not None
-        spec, budget, per_turn = self.context, self.context.budget, self._per_turn()
-        held = self.session.num_tokens
-        if fold is None and (held + per_turn <= budget or not spec.rewrites):
-            if held + per_turn > budget:
-                unfolded = (
-                    ", and the agent did not fold" if spec.strategy is ContextStrategy.FOLD else ""
-                )
-                self._end_over_budget(f"the prompt holds {held} tokens{unfolded}")
-            return
-        summary = fold
-        if (
-            fold is None
-            and spec.summary_by is SummaryBy.POLICY
-            and spec.strategy is ContextStrategy.SUMMARY
-        ):
-            summary = await self._policy_summary()
-            if summary is None:
-                return
-        history = rewritten(self.session.messages, self.opening, spec, summary)
-        what = FOLD_REASON if fold is not None else spec.strategy.value
-        try:
-            opened = self.policy.start_session(history, self.session.tools, task=self.key.task)
-        except Exception as exc:
-            self._end(OutcomeStatus.ERROR, EndReason.POLICY_ERROR, describe_error(exc))
-            return
-        if opened.num_tokens + per_turn > budget:
-            self.policy.end_session(opened)
-            self._end_over_budget(
-                f"rewritten by {what}, the prompt still holds {opened.num_tokens} tokens"
-            )
-            return
-        reason = f"context rewritten by {what} at {held} tokens (budget {budget})"
-        self.pieces.rewrite(self.policy, self.session, opened, reason)
-        self.session = opened
-
-    def _end_over_budget(self, held: str) -> None:
-        assert self.context is not None
-        self._end(
-            OutcomeStatus.TRUNCATED,
-            EndReason.CONTEXT_BUDGET,
-            f"{held}; with a turn's {self._per_turn()} it passes the context budget of "
-            f"{self.context.budget} ({EndReason.CONTEXT_BUDGET})",
-        )
-
-    async def _policy_summary(self) -> str | None:
-        """The rollout policy's summary of the turns after the opening, sampled in a session
-        of its own that is not recorded (``None``: the policy failed, the episode ended)."""
-        assert self.context is not None and self.session is not None
-        prompt = [
-            Message(role=Role.SYSTEM, content=SUMMARISE_PROMPT),
-            Message(role=Role.USER, content=transcript(self.session.messages[self.opening :])),
-        ]
-        params = replace(self.sampling, max_new_tokens=self.context.summary_tokens, temperature=0.0)
-        reply: Message | None = None
-        async with self._phase(EndReason.POLICY_ERROR):
-            session = self.policy.start_session(prompt, [], task=None)
-            try:
-                reply = await self.policy.respond(session, params, turn=0)
-            finally:
-                self.policy.end_session(session)
-        return None if reply is None else reply.text
 
     async def generate(self) -> None:
         """Sample the next assistant turn (one ``policy.respond``)."""
@@ -375,12 +279,7 @@ class Episode:
         message = self.pending
         if not self.live or message is None or self.env is None or self.session is None:
             return
-        summary = fold_summary(message) if self.context is not None else None
-        if summary is not None and self.context.strategy is ContextStrategy.FOLD:
-            self.pending = None
-            await self._fit_context(fold=summary)
-            if self.live and self.turn >= self.limits.turn_limit:
-                self._end(OutcomeStatus.TRUNCATED, EndReason.MAX_TURNS, f"{self.turn} turns")
+        if await self._folds(message):
             return
         budget = None
         if self.limits.tool_timeout_s is not None:

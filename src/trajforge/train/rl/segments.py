@@ -113,12 +113,12 @@ def episode_input(
             row_turns[row] = lookup[torch.tensor(seqs[row].turn_index, dtype=torch.long)]
         episode_turns.append(turns)
     width = max([1, *(sum(len(row_turns[r]) for r in chain) for chain in chains)])
-    index = torch.full((len(chains), width), -1, dtype=torch.long)
+    layout = torch.full((len(chains), width), -1, dtype=torch.long)
     for e, chain in enumerate(chains):
         joined = torch.cat([row_turns[r] for r in chain])
-        index[e, : len(joined)] = joined
+        layout[e, : len(joined)] = joined
     episodes = [trajs[chain[-1]] for chain in chains]
-    return advantage_input(episodes, index, episode_turns), row_turns
+    return advantage_input(episodes, layout, episode_turns), row_turns
 
 
 def row_advantages(
