@@ -8,6 +8,7 @@ import re
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.formats.tool_calls import format_tool_call
+from trajforge.rollout.context import SUMMARISE_PROMPT
 from trajforge.schema import FunctionSpec, Message, Role, Task, ToolSpec
 
 PAGES = 4
@@ -62,6 +63,14 @@ def looker(task: Task | None, messages: list[Message]) -> str:
     seen = [int(i) for m in messages if m.role is not Role.ASSISTANT for i in _PAGE.findall(m.text)]
     following = max(seen, default=-1) + 1
     return "done" if following >= PAGES else format_tool_call("look", {"i": following})
+
+
+def summariser(task: Task | None, messages: list[Message]) -> str:
+    """``looker``, which asked for a summary of its transcript names the last page it read."""
+    if messages and messages[0].role is Role.SYSTEM and messages[0].text == SUMMARISE_PROMPT:
+        seen = [int(i) for i in _PAGE.findall(messages[-1].text)]
+        return f"I read up to page {max(seen, default=-1)}: nothing else matters"
+    return looker(task, messages)
 
 
 def folder(task: Task | None, messages: list[Message]) -> str:

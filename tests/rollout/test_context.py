@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from rollout_doubles import make_tasks, run_live
 
-from context_doubles import PAGES, ChatterEnv, PagesEnv, folder, looker
+from context_doubles import PAGES, ChatterEnv, PagesEnv, folder, looker, summariser
 from trajforge.envs.base import Env
 from trajforge.policy.check import MismatchKind, check_segments, check_trajectories
 from trajforge.policy.forced import ForcedTurns
@@ -108,6 +108,21 @@ def test_each_rewrite_keeps_the_episode_within_budget_as_exact_segments(
     if strategy == "summary":
         assert later.messages[2].text.startswith(SUMMARY_HEADER)
         assert "look" in later.messages[2].text
+
+
+def test_a_summary_by_the_policy_is_sampled_apart_and_opens_the_next_segment(
+    tmp_path: Path,
+) -> None:
+    policy = ScriptedPolicy(summariser, load_tokenizer())
+    context = ContextSpec(strategy="summary", budget=BUDGET, keep_turns=0, summary_by="policy")
+    with TrajectoryStore(tmp_path / "s.db") as store:
+        episode, segments = _episode(PagesEnv, policy, context, store)
+        assert len(store.query()) == len(segments)  # the summariser's session is not stored
+    assert episode.outcome.status is OutcomeStatus.OK
+    _assert_chain(episode, segments, policy.renderer)
+    summary = segments[1].messages[2]
+    assert summary.role is Role.USER
+    assert summary.text == SUMMARY_HEADER + "I read up to page 2: nothing else matters"
 
 
 def test_the_agents_fold_replaces_its_history_with_its_summary(tmp_path: Path) -> None:
