@@ -5,6 +5,7 @@ answers, one that folds after every second look."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from trajforge.envs.base import Env, StepResult
 from trajforge.formats.tool_calls import format_tool_call
@@ -84,15 +85,16 @@ def folder(task: Task | None, messages: list[Message]) -> str:
     return format_tool_call("look", {"i": seen})
 
 
-class ChatterEnv(Env):
-    """A user who answers every reply with a page, done after ``turns`` replies (a model that
-    calls no tools still outgrows its context)."""
+class UserTurnsEnv(Env):
+    """A user who answers each reply with ``say(turn)`` (``more``), rewarding it 0.25, and is
+    done after ``turns`` replies (a model that calls no tools still has many turns)."""
 
-    name = "chatter"
+    name = "user-turns"
 
-    def __init__(self, turns: int = 5) -> None:
+    def __init__(self, turns: int = 3, say: Callable[[int], str] = lambda _: "more") -> None:
         super().__init__()
         self.turns = turns
+        self.say = say
         self.turn = 0
 
     async def reset(self, task: Task) -> list[Message]:
@@ -103,4 +105,10 @@ class ChatterEnv(Env):
         self.turn += 1
         if self.turn >= self.turns:
             return StepResult(observations=[], reward=1.0, done=True)
-        return StepResult(observations=[Message(role=Role.USER, content=page(self.turn))])
+        said = Message(role=Role.USER, content=self.say(self.turn))
+        return StepResult(observations=[said], reward=0.25)
+
+
+def chatter(turns: int) -> UserTurnsEnv:
+    """A user who answers every reply with a page."""
+    return UserTurnsEnv(turns, page)

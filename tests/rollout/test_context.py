@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from rollout_doubles import make_tasks, run_live
 
-from context_doubles import PAGES, ChatterEnv, PagesEnv, folder, looker, summariser
+from context_doubles import PAGES, PagesEnv, chatter, folder, looker, summariser
 from trajforge.envs.base import Env
 from trajforge.policy.check import MismatchKind, check_segments, check_trajectories
 from trajforge.policy.forced import ForcedTurns
@@ -194,7 +194,7 @@ def test_the_tiny_model_samples_every_segment_exactly_across_keep_last_and_a_fol
             context = ContextSpec(strategy=strategy, budget=BUDGET, keep_turns=1)
             with TrajectoryStore(tmp_path / f"{strategy}.db") as store:
                 episode, segments = _episode(
-                    lambda: ChatterEnv(turns=6), policy, context, store, sampling=sampling
+                    lambda: chatter(6), policy, context, store, sampling=sampling
                 )
             assert episode.outcome.status is OutcomeStatus.OK, episode.outcome
             _assert_chain(episode, segments, sampler.renderer)
