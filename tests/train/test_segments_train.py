@@ -22,6 +22,7 @@ from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.rl import RLTrainer
 from trajforge.train.rl import update as rl_update
 from trajforge.train.rl.advantages import advantage_input
+from trajforge.train.rl.runners import LocalRollouts
 from trajforge.train.rl.segments import (
     EarlierSegments,
     SegmentStash,
@@ -174,3 +175,16 @@ def test_an_rl_step_trains_every_segment_with_its_episodes_advantage(
 
 def _folded_reward(trajectory: Trajectory) -> float:
     return 1.0 if trajectory.segment is not None else 0.0
+
+
+def test_a_local_step_runner_returns_the_earlier_segments_beside_the_episodes() -> None:
+    doubles = Path(__file__).parents[1] / "context_doubles.py"
+    spec = RolloutSpec(
+        env=f"{doubles}:PagesEnv",
+        tasks=[Task(id="t", prompt="read the pages")],
+        sampling=Sampling(max_new_tokens=40),
+        context=ContextSpec(strategy="keep_last", budget=BUDGET, keep_turns=1),
+    )
+    played = LocalRollouts(ScriptedPolicy(looker, load_tokenizer())).rollout(spec, 1)
+    assert [t.is_earlier_segment for t in played] == [False, True]
+    assert SegmentStash().keep(played) == played[:1]
