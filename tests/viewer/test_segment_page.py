@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from trajforge.rollout import FOLD_REASON
 from trajforge.schema import Exactness, ExactnessKind, Segment
 from trajforge.schema.synthetic import synthetic_trajectory
 from trajforge.store import TrajectoryStore
+from trajforge.viewer.advantages import group_advantages
 from trajforge.viewer.app import create_app
 from trajforge.viewer.service import ViewerData
 
@@ -41,3 +43,23 @@ def test_a_segment_page_links_its_episode_and_marks_the_fold(tmp_path: Path) -> 
     assert 'id="fold-mark"' in folded
     assert f'<dd id="segment">0 of episode <a href="/trajectories/{last.id}">' in before
     assert 'id="fold-mark"' not in before
+
+
+def test_a_groups_advantages_count_an_episode_once_whatever_its_segments() -> None:
+    first, last = synthetic_trajectory(0, run_id="r"), synthetic_trajectory(1, run_id="r")
+    other = synthetic_trajectory(2, run_id="r")
+    group = {"group_id": "g"}
+    chain = [
+        first.model_copy(update={**group, "segment": Segment(episode_id=last.id, index=0)}),
+        last.model_copy(update={**group, "segment": Segment(episode_id=last.id, index=1)}),
+    ]
+    rewarded = [
+        t.model_copy(update={"outcome": t.outcome.model_copy(update={"reward": r})})
+        for t, r in ((chain[0], 1.0), (chain[1], 1.0), (other.model_copy(update=group), 0.0))
+    ]
+    result = group_advantages(rewarded, "grpo")
+    means = [row["mean"] for row in result["trajectories"]]
+    assert means[0] is None
+    assert means[1] == pytest.approx(2**-0.5, abs=1e-5)
+    assert means[2] == pytest.approx(-(2**-0.5), abs=1e-5)
+    assert result["metrics"]["groups"] == 1.0
