@@ -15,14 +15,25 @@ from rollout_doubles import make_tasks, run_live
 
 from context_doubles import PAGES, PagesEnv, chatter, folder, looker, summariser
 from trajforge.envs.base import Env
+from trajforge.envs.registry import get_env
 from trajforge.policy.check import MismatchKind, check_segments, check_trajectories
 from trajforge.policy.forced import ForcedTurns
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
-from trajforge.rollout import ContextSpec, EndReason, Limits, Sampling
+from trajforge.rollout import (
+    ContextSpec,
+    EndReason,
+    Limits,
+    RolloutError,
+    RolloutSpec,
+    Sampling,
+    TaskSample,
+    run_rollout,
+)
 from trajforge.rollout.context import FOLD, FOLD_HEADER, SUMMARY_HEADER
+from trajforge.rollout.multiseat import MultiSeatRunner, scripted_seat
 from trajforge.schema import ExactnessKind, Message, OutcomeStatus, Role, Task, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
 
@@ -223,3 +234,16 @@ def test_check_reports_a_broken_segment_and_a_broken_chain(tmp_path: Path) -> No
     wrong.exactness.split_from = "elsewhere"
     found = check_segments([*segments[:-1], wrong])
     assert found and "does not split from" in found[0].detail
+
+
+def test_a_multi_seat_game_refuses_a_context_policy() -> None:
+    entry = get_env("tictactoe")
+    assert entry.game is not None
+    policies = {s: scripted_seat(entry, "random") for s in ("x", "o")}
+    spec = RolloutSpec(
+        env="tictactoe",
+        tasks=TaskSample(count=1),
+        context=ContextSpec(strategy="keep_last", budget=BUDGET),
+    )
+    with pytest.raises(RolloutError, match=r"spec\.context: a multi-seat game"):
+        run_rollout(spec, runner=MultiSeatRunner(entry.game, policies))
