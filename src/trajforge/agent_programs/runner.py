@@ -103,6 +103,11 @@ class AgentRunner(EpisodeRunner):
         self._stack = AsyncExitStack()
 
     async def start(self, spec: RolloutSpec) -> str:
+        if spec.context is not None:
+            raise RolloutError(
+                "spec.context: an agent program keeps its own context; context policies are "
+                "for env episodes"
+            )
         host = "127.0.0.1"
         if self._ray is not None:
             launcher = self._stack.enter_context(launched_on_ray(self._ray))

@@ -121,7 +121,8 @@ def _model_lines(obj: BaseModel, indent: int, *, describe: bool = True) -> list[
     pad = " " * indent
     lines: list[str] = []
     for name, info in type(obj).model_fields.items():
-        value = getattr(obj, name)
+        # A required key of an optional sub-model shown unset (``model_construct``) has none.
+        value = getattr(obj, name, None)
         if describe:
             required = "(required) " if info.is_required() else ""
             lines += _comment(required + _prose(info.description), pad)

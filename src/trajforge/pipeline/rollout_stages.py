@@ -31,6 +31,7 @@ def demonstrations_stage(
         policy=teacher,
         tasks=TaskSample(count=stage.tasks, split=stage.split, seed=stage.seed),
         limits=Limits(max_turns=stage.max_turns),
+        context=stage.context,
         sampling=Sampling(temperature=0.0),
         seed=stage.seed,
         run_id=run_id,

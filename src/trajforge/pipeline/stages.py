@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.judge import ScorerRefs, default_refs
+from trajforge.rollout import ContextSpec
 
 
 class StrictModel(BaseModel):
@@ -35,6 +36,10 @@ class EvalSettings(StrictModel):
     """Assistant turns per episode (null: the environment's own limit)."""
     max_new_tokens: int = Field(default=96, ge=1)
     """Tokens per assistant turn."""
+    context: ContextSpec | None = None
+    """How each episode's context is kept within a token budget: ``{strategy: keep_last |
+    shorten_tools | summary | fold | none, budget: N, keep_turns, tool_chars, summary_by,
+    summary_tokens}`` (docs/context.md); null: one growing context."""
     max_batch_size: int = Field(default=25, ge=1)
     """Sequences a local model decodes together (eval and demonstration stages)."""
     scorers: ScorerRefs = Field(default_factory=default_refs("process"))
@@ -99,6 +104,10 @@ class DemonstrationStage(StrictModel):
     """Seed of the task sample."""
     max_turns: int | None = Field(default=None, ge=1)
     """Assistant turns per episode (null: the environment's own limit)."""
+    context: ContextSpec | None = None
+    """How each episode's context is kept within a token budget: ``{strategy: keep_last |
+    shorten_tools | summary | fold | none, budget: N, keep_turns, tool_chars, summary_by,
+    summary_tokens}`` (docs/context.md); null: one growing context."""
 
 
 class CollectStage(StrictModel):

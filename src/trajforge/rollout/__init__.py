@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trajforge.registry import lazy_names
+from trajforge.rollout.context import FOLD_REASON, ContextSpec, ContextStrategy, SummaryBy
 from trajforge.rollout.engine import (
     EpisodeRunner,
     LiveParts,
@@ -33,8 +34,11 @@ if TYPE_CHECKING:
     from trajforge.rollout.tree import Branched, BranchPoint, branch_points, branch_rollout
 
 __all__ = [
+    "FOLD_REASON",
     "BranchPoint",
     "Branched",
+    "ContextSpec",
+    "ContextStrategy",
     "EndReason",
     "EpisodeKey",
     "EpisodeRunner",
@@ -53,6 +57,7 @@ __all__ = [
     "RolloutStream",
     "Sampling",
     "StoreHook",
+    "SummaryBy",
     "TaskSample",
     "TurnCap",
     "arun_rollout",

@@ -130,6 +130,7 @@ def new_episode(
         group_id=group_id_for(spec.run_id, key.task.id),
         seed=spec.seed,
         user_policy=user_policy,
+        context=spec.context,
     )
 
 

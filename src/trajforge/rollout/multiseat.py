@@ -240,6 +240,8 @@ class MultiSeatRunner(EpisodeRunner):
     async def start(self, spec: RolloutSpec) -> str:
         if spec.policy is not None or spec.user is not None:
             raise RolloutError("spec.policy: a multi-seat run takes its seats' policies live")
+        if spec.context is not None:
+            raise RolloutError("spec.context: a multi-seat game's seats keep whole contexts")
         names = dict.fromkeys(p.name for p in self._policies.values())
         return "+".join(names)
 

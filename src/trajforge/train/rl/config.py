@@ -20,6 +20,7 @@ from trajforge.algos import Aggregation, Estimator, KLKind, LossName
 from trajforge.distributed import RayOptions
 from trajforge.judge import ScorerRefs, default_refs
 from trajforge.precision import Precision
+from trajforge.rollout import ContextSpec
 from trajforge.train.rl.distill_settings import DistillSettings
 from trajforge.train.settings import CommonSettings, ConfigModel
 
@@ -227,6 +228,11 @@ class RLConfig(CommonSettings):
     """Tokens per assistant turn."""
     max_turns: int | None = Field(default=None, ge=1)
     """Assistant turns per episode (null: the environment's own limit)."""
+    context: ContextSpec | None = None
+    """How a rollout's context is kept within a token budget: ``{strategy: keep_last |
+    shorten_tools | summary | fold | none, budget: N, ...}`` (docs/context.md; null: one
+    growing context, cut at ``max_seq_len``). Each rewrite starts a segment, a row of its own
+    trained with its episode's advantage."""
     max_batch_size: int = Field(default=16, ge=1)
     """Sequences the rollout policy decodes together."""
     rollout_precision: Precision = Precision.AUTO

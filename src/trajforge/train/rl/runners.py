@@ -32,6 +32,7 @@ from trajforge.rollout import EpisodeRunner, Limits, PolicyRef, RolloutSpec, run
 from trajforge.schema import Task, Trajectory
 from trajforge.train.config import RLConfig
 from trajforge.train.model import TrainParts
+from trajforge.train.rl.segments import EarlierSegments
 
 if TYPE_CHECKING:
     from trajforge.distributed import RayRunner
@@ -49,7 +50,8 @@ class StepRunner(ABC):
     @abstractmethod
     def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
         """The trajectories to score and train on for ``spec`` (the step's tasks and samples,
-        its policy being the trainer's) at step ``step``."""
+        its policy being the trainer's) at step ``step``, with the earlier segments of the
+        episodes whose context was rewritten."""
 
 
 class LocalRollouts(StepRunner):
@@ -60,7 +62,8 @@ class LocalRollouts(StepRunner):
         self.policy = policy
 
     def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
-        return run_rollout(spec, policy=self.policy)
+        earlier = EarlierSegments()
+        return [*run_rollout(spec, policy=self.policy, hooks=[earlier]), *earlier.trajectories]
 
 
 class RayRollouts(StepRunner):
@@ -72,7 +75,9 @@ class RayRollouts(StepRunner):
         self.actors = actors
 
     def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
-        return run_rollout(spec.model_copy(update={"policy": self.actors}), runner=self.remote)
+        earlier = EarlierSegments()
+        spec = spec.model_copy(update={"policy": self.actors})
+        return [*run_rollout(spec, runner=self.remote, hooks=[earlier]), *earlier.trajectories]
 
 
 class SelfPlayRollouts(StepRunner):

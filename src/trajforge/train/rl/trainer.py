@@ -52,6 +52,7 @@ from trajforge.train.rl.difficulty import Difficulty, Filtered
 from trajforge.train.rl.idle import IdleSteps
 from trajforge.train.rl.replay import ReplayBuffer
 from trajforge.train.rl.runners import AgentRunners, Ahead, RolloutWeights, choose_runner
+from trajforge.train.rl.segments import SegmentStash
 from trajforge.train.rl.task_revisit import TaskRevisits
 from trajforge.train.validation import (
     BestWeights,
@@ -123,6 +124,7 @@ class RLTrainer(Trainer):
         self.rubric = rubric if rubric is not None else Rubric.from_refs(cfg.scorers, name=REWARD)
         self.replay = ReplayBuffer(cfg.replay.max_size)
         self.ahead: deque[Ahead] = deque()
+        self.segments = SegmentStash()
         """The next steps' rollouts under way, oldest first (``async_staleness`` at most)."""
         self.idle = IdleSteps()
         super().__init__(cfg, parts=parts, callbacks=callbacks)
@@ -265,6 +267,7 @@ class RLTrainer(Trainer):
         trainable = [i for i, t in enumerate(trajs) if t.is_tokenized and t.num_turns > 0]
         trainable = self._without_infra_failures(trajs, trainable, metrics)
         batch = [trajs[i] for i in trainable]
+        batch += from_main(lambda: self.segments.take(trajs, batch))  # their earlier segments
         rae = cfg.self_play is not None and cfg.self_play.advantage is RoleAdvantage.RAE
         role_advantages = self.self_play.advantages if self.self_play and rae else None
         if self.distiller is not None:  # the teacher's per-token advantages (self-play refused)
@@ -344,7 +347,7 @@ class RLTrainer(Trainer):
         cfg = self.rl_cfg
         name = f"step{step}-refill{refill}" if refill else f"step{step}"
         spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, name, refill)
-        return self.runner.rollout(spec, step)
+        return self.segments.keep(self.runner.rollout(spec, step))
 
     def _next_tasks(self) -> tuple[list[Task], int]:
         """This step's tasks: revisits first, then fresh ones from the cursor (a task already
@@ -372,6 +375,7 @@ class RLTrainer(Trainer):
                 max_new_tokens=cfg.max_new_tokens,
                 max_context_tokens=cfg.max_seq_len,
             ),
+            context=cfg.context,
             sampling=Sampling(
                 temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
             ),

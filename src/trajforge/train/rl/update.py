@@ -27,7 +27,7 @@ from trajforge.schema import Trajectory
 from trajforge.train.base import Trainer
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import RLConfig
-from trajforge.train.rl.advantages import advantage_input
+from trajforge.train.rl.segments import episode_chains, episode_input, row_advantages
 
 if TYPE_CHECKING:
     from trajforge.train.reference import ReferenceModel
@@ -56,7 +56,8 @@ def update(
     Args:
         ops: The trainer whose model is updated (its parts, micro-batches, backward, steps).
         cfg: The run's config (estimator, loss, epochs, weights, filters).
-        trajs: The step's trajectories to train on, whole groups.
+        trajs: The step's trajectories to train on, whole groups, an episode's earlier
+            segments among them.
         reference: The reference model of the KL penalty (``kl_coef`` > 0).
         role_advantages: Advantages used instead of the estimator's (self-play's RAE).
     """
@@ -64,12 +65,14 @@ def update(
     # sampled in it, so only the turns after it take the episode's advantage.
     seqs = [encode_trajectory(t, max_length=cfg.max_seq_len, mask_rendered=True) for t in trajs]
     full = TokenBatch.collate(seqs, pad_token_id=ops.parts.pad_token_id)
-    inp = advantage_input(trajs, full.token_turn_index)
+    # Advantages per episode, each segment's row taking its episode's (``segments``).
+    chains = episode_chains(trajs)
+    inp, row_turns = episode_input(trajs, seqs, chains)
     if role_advantages is not None:
-        adv = role_advantages(trajs, inp)
+        adv = role_advantages([trajs[c[-1]] for c in chains], inp)
     else:
         adv = compute_advantages(cfg.estimator, inp, **cfg.estimator_kwargs)
-    token_adv = adv.token_advantages.float()
+    token_adv = row_advantages(adv.turn_advantages, chains, row_turns, full.input_ids.shape[1])
     token_adv = weight_by_sign(
         token_adv,
         positive=cfg.positive_advantage_weight,
