@@ -231,3 +231,8 @@ def test_a_distill_config_needs_a_teacher_and_refuses_a_silent_one(tmp_path: Pat
         parse_config(
             {"distill": {"teacher": "tiny"}, "difficulty": {"refill": True}}, DistillConfig
         )
+    with pytest.raises(ConfigError, match="leave out context"):
+        parse_config(
+            {"distill": {"teacher": "tiny"}, "context": {"strategy": "keep_last", "budget": 512}},
+            DistillConfig,
+        )

@@ -90,7 +90,7 @@ def test_rl_groups_per_episode_and_gives_each_segment_its_episodes_advantage(
     adv = compute_advantages("grpo", inp)
     assert adv.metrics["groups"] == 1.0
     width = max(len(s) for s in seqs)
-    token_adv = row_advantages(adv.turn_advantages, chains, row_turns, width)
+    token_adv = row_advantages(adv.token_advantages, chains, row_turns, width)
     expected = {0: 2**-0.5, 1: -(2**-0.5), 2: 2**-0.5}
     for row, seq in enumerate(seqs):
         mask = torch.tensor(seq.loss_mask)
@@ -113,7 +113,7 @@ def test_rows_without_segments_take_the_advantages_they_always_had(tmp_path: Pat
         inp, row_turns = episode_input(rows, seqs, chains)
         after = compute_advantages(estimator, inp)
         token_adv = row_advantages(
-            after.turn_advantages, chains, row_turns, full.input_ids.shape[1]
+            after.token_advantages, chains, row_turns, full.input_ids.shape[1]
         )
         assert torch.equal(token_adv, before.token_advantages.float()), estimator
 

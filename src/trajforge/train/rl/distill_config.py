@@ -41,6 +41,9 @@ def distill_problem(cfg: RLConfig) -> str | None:
         )
     if cfg.agent is not None:
         return "distill: an agent program's episodes are not scored by a teacher; leave out agent"
+    if cfg.context is not None and cfg.context.strategy != "none":
+        # The teacher scores an episode's own row; an earlier segment's tokens have no row of it.
+        return "distill: the teacher scores whole episodes; leave out context (or strategy: none)"
     if d.outcome_weight == 0 and cfg.difficulty is not None and cfg.difficulty.refill:
         return (
             "distill: with outcome_weight 0 a group whose rewards are alike still learns from "

@@ -122,18 +122,22 @@ def episode_input(
 
 
 def row_advantages(
-    turn_advantages: torch.Tensor,
+    token_advantages: torch.Tensor,
     chains: Sequence[Sequence[int]],
     row_turns: Sequence[torch.Tensor],
     width: int,
 ) -> torch.Tensor:
-    """``[rows, width]``: each row's tokens take their episode turn's advantage (0 elsewhere)."""
+    """``[rows, width]``: each row's tokens take their episode's token advantages, from
+    ``token_advantages`` laid out as ``episode_input`` joins the rows (per-token signals such
+    as distillation's survive)."""
     out = torch.zeros((len(row_turns), width), dtype=torch.float32)
     for e, chain in enumerate(chains):
+        start = 0
         for row in chain:
             turns = row_turns[row]
-            values = turn_advantages[e].float()[turns.clamp(min=0)]
+            values = token_advantages[e, start : start + len(turns)].float()
             out[row, : len(turns)] = torch.where(turns >= 0, values, 0.0)
+            start += len(turns)
     return out
 
 

@@ -72,7 +72,7 @@ def update(
         adv = role_advantages([trajs[c[-1]] for c in chains], inp)
     else:
         adv = compute_advantages(cfg.estimator, inp, **cfg.estimator_kwargs)
-    token_adv = row_advantages(adv.turn_advantages, chains, row_turns, full.input_ids.shape[1])
+    token_adv = row_advantages(adv.token_advantages, chains, row_turns, full.input_ids.shape[1])
     token_adv = weight_by_sign(
         token_adv,
         positive=cfg.positive_advantage_weight,
