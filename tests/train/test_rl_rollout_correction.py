@@ -27,13 +27,15 @@ def _history(tmp_path: Path, *, stale: bool, **overrides: Any) -> list[dict[str,
         steps=2,
         optim={"lr": 5e-2},
         filter_zero_advantage=False,
+        # The frozen copy's version stays behind: its tokens are kept in the loss.
+        max_staleness=5,
         **overrides,
     )
     trainer = RLTrainer(cfg, rubric=token_id_rubric())
     if stale:
         frozen = copy.deepcopy(trainer.parts.unwrapped_model())
         trainer.runner = LocalRollouts(HFPolicy(frozen, trainer.parts.tokenizer))
-        trainer.weights.refresh = lambda: None  # type: ignore[method-assign]
+        trainer.weights.refresh = lambda version: None  # type: ignore[method-assign]
     return trainer.train().history
 
 
