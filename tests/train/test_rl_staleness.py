@@ -125,7 +125,9 @@ def _trainer(tmp_path: Path, runner: MixedLengths, **overrides: Any) -> RLTraine
     cfg = small_rl_config(tmp_path, steps=2, groups_per_step=4, num_tasks=4, **overrides)
     trainer = RLTrainer(cfg, rubric=token_id_rubric())
     ids = ["long-a", "short-b", "long-c", "short-d"]
-    trainer.tasks = [t.model_copy(update={"id": i}) for t, i in zip(trainer.tasks * 2, ids)]
+    trainer.tasks = [
+        t.model_copy(update={"id": i}) for t, i in zip(trainer.tasks, ids, strict=True)
+    ]
     trainer.task_index = {t.id: i for i, t in enumerate(trainer.tasks)}
     trainer.runner = runner
     return trainer
