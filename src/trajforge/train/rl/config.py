@@ -250,8 +250,9 @@ class RLConfig(CommonSettings):
     default; [0.5, 5] for ``icepop``, its paper's)."""
     async_staleness: int = Field(default=0, ge=0)
     """0: synchronous (each step samples from the weights it then trains). 1: the next step's
-    rollouts run while this step trains, from a copy of the weights one update old (a turn may
-    see the newer ones); PPO's importance ratio against the recorded logprobs corrects for it
+    rollouts run while this step trains, from a copy of the weights one update old (the later
+    turns of an episode under way sample from the newer ones, a partial rollout; every turn
+    records its version, and ``max_staleness`` bounds what trains); PPO's importance ratio against the recorded logprobs corrects for it
     (``recompute_old_logprobs: false``), as verl's fully asynchronous mode and AReaL do. k > 1
     (with ``ray``): the next k steps' rollouts run on the actors at once, from weights at most
     k updates old."""
