@@ -34,11 +34,8 @@ def without(
     """``rows`` less the episodes ``out`` marks and the groups they leave with fewer than two;
     their count (``<what>``) and the groups skipped (``<what>_skipped_groups``)."""
     marked = torch.tensor(list(out), dtype=torch.bool)
-    metrics = {what: float(marked.sum())}
-    if not bool(marked.any()):
-        return rows, metrics
     keep, skipped = drop_from_groups([group_key(t) for t in trajs], marked)
-    metrics[f"{what}_skipped_groups"] = float(skipped)
+    metrics = {what: float(marked.sum()), f"{what}_skipped_groups": float(skipped)}
     return [i for i in rows if keep[i]], metrics
 
 

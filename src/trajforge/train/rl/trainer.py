@@ -266,7 +266,7 @@ class RLTrainer(Trainer):
         metrics["infra_failures"] = float(sum(lost))
         if cfg.infra_failures is InfraFailures.DROP:
             trainable, dropped = without(trajs, trainable, lost, "infra_failures")
-            metrics["infra_skipped_groups"] = dropped.get("infra_failures_skipped_groups", 0.0)
+            metrics["infra_skipped_groups"] = dropped["infra_failures_skipped_groups"]
         trainable, dropped = without(trajs, trainable, stale, "stale_samples")
         metrics.update(dropped)
         batch = [trajs[i] for i in trainable]

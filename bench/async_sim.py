@@ -1,0 +1,470 @@
+"""Asynchronous RL past this machine: a discrete-event simulator of N generation workers and M
+trainers, fed with step costs measured here, checked against a measured run here.
+
+Costs (measured with the tiny model on this machine, unless given with ``--costs``):
+
+- a decode step of ``n`` sequences takes ``decode_a + decode_b * n`` seconds (an ``HFPolicy``
+  decoding 1 and 16 sequences at once), a prompt token's prefill ``prefill`` seconds;
+- each turn costs ``turn_overhead`` seconds besides (rendering, parsing, the environment,
+  scoring), and each step ``step_overhead``: both the residual of the synchronous run's rollout
+  and training time after the parts above;
+- training costs ``train_token`` seconds per loss token (the synchronous run's ``tokens_per_s``),
+  divided among M data-parallel trainers;
+- publishing the weights costs ``publish`` seconds on the trainer and pauses each worker as long
+  (``RolloutWeights.refresh``, timed).
+
+The simulator plays a run's steps: episodes (turns of sampled tokens, lengths drawn from a
+long-tailed lognormal, or the measured run's own) are handed out first in, first out to free
+slots of the workers; all sequences a worker holds advance one token per decode step. A step
+trains once its episodes have all ended and the previous step has trained. Synchronous: a step's
+episodes start after the previous step's weights are published. Asynchronous with staleness k:
+they start as soon as the weights of k + 1 steps earlier are out, and an episode under way
+when new weights are published continues with them (partial rollouts). ``--shared-cores``
+models one machine whose generation and training slow each other down while both run, by the
+factors measured here (the check's setting).
+
+The check: the same config as a measured 2-worker run here (``bench/async_rl.py``'s job: one
+generation worker, the policy's thread, and one trainer, in one process on shared cores,
+``async_staleness`` 1), the simulator's seconds per step against the measured ones; it passes
+within 15%. Then projections, steps per hour, for N workers and M trainers.
+
+    .venv/bin/python bench/async_sim.py            # measure, check, project
+    .venv/bin/python bench/async_sim.py --quick    # fewer measured steps
+
+Ends with one JSON line; ``ratio`` is async (staleness 2) over sync steps per hour at 64
+workers and 8 trainers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import math
+import os
+import random
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trajforge.policy.base import SamplingParams
+from trajforge.policy.hf import HFPolicy
+from trajforge.policy.models.tiny import tiny_model_and_tokenizer
+from trajforge.schema import Role
+from trajforge.train.config import RLConfig
+from trajforge.train.rl import RLTrainer
+
+
+@dataclass
+class Costs:
+    decode_a: float
+    decode_b: float
+    prefill: float
+    turn_overhead: float
+    step_overhead: float
+    train_token: float
+    publish: float
+    gen_slowdown: float = 1.0
+    """Decode time factor while training runs beside it on shared cores."""
+    train_slowdown: float = 1.0
+    """Training time factor while decoding runs beside it on shared cores."""
+
+
+@dataclass
+class Workload:
+    groups: int
+    samples: int
+    prompt_tokens: int
+    episodes: list[list[int]] = field(default_factory=list)
+    """Measured episodes' tokens per turn to draw from; empty: the lognormal below."""
+    turns_mean: float = 3.0
+    tokens_median: float = 64.0
+    tokens_sigma: float = 1.0
+    max_tokens: int = 1024
+
+    def draw(self, rng: random.Random) -> list[int]:
+        if self.episodes:
+            return rng.choice(self.episodes)
+        turns = 1 + min(int(rng.expovariate(1 / max(self.turns_mean - 1, 1e-9))), 15)
+        median = self.tokens_median
+        return [
+            max(
+                1,
+                min(self.max_tokens, int(rng.lognormvariate(math.log(median), self.tokens_sigma))),
+            )
+            for _ in range(turns)
+        ]
+
+
+@dataclass
+class _Episode:
+    step: int
+    turns: list[int]
+    turn: int = 0
+    left: float = 0.0
+
+
+@dataclass
+class _Worker:
+    slots: int
+    active: list[_Episode] = field(default_factory=list)
+    paused_until: float = 0.0
+
+
+def simulate(
+    costs: Costs,
+    work: Workload,
+    *,
+    workers: int,
+    trainers: int,
+    staleness: int | None,
+    steps: int,
+    slots: int,
+    shared_cores: bool = False,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Seconds per step and steps per hour (after the first step) of ``steps`` steps;
+    ``staleness`` None: synchronous."""
+    rng = random.Random(seed)
+    per_step = work.groups * work.samples
+    pool = [_Worker(slots) for _ in range(workers)]
+    queue: list[_Episode] = []
+    released = 0  # steps whose episodes may start
+    done = [0] * (steps + 2)
+    tokens = [0] * (steps + 2)
+    trained: list[float] = []
+    training_until: float | None = None
+    training_step = 0
+    now = 0.0
+    ahead = 0 if staleness is None else staleness
+
+    def release(upto: int) -> None:
+        nonlocal released
+        while released < min(upto, steps):
+            released += 1
+            for _ in range(per_step):
+                turns = work.draw(rng)
+                tokens[released] += sum(turns)
+                queue.append(_Episode(released, turns, 0, float(turns[0])))
+
+    def admit(w: _Worker) -> None:
+        while queue and len(w.active) < w.slots:
+            ep = queue.pop(0)
+            w.active.append(ep)
+            w.paused_until = max(w.paused_until, now) + work.prompt_tokens * costs.prefill
+
+    def step_time(w: _Worker) -> float:
+        slow = costs.gen_slowdown if shared_cores and training_until is not None else 1.0
+        return (costs.decode_a + costs.decode_b * len(w.active)) * slow
+
+    release(1 + ahead)
+    while len(trained) < steps:
+        for w in pool:
+            admit(w)
+        # The next event: a worker's pause ending, a turn ending, or training ending.
+        events: list[float] = []
+        for w in pool:
+            if w.paused_until > now:
+                events.append(w.paused_until)
+            elif w.active:
+                events.append(now + min(e.left for e in w.active) * step_time(w))
+        if training_until is not None:
+            events.append(training_until)
+        if not events:
+            raise RuntimeError("the simulation has nothing left to do")
+        t = min(events)
+        for w in pool:
+            start = max(now, w.paused_until)
+            if w.active and t > start:
+                progress = (t - start) / step_time(w)
+                for e in w.active:
+                    e.left -= progress
+        now = t
+        for w in pool:
+            ended = [e for e in w.active if e.left <= 1e-9]
+            for e in ended:
+                e.turn += 1
+                w.paused_until = max(w.paused_until, now) + costs.turn_overhead
+                if e.turn < len(e.turns):
+                    e.left = float(e.turns[e.turn])
+                    w.paused_until += 16 * costs.prefill  # the observation's tokens
+                else:
+                    w.active.remove(e)
+                    done[e.step] += 1
+        if training_until is not None and now >= training_until - 1e-12:
+            training_until = None
+            trained.append(now)
+            for w in pool:  # the new weights load between turns (partial rollouts)
+                w.paused_until = max(w.paused_until, now) + costs.publish
+            release(training_step + 1 + ahead)
+        nxt = len(trained) + 1
+        if training_until is None and nxt <= steps and done[nxt] == per_step:
+            training_step = nxt
+            slow = costs.train_slowdown if shared_cores and any(w.active for w in pool) else 1.0
+            train = tokens[nxt] * costs.train_token / trainers * slow
+            training_until = now + train + costs.step_overhead + costs.publish
+    intervals = [b - a for a, b in itertools.pairwise(trained)]
+    s_per_step = sum(intervals) / len(intervals) if intervals else trained[0]
+    return {"s_per_step": s_per_step, "steps_per_hour": 3600 / s_per_step}
+
+
+# --- measuring this machine -------------------------------------------------------------------
+
+
+def _decode_cost(policy: HFPolicy, n: int, new_tokens: int) -> tuple[float, float, float]:
+    """Wall seconds, decode steps and prefill tokens of ``n`` sequences generated at once."""
+    before = policy.stats
+    prompts = [[10 + i, 20 + i, 30, 40, 50, 60, 70, 80] for i in range(n)]
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=new_tokens, seed=1)
+
+    async def run() -> None:
+        await asyncio.gather(*(policy.generate(p, sampling) for p in prompts))
+
+    start = time.perf_counter()
+    asyncio.run(run())
+    wall = time.perf_counter() - start
+    after = policy.stats
+    return (
+        wall,
+        after.decode_steps - before.decode_steps,
+        after.prefill_tokens - before.prefill_tokens,
+    )
+
+
+def _rl_config(out: Path, steps: int, staleness: int) -> RLConfig:
+    return RLConfig.model_validate(
+        {
+            "output_dir": out,
+            "env": "calculator",
+            "model": {"spec": "tiny"},
+            "num_tasks": 32,
+            "groups_per_step": 4,
+            "samples_per_group": 4,
+            "steps": steps,
+            "max_new_tokens": 48,
+            "max_turns": 3,
+            "seed": 0,
+            "filter_zero_advantage": False,
+            "async_staleness": staleness,
+            "tensorboard": False,
+            "progress": False,
+            "checkpoint_every": 0,
+        }
+    )
+
+
+@dataclass
+class _Run:
+    """A measured RL run: its episodes' sampled tokens per turn, their prompt and observation
+    tokens, and the seconds each refresh of the rollout weights took."""
+
+    episodes: list[list[int]] = field(default_factory=list)
+    prompts: list[int] = field(default_factory=list)
+    observations: list[int] = field(default_factory=list)
+    refreshes: list[float] = field(default_factory=list)
+
+
+def _measured_run(steps: int, staleness: int) -> tuple[dict[str, Any], _Run]:
+    """A measured RL run's figures per step, and what it sampled."""
+    seen = _Run()
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = RLTrainer(_rl_config(Path(tmp), steps, staleness))
+        episodes_of = trainer._episodes
+        refresh = trainer.weights.refresh
+
+        async def recording(*args: Any) -> Any:
+            trajs = await episodes_of(*args)
+            for t in trajs:
+                roles = [m.role is Role.ASSISTANT for m in t.messages]
+                first = roles.index(True) if True in roles else len(roles)
+                sizes = [len(m.token_ids or ()) for m in t.messages]
+                seen.episodes.append([n for n, a in zip(sizes, roles, strict=True) if a] or [1])
+                seen.prompts.append(sum(sizes[:first]))
+                after = [n for n, a in zip(sizes[first:], roles[first:], strict=True) if not a]
+                seen.observations.extend(after)
+            return trajs
+
+        def timed(version: int) -> None:
+            start = time.perf_counter()
+            refresh(version)
+            seen.refreshes.append(time.perf_counter() - start)
+
+        trainer._episodes = recording  # type: ignore[method-assign]
+        trainer.weights.refresh = timed  # type: ignore[method-assign]
+        start = time.perf_counter()
+        result = trainer.train()
+        wall = time.perf_counter() - start
+    history = result.history
+    later = history[1:] or history
+    figures = {
+        "s_per_step": wall / steps,
+        "s_per_later_step": sum(h["step_time_s"] for h in later) / len(later),
+        "rollout_s": sum(h["rollout_time_s"] for h in later) / len(later),
+        "tokens_per_s": sum(h.get("tokens_per_s", 0.0) for h in later) / len(later),
+        "loss_tokens": sum(h.get("loss_tokens", 0.0) for h in later) / len(later),
+    }
+    return figures, seen
+
+
+def _slowdowns(policy: HFPolicy, model: torch.nn.Module) -> tuple[float, float]:
+    """How much decoding and a training pass slow each other down when they run at once."""
+    batch = torch.randint(0, 200, (16, 96))
+
+    def train_once() -> float:
+        start = time.perf_counter()
+        loss = model(input_ids=batch).logits.float().logsumexp(-1).mean()
+        loss.backward()
+        return time.perf_counter() - start
+
+    alone_train = min(train_once() for _ in range(3))
+    alone_gen = _decode_cost(policy, 8, 32)[0]
+    stop = threading.Event()
+    beside: list[float] = []
+
+    def trainer_loop() -> None:
+        while not stop.is_set():
+            beside.append(train_once())
+
+    thread = threading.Thread(target=trainer_loop)
+    thread.start()
+    together_gen = _decode_cost(policy, 8, 32)[0]
+    stop.set()
+    thread.join()
+    together_train = sum(beside) / len(beside)
+    return together_gen / alone_gen, together_train / alone_train
+
+
+def measure(steps: int) -> tuple[Costs, dict[str, Any], _Run]:
+    """This machine's costs, the synchronous run they came from, and what it sampled."""
+    model, tok = tiny_model_and_tokenizer()
+    policy = HFPolicy(model, tok, max_batch_size=16)
+    _decode_cost(policy, 4, 8)  # warm up
+    wall1, steps1, pre1 = _decode_cost(policy, 1, 48)
+    wall16, steps16, pre16 = _decode_cost(policy, 16, 48)
+    long_prompt = [[(i * 7 + j) % 500 + 10 for j in range(256)] for i in range(8)]
+    before = policy.stats
+    start = time.perf_counter()
+
+    async def prefill_only() -> None:
+        once = SamplingParams(max_new_tokens=1, seed=1)
+        await asyncio.gather(*(policy.generate(p, once) for p in long_prompt))
+
+    asyncio.run(prefill_only())
+    prefill = (time.perf_counter() - start) / max(
+        policy.stats.prefill_tokens - before.prefill_tokens, 1
+    )
+    step1 = (wall1 - pre1 * prefill) / max(steps1, 1)
+    step16 = (wall16 - pre16 * prefill) / max(steps16, 1)
+    decode_b = max((step16 - step1) / 15, 0.0)
+    decode_a = max(step1 - decode_b, 1e-6)
+    gen_slow, train_slow = _slowdowns(policy, model)
+    asyncio.run(policy.close())
+
+    sync, seen = _measured_run(steps, 0)
+    episodes = seen.episodes
+    publish = sum(seen.refreshes) / len(seen.refreshes)
+    per_step = 16
+    turns = sum(len(e) for e in episodes) / len(episodes) * per_step
+    # One worker decoding a step's 16 episodes at once, for as many decode steps as its
+    # longest episode, by the fitted step time (a rough share of the batch as it drains).
+    longest = sum(
+        max(sum(e) for e in episodes[i : i + per_step]) for i in range(0, len(episodes), per_step)
+    )
+    decode_s = longest / math.ceil(len(episodes) / per_step) * (decode_a + decode_b * per_step / 2)
+    prompt_tokens = sum(seen.prompts) / len(seen.prompts)
+    observation = sum(seen.observations) / max(len(seen.observations), 1)
+    prefill_s = (per_step * prompt_tokens + turns * observation) * prefill
+    turn_overhead = max(sync["rollout_s"] - decode_s - prefill_s, 0.0) / turns
+    train_token = 1 / sync["tokens_per_s"] if sync["tokens_per_s"] else 0.0
+    train_s = sync["loss_tokens"] * train_token
+    step_overhead = max(sync["s_per_later_step"] - sync["rollout_s"] - train_s - publish, 0.0)
+    costs = Costs(
+        decode_a=decode_a,
+        decode_b=decode_b,
+        prefill=prefill,
+        turn_overhead=turn_overhead,
+        step_overhead=step_overhead,
+        train_token=train_token,
+        publish=publish,
+        gen_slowdown=gen_slow,
+        train_slowdown=train_slow,
+    )
+    return costs, sync, seen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="4 measured steps instead of 6")
+    parser.add_argument("--costs", type=Path, help="a JSON of Costs instead of measuring")
+    args = parser.parse_args()
+    steps = 4 if args.quick else 6
+    check: dict[str, Any] = {}
+    if args.costs is not None:
+        costs = Costs(**json.loads(args.costs.read_text()))
+    else:
+        costs, sync, seen = measure(steps)
+        measured_async, _ = _measured_run(steps, 1)
+        prompt = round(sum(seen.prompts) / len(seen.prompts))
+        work = Workload(groups=4, samples=4, prompt_tokens=prompt, episodes=seen.episodes)
+        common = {"workers": 1, "trainers": 1, "steps": 40, "slots": 16, "shared_cores": True}
+        sim_sync = simulate(costs, work, staleness=None, **common)["s_per_step"]
+        sim_async = simulate(costs, work, staleness=1, **common)["s_per_step"]
+        error = sim_async / measured_async["s_per_later_step"] - 1
+        check = {
+            "measured_sync_s": round(sync["s_per_later_step"], 3),
+            "simulated_sync_s": round(sim_sync, 3),
+            "measured_async_s": round(measured_async["s_per_later_step"], 3),
+            "simulated_async_s": round(sim_async, 3),
+            "async_error": round(error, 3),
+            "passed": abs(error) <= 0.15,
+        }
+        print(
+            f"check: async staleness 1, 1 worker + 1 trainer on shared cores: measured "
+            f"{check['measured_async_s']} s/step, simulated {check['simulated_async_s']} "
+            f"({error:+.1%}); {'PASS' if check['passed'] else 'FAIL'} (within 15%)"
+        )
+    # Projections: a bigger job (512 episodes of long-tailed lengths per step), each worker a
+    # device of this machine's speed decoding up to 32 sequences.
+    big = Workload(groups=64, samples=8, prompt_tokens=256, turns_mean=3, tokens_median=96)
+    table: list[dict[str, Any]] = []
+    for workers, trainers in ((8, 1), (8, 4), (64, 8)):
+        row: dict[str, Any] = {"workers": workers, "trainers": trainers}
+        for name, staleness in (("sync", None), ("async1", 1), ("async2", 2), ("async4", 4)):
+            got = simulate(
+                costs,
+                big,
+                workers=workers,
+                trainers=trainers,
+                staleness=staleness,
+                steps=30,
+                slots=32,
+            )
+            row[name] = round(got["steps_per_hour"], 1)
+        table.append(row)
+        print(
+            f"{workers:>3} workers, {trainers} trainers: steps/hour sync {row['sync']}, "
+            f"async 1/2/4 {row['async1']}/{row['async2']}/{row['async4']}"
+        )
+    last = table[-1]
+    print(
+        json.dumps(
+            {
+                "bench": "async_sim",
+                "cpus": os.cpu_count(),
+                "costs": {k: round(v, 6) for k, v in asdict(costs).items()},
+                "check": check,
+                "projections": table,
+                "ratio": round(last["async2"] / last["sync"], 3),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
