@@ -16,11 +16,12 @@ token of which is beyond it is a stale sample, dropped or rolled out again
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from trajforge.curate import group_key
 from trajforge.distributed import POLICY_VERSION
 from trajforge.rollout.episode import WEIGHTS_VERSIONS
-from trajforge.schema import Role, Trajectory
+from trajforge.schema import Role, Task, Trajectory
 
 
 def turn_versions(traj: Trajectory) -> list[int | None]:
@@ -84,3 +85,20 @@ def staleness_metrics(trajs: Sequence[Trajectory], trained: int) -> dict[str, fl
         "policy_staleness_max": float(oldest),
         "token_staleness_mean": total / tokens if tokens else 0.0,
     }
+
+
+def resample_stale(
+    trajs: list[Trajectory],
+    trained: int,
+    bound: int,
+    rollout: Callable[[list[Task]], list[Trajectory]],
+) -> int:
+    """Replace in ``trajs`` every group holding a stale sample by a new rollout of its task
+    (``rollout(tasks)``, from the weights just trained); how many groups."""
+    stale = {group_key(t) for t in trajs if is_stale(t, trained, bound)}
+    if not stale:
+        return 0
+    tasks = list({group_key(t): t.task for t in trajs if group_key(t) in stale}.values())
+    fresh = rollout(tasks)
+    trajs[:] = [t for t in trajs if group_key(t) not in stale] + fresh
+    return len(stale)

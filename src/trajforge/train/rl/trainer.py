@@ -60,7 +60,7 @@ from trajforge.train.rl.selection import (
     without,
 )
 from trajforge.train.rl.specs import RESAMPLE_ROUND, step_spec
-from trajforge.train.rl.staleness import is_stale, staleness_metrics
+from trajforge.train.rl.staleness import is_stale, resample_stale, staleness_metrics
 from trajforge.train.rl.task_revisit import TaskRevisits
 from trajforge.train.validation import (
     BestWeights,
@@ -306,7 +306,13 @@ class RLTrainer(Trainer):
         curriculum's choice of tasks in its metrics)."""
         t0 = time.perf_counter()
         trajs, revisited = self.rollouts.take(step, self._next_tasks)
-        resampled = self._resample_stale(step, trajs)
+        resample = self.rl_cfg.stale_samples is StaleSamples.RESAMPLE
+        if resample:  # rolled out from the weights just trained: never stale twice
+
+            def again(tasks: list[Task]) -> list[Trajectory]:
+                return self.rollouts.rollout(step, tasks, RESAMPLE_ROUND)
+
+            resampled = resample_stale(trajs, step - 1, self.rl_cfg.staleness_bound, again)
         spent = [time.perf_counter() - t0, 0.0]  # rollout seconds, failed scores
         spent[1] = asyncio.run(score(self.rubric, trajs))
 
@@ -323,24 +329,9 @@ class RLTrainer(Trainer):
 
         filtered = self.difficulty.refill(trajs, self.rl_cfg.groups_per_step, more)
         filtered.metrics.update(self.difficulty.picked_metrics())
-        if self.rl_cfg.stale_samples is StaleSamples.RESAMPLE:
+        if resample:
             filtered.metrics["stale_resampled_groups"] = float(resampled)
         return trajs, revisited, spent[0], int(spent[1]), filtered
-
-    def _resample_stale(self, step: int, trajs: list[Trajectory]) -> int:
-        """Under ``stale_samples: resample``, the groups holding a stale sample rolled out
-        again from the weights just trained, in place (fresh: staleness 0, so a long episode
-        is never sampled stale twice); how many groups."""
-        if self.rl_cfg.stale_samples is not StaleSamples.RESAMPLE:
-            return 0
-        bound = self.rl_cfg.staleness_bound
-        stale = {group_key(t) for t in trajs if is_stale(t, step - 1, bound)}
-        if not stale:
-            return 0
-        tasks = list({group_key(t): t.task for t in trajs if group_key(t) in stale}.values())
-        fresh = self.rollouts.rollout(step, tasks, RESAMPLE_ROUND)
-        trajs[:] = [t for t in trajs if group_key(t) not in stale] + fresh
-        return len(stale)
 
     async def _episodes(
         self, step: int, tasks: list[Task], round_: int, hooks: Sequence[RolloutHook]
