@@ -5,13 +5,17 @@ Costs (measured with the tiny model on this machine, unless given with ``--costs
 
 - a decode step of ``n`` sequences takes ``decode_a + decode_b * n`` seconds (an ``HFPolicy``
   decoding 1 and 16 sequences at once), a prompt token's prefill ``prefill`` seconds;
-- each turn costs ``turn_overhead`` seconds besides (rendering, parsing, the environment,
-  scoring), and each step ``step_overhead``: both the residual of the synchronous run's rollout
-  and training time after the parts above;
+- the generation side's level is then fitted to the synchronous run (the same job as the check,
+  measured here): each turn costs ``turn_overhead`` seconds besides (rendering, parsing, the
+  environment), or, where the micro-measured decode already overshoots, the decode costs are
+  scaled down, until the simulated synchronous run takes the measured seconds per step;
+- each step costs ``step_overhead`` on the trainer besides the update (scoring, advantages);
 - training costs ``train_token`` seconds per loss token (the synchronous run's ``tokens_per_s``),
   divided among M data-parallel trainers;
 - publishing the weights costs ``publish`` seconds on the trainer and pauses each worker as long
-  (``RolloutWeights.refresh``, timed).
+  (``RolloutWeights.refresh``, timed);
+- on shared cores, decoding and the update slow each other down by ``gen_slowdown`` and
+  ``train_slowdown`` while both run (decoding 16 sequences beside the run's own update, timed).
 
 The simulator plays a run's steps: episodes (turns of sampled tokens, lengths drawn from a
 long-tailed lognormal, or the measured run's own) are handed out first in, first out to free
@@ -19,14 +23,15 @@ slots of the workers; all sequences a worker holds advance one token per decode 
 trains once its episodes have all ended and the previous step has trained. Synchronous: a step's
 episodes start after the previous step's weights are published. Asynchronous with staleness k:
 they start as soon as the weights of k + 1 steps earlier are out, and an episode under way
-when new weights are published continues with them (partial rollouts). ``--shared-cores``
+when new weights are published continues with them (partial rollouts). ``shared_cores``
 models one machine whose generation and training slow each other down while both run, by the
 factors measured here (the check's setting).
 
-The check: the same config as a measured 2-worker run here (``bench/async_rl.py``'s job on the tiny model: one
-generation worker, the policy's thread, and one trainer, in one process on shared cores,
-``async_staleness`` 1), the simulator's seconds per step against the measured ones; it passes
-within 15%. Then projections, steps per hour, for N workers and M trainers.
+The check: the same config as a measured 2-worker run here (``bench/async_rl.py``'s job on the
+tiny model: one generation worker, the policy's thread, and one trainer, in one process on
+shared cores, ``async_staleness`` 1), the simulator's seconds per step against the measured
+ones; it passes within 15%. Then projections, steps per hour, for N workers and M trainers, each
+a device as fast as this machine.
 
     .venv/bin/python bench/async_sim.py            # measure, check, project
     .venv/bin/python bench/async_sim.py --quick    # fewer measured steps
@@ -40,16 +45,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import torch
 from async_rl import _config as async_rl_config
 from async_sim_model import Costs, Workload, simulate
 
@@ -58,6 +62,7 @@ from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 from trajforge.schema import Role
 from trajforge.train.rl import RLTrainer
+from trajforge.train.rl import update as rl_update
 
 
 def _decode_cost(policy: HFPolicy, n: int, new_tokens: int) -> tuple[float, float, float]:
@@ -89,10 +94,17 @@ class _Run:
     prompts: list[int] = field(default_factory=list)
     observations: list[int] = field(default_factory=list)
     refreshes: list[float] = field(default_factory=list)
+    last: list[Any] = field(default_factory=list)
+    slowdowns: tuple[float, float] = (1.0, 1.0)
+    """Decoding's and the update's time factors while the other runs (synchronous run)."""
 
 
-def _measured_run(steps: int, staleness: int) -> tuple[dict[str, Any], _Run]:
-    """A measured RL run's figures per step, and what it sampled."""
+def _measured_run(
+    steps: int, staleness: int, policy: HFPolicy | None = None
+) -> tuple[dict[str, Any], _Run]:
+    """A measured RL run's figures per step, and what it sampled; with ``policy``, how much
+    decoding with it and the run's own update (on its last step's episodes) slow each other
+    down at once."""
     seen = _Run()
     with tempfile.TemporaryDirectory() as tmp:
         trainer = RLTrainer(async_rl_config(Path(tmp), "tiny", steps, staleness))
@@ -101,6 +113,7 @@ def _measured_run(steps: int, staleness: int) -> tuple[dict[str, Any], _Run]:
 
         async def recording(*args: Any) -> Any:
             trajs = await episodes_of(*args)
+            seen.last = trajs
             for t in trajs:
                 roles = [m.role is Role.ASSISTANT for m in t.messages]
                 first = roles.index(True) if True in roles else len(roles)
@@ -121,6 +134,11 @@ def _measured_run(steps: int, staleness: int) -> tuple[dict[str, Any], _Run]:
         start = time.perf_counter()
         result = trainer.train()
         wall = time.perf_counter() - start
+        if policy is not None:
+            last = seen.last
+            seen.slowdowns = _slowdowns(
+                policy, lambda: rl_update.update(trainer, trainer.rl_cfg, list(last))
+            )
     history = result.history
     later = history[1:] or history
     figures = {
@@ -133,18 +151,17 @@ def _measured_run(steps: int, staleness: int) -> tuple[dict[str, Any], _Run]:
     return figures, seen
 
 
-def _slowdowns(policy: HFPolicy, model: torch.nn.Module) -> tuple[float, float]:
-    """How much decoding and a training pass slow each other down when they run at once."""
-    batch = torch.randint(0, 200, (16, 96))
+def _slowdowns(policy: HFPolicy, update: Callable[[], object]) -> tuple[float, float]:
+    """How much decoding and the RL update (``update``: one step's) slow each other down when
+    they run at once on this machine's cores."""
 
     def train_once() -> float:
         start = time.perf_counter()
-        loss = model(input_ids=batch).logits.float().logsumexp(-1).mean()
-        loss.backward()
+        update()
         return time.perf_counter() - start
 
-    alone_train = min(train_once() for _ in range(3))
-    alone_gen = _decode_cost(policy, 8, 32)[0]
+    alone_train = min(train_once() for _ in range(2))
+    alone_gen = min(_decode_cost(policy, 16, 48)[0] for _ in range(2))
     stop = threading.Event()
     beside: list[float] = []
 
@@ -154,7 +171,7 @@ def _slowdowns(policy: HFPolicy, model: torch.nn.Module) -> tuple[float, float]:
 
     thread = threading.Thread(target=trainer_loop)
     thread.start()
-    together_gen = _decode_cost(policy, 8, 32)[0]
+    together_gen = _decode_cost(policy, 16, 48)[0]
     stop.set()
     thread.join()
     together_train = sum(beside) / len(beside)
@@ -184,39 +201,67 @@ def measure(steps: int) -> tuple[Costs, dict[str, Any], _Run]:
     step16 = (wall16 - pre16 * prefill) / max(steps16, 1)
     decode_b = max((step16 - step1) / 15, 0.0)
     decode_a = max(step1 - decode_b, 1e-6)
-    gen_slow, train_slow = _slowdowns(policy, model)
+    sync, seen = _measured_run(steps, 0, policy)
+    gen_slow, train_slow = seen.slowdowns
     asyncio.run(policy.close())
-
-    sync, seen = _measured_run(steps, 0)
-    episodes = seen.episodes
     publish = sum(seen.refreshes) / len(seen.refreshes)
-    per_step = 16
-    turns = sum(len(e) for e in episodes) / len(episodes) * per_step
-    # One worker decoding a step's 16 episodes at once, for as many decode steps as its
-    # longest episode, by the fitted step time (a rough share of the batch as it drains).
-    longest = sum(
-        max(sum(e) for e in episodes[i : i + per_step]) for i in range(0, len(episodes), per_step)
-    )
-    decode_s = longest / math.ceil(len(episodes) / per_step) * (decode_a + decode_b * per_step / 2)
-    prompt_tokens = sum(seen.prompts) / len(seen.prompts)
-    observation = sum(seen.observations) / max(len(seen.observations), 1)
-    prefill_s = (per_step * prompt_tokens + turns * observation) * prefill
-    turn_overhead = max(sync["rollout_s"] - decode_s - prefill_s, 0.0) / turns
     train_token = 1 / sync["tokens_per_s"] if sync["tokens_per_s"] else 0.0
     train_s = sync["loss_tokens"] * train_token
+    # The trainer's side of a step besides the update: scoring, advantages, the refresh.
     step_overhead = max(sync["s_per_later_step"] - sync["rollout_s"] - train_s - publish, 0.0)
-    costs = Costs(
+    measured = Costs(
         decode_a=decode_a,
         decode_b=decode_b,
         prefill=prefill,
-        turn_overhead=turn_overhead,
+        turn_overhead=0.0,
         step_overhead=step_overhead,
         train_token=train_token,
         publish=publish,
         gen_slowdown=gen_slow,
         train_slowdown=train_slow,
     )
-    return costs, sync, seen
+    return _fit_generation(measured, sync, _check_workload(seen)), sync, seen
+
+
+def _check_workload(seen: _Run) -> Workload:
+    """The measured job: 4 groups of 4, its own episodes and prompts."""
+    prompt = round(sum(seen.prompts) / len(seen.prompts))
+    return Workload(groups=4, samples=4, prompt_tokens=prompt, episodes=seen.episodes)
+
+
+def _fit_generation(costs: Costs, sync: dict[str, Any], work: Workload) -> Costs:
+    """``costs`` with the host's time per turn (rendering, parsing, the environment; never
+    negative) or, where the micro-measured decode already overshoots, the decode costs scaled,
+    so that the simulated synchronous run takes the measured one's seconds per step: the
+    generation side's level comes from the run, its shape (batch size, prefill) from the
+    micro-measures."""
+
+    def simulated(c: Costs) -> float:
+        return simulate(c, work, workers=1, trainers=1, staleness=None, steps=12, slots=16)[
+            "s_per_step"
+        ]
+
+    target = sync["s_per_later_step"]
+    base = simulated(costs)
+    turns = sum(len(e) for e in work.episodes) / len(work.episodes) * work.groups * work.samples
+    if base <= target:
+        return replace(costs, turn_overhead=(target - base) / turns)
+    low, high = 0.0, 1.0
+    for _ in range(30):  # simulated time grows with the scale
+        mid = (low + high) / 2
+        scaled = replace(
+            costs,
+            decode_a=costs.decode_a * mid,
+            decode_b=costs.decode_b * mid,
+            prefill=costs.prefill * mid,
+        )
+        low, high = (mid, high) if simulated(scaled) < target else (low, mid)
+    return replace(
+        costs,
+        decode_a=costs.decode_a * low,
+        decode_b=costs.decode_b * low,
+        prefill=costs.prefill * low,
+    )
 
 
 def main() -> None:
@@ -231,8 +276,7 @@ def main() -> None:
     else:
         costs, sync, seen = measure(steps)
         measured_async, _ = _measured_run(steps, 1)
-        prompt = round(sum(seen.prompts) / len(seen.prompts))
-        work = Workload(groups=4, samples=4, prompt_tokens=prompt, episodes=seen.episodes)
+        work = _check_workload(seen)
         common = {"workers": 1, "trainers": 1, "steps": 40, "slots": 16, "shared_cores": True}
         sim_sync = simulate(costs, work, staleness=None, **common)["s_per_step"]
         sim_async = simulate(costs, work, staleness=1, **common)["s_per_step"]
