@@ -22,13 +22,18 @@ from trajforge.train.rl.pipeline import RolloutStalled
 from trajforge.train.rl.runners import StepRunner
 
 
-def _ours() -> list[str]:
-    """The run's threads still alive: rollouts and the rollout policy's worker."""
-    return [
-        t.name
+def _ours() -> set[threading.Thread]:
+    """The rollout threads and rollout policy workers alive."""
+    return {
+        t
         for t in threading.enumerate()
         if t.is_alive() and t.name.startswith(("trajforge-rollout", "trajforge-hf"))
-    ]
+    }
+
+
+def _left(before: set[threading.Thread]) -> list[str]:
+    """What the run started and left running (threads of earlier tests may end meanwhile)."""
+    return sorted(t.name for t in _ours() - before)
 
 
 class Scripted(StepRunner):
@@ -72,7 +77,7 @@ def test_a_stalled_generator_ends_the_run_with_the_reason(tmp_path: Path, stalen
         trainer.train()
     assert time.monotonic() - start < 60  # one stall limit, not forever
     assert scripted.cancelled == [2]
-    assert _ours() == before
+    assert _left(before) == []
 
 
 def test_a_dead_worker_ends_the_run_with_the_reason(tmp_path: Path) -> None:
@@ -80,7 +85,7 @@ def test_a_dead_worker_ends_the_run_with_the_reason(tmp_path: Path) -> None:
     trainer, _ = _trainer(tmp_path, 2, "die", async_staleness=1)
     with pytest.raises(RolloutError, match="every Ray rollout actor died"):
         trainer.train()
-    assert _ours() == before
+    assert _left(before) == []
 
 
 def test_an_error_in_training_cancels_the_rollouts_ahead(
@@ -97,4 +102,4 @@ def test_an_error_in_training_cancels_the_rollouts_ahead(
     with pytest.raises(RuntimeError, match="optimizer state corrupted"):
         trainer.train()
     assert scripted.cancelled == [2]
-    assert _ours() == before
+    assert _left(before) == []
