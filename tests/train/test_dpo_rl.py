@@ -209,10 +209,12 @@ def test_rl_rollout_logprob_gap_exposes_a_stale_rollout_copy(tmp_path: Path) -> 
             steps=3,
             optim={"lr": 1e-2},
             model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}},
+            # The weights left behind are versions old: their tokens are kept in the loss.
+            max_staleness=5,
         )
         trainer = RLTrainer(cfg, rubric=token_id_rubric())
         if stale:
-            trainer.weights.refresh = lambda: None  # type: ignore[method-assign]
+            trainer.weights.refresh = lambda version: None  # type: ignore[method-assign]
         return [h["rollout_logprob_gap"] for h in trainer.train().history]
 
     synced, stale = gaps(stale=False), gaps(stale=True)

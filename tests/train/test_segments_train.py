@@ -3,6 +3,7 @@ forms its groups per episode and gives every segment row its episode's advantage
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -142,7 +143,7 @@ def test_an_rl_step_trains_every_segment_with_its_episodes_advantage(
     trainer = RLTrainer(small_rl_config(tmp_path / "rl", max_seq_len=1024), rubric=rubric)
     assert trainer.runner is not None
 
-    def played(spec: RolloutSpec, step: int) -> list[Trajectory]:
+    async def played(spec: RolloutSpec, step: int, hooks: object = ()) -> list[Trajectory]:
         first, second = spec.tasks if isinstance(spec.tasks, list) else []
         other = whole[0].model_copy(update={"id": "other"})
         return [
@@ -185,6 +186,7 @@ def test_a_local_step_runner_returns_the_earlier_segments_beside_the_episodes() 
         sampling=Sampling(max_new_tokens=40),
         context=ContextSpec(strategy="keep_last", budget=BUDGET, keep_turns=1),
     )
-    played = LocalRollouts(ScriptedPolicy(looker, load_tokenizer())).rollout(spec, 1)
+    runner = LocalRollouts(ScriptedPolicy(looker, load_tokenizer()))
+    played = asyncio.run(runner.rollout(spec, 1))
     assert [t.is_earlier_segment for t in played] == [False, True]
     assert SegmentStash().keep(played) == played[:1]

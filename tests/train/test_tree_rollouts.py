@@ -111,7 +111,7 @@ def test_an_rl_step_grows_its_groups_by_branches_and_trains_them(tmp_path: Path)
     # The step's own episodes: the expert's, two turns or more, so every group has a branch point.
     spec = _spec("step").model_copy(update={"tasks": trainer.tasks})
     played = run_rollout(spec, policy=_expert())
-    trainer._step_rollouts = lambda step: (played, 0)  # type: ignore[method-assign]
+    trainer.rollouts.take = lambda step, next_tasks: (played, 0)  # type: ignore[method-assign]
     [metrics] = trainer.train().history
     assert metrics["branch_points"] == 2 and metrics["branched_episodes"] == 4
     assert metrics["branch_diverged"] == 0

@@ -31,6 +31,7 @@ from trajforge.schema import (
     Message,
     Outcome,
     OutcomeStatus,
+    Role,
     Task,
     Timing,
     Trajectory,
@@ -40,6 +41,12 @@ from trajforge.schema import (
 )
 
 EnvFactory = Callable[[], Env]
+
+WEIGHTS_VERSIONS = "weights_versions"
+"""``Trajectory.metadata`` key: the weights version that sampled each assistant message, in
+order (``None`` for one not sampled here), where the policy counts its weights. An episode
+under way when new weights load samples its later turns from them; RL reads each token's
+version from this."""
 
 # How long after its own tool timeout an env that times out its tools gets to answer before the engine cuts the step.
 BACKSTOP_GRACE_S = 1.0
@@ -371,6 +378,11 @@ class Episode(ContextFitting):
                 OutcomeStatus.ERROR, EndReason.ENV_ERROR, "the episode was stopped before it ended"
             )
         messages = list(self.session.messages) if self.session is not None else []
+        if self.session is not None and self.session.sampled_versions:
+            versions = self.session.sampled_versions
+            metadata[WEIGHTS_VERSIONS] = [
+                versions.get(i) for i, m in enumerate(messages) if m.role is Role.ASSISTANT
+            ]
         # Neither side's conversation continues: the policies' caches let them go.
         if self.session is not None:
             self.policy.end_session(self.session)
