@@ -322,10 +322,10 @@ def _lose_to_infra(
     trajectories and the estimator's inputs and outputs as they are made."""
     rolled: list[Trajectory] = []
     seen: list[Any] = []
-    rollout = trainer._rollout
+    episodes = trainer._episodes
 
-    def faulty(step: int, tasks: list[Any]) -> list[Trajectory]:
-        trajs = rollout(step, tasks)
+    async def faulty(step: int, tasks: list[Any], *rest: Any) -> list[Trajectory]:
+        trajs = await episodes(step, tasks, *rest)
         groups = list(dict.fromkeys(group_key(t) for t in trajs))
         for g, n in zip(groups, per_group, strict=True):
             for t in [t for t in trajs if group_key(t) == g][:n]:
@@ -338,7 +338,7 @@ def _lose_to_infra(
         seen.append((inp, out))
         return out
 
-    monkeypatch.setattr(trainer, "_rollout", faulty)
+    monkeypatch.setattr(trainer, "_episodes", faulty)
     monkeypatch.setattr(rl_update, "compute_advantages", estimator)
     monkeypatch.setattr(rl_update, "optimize", lambda *args: {})
     return rolled, seen

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,6 +21,7 @@ from trajforge.envs import Env, UserSimEnv
 from trajforge.errors import InfraError
 from trajforge.policy import ChatSession, Policy, SamplingParams
 from trajforge.rollout.context import ContextSpec
+from trajforge.rollout.episode_key import EpisodeKey
 from trajforge.rollout.fitting import ContextFitting, describe_error
 from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn, fault_of
 from trajforge.rollout.resplit import Pieces
@@ -32,7 +33,6 @@ from trajforge.schema import (
     Outcome,
     OutcomeStatus,
     Role,
-    Task,
     Timing,
     Trajectory,
     Usage,
@@ -50,19 +50,6 @@ version from this."""
 
 # How long after its own tool timeout an env that times out its tools gets to answer before the engine cuts the step.
 BACKSTOP_GRACE_S = 1.0
-
-
-@dataclass(frozen=True)
-class EpisodeKey:
-    """Which episode of a run: the task (and its position in the task list) and the sample."""
-
-    task_index: int
-    task: Task
-    sample_index: int
-
-    @property
-    def store_key(self) -> tuple[str, int]:
-        return (self.task.id, self.sample_index)
 
 
 class Episode(ContextFitting):

@@ -28,7 +28,7 @@ from trajforge.rollout.resplit import Pieces
 from trajforge.schema import Fault, Message, OutcomeStatus, Role, ToolSpec
 
 if TYPE_CHECKING:
-    from trajforge.rollout.episode import EpisodeKey
+    from trajforge.rollout.episode_key import EpisodeKey
 
 
 def describe_error(exc: BaseException) -> str:

@@ -28,7 +28,8 @@ from typing import Any
 from trajforge.envs import EnvEntry, MultiSeatEnv, opponent_by_name, result_of, seat_expert
 from trajforge.policy import ChatSession, Policy, SamplingParams, load_policy
 from trajforge.rollout.engine import EpisodeRunner, PlayedEpisode, as_they_finish, run_rollout
-from trajforge.rollout.episode import EpisodeKey, describe_error
+from trajforge.rollout.episode import describe_error
+from trajforge.rollout.episode_key import EpisodeKey
 from trajforge.rollout.hooks import RolloutRun
 from trajforge.rollout.limits import EndReason, fault_of
 from trajforge.rollout.seeding import derive_seed, group_id_for, new_run_id

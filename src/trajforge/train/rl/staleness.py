@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from trajforge.curate import group_key
 from trajforge.distributed import POLICY_VERSION
-from trajforge.rollout.episode import WEIGHTS_VERSIONS
+from trajforge.rollout import WEIGHTS_VERSIONS
 from trajforge.schema import Role, Task, Trajectory
 
 

@@ -94,11 +94,13 @@ def update(
     # step) and after the sign weights (here): the estimator's own counts would repeat them.
     metrics = {k: float(v) for k, v in adv.metrics.items() if k not in _COUNTED_BY_THE_STEP}
     zero, metrics["zero_adv_frac"] = zero_advantage_groups(trajs, token_adv, full.loss_mask)
+    rows = list(zip(trajs, seqs, strict=True))
     if cfg.filter_zero_advantage:
-        seqs = [s for s, t in zip(seqs, trajs, strict=True) if group_key(t) not in zero]
+        rows = [(t, s) for t, s in rows if group_key(t) not in zero]
     if trained_version is not None:
-        fresh = [(t, s) for t, s in zip(trajs, seqs, strict=True) if t.id not in replays]
+        fresh = [(t, s) for t, s in rows if t.id not in replays]
         metrics |= mask_stale_tokens(fresh, trained_version, cfg.staleness_bound)
+    seqs = [s for _, s in rows]
     metrics["trained_trajectories"] = float(len(seqs))
     if not seqs:
         return metrics
