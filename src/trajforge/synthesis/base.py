@@ -1,0 +1,84 @@
+"""What every environment's synthesizer gives: where exploration starts, how the explorer
+acts, and how a reached state becomes a task with a solution and a wrong answer.
+
+A ``Synthesizer`` is the per-environment part of reverse task synthesis (OS-Genesis): the
+explorer acts with no task in mind, and ``relabel`` describes what one exploration episode
+achieved as a new task of the same environment, checked by the environment's own verifier.
+``relabel`` also returns the replies that solve the new task (the exploration's own actions,
+cut where the state was first reached) and replies that must fail it, so the checker is
+re-checked by executing both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from trajforge.errors import ConfigError
+from trajforge.schema import ExpertFn, Task, Trajectory
+
+SYNTH_PREFIX = "synth"
+STOP_REPLY = "I stop here."
+"""A reply that is no action in any synthesizing env: it ends a tool env's episode with a final
+answer and is an invalid move in a compact one."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A task drawn from one exploration episode, before it is checked.
+
+    Attributes:
+        task: The new task (its id a hash of its content; ``data["synthesis"]`` names its source).
+        solution: Assistant replies, in order, that solve it (what the exploration did).
+        wrong: Assistant replies, in order, that must not solve it.
+    """
+
+    task: Task
+    solution: tuple[str, ...]
+    wrong: tuple[str, ...]
+
+
+class Synthesizer(ABC):
+    """One environment's exploration and relabelling rules."""
+
+    env: str
+    """The registry name of the environment the tasks are for."""
+
+    @abstractmethod
+    def start_tasks(self, n: int, seed: int) -> list[Task]:
+        """``n`` tasks exploration starts from; only ever from the env's training split."""
+
+    @abstractmethod
+    def explorer(self, seed: int) -> ExpertFn:
+        """The scripted explorer: a reply for any task and conversation, deterministic in
+        ``seed``, the task and the turn."""
+
+    @abstractmethod
+    def relabel(self, source: Trajectory, min_steps: int) -> Candidate | str:
+        """The task ``source`` reached, or why it gives none (one short reason, counted)."""
+
+
+def content_id(env: str, task: Task) -> str:
+    """A synthesized task's id: its env and a hash of what it asks (prompt, answer, data)."""
+    data = {k: v for k, v in task.data.items() if k != "synthesis"}
+    key = json.dumps([task.prompt, task.answer, data], sort_keys=True, default=str)
+    return f"{SYNTH_PREFIX}-{env}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def new_task(env: str, source: Trajectory, prompt: str, **fields: object) -> Task:
+    """A synthesized task of ``env`` from exploration episode ``source``: its id from its
+    content, its provenance (the exploration trajectory and run) in ``data["synthesis"]``."""
+    draft = Task(id="draft", prompt=prompt, env=env, split="train", **fields)  # type: ignore[arg-type]
+    provenance = {"source": source.id, "run": source.run_id, "start_task": source.task.id}
+    data = {**draft.data, "synthesis": provenance}
+    return draft.model_copy(update={"id": content_id(env, draft), "data": data})
+
+
+def refuse_env(env: str, known: list[str]) -> ConfigError:
+    """The one-line error for an env no synthesizer knows."""
+    return ConfigError(
+        f"--env {env!r}: no task synthesizer for this env; synthesizers exist for "
+        f"{', '.join(known)}"
+    )

@@ -1,0 +1,147 @@
+"""Board games (gridworld, keydoor, keydoor-compact): walk at random, make the square reached
+the goal.
+
+The explorer walks from a training board's start, never into a wall, hole or locked door,
+preferring squares it has not stood on, for a number of moves drawn per episode. The square it
+ends on becomes the goal of a new board (the old goal turned to floor): the env's own verifier,
+"the accepted moves reach G", is then the new task's checker. The solution is the exploration's
+moves up to its first step onto that square; the wrong answer stops one move short (the walk
+had never stood there before, so it cannot have won).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from trajforge.envs.builtin.gridworld import FLOOR, GOAL, HOLE, MOVES, Board, Status
+from trajforge.envs.builtin.keydoor import KeyBoard
+from trajforge.envs.builtin.keydoor_compact import LETTERS, observe, parse_move
+from trajforge.envs.registry import get_env
+from trajforge.formats import format_tool_call
+from trajforge.rollout import derive_seed
+from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory
+from trajforge.synthesis.base import STOP_REPLY, Candidate, Synthesizer, new_task
+
+DONE_REPLY = "I reached the goal."
+MIN_WALK, MAX_WALK = 4, 12
+GRID_PROMPT = "Walk @ to G. H is a hole, # is a wall. Row 1 is the top."
+KEYDOOR_PROMPT = (
+    "Walk @ to G. # is a wall. Step on a key (a, b) to pick it up; door A opens only while "
+    "you hold key a, door B only with key b. Row 1 is the top."
+)
+
+
+def _rendered(intro: str) -> Callable[[Board], str]:
+    return lambda board: f"{intro}\n{board.render()}"
+
+
+@dataclass(frozen=True)
+class BoardSynthesizer(Synthesizer):
+    """Reverse task synthesis for one board env.
+
+    Args:
+        env: The env's registry name.
+        board_type: Its rules (``Board`` or ``KeyBoard``).
+        prompt: The new task's instruction: the env's own wording of a board.
+        tool_moves: Moves are ``move`` tool calls (else one letter a reply).
+    """
+
+    env: str
+    board_type: type[Board]
+    prompt: Callable[[Board], str]
+    tool_moves: bool
+
+    def start_tasks(self, n: int, seed: int) -> list[Task]:
+        return get_env(self.env).tasks(n, seed=seed, split="train")
+
+    def _reply(self, direction: str) -> str:
+        if self.tool_moves:
+            return format_tool_call("move", {"direction": direction})
+        return next(letter for letter, word in LETTERS.items() if word == direction)
+
+    def _direction(self, message: Message) -> str | None:
+        if not self.tool_moves:
+            return parse_move(message.text)
+        calls = [c for c in message.tool_calls if c.name == "move"]
+        return str(calls[0].arguments.get("direction")) if calls else None
+
+    def walk(self, task: Task, messages: Sequence[Message]) -> list[tuple[str, Board]]:
+        """Each move the assistant made in ``messages`` and the board after it."""
+        board = self.board_type.from_task(task)
+        states: list[tuple[str, Board]] = []
+        for message in messages:
+            if message.role is not Role.ASSISTANT or board.status is not Status.PLAYING:
+                continue
+            direction = self._direction(message)
+            if direction in MOVES:
+                board, _ = board.move(direction)
+                states.append((direction, board))
+        return states
+
+    def explorer(self, seed: int) -> ExpertFn:
+        def explore(task: Task, messages: list[Message]) -> str | None:
+            states = self.walk(task, messages)
+            rng = random.Random(derive_seed(seed, f"explore:{task.id}", 0, len(states)))
+            length = random.Random(derive_seed(seed, f"walk:{task.id}", 0, 0)).randint(
+                MIN_WALK, MAX_WALK
+            )
+            board = states[-1][1] if states else self.board_type.from_task(task)
+            if len(states) >= length or board.status is not Status.PLAYING:
+                return STOP_REPLY
+            seen = {self.board_type.from_task(task).pos} | {b.pos for _, b in states}
+            safe = [d for d in MOVES if _safe(board, d)]
+            fresh = [d for d in safe if board.ahead(d)[:2] not in seen]
+            return self._reply(rng.choice(fresh or safe)) if safe else STOP_REPLY
+
+        return explore
+
+    def relabel(self, source: Trajectory, min_steps: int) -> Candidate | str:
+        task = source.task
+        states = self.walk(task, source.messages)
+        playing = [i for i, (_, b) in enumerate(states) if b.status is Status.PLAYING]
+        if not playing:
+            return "no move left the agent on the board"
+        target = states[playing[-1]][1]
+        start = self.board_type.from_task(task)
+        r, c = target.pos
+        if target.pos == start.pos:
+            return "ended where it started"
+        if start.rows[r][c] != FLOOR:
+            return "ended on a key or door"
+        first = next(i for i, (_, b) in enumerate(states) if b.pos == target.pos)
+        moves = [d for d, _ in states[: first + 1]]
+        rows = [_relabelled(row, ri, r, c) for ri, row in enumerate(start.rows)]
+        board = self.board_type.from_task(Task(id="draft", prompt="", data={"rows": rows}))
+        shortest = board.shortest_path()
+        if shortest is None or len(shortest) < min_steps:
+            return f"too easy: fewer than {min_steps} moves"
+        new = new_task(
+            self.env, source, self.prompt(board), data={"rows": rows, "shortest": len(shortest)}
+        )
+        replies = [self._reply(d) for d in moves]
+        return Candidate(new, (*replies, DONE_REPLY), (*replies[:-1], STOP_REPLY))
+
+
+def _safe(board: Board, direction: str) -> bool:
+    """A move that changes square and cannot end the game badly."""
+    moved, _ = board.move(direction)
+    return moved.pos != board.pos and moved.status is not Status.FELL and board.ahead(direction)[2] != HOLE
+
+
+def _relabelled(row: str, ri: int, r: int, c: int) -> str:
+    """Row ``ri`` with the old goal turned to floor and, on row ``r``, the goal at ``c``."""
+    cells = [FLOOR if ch == GOAL else ch for ch in row]
+    if ri == r:
+        cells[c] = GOAL
+    return "".join(cells)
+
+
+BOARD_SYNTHESIZERS: dict[str, BoardSynthesizer] = {
+    "gridworld": BoardSynthesizer("gridworld", Board, _rendered(GRID_PROMPT), tool_moves=True),
+    "keydoor": BoardSynthesizer("keydoor", KeyBoard, _rendered(KEYDOOR_PROMPT), tool_moves=True),
+    "keydoor-compact": BoardSynthesizer(
+        "keydoor-compact", KeyBoard, lambda b: observe(b), tool_moves=False  # type: ignore[arg-type]
+    ),
+}

@@ -1,0 +1,226 @@
+"""Reverse task synthesis end to end: explore, relabel, deduplicate, check by execution,
+filter by difficulty, write the task set.
+
+1. Exploration: one episode per start task (training-split tasks of the env) by the env's
+   scripted explorer (``random``) or any policy, stored as run ``run_id``: each synthesized task
+   names the trajectory it came from (``data["synthesis"]["source"]``).
+2. Relabelling: the synthesizer turns each episode's reached state into a task, or says why not.
+3. Deduplication: tasks with the same content (their id is its hash) are kept once.
+4. Execution check: the task's solution (the exploration's own actions) is played again in a
+   fresh env and must succeed by the env's verifier; a wrong answer must fail.
+5. Difficulty (optional): a policy's pass rate over ``samples`` episodes per task must lie in
+   ``band``; each kept task records it.
+6. The tasks are written as one JSONL file (``Task`` per line, what ``--tasks-file`` and a
+   ``tasks.jsonl`` env read), atomically: a run that fails leaves no file.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from trajforge.errors import ConfigError
+from trajforge.formats import write_jsonl_lines
+from trajforge.policy import check_policy_name, load_policy
+from trajforge.rollout import PolicyRef, RolloutHook, RolloutSpec, Sampling, run_rollout
+from trajforge.schema import Task, Trajectory, is_success
+from trajforge.synthesis.base import STOP_REPLY, Candidate, Synthesizer
+from trajforge.synthesis.envs import synthesizer_for
+
+RANDOM_EXPLORER = "random"
+
+
+class SynthesisSettings(BaseModel):
+    """How tasks are synthesized from exploration (``trajforge synthesize``, the
+    ``synthesize`` stage)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    episodes: int = Field(default=50, ge=1)
+    """Exploration episodes, one per training-split task of the env."""
+    seed: int = 0
+    """Seed of the start tasks, the explorer and the difficulty samples."""
+    explorer: str = RANDOM_EXPLORER
+    """``random`` (the env's scripted random explorer) or a policy that explores at
+    temperature 1 (``embedded``, ``tiny``, a model folder, ``openai:<base_url>#<model>``)."""
+    min_steps: int = Field(default=3, ge=1)
+    """A reached state fewer steps away than this gives no task (too easy)."""
+    difficulty_policy: str | None = None
+    """A policy whose pass rate filters the tasks (null: no filter)."""
+    samples: int = Field(default=4, ge=1)
+    """Episodes per task of ``difficulty_policy``."""
+    band: tuple[float, float] = (0.0, 1.0)
+    """``[low, high]``: the pass rates a kept task may have (both ends included)."""
+
+    @model_validator(mode="after")
+    def _band_in_order(self) -> SynthesisSettings:
+        low, high = self.band
+        if not 0.0 <= low <= high <= 1.0:
+            raise ValueError(f"band: need 0 <= low <= high <= 1, got [{low}, {high}]")
+        return self
+
+    def check_names(self, env: str) -> Synthesizer:
+        """The env's synthesizer, once the env and the policies named are known; nothing is
+        loaded or written."""
+        found = synthesizer_for(env)
+        for key, name in (("explorer", self.explorer), ("difficulty_policy", self.difficulty_policy)):
+            if name is not None and name != RANDOM_EXPLORER:
+                try:
+                    check_policy_name(name)
+                except ConfigError as exc:
+                    raise ConfigError(f"{key}: {exc}") from None
+        return found
+
+
+@dataclass
+class SynthesisReport:
+    """What one synthesis made and what it dropped, by reason."""
+
+    env: str
+    run_id: str
+    explored: int = 0
+    tasks: list[Task] = field(default_factory=list)
+    dropped: Counter[str] = field(default_factory=Counter)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "run_id": self.run_id,
+            "explored": self.explored,
+            "kept": len(self.tasks),
+            "dropped": dict(self.dropped.most_common()),
+        }
+
+    @property
+    def text(self) -> str:
+        why = "; ".join(f"{n} {reason}" for reason, n in self.dropped.most_common())
+        return f"{len(self.tasks)} tasks from {self.explored} exploration episodes" + (
+            f" (dropped: {why})" if why else ""
+        )
+
+
+def _replayer(replies: Mapping[str, Sequence[str]]) -> Any:
+    def reply(task: Task, messages: list[Any]) -> str:
+        turn = sum(1 for m in messages if m.role.value == "assistant")
+        script = replies[task.id]
+        return script[turn] if turn < len(script) else STOP_REPLY
+
+    return reply
+
+
+def _play(env: str, tasks: list[Task], replies: Mapping[str, Sequence[str]]) -> dict[str, bool]:
+    """Whether each task's scripted replies, played in a fresh env, succeed."""
+    if not tasks:
+        return {}
+    policy = load_policy("expert", expert=_replayer(replies), name="replay")
+    spec = RolloutSpec(env=env, tasks=tasks)
+    done = run_rollout(spec, policy=policy)
+    return {t.task.id: is_success(t.outcome.status, t.outcome.reward) for t in done}
+
+
+def check_by_execution(env: str, candidates: list[Candidate]) -> tuple[list[Task], Counter[str]]:
+    """The candidates whose checker accepts their solution and rejects their wrong answer,
+    played in fresh envs; the others counted by reason."""
+    tasks = [c.task for c in candidates]
+    solved = _play(env, tasks, {c.task.id: c.solution for c in candidates})
+    fooled = _play(env, tasks, {c.task.id: c.wrong for c in candidates})
+    kept: list[Task] = []
+    dropped: Counter[str] = Counter()
+    for task in tasks:
+        if not solved[task.id]:
+            dropped["its checker rejects the exploration's own solution"] += 1
+        elif fooled[task.id]:
+            dropped["its checker accepts a wrong answer"] += 1
+        else:
+            kept.append(task)
+    return kept, dropped
+
+
+def pass_rates(
+    env: str, tasks: list[Task], policy: str, samples: int, seed: int
+) -> dict[str, float]:
+    """Each task's success rate over ``samples`` episodes of ``policy`` at temperature 1."""
+    spec = RolloutSpec(
+        env=env,
+        policy=PolicyRef(name=policy),
+        tasks=tasks,
+        n=samples,
+        sampling=Sampling(temperature=1.0),
+        seed=seed,
+    )
+    wins: dict[str, list[bool]] = defaultdict(list)
+    for t in run_rollout(spec):
+        wins[t.task.id].append(is_success(t.outcome.status, t.outcome.reward))
+    return {task_id: sum(w) / len(w) for task_id, w in wins.items()}
+
+
+def explore(
+    env: str, synth: Synthesizer, settings: SynthesisSettings, run_id: str, store: Path,
+    hooks: Sequence[RolloutHook] = (),
+) -> list[Trajectory]:  # fmt: skip
+    """The exploration episodes, stored as run ``run_id``."""
+    tasks = synth.start_tasks(settings.episodes, settings.seed)
+    live: dict[str, Any] = {"hooks": list(hooks)}
+    policy = None
+    if settings.explorer == RANDOM_EXPLORER:
+        live["policy"] = load_policy("expert", expert=synth.explorer(settings.seed), name="explorer")
+    else:
+        policy = PolicyRef(name=settings.explorer)
+    spec = RolloutSpec(
+        env=env,
+        policy=policy,
+        tasks=tasks,
+        sampling=Sampling(temperature=1.0),
+        seed=settings.seed,
+        run_id=run_id,
+        store=store,
+    )
+    return run_rollout(spec, **live)
+
+
+def synthesize(
+    env: str, settings: SynthesisSettings, *, run_id: str, store: Path, out: Path,
+    hooks: Sequence[RolloutHook] = (),
+) -> SynthesisReport:  # fmt: skip
+    """Synthesize tasks of ``env`` (exploration stored as run ``run_id`` in ``store``) and
+    write them to ``out``.
+
+    Raises:
+        ConfigError: the env has no synthesizer, a policy is unknown, or no task survived
+            (then nothing is written).
+    """
+    synth = settings.check_names(env)
+    report = SynthesisReport(env=env, run_id=run_id)
+    sources = explore(env, synth, settings, run_id, store, hooks)
+    report.explored = len(sources)
+    candidates: dict[str, Candidate] = {}
+    for source in sources:
+        made = synth.relabel(source, settings.min_steps)
+        if isinstance(made, str):
+            report.dropped[made] += 1
+        elif made.task.id in candidates:
+            report.dropped["a duplicate"] += 1
+        else:
+            candidates[made.task.id] = made
+    tasks, failed = check_by_execution(env, list(candidates.values()))
+    report.dropped.update(failed)
+    if settings.difficulty_policy is not None and tasks:
+        rates = pass_rates(env, tasks, settings.difficulty_policy, settings.samples, settings.seed)
+        low, high = settings.band
+        rated = [_with_rate(t, rates[t.id]) for t in tasks]
+        tasks = [t for t in rated if low <= t.data["synthesis"]["pass_rate"] <= high]
+        report.dropped["outside the difficulty band"] += len(rated) - len(tasks)
+    if not tasks:
+        raise ConfigError(f"synthesize: no task of {env} survived ({report.text}); nothing written")
+    report.tasks = tasks
+    write_jsonl_lines(out, (t.model_dump_json(exclude_defaults=True).encode() for t in tasks))
+    return report
+
+
+def _with_rate(task: Task, rate: float) -> Task:
+    return task.model_copy(update={"data": {**task.data, "synthesis": {**task.data["synthesis"], "pass_rate": rate}}})
