@@ -17,18 +17,18 @@ filter by difficulty, write the task set.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trajforge.errors import ConfigError
 from trajforge.formats import write_jsonl_lines
 from trajforge.policy import check_policy_name, load_policy
 from trajforge.rollout import PolicyRef, RolloutHook, RolloutSpec, Sampling, run_rollout
-from trajforge.schema import Task, Trajectory, is_success
+from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory, is_success
 from trajforge.synthesis.base import STOP_REPLY, Candidate, Synthesizer
 from trajforge.synthesis.envs import synthesizer_for
 
@@ -57,23 +57,24 @@ class SynthesisSettings(BaseModel):
     band: tuple[float, float] = (0.0, 1.0)
     """``[low, high]``: the pass rates a kept task may have (both ends included)."""
 
-    @model_validator(mode="after")
-    def _band_in_order(self) -> SynthesisSettings:
-        low, high = self.band
+    @field_validator("band")
+    @classmethod
+    def _band_in_order(cls, band: tuple[float, float]) -> tuple[float, float]:
+        low, high = band
         if not 0.0 <= low <= high <= 1.0:
-            raise ValueError(f"band: need 0 <= low <= high <= 1, got [{low}, {high}]")
-        return self
+            raise ValueError(f"need 0 <= low <= high <= 1, got [{low}, {high}]")
+        return band
 
-    def check_names(self, env: str) -> Synthesizer:
-        """The env's synthesizer, once the env and the policies named are known; nothing is
-        loaded or written."""
+    def check_names(self, env: str, key: Callable[[str], str] = str) -> Synthesizer:
+        """The env's synthesizer, once the env and the policies named are known (an error names
+        the setting as ``key`` writes it); nothing is loaded or written."""
         found = synthesizer_for(env)
-        for key, name in (("explorer", self.explorer), ("difficulty_policy", self.difficulty_policy)):
-            if name is not None and name != RANDOM_EXPLORER:
+        for name, policy in (("explorer", self.explorer), ("difficulty_policy", self.difficulty_policy)):
+            if policy is not None and policy != RANDOM_EXPLORER:
                 try:
-                    check_policy_name(name)
+                    check_policy_name(policy)
                 except ConfigError as exc:
-                    raise ConfigError(f"{key}: {exc}") from None
+                    raise ConfigError(f"{key(name)}: {exc}") from None
         return found
 
 
@@ -104,9 +105,11 @@ class SynthesisReport:
         )
 
 
-def _replayer(replies: Mapping[str, Sequence[str]]) -> Any:
-    def reply(task: Task, messages: list[Any]) -> str:
-        turn = sum(1 for m in messages if m.role.value == "assistant")
+def _replayer(replies: Mapping[str, Sequence[str]]) -> ExpertFn:
+    """Plays each task's replies in order, then only ``STOP_REPLY``."""
+
+    def reply(task: Task, messages: list[Message]) -> str:
+        turn = sum(1 for m in messages if m.role is Role.ASSISTANT)
         script = replies[task.id]
         return script[turn] if turn < len(script) else STOP_REPLY
 
@@ -214,7 +217,8 @@ def synthesize(
         low, high = settings.band
         rated = [_with_rate(t, rates[t.id]) for t in tasks]
         tasks = [t for t in rated if low <= t.data["synthesis"]["pass_rate"] <= high]
-        report.dropped["outside the difficulty band"] += len(rated) - len(tasks)
+        if len(tasks) < len(rated):
+            report.dropped["outside the difficulty band"] += len(rated) - len(tasks)
     if not tasks:
         raise ConfigError(f"synthesize: no task of {env} survived ({report.text}); nothing written")
     report.tasks = tasks
@@ -223,4 +227,5 @@ def synthesize(
 
 
 def _with_rate(task: Task, rate: float) -> Task:
-    return task.model_copy(update={"data": {**task.data, "synthesis": {**task.data["synthesis"], "pass_rate": rate}}})
+    provenance = {**task.data["synthesis"], "pass_rate": rate}
+    return task.model_copy(update={"data": {**task.data, "synthesis": provenance}})
