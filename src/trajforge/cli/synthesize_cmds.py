@@ -29,6 +29,8 @@ def settings_from(options: dict[str, Any]) -> SynthesisSettings:
         return SynthesisSettings.model_validate(options)
     except ValidationError as exc:
         field, message = first_problem(exc, "options")
+        # A validator's own message reads better without pydantic's "Value error, " before it.
+        message = message.removeprefix("Value error, ")
         raise ConfigError(f"{option_name(field.split('.')[0])}: {message}") from None
 
 

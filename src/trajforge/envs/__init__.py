@@ -27,12 +27,15 @@ if TYPE_CHECKING:
         get_env,
         stored_env_name,
     )
+    from trajforge.envs.synthesizers import SYNTHESIZERS, Candidate, Synthesizer, synthesizer_for
     from trajforge.envs.user_sim import UserResponder, UserSimEnv
 
 __all__ = [
     "ERROR_PREFIX",
+    "SYNTHESIZERS",
     "TAU2_PREFIX",
     "USER_ENV_KINDS",
+    "Candidate",
     "Env",
     "EnvEntry",
     "EnvError",
@@ -40,6 +43,7 @@ __all__ = [
     "GameResult",
     "MultiSeatEnv",
     "StepResult",
+    "Synthesizer",
     "TaskSet",
     "Tool",
     "ToolContext",
@@ -56,6 +60,7 @@ __all__ = [
     "serve_openenv",
     "serve_stdio",
     "stored_env_name",
+    "synthesizer_for",
     "tool",
 ]
 
@@ -64,6 +69,7 @@ __all__ = [
 __getattr__ = lazy_names(
     __name__,
     {
+        "Candidate": "synthesizers",
         "EnvEntry": "registry",
         "EnvSource": "registry",
         "GameResult": "multiseat.base",
@@ -81,5 +87,8 @@ __getattr__ = lazy_names(
         "serve_openenv": "openenv.server",
         "serve_stdio": "mcp.server",
         "stored_env_name": "registry",
+        "SYNTHESIZERS": "synthesizers",
+        "Synthesizer": "synthesizers",
+        "synthesizer_for": "synthesizers",
     },
 )

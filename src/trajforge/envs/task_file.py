@@ -27,7 +27,9 @@ def entry(name: str) -> EnvEntry:
     envs = sorted({t.env or "" for t in declared})
     if len(envs) != 1 or not envs[0]:
         named = ", ".join(repr(e) if e else "none" for e in envs) or "no tasks"
-        raise ConfigError(f"env {name!r}: its tasks must all name one env (field 'env'); found {named}")
+        raise ConfigError(
+            f"env {name!r}: its tasks must all name one env (field 'env'); found {named}"
+        )
     base = get_env(envs[0])
 
     def tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
@@ -47,4 +49,3 @@ def entry(name: str) -> EnvEntry:
         base.answer_free_verifier,
         stored_name=base.stored_name,
     )
-

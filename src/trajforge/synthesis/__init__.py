@@ -5,8 +5,6 @@ them, then played with the simulated user)."""
 
 from __future__ import annotations
 
-from trajforge.synthesis.base import Candidate, Synthesizer
-from trajforge.synthesis.envs import SYNTHESIZERS, synthesizer_for
 from trajforge.synthesis.explore import (
     RANDOM_EXPLORER,
     SynthesisReport,
@@ -17,12 +15,8 @@ from trajforge.synthesis.explore import (
 
 __all__ = [
     "RANDOM_EXPLORER",
-    "SYNTHESIZERS",
-    "Candidate",
     "SynthesisReport",
     "SynthesisSettings",
-    "Synthesizer",
     "check_by_execution",
     "synthesize",
-    "synthesizer_for",
 ]

@@ -24,13 +24,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from trajforge.envs import Candidate, Synthesizer, synthesizer_for
 from trajforge.errors import ConfigError
 from trajforge.formats import write_jsonl_lines
 from trajforge.policy import check_policy_name, load_policy
 from trajforge.rollout import PolicyRef, RolloutHook, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory, is_success
-from trajforge.synthesis.base import STOP_REPLY, Candidate, Synthesizer
-from trajforge.synthesis.envs import synthesizer_for
 
 RANDOM_EXPLORER = "random"
 
@@ -69,7 +68,10 @@ class SynthesisSettings(BaseModel):
         """The env's synthesizer, once the env and the policies named are known (an error names
         the setting as ``key`` writes it); nothing is loaded or written."""
         found = synthesizer_for(env)
-        for name, policy in (("explorer", self.explorer), ("difficulty_policy", self.difficulty_policy)):
+        for name, policy in (
+            ("explorer", self.explorer),
+            ("difficulty_policy", self.difficulty_policy),
+        ):
             if policy is not None and policy != RANDOM_EXPLORER:
                 try:
                     check_policy_name(policy)
@@ -106,12 +108,12 @@ class SynthesisReport:
 
 
 def _replayer(replies: Mapping[str, Sequence[str]]) -> ExpertFn:
-    """Plays each task's replies in order, then only ``STOP_REPLY``."""
+    """Plays each task's replies in order, then its last one again and again."""
 
     def reply(task: Task, messages: list[Message]) -> str:
         turn = sum(1 for m in messages if m.role is Role.ASSISTANT)
         script = replies[task.id]
-        return script[turn] if turn < len(script) else STOP_REPLY
+        return script[min(turn, len(script) - 1)]
 
     return reply
 
@@ -171,7 +173,9 @@ def explore(
     live: dict[str, Any] = {"hooks": list(hooks)}
     policy = None
     if settings.explorer == RANDOM_EXPLORER:
-        live["policy"] = load_policy("expert", expert=synth.explorer(settings.seed), name="explorer")
+        live["policy"] = load_policy(
+            "expert", expert=synth.explorer(settings.seed), name="explorer"
+        )
     else:
         policy = PolicyRef(name=settings.explorer)
     spec = RolloutSpec(

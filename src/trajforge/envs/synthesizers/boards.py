@@ -11,7 +11,6 @@ had never stood there before, so it cannot have won).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,10 +18,9 @@ from trajforge.envs.builtin.gridworld import FLOOR, GOAL, HOLE, MOVES, Board, St
 from trajforge.envs.builtin.keydoor import KeyBoard
 from trajforge.envs.builtin.keydoor_compact import LETTERS, observe, parse_move
 from trajforge.envs.registry import get_env
+from trajforge.envs.synthesizers.base import STOP_REPLY, Candidate, Synthesizer, new_task, turn_rng
 from trajforge.formats import format_tool_call
-from trajforge.rollout import derive_seed
 from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory
-from trajforge.synthesis.base import STOP_REPLY, Candidate, Synthesizer, new_task
 
 DONE_REPLY = "I reached the goal."
 MIN_WALK, MAX_WALK = 4, 12
@@ -83,10 +81,8 @@ class BoardSynthesizer(Synthesizer):
     def explorer(self, seed: int) -> ExpertFn:
         def explore(task: Task, messages: list[Message]) -> str | None:
             states = self.walk(task, messages)
-            rng = random.Random(derive_seed(seed, f"explore:{task.id}", 0, len(states)))
-            length = random.Random(derive_seed(seed, f"walk:{task.id}", 0, 0)).randint(
-                MIN_WALK, MAX_WALK
-            )
+            rng = turn_rng(seed, "explore", task, len(states))
+            length = turn_rng(seed, "walk", task, 0).randint(MIN_WALK, MAX_WALK)
             board = states[-1][1] if states else self.board_type.from_task(task)
             if len(states) >= length or board.status is not Status.PLAYING:
                 return STOP_REPLY
@@ -127,7 +123,17 @@ class BoardSynthesizer(Synthesizer):
 def _safe(board: Board, direction: str) -> bool:
     """A move that changes square and cannot end the game badly."""
     moved, _ = board.move(direction)
-    return moved.pos != board.pos and moved.status is not Status.FELL and board.ahead(direction)[2] != HOLE
+    return (
+        moved.pos != board.pos
+        and moved.status is not Status.FELL
+        and board.ahead(direction)[2] != HOLE
+    )
+
+
+def _compact(board: Board) -> str:
+    """keydoor-compact's observation of a board (its boards are always ``KeyBoard``s)."""
+    assert isinstance(board, KeyBoard)
+    return observe(board)
 
 
 def _relabelled(row: str, ri: int, r: int, c: int) -> str:
@@ -141,7 +147,5 @@ def _relabelled(row: str, ri: int, r: int, c: int) -> str:
 BOARD_SYNTHESIZERS: dict[str, BoardSynthesizer] = {
     "gridworld": BoardSynthesizer("gridworld", Board, _rendered(GRID_PROMPT), tool_moves=True),
     "keydoor": BoardSynthesizer("keydoor", KeyBoard, _rendered(KEYDOOR_PROMPT), tool_moves=True),
-    "keydoor-compact": BoardSynthesizer(
-        "keydoor-compact", KeyBoard, lambda b: observe(b), tool_moves=False  # type: ignore[arg-type]
-    ),
+    "keydoor-compact": BoardSynthesizer("keydoor-compact", KeyBoard, _compact, tool_moves=False),
 }

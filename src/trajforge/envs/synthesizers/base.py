@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 from trajforge.errors import ConfigError
 from trajforge.schema import ExpertFn, Task, Trajectory
@@ -60,6 +62,11 @@ class Synthesizer(ABC):
         """The task ``source`` reached, or why it gives none (one short reason, counted)."""
 
 
+def turn_rng(seed: int, purpose: str, task: Task, turn: int) -> random.Random:
+    """A generator for one ``purpose`` of an explorer's turn, the same in every process."""
+    return random.Random(f"{purpose}:{seed}:{task.id}:{turn}")
+
+
 def content_id(env: str, task: Task) -> str:
     """A synthesized task's id: its env and a hash of what it asks (prompt, answer, data)."""
     data = {k: v for k, v in task.data.items() if k != "synthesis"}
@@ -67,10 +74,10 @@ def content_id(env: str, task: Task) -> str:
     return f"{SYNTH_PREFIX}-{env}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
-def new_task(env: str, source: Trajectory, prompt: str, **fields: object) -> Task:
+def new_task(env: str, source: Trajectory, prompt: str, **fields: Any) -> Task:
     """A synthesized task of ``env`` from exploration episode ``source``: its id from its
     content, its provenance (the exploration trajectory and run) in ``data["synthesis"]``."""
-    draft = Task(id="draft", prompt=prompt, env=env, split="train", **fields)  # type: ignore[arg-type]
+    draft = Task(id="draft", prompt=prompt, env=env, split="train", **fields)
     provenance = {"source": source.id, "run": source.run_id, "start_task": source.task.id}
     data = {**draft.data, "synthesis": provenance}
     return draft.model_copy(update={"id": content_id(env, draft), "data": data})
@@ -79,6 +86,5 @@ def new_task(env: str, source: Trajectory, prompt: str, **fields: object) -> Tas
 def refuse_env(env: str, known: list[str]) -> ConfigError:
     """The one-line error for an env no synthesizer knows."""
     return ConfigError(
-        f"--env {env!r}: no task synthesizer for this env; synthesizers exist for "
-        f"{', '.join(known)}"
+        f"env {env!r}: no task synthesizer for this env; synthesizers exist for {', '.join(known)}"
     )

@@ -15,10 +15,9 @@ import re
 
 from trajforge.envs.builtin.plan import accepted_results
 from trajforge.envs.registry import get_env
+from trajforge.envs.synthesizers.base import Candidate, Synthesizer, new_task, turn_rng
 from trajforge.formats import format_tool_call
-from trajforge.rollout import derive_seed
 from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory
-from trajforge.synthesis.base import Candidate, Synthesizer, new_task
 
 ENV = "calculator"
 VERBS = {"+": "add", "-": "subtract", "*": "multiply by", "/": "divide by"}
@@ -55,10 +54,8 @@ class CalculatorSynthesizer(Synthesizer):
     def explorer(self, seed: int) -> ExpertFn:
         def explore(task: Task, messages: list[Message]) -> str | None:
             results = accepted_results(messages)
-            rng = random.Random(derive_seed(seed, f"explore:{task.id}", 0, len(results)))
-            length = random.Random(derive_seed(seed, f"chain:{task.id}", 0, 0)).randint(
-                MIN_CHAIN, MAX_CHAIN
-            )
+            rng = turn_rng(seed, "explore", task, len(results))
+            length = turn_rng(seed, "chain", task, 0).randint(MIN_CHAIN, MAX_CHAIN)
             value = int(float(results[-1].text)) if results else rng.randint(2, 60)
             if len(results) >= length:
                 return _answer(value)
@@ -98,4 +95,3 @@ class CalculatorSynthesizer(Synthesizer):
         task = new_task(ENV, source, prompt, answer=value, data={"steps": steps})
         calls = tuple(format_tool_call("calculator", {"expression": s}) for s in steps)
         return Candidate(task, (*calls, _answer(value)), (*calls, _answer(value + 1)))
-
