@@ -29,7 +29,7 @@ def test_synthesize_writes_a_task_file_other_commands_play(run_cli: RunCli, tmp_
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--env", "sql"], "env 'sql': no task synthesizer for this env"),
+        (["--env", "time"], "env 'time': no task synthesizer for this env"),
         (["--env", "calculator", "--band", "0.9", "0.1"], "--band: need 0 <= low <= high <= 1"),
         (["--env", "calculator", "--episodes", "0"], "--episodes: Input should be greater"),
         (

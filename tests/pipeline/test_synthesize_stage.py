@@ -57,7 +57,7 @@ def test_tasks_from_must_be_an_earlier_synthesize_stage(tmp_path: Path) -> None:
 
 
 def test_an_env_without_a_synthesizer_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    exp = load_experiment(_experiment(tmp_path, [SYNTH], env="sql"))
-    with pytest.raises(ConfigError, match="env 'sql': no task synthesizer"):
+    exp = load_experiment(_experiment(tmp_path, [SYNTH], env="time"))
+    with pytest.raises(ConfigError, match="env 'time': no task synthesizer"):
         check_experiment(exp, tmp_path / "runs" / "syn")
     assert not (tmp_path / "runs").exists()

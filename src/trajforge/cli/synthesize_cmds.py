@@ -48,7 +48,11 @@ def synthesize_command(
         Path, typer.Option("--out", metavar="FILE.jsonl", help="The task file to write (new).")
     ],
     episodes: Annotated[
-        int, typer.Option("--episodes", help="Exploration episodes (one per training task).")
+        int,
+        typer.Option(
+            "--episodes",
+            help="Exploration episodes (one per training task); blueprints for retail, sql.",
+        ),
     ] = 50,
     explorer: Annotated[
         str,
@@ -70,6 +74,12 @@ def synthesize_command(
         tuple[float, float],
         typer.Option("--band", metavar="LOW HIGH", help="Pass rates a kept task may have."),
     ] = (0.0, 1.0),
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user", help="Simulated user of blueprint conversations (retail): a policy."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of exploration and sampling.")] = 0,
     run: Annotated[
         str | None, typer.Option("--run", help="Run id of the stored exploration episodes.")
@@ -80,10 +90,14 @@ def synthesize_command(
     """Explore ENV, turn each reached state into a task its verifier checks, keep those whose
     checker accepts the exploration's own solution and rejects a wrong answer (and, with
     --difficulty-policy, whose pass rate is in --band), and write them to --out. The
-    exploration episodes are stored (each task names its source trajectory)."""
+    exploration episodes are stored (each task names its source trajectory).
+
+    For retail and sql: propose --episodes blueprints (a task and its ground-truth actions),
+    keep those whose actions the env accepts and whose conversation with the simulated user
+    passes the verifier."""
     settings = settings_from(
         {"episodes": episodes, "seed": seed, "explorer": explorer, "min_steps": min_steps,
-         "difficulty_policy": difficulty_policy, "samples": samples, "band": band}
+         "difficulty_policy": difficulty_policy, "samples": samples, "band": band, "user": user}
     )  # fmt: skip
     settings.check_names(env, option_name)
     check_out(out)

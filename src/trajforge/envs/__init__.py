@@ -27,14 +27,24 @@ if TYPE_CHECKING:
         get_env,
         stored_env_name,
     )
-    from trajforge.envs.synthesizers import SYNTHESIZERS, Candidate, Synthesizer, synthesizer_for
+    from trajforge.envs.synthesizers import (
+        PROPOSERS,
+        SYNTHESIZERS,
+        Blueprint,
+        Candidate,
+        Synthesizer,
+        proposer_for,
+        synthesizer_for,
+    )
     from trajforge.envs.user_sim import UserResponder, UserSimEnv
 
 __all__ = [
     "ERROR_PREFIX",
+    "PROPOSERS",
     "SYNTHESIZERS",
     "TAU2_PREFIX",
     "USER_ENV_KINDS",
+    "Blueprint",
     "Candidate",
     "Env",
     "EnvEntry",
@@ -54,6 +64,7 @@ __all__ = [
     "env_names",
     "get_env",
     "opponent_by_name",
+    "proposer_for",
     "result_of",
     "seat_expert",
     "serve_http",
@@ -69,7 +80,10 @@ __all__ = [
 __getattr__ = lazy_names(
     __name__,
     {
+        "Blueprint": "synthesizers",
         "Candidate": "synthesizers",
+        "PROPOSERS": "synthesizers",
+        "proposer_for": "synthesizers",
         "EnvEntry": "registry",
         "EnvSource": "registry",
         "GameResult": "multiseat.base",

@@ -18,18 +18,18 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from trajforge.envs import Candidate, Synthesizer, synthesizer_for
+from trajforge.envs import PROPOSERS, Candidate, Synthesizer, synthesizer_for
 from trajforge.errors import ConfigError
-from trajforge.formats import write_jsonl_lines
 from trajforge.policy import check_policy_name, load_policy
 from trajforge.rollout import PolicyRef, RolloutHook, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory, is_success
+from trajforge.synthesis.blueprints import synthesize_blueprints
+from trajforge.synthesis.report import SynthesisReport, write_tasks
 
 RANDOM_EXPLORER = "random"
 
@@ -41,7 +41,8 @@ class SynthesisSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     episodes: int = Field(default=50, ge=1)
-    """Exploration episodes, one per training-split task of the env."""
+    """Exploration episodes, one per training-split task of the env; for retail and sql,
+    blueprints proposed."""
     seed: int = 0
     """Seed of the start tasks, the explorer and the difficulty samples."""
     explorer: str = RANDOM_EXPLORER
@@ -64,47 +65,23 @@ class SynthesisSettings(BaseModel):
             raise ValueError(f"need 0 <= low <= high <= 1, got [{low}, {high}]")
         return band
 
-    def check_names(self, env: str, key: Callable[[str], str] = str) -> Synthesizer:
-        """The env's synthesizer, once the env and the policies named are known (an error names
-        the setting as ``key`` writes it); nothing is loaded or written."""
-        found = synthesizer_for(env)
-        for name, policy in (
-            ("explorer", self.explorer),
-            ("difficulty_policy", self.difficulty_policy),
-        ):
+    user: str | None = None
+    """The simulated user of blueprint conversations (retail): null: the env's scripted user;
+    else a policy (``embedded``, a model folder, ``openai:<base_url>#<model>``)."""
+
+    def check_names(self, env: str, key: Callable[[str], str] = str) -> None:
+        """Refuse an env with no synthesizer or proposer, or a policy that names nothing (an
+        error names the setting as ``key`` writes it); nothing is loaded or written."""
+        if env not in PROPOSERS:
+            synthesizer_for(env)
+        named = {"explorer": self.explorer, "difficulty_policy": self.difficulty_policy,
+                 "user": self.user}  # fmt: skip
+        for name, policy in named.items():
             if policy is not None and policy != RANDOM_EXPLORER:
                 try:
                     check_policy_name(policy)
                 except ConfigError as exc:
                     raise ConfigError(f"{key(name)}: {exc}") from None
-        return found
-
-
-@dataclass
-class SynthesisReport:
-    """What one synthesis made and what it dropped, by reason."""
-
-    env: str
-    run_id: str
-    explored: int = 0
-    tasks: list[Task] = field(default_factory=list)
-    dropped: Counter[str] = field(default_factory=Counter)
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "env": self.env,
-            "run_id": self.run_id,
-            "explored": self.explored,
-            "kept": len(self.tasks),
-            "dropped": dict(self.dropped.most_common()),
-        }
-
-    @property
-    def text(self) -> str:
-        why = "; ".join(f"{n} {reason}" for reason, n in self.dropped.most_common())
-        return f"{len(self.tasks)} tasks from {self.explored} exploration episodes" + (
-            f" (dropped: {why})" if why else ""
-        )
 
 
 def _replayer(replies: Mapping[str, Sequence[str]]) -> ExpertFn:
@@ -195,13 +172,19 @@ def synthesize(
     hooks: Sequence[RolloutHook] = (),
 ) -> SynthesisReport:  # fmt: skip
     """Synthesize tasks of ``env`` (exploration stored as run ``run_id`` in ``store``) and
-    write them to ``out``.
+    write them to ``out``; for an env with a blueprint proposer (retail, sql), ``episodes``
+    blueprints are proposed and validated instead (``synthesis.blueprints``).
 
     Raises:
         ConfigError: the env has no synthesizer, a policy is unknown, or no task survived
             (then nothing is written).
     """
-    synth = settings.check_names(env)
+    settings.check_names(env)
+    if env in PROPOSERS:
+        return synthesize_blueprints(
+            env, settings.episodes, seed=settings.seed, out=out, user=settings.user, hooks=hooks
+        )
+    synth = synthesizer_for(env)
     report = SynthesisReport(env=env, run_id=run_id)
     sources = explore(env, synth, settings, run_id, store, hooks)
     report.explored = len(sources)
@@ -226,7 +209,7 @@ def synthesize(
     if not tasks:
         raise ConfigError(f"synthesize: no task of {env} survived ({report.text}); nothing written")
     report.tasks = tasks
-    write_jsonl_lines(out, (t.model_dump_json(exclude_defaults=True).encode() for t in tasks))
+    write_tasks(out, tasks)
     return report
 
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,32 @@ class Synthesizer(ABC):
         """The task ``source`` reached, or why it gives none (one short reason, counted)."""
 
 
+Action = tuple[str, dict[str, Any]]
+"""A tool's name and its arguments."""
+
+
+@dataclass(frozen=True)
+class Blueprint:
+    """A proposed task and the tool calls that carry it out, in order (APIGen-MT).
+
+    A proposer draws one the way an imperfect task writer would: the actions follow the task's
+    wording, but nothing guarantees the env accepts them (an order that is not pending, a
+    column of another table, a variant out of stock). Executing them decides
+    (``trajforge.synthesis``); a proposer never checks. The actions are also what the env's
+    expert does for the task, so a valid blueprint is played as a conversation as it is.
+    """
+
+    task: Task
+    actions: tuple[Action, ...]
+    settle: Callable[[Task], Task | str] = lambda task: task
+    """Once the actions ran without an error: the task with what they found (the answer an
+    answer-checking verifier needs), or why the blueprint is still no task."""
+
+
+Proposer = Callable[[random.Random], Blueprint]
+"""``propose(rng)``: one blueprint drawn with ``rng``."""
+
+
 def turn_rng(seed: int, purpose: str, task: Task, turn: int) -> random.Random:
     """A generator for one ``purpose`` of an explorer's turn, the same in every process."""
     return random.Random(f"{purpose}:{seed}:{task.id}:{turn}")
@@ -83,8 +110,9 @@ def new_task(env: str, source: Trajectory, prompt: str, **fields: Any) -> Task:
     return draft.model_copy(update={"id": content_id(env, draft), "data": data})
 
 
-def refuse_env(env: str, known: list[str]) -> ConfigError:
+def refuse_env(env: str, explored: list[str], proposed: list[str]) -> ConfigError:
     """The one-line error for an env no synthesizer knows."""
     return ConfigError(
-        f"env {env!r}: no task synthesizer for this env; synthesizers exist for {', '.join(known)}"
+        f"env {env!r}: no task synthesizer for this env; tasks are synthesized by exploring "
+        f"{', '.join(explored)} and from blueprints for {', '.join(proposed)}"
     )
