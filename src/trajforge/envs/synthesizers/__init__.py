@@ -3,6 +3,8 @@ exploration episode reached becomes a task of that env (``trajforge.synthesis`` 
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from trajforge.envs.synthesizers import retail_blueprints, sql_blueprints
 from trajforge.envs.synthesizers.base import Blueprint, Candidate, Proposer, Synthesizer, refuse_env
 from trajforge.envs.synthesizers.boards import BOARD_SYNTHESIZERS
@@ -19,27 +21,30 @@ PROPOSERS: dict[str, Proposer] = {
 
 
 def synthesizer_for(env: str) -> Synthesizer:
-    """The synthesizer of env ``env``.
+    """The explorer and relabelling rules of env ``env``.
 
     Raises:
-        ConfigError: no synthesizer knows ``env`` (one line naming those that exist).
+        ConfigError: none knows ``env`` (one line naming the envs tasks are synthesized for).
     """
-    found = SYNTHESIZERS.get(env)
-    if found is None:
-        raise refuse_env(env, sorted(SYNTHESIZERS), sorted(PROPOSERS))
-    return found
+    return _known(SYNTHESIZERS, env)
 
 
 def proposer_for(env: str) -> Proposer:
     """The blueprint proposer of env ``env``.
 
     Raises:
-        ConfigError: no proposer knows ``env`` (one line naming those that exist).
+        ConfigError: none knows ``env`` (one line naming the envs tasks are synthesized for).
     """
-    found = PROPOSERS.get(env)
-    if found is None:
+    return _known(PROPOSERS, env)
+
+
+Found = TypeVar("Found")
+
+
+def _known(found: dict[str, Found], env: str) -> Found:
+    if env not in found:
         raise refuse_env(env, sorted(SYNTHESIZERS), sorted(PROPOSERS))
-    return found
+    return found[env]
 
 
 __all__ = [
