@@ -1,12 +1,14 @@
-"""Board games (gridworld, keydoor, keydoor-compact): walk at random, make the square reached
-the goal.
+"""Board games (gridworld, keydoor, keydoor-compact): walk at random, make a square reached the
+goal.
 
 The explorer walks from a training board's start, never into a wall, hole or locked door,
-preferring squares it has not stood on, for a number of moves drawn per episode. The square it
-ends on becomes the goal of a new board (the old goal turned to floor): the env's own verifier,
-"the accepted moves reach G", is then the new task's checker. The solution is the exploration's
-moves up to its first step onto that square; the wrong answer stops one move short (the walk
-had never stood there before, so it cannot have won).
+preferring squares it has not stood on and, most of the time, a key or door in reach, for a
+number of moves drawn per episode. Of the floor squares it stood on, the one farthest from the
+start (by the shortest solution of the new board) becomes the goal of a new board (the old goal
+turned to floor): the env's own verifier, "the accepted moves reach G", is then the new task's
+checker. The solution is the exploration's moves up to its first step onto that square; the
+wrong answer stops one move short (the walk had never stood there before, so it cannot have
+won).
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from trajforge.formats import format_tool_call
 from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory
 
 DONE_REPLY = "I reached the goal."
-MIN_WALK, MAX_WALK = 4, 12
+MIN_WALK, MAX_WALK = 6, 15
+CURIOUS = frozenset("abAB")
+"""Keys and doors (keydoor's); a gridworld board has none."""
+PULL = 0.8
 GRID_PROMPT = "Walk @ to G. H is a hole, # is a wall. Row 1 is the top."
 KEYDOOR_PROMPT = (
     "Walk @ to G. # is a wall. Step on a key (a, b) to pick it up; door A opens only while "
@@ -89,6 +94,11 @@ class BoardSynthesizer(Synthesizer):
             seen = {self.board_type.from_task(task).pos} | {b.pos for _, b in states}
             safe = [d for d in MOVES if _safe(board, d)]
             fresh = [d for d in safe if board.ahead(d)[:2] not in seen]
+            # Curious: a key or a door in reach draws the walk, so walks cross doors as
+            # solutions must.
+            drawn = [d for d in fresh if board.ahead(d)[2] in CURIOUS]
+            if drawn and rng.random() < PULL:
+                return self._reply(rng.choice(drawn))
             return self._reply(rng.choice(fresh or safe)) if safe else STOP_REPLY
 
         return explore
@@ -96,28 +106,34 @@ class BoardSynthesizer(Synthesizer):
     def relabel(self, source: Trajectory, min_steps: int) -> Candidate | str:
         task = source.task
         states = self.walk(task, source.messages)
-        playing = [i for i, (_, b) in enumerate(states) if b.status is Status.PLAYING]
-        if not playing:
-            return "no move left the agent on the board"
-        target = states[playing[-1]][1]
         start = self.board_type.from_task(task)
-        r, c = target.pos
-        if target.pos == start.pos:
-            return "ended where it started"
-        if start.rows[r][c] != FLOOR:
-            return "ended on a key or door"
-        first = next(i for i, (_, b) in enumerate(states) if b.pos == target.pos)
-        moves = [d for d, _ in states[: first + 1]]
-        rows = [_relabelled(row, ri, r, c) for ri, row in enumerate(start.rows)]
-        board = self.board_type.from_task(Task(id="draft", prompt="", data={"rows": rows}))
-        shortest = board.shortest_path()
-        if shortest is None or len(shortest) < min_steps:
+        reached = {
+            b.pos: i
+            for i, (_, b) in reversed(list(enumerate(states)))
+            if b.status is Status.PLAYING and b.pos != start.pos
+        }
+        squares = {pos: i for pos, i in reached.items() if start.rows[pos[0]][pos[1]] == FLOOR}
+        if not squares:
+            return "reached no floor square but the start"
+        # The farthest square the walk reached (by the new board's shortest path) is the goal.
+        boards = {pos: self._goal_at(start, pos) for pos in squares}
+        lengths = {pos: len(path) for pos, (_, path) in boards.items() if path is not None}
+        if not lengths or max(lengths.values()) < min_steps:
             return f"too easy: fewer than {min_steps} moves"
+        target = max(lengths, key=lambda pos: (lengths[pos], squares[pos]))
+        board, rows = boards[target][0], [*boards[target][0].rows]
+        moves = [d for d, _ in states[: squares[target] + 1]]
         new = new_task(
-            self.env, source, self.prompt(board), data={"rows": rows, "shortest": len(shortest)}
+            self.env, source, self.prompt(board), data={"rows": rows, "shortest": lengths[target]}
         )
         replies = [self._reply(d) for d in moves]
         return Candidate(new, (*replies, DONE_REPLY), (*replies[:-1], STOP_REPLY))
+
+    def _goal_at(self, start: Board, pos: tuple[int, int]) -> tuple[Board, list[str] | None]:
+        """The start board with the goal moved to ``pos``, and its shortest solution."""
+        rows = [_relabelled(row, ri, *pos) for ri, row in enumerate(start.rows)]
+        board = self.board_type.from_task(Task(id="draft", prompt="", data={"rows": rows}))
+        return board, board.shortest_path()
 
 
 def _safe(board: Board, direction: str) -> bool:
