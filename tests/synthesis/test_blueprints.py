@@ -15,7 +15,8 @@ from trajforge.envs.builtin.retail_db import build_db
 from trajforge.policy import load_policy
 from trajforge.rollout import RolloutSpec, run_rollout
 from trajforge.schema import is_success
-from trajforge.synthesis.blueprints import execute, play_conversations, synthesize_blueprints
+from trajforge.synthesis import SynthesisSettings, synthesize
+from trajforge.synthesis.blueprints import execute, play_conversations
 
 
 def _first(env: str, kind: str | None = None) -> Blueprint:
@@ -57,11 +58,14 @@ def test_valid_blueprints_are_written_and_their_conversations_pass(
     env: str, tmp_path: Path
 ) -> None:
     out = tmp_path / "tasks.jsonl"
-    report = synthesize_blueprints(env, 12, seed=0, out=out)
+    report = synthesize(
+        env, SynthesisSettings(episodes=12), run_id="", store=tmp_path / "s.db", out=out
+    )
     tasks = list(TaskSet.from_jsonl(out))
     assert [t.id for t in tasks] == [t.id for t in report.tasks] and tasks
     assert len(tasks) + sum(report.dropped.values()) == 12
     assert all(reason.count("_") or "finds nothing" in reason for reason in report.dropped)
+    assert all(isinstance(t.data["synthesis"]["blueprint"], int) for t in tasks)
     held_out = {t.id for t in get_env(env).tasks(10, split="test")}
     assert not held_out & {t.id for t in tasks}
     played = run_rollout(

@@ -10,7 +10,7 @@ conversation with the simulated user; each invalid blueprint is counted by its r
 3. Conversation: the expert plays each remaining task (its gold plan) against the simulated
    user (the env's scripted user, or ``user``, a policy) in a fresh env; the env's verifier
    must pass it.
-4. Duplicates are kept once; the tasks are written as one JSONL file, atomically.
+4. Duplicates are kept once.
 """
 
 from __future__ import annotations
@@ -20,14 +20,12 @@ import random
 import re
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 
 from trajforge.envs import ERROR_PREFIX, Blueprint, get_env, proposer_for
-from trajforge.errors import ConfigError
 from trajforge.formats import format_tool_call
 from trajforge.rollout import PolicyRef, RolloutHook, RolloutSpec, run_rollout
 from trajforge.schema import Message, Role, Task, ToolCall, is_success
-from trajforge.synthesis.report import SynthesisReport, write_tasks
+from trajforge.synthesis.report import SynthesisReport
 
 _SPECIFIC = re.compile(r"'[^']*'|\"[^\"]*\"|#\w+|\$?\d+(?:\.\d+)?")
 
@@ -82,13 +80,14 @@ def play_conversations(
 
 
 def synthesize_blueprints(
-    env: str, count: int, *, seed: int, out: Path, user: str | None = None,
+    env: str, count: int, *, seed: int, user: str | None = None,
     hooks: Sequence[RolloutHook] = (),
 ) -> SynthesisReport:  # fmt: skip
-    """``count`` proposed blueprints of ``env``, the valid ones written to ``out``.
+    """``count`` proposed blueprints of ``env``: the valid ones as the report's tasks (each
+    naming its draw in ``data["synthesis"]``), the others counted by reason.
 
     Raises:
-        ConfigError: the env has no proposer, or no blueprint was valid (nothing written).
+        ConfigError: the env has no proposer.
     """
     propose = proposer_for(env)
     report = SynthesisReport(env=env, run_id="", explored=count, source="blueprints")
@@ -101,13 +100,9 @@ def synthesize_blueprints(
         elif made.id in settled:
             report.dropped["a duplicate"] += 1
         else:
-            settled[made.id] = made
+            drawn = {**made.data, "synthesis": {"blueprint": i, "seed": seed}}
+            settled[made.id] = made.model_copy(update={"data": drawn})
     verdicts = play_conversations(env, list(settled.values()), user, hooks)
     report.dropped.update(Counter(v for v in verdicts.values() if v is not None))
     report.tasks = [t for t in settled.values() if verdicts[t.id] is None]
-    if not report.tasks:
-        raise ConfigError(
-            f"synthesize: no blueprint of {env} was valid ({report.text}); nothing written"
-        )
-    write_tasks(out, report.tasks)
     return report

@@ -181,9 +181,32 @@ def synthesize(
     """
     settings.check_names(env)
     if env in PROPOSERS:
-        return synthesize_blueprints(
-            env, settings.episodes, seed=settings.seed, out=out, user=settings.user, hooks=hooks
+        report = synthesize_blueprints(
+            env, settings.episodes, seed=settings.seed, user=settings.user, hooks=hooks
         )
+    else:
+        report = reverse_synthesis(env, settings, run_id, store, hooks)
+    if settings.difficulty_policy is not None and report.tasks:
+        rates = pass_rates(
+            env, report.tasks, settings.difficulty_policy, settings.samples, settings.seed
+        )
+        low, high = settings.band
+        rated = [_with_rate(t, rates[t.id]) for t in report.tasks]
+        report.tasks = [t for t in rated if low <= t.data["synthesis"]["pass_rate"] <= high]
+        if len(report.tasks) < len(rated):
+            report.dropped["outside the difficulty band"] += len(rated) - len(report.tasks)
+    if not report.tasks:
+        raise ConfigError(f"synthesize: no task of {env} survived ({report.text}); nothing written")
+    write_tasks(out, report.tasks)
+    return report
+
+
+def reverse_synthesis(
+    env: str, settings: SynthesisSettings, run_id: str, store: Path,
+    hooks: Sequence[RolloutHook] = (),
+) -> SynthesisReport:  # fmt: skip
+    """Explore, relabel, deduplicate and check by execution: the report's tasks are those
+    that passed."""
     synth = synthesizer_for(env)
     report = SynthesisReport(env=env, run_id=run_id)
     sources = explore(env, synth, settings, run_id, store, hooks)
@@ -197,19 +220,8 @@ def synthesize(
             report.dropped["a duplicate"] += 1
         else:
             candidates[made.task.id] = made
-    tasks, failed = check_by_execution(env, list(candidates.values()))
+    report.tasks, failed = check_by_execution(env, list(candidates.values()))
     report.dropped.update(failed)
-    if settings.difficulty_policy is not None and tasks:
-        rates = pass_rates(env, tasks, settings.difficulty_policy, settings.samples, settings.seed)
-        low, high = settings.band
-        rated = [_with_rate(t, rates[t.id]) for t in tasks]
-        tasks = [t for t in rated if low <= t.data["synthesis"]["pass_rate"] <= high]
-        if len(tasks) < len(rated):
-            report.dropped["outside the difficulty band"] += len(rated) - len(tasks)
-    if not tasks:
-        raise ConfigError(f"synthesize: no task of {env} survived ({report.text}); nothing written")
-    report.tasks = tasks
-    write_tasks(out, tasks)
     return report
 
 
