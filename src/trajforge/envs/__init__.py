@@ -27,12 +27,25 @@ if TYPE_CHECKING:
         get_env,
         stored_env_name,
     )
+    from trajforge.envs.synthesizers import (
+        PROPOSERS,
+        SYNTHESIZERS,
+        Blueprint,
+        Candidate,
+        Synthesizer,
+        proposer_for,
+        synthesizer_for,
+    )
     from trajforge.envs.user_sim import UserResponder, UserSimEnv
 
 __all__ = [
     "ERROR_PREFIX",
+    "PROPOSERS",
+    "SYNTHESIZERS",
     "TAU2_PREFIX",
     "USER_ENV_KINDS",
+    "Blueprint",
+    "Candidate",
     "Env",
     "EnvEntry",
     "EnvError",
@@ -40,6 +53,7 @@ __all__ = [
     "GameResult",
     "MultiSeatEnv",
     "StepResult",
+    "Synthesizer",
     "TaskSet",
     "Tool",
     "ToolContext",
@@ -50,12 +64,14 @@ __all__ = [
     "env_names",
     "get_env",
     "opponent_by_name",
+    "proposer_for",
     "result_of",
     "seat_expert",
     "serve_http",
     "serve_openenv",
     "serve_stdio",
     "stored_env_name",
+    "synthesizer_for",
     "tool",
 ]
 
@@ -64,6 +80,10 @@ __all__ = [
 __getattr__ = lazy_names(
     __name__,
     {
+        "Blueprint": "synthesizers",
+        "Candidate": "synthesizers",
+        "PROPOSERS": "synthesizers",
+        "proposer_for": "synthesizers",
         "EnvEntry": "registry",
         "EnvSource": "registry",
         "GameResult": "multiseat.base",
@@ -81,5 +101,8 @@ __getattr__ = lazy_names(
         "serve_openenv": "openenv.server",
         "serve_stdio": "mcp.server",
         "stored_env_name": "registry",
+        "SYNTHESIZERS": "synthesizers",
+        "Synthesizer": "synthesizers",
+        "synthesizer_for": "synthesizers",
     },
 )

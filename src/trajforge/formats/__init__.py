@@ -5,7 +5,12 @@ from trajforge.registry import lazy_names
 if TYPE_CHECKING:
     from trajforge.formats.detect import detect_format, likely_format, readable, writable
     from trajforge.formats.images import content_to_openai
-    from trajforge.formats.jsonl import load_trajectories, read_json_objects, write_trajectories
+    from trajforge.formats.jsonl import (
+        load_trajectories,
+        read_json_objects,
+        write_jsonl_lines,
+        write_trajectories,
+    )
     from trajforge.formats.openai_chat import content_text, message_to_openai, messages_from_openai
     from trajforge.formats.otel_receiver import TraceCollector, receiver_app
     from trajforge.formats.records import (
@@ -53,6 +58,7 @@ __all__ = [
     "readable",
     "receiver_app",
     "writable",
+    "write_jsonl_lines",
     "write_pair_records",
     "write_records",
     "write_trajectories",
@@ -88,6 +94,7 @@ __getattr__ = lazy_names(
         "readable": "detect",
         "receiver_app": "otel_receiver",
         "writable": "detect",
+        "write_jsonl_lines": "jsonl",
         "write_pair_records": "records",
         "write_records": "records",
         "write_trajectories": "jsonl",
