@@ -4,6 +4,7 @@ is recorded as it went and leaves nothing behind."""
 
 from __future__ import annotations
 
+import json
 import socket
 import tempfile
 import threading
@@ -13,8 +14,10 @@ from pathlib import Path
 
 import pytest
 from serve_helpers import MODEL
+from typer.testing import CliRunner
 
 from trajforge.agent_programs import AgentRunner, Confinement
+from trajforge.cli.main import app
 from trajforge.envs.sandbox import sandbox_available
 from trajforge.formats.tool_calls import format_tool_call
 from trajforge.policy.models.smollm2 import load_tokenizer
@@ -22,6 +25,7 @@ from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.rollout import Limits, RolloutSpec, run_rollout
 from trajforge.schema import Message, OutcomeStatus, Role, Task
 from trajforge.serve.gateway import Gateway
+from trajforge.store import TrajectoryStore
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot run here")
 
@@ -129,7 +133,7 @@ def test_every_attack_is_contained_and_the_run_recorded(
         assert "No such file" in keys and "trajforge-test-secret" not in keys
         assert "HOME=/home/agent" in env and "OPENAI_API_KEY=trajforge" in env
         assert TOKEN not in env and "GITHUB_TOKEN" not in env and str(home) not in env
-        assert f"{runs}: No such file" in files and files.rstrip().endswith("mine")
+        assert f"cannot access '{runs}'" in files and files.startswith("exit 0\nmine\n")
         assert "reached" not in network and "out" not in network.split()
         refused = forks.split("refused after ")[1]
         assert int(refused.split()[0]) < PROCESSES and "Resource temporarily unavailable" in forks
@@ -137,3 +141,28 @@ def test_every_attack_is_contained_and_the_run_recorded(
     assert accepted == []
     assert processes_with(marker) == []
     assert list(runs.iterdir()) == [], "every run's folder is removed"
+
+
+def test_collect_confines_its_runs_and_records_how(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    tasks_file = tmp_path / "tasks.jsonl"
+    task = Task(id="t1", prompt="Add 1 and 2 and 3?", answer=6, data={"reward": "print"})
+    tasks_file.write_text(task.model_dump_json() + "\n")
+    store = tmp_path / "c.db"
+    agent = f"python {Path(__file__).parent / 'agent_program.py'}"
+    args = ["collect", "--agent", agent, "--tasks-file", str(tasks_file), "--confine"]
+    args += ["--model", "tiny", "--run", "col", "--store", str(store), "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    # The tiny model's nonsense reaches the gateway's token cap; the confined program still
+    # printed its reward through its own stdout.
+    assert summary["runs"] == 1 and summary["status"]["truncated"] == 1
+    assert summary["reward_mean"] == 0.0
+    with TrajectoryStore(store) as db:
+        meta = db.get_run("col")
+    assert meta is not None and meta["confine"]["max_processes"] == Confinement().max_processes
+    assert meta["agent"] == agent and meta["harness"] is None
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("trajforge-run-")] == []

@@ -14,7 +14,7 @@ progress).
 from __future__ import annotations
 
 from trajforge.agent_programs.confine import Confinement, RunSetup
-from trajforge.agent_programs.harnesses import HARNESSES, harness
+from trajforge.agent_programs.harnesses import HARNESSES, collected_program, harness
 from trajforge.agent_programs.program import AgentExit, AgentLauncher, agent_argv, launch_here
 from trajforge.agent_programs.runner import AgentRunner, agent_runners
 
@@ -27,6 +27,7 @@ __all__ = [
     "RunSetup",
     "agent_argv",
     "agent_runners",
+    "collected_program",
     "harness",
     "launch_here",
 ]

@@ -155,9 +155,11 @@ def confined(
 ) -> AgentLauncher:
     """``launch`` with every run confined (module docstring) and set up by ``setup``.
 
-    Raises (at a run):
-        SandboxUnavailableError: bubblewrap cannot run here; the run is not started unconfined.
+    Raises:
+        SandboxUnavailableError: bubblewrap cannot run here (said now, naming why, rather than
+            at every run; no run is ever started unconfined).
     """
+    sandbox_argv(["/bin/true"], confinement.sandbox())
 
     async def launch_confined(
         argv: list[str], env: Mapping[str, str], stdin: str, timeout_s: float | None

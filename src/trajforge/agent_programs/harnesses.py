@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from trajforge.agent_programs.confine import HOME, WORKSPACE, RunSetup, Setup
+from trajforge.agent_programs.confine import HOME, WORKSPACE, Confinement, RunSetup, Setup
 from trajforge.errors import ConfigError
 
 NPM_BIN = Path(".npm-peers") / "node_modules" / ".bin"
@@ -103,3 +104,24 @@ def harness(name: str) -> tuple[Path, Path, Setup]:
     binary = Path(found).resolve()
     installed = next((p for p in binary.parents if p.name == "node_modules"), binary.parent)
     return Path(found).absolute(), installed, recipe
+
+
+def collected_program(
+    agent: str | None, harness_name: str | None, confinement: Confinement | None
+) -> tuple[str, Confinement | None, Setup | None]:
+    """What a collection runs: the command ``agent`` (confined where ``confinement`` is given),
+    or the harness ``harness_name``, always confined (by default where none is given), its
+    install folder readable; and the setup of each of its runs.
+
+    Raises:
+        ConfigError: both or neither of ``agent`` and ``harness_name``, or as ``harness``.
+    """
+    if (agent is None) == (harness_name is None):
+        raise ConfigError("collect: give --agent COMMAND or --harness NAME (one of them)")
+    if harness_name is None:
+        assert agent is not None
+        return agent, confinement, None
+    binary, installed, recipe = harness(harness_name)
+    confine = confinement or Confinement()
+    confine = confine.model_copy(update={"read_only": [*confine.read_only, installed]})
+    return shlex.quote(str(binary)), confine, recipe
