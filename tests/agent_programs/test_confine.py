@@ -99,6 +99,7 @@ def test_every_attack_is_contained_and_the_run_recorded(
     listener: tuple[int, list[object]],
     processes_with: Callable[[str], list[int]],
 ) -> None:
+    tokenizer = load_tokenizer()  # before HOME moves: its cache is under the user's home
     home, outside, runs = tmp_path / "home", tmp_path / "outside", tmp_path / "runs"
     for folder in (home / ".ssh", outside, runs):
         folder.mkdir(parents=True)
@@ -110,7 +111,7 @@ def test_every_attack_is_contained_and_the_run_recorded(
     port, accepted = listener
     marker = f"trajforge-test-{uuid.uuid4().hex}"
     commands = attacks(home, outside, runs, port, marker)
-    policy = ScriptedPolicy(attacker(commands), load_tokenizer(), name=MODEL)
+    policy = ScriptedPolicy(attacker(commands), tokenizer, name=MODEL)
     spec = RolloutSpec(
         tasks=[Task(id="attack", prompt="Try everything.")],
         n=2,
