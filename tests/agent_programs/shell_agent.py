@@ -19,9 +19,7 @@ def call(url: str, body: dict) -> dict:
 
 def run(command: str) -> str:
     try:
-        done = subprocess.run(
-            ["bash", "-c", command], capture_output=True, text=True, timeout=20
-        )
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"could not run: {exc}"
     return f"exit {done.returncode}\n{done.stdout}{done.stderr}"

@@ -79,7 +79,7 @@ def attacks(home: Path, outside: Path, runs: Path, port: int, marker: str) -> li
         "env",
         f"echo pwned > {outside}/pwned.txt; ls {runs}; echo mine > mine.txt && cat mine.txt",
         f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo reached; exec 4<>/dev/tcp/1.1.1.1/80 && echo out",
-        f"python3 -c \"{fork_forever}\"",
+        f'python3 -c "{fork_forever}"',
     ]
 
 
@@ -121,7 +121,9 @@ def test_every_attack_is_contained_and_the_run_recorded(
         store=tmp_path / "runs.db",
     )
     runner = AgentRunner(
-        AGENT, gateway=Gateway(policy, None, run_id=""), confine=Confinement(max_processes=PROCESSES)
+        AGENT,
+        gateway=Gateway(policy, None, run_id=""),
+        confine=Confinement(max_processes=PROCESSES),
     )
     trajectories = run_rollout(spec, runner=runner)
 

@@ -173,8 +173,16 @@ def confined(
         try:
             inside = {**told, **extra.env, "HOME": HOME, "TMPDIR": "/tmp"}
             socket = f"{_SOCKET_DIR}/{_SOCKET}"
-            forwarded = [sys.executable, "-I", "-c", FORWARDER, str(port), socket, *command,
-                         *extra.args]
+            forwarded = [
+                sys.executable,
+                "-I",
+                "-c",
+                FORWARDER,
+                str(port),
+                socket,
+                *command,
+                *extra.args,
+            ]
             bwrap = sandbox_argv(
                 forwarded,
                 confinement.sandbox(),

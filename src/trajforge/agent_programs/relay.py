@@ -92,19 +92,20 @@ def _bound(socket_path: Path) -> socket.socket:
 async def unix_relay(socket_path: Path, host: str, port: int) -> AsyncIterator[None]:
     """A unix socket at ``socket_path``, open to any uid (only the sandbox it is bound into
     sees it), whose every connection is forwarded to ``host:port`` while the block runs."""
-    tasks: set[asyncio.Task[None]] = set()
+    tasks: set[asyncio.Task[object]] = set()
 
     async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None, "a connection is handled in a task"
+        tasks.add(task)  # its connections end with the run, not whenever the gateway ends them
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
         except OSError:
             writer.close()
             return
-        both = asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
-        task = asyncio.ensure_future(both)
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        await task
+        finally:
+            task.add_done_callback(tasks.discard)
+        await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
 
     server = await asyncio.start_unix_server(forward, sock=_bound(socket_path))
     try:
