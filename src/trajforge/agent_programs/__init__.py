@@ -7,7 +7,8 @@ progress).
   task, its exit, its printed reward; ``launch_here`` runs it in this process tree;
 - ``runner`` — ``AgentRunner``, the ``EpisodeRunner`` that plays each episode as one run;
 - ``confine`` — runs confined in the bubblewrap sandbox, in folders of their own; ``relay``
-  — the gateway's one address inside; ``harnesses`` — Claude Code, Codex and opencode recipes;
+  and ``forwarder`` — the gateway's one address inside; ``harnesses`` — Claude Code, Codex
+  and opencode recipes;
 - ``ray_launch`` — the programs as Ray tasks (imports ray; loaded only for ``ray``).
 """
 

@@ -121,7 +121,7 @@ def _read_only_mounts(argv: list[str], confinement: Confinement) -> tuple[list[s
     for path in seen:
         if not path.exists():
             raise ConfigError(f"confine.read_only: {path} does not exist")
-    mounts = [Mount(p, str(p)) for p in dict.fromkeys(seen)]
+    mounts = [Mount(p, str(p)) for p in dict.fromkeys([*seen, FORWARDER])]
     return command, mounts
 
 
@@ -176,8 +176,7 @@ def confined(
             forwarded = [
                 sys.executable,
                 "-I",
-                "-c",
-                FORWARDER,
+                str(FORWARDER),
                 str(port),
                 socket,
                 *command,
