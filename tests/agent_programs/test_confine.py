@@ -169,3 +169,22 @@ def test_collect_confines_its_runs_and_records_how(
     assert meta is not None and meta["confine"]["max_processes"] == Confinement().max_processes
     assert meta["agent"] == agent and meta["harness"] is None
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("trajforge-run-")] == []
+
+
+def test_a_confined_run_killed_at_its_timeout_leaves_nothing(
+    gateway: Gateway,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    processes_with: Callable[[str], list[int]],
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    marker = f"trajforge-test-{uuid.uuid4().hex}"
+    spec = RolloutSpec(
+        tasks=[Task(id="hang", prompt="Wait.", data={"hang": marker})],
+        limits=Limits(episode_timeout_s=3),
+    )
+    agent = f"python {Path(__file__).parent / 'agent_program.py'}"
+    (traj,) = run_rollout(spec, runner=AgentRunner(agent, gateway=gateway, confine=Confinement()))
+    assert traj.outcome.status is OutcomeStatus.TIMEOUT
+    assert processes_with(marker) == []
+    assert list(tmp_path.iterdir()) == []
