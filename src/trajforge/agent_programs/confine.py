@@ -125,16 +125,15 @@ def _read_only_mounts(argv: list[str], confinement: Confinement) -> tuple[list[s
     return command, mounts
 
 
-def _run_folder(uid: int | None, files: Mapping[str, str]) -> tuple[Path, list[Mount]]:
-    """A fresh folder for one run: its workspace and home (owned by its uid) with ``files``
-    written in, and the folder of the gateway's socket."""
-    root = Path(tempfile.mkdtemp(prefix="trajforge-run-"))
+def _fill(root: Path, uid: int | None, files: Mapping[str, str]) -> list[Mount]:
+    """The run's workspace and home made in ``root`` (owned by its uid) with ``files`` written
+    in, and the folder of the gateway's socket; the mounts that show them to the run."""
     inside = {WORKSPACE: root / "workspace", HOME: root / "home"}
     for folder in inside.values():
         folder.mkdir()
     for target, text in files.items():
         base = next((b for b in inside if target.startswith(b + "/")), None)
-        if base is None:
+        if base is None or ".." in Path(target).parts:
             raise ConfigError(f"run file {target}: write under {WORKSPACE} or {HOME}")
         path = inside[base] / target.removeprefix(base + "/")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,7 +146,7 @@ def _run_folder(uid: int | None, files: Mapping[str, str]) -> tuple[Path, list[M
     mounts = [Mount(inside[WORKSPACE], WORKSPACE, writable=True),
               Mount(inside[HOME], HOME, writable=True),
               Mount(root / "socket", _SOCKET_DIR)]  # fmt: skip
-    return root, mounts
+    return mounts
 
 
 def confined(
@@ -169,8 +168,9 @@ def confined(
         extra = setup(told) if setup is not None else RunSetup()
         command, read_only = _read_only_mounts(argv, confinement)
         uid = episode_uid()
-        root, own = _run_folder(uid, extra.files)
+        root = Path(tempfile.mkdtemp(prefix="trajforge-run-"))
         try:
+            own = _fill(root, uid, extra.files)
             inside = {**told, **extra.env, "HOME": HOME, "TMPDIR": "/tmp"}
             socket = f"{_SOCKET_DIR}/{_SOCKET}"
             forwarded = [
