@@ -137,6 +137,7 @@ def test_every_attack_is_contained_and_the_run_recorded(
         assert "HOME=/home/agent" in env and "OPENAI_API_KEY=trajforge" in env
         assert TOKEN not in env and "GITHUB_TOKEN" not in env and str(home) not in env
         assert f"cannot access '{runs}'" in files and files.startswith("exit 0\nmine\n")
+        assert "Connection refused" in network and "Network is unreachable" in network
         assert "reached" not in network and "out" not in network.split()
         refused = forks.split("refused after ")[1]
         assert int(refused.split()[0]) < PROCESSES and "Resource temporarily unavailable" in forks
