@@ -50,6 +50,7 @@ def test_the_opencode_recipe_points_its_config_at_the_session(
     opencode.write_text(STAND_IN)
     opencode.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)  # no .npm-peers here: the stand-in on PATH is the one found
     monkeypatch.setattr(tempfile, "tempdir", str(runs))
     command, confinement, setup = collected_program(None, "opencode", None)
     assert command == str(opencode) and confinement is not None
