@@ -30,9 +30,12 @@ from peft import PeftModel
 
 from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.policy.base import ChatSession, Completion, FinishReason, SamplingParams, TokenSink
+from trajforge.policy.engine.adapter_bank import AdapterBank
 from trajforge.policy.engine.decode_weights import forget_decode_weights
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest, completion_of
 from trajforge.policy.engine.hf_engine import DecodeEngine
+from trajforge.policy.engine.lora import LoraAdapter
+from trajforge.policy.engine.lora import load_adapter as load_lora
 from trajforge.policy.engine.prefix_cache import PrefixCache
 from trajforge.policy.engine.sampling import UniformStream
 from trajforge.policy.renderer import ToolProtocol
@@ -73,6 +76,8 @@ class HFPolicy(TokenPolicy):
         share_prefixes: prefill once what prompts admitted together begin with (a system
             prompt, a group's task), each prompt then only the rest; False prefills every
             prompt whole (``engine.shared_prefix``).
+        adapter_cache_mb: memory for the LoRA adapters served by name (``add_adapter``),
+            least recently used dropped first beyond it (``engine.adapter_bank``).
     """
 
     name = "hf"
@@ -92,6 +97,7 @@ class HFPolicy(TokenPolicy):
         prefix_cache_mb: float = 1024,
         lean_decode: bool = True,
         share_prefixes: bool = True,
+        adapter_cache_mb: float = 512,
     ) -> None:
         super().__init__(tokenizer, tool_protocol=tool_protocol, parser=parser, name=name)
         if max_batch_size < 1:
@@ -117,6 +123,7 @@ class HFPolicy(TokenPolicy):
             self.prefix_cache,
             lean_decode=lean_decode,
             share_prefixes=share_prefixes,
+            adapters=AdapterBank(int(adapter_cache_mb * 2**20), self._load_lora),
         )
         self._cond = threading.Condition()
         self._pending: deque[GenerationRequest] = deque()
@@ -151,7 +158,21 @@ class HFPolicy(TokenPolicy):
     ) -> Completion:
         """Sample a continuation of ``prompt_ids`` in the shared batch; ``on_token`` gets each
         id as the decode step that sampled it ends."""
+        return await self.generate_with_adapter(None, prompt_ids, sampling, on_token=on_token)
+
+    async def generate_with_adapter(
+        self,
+        adapter: str | None,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        on_token: TokenSink | None = None,
+    ) -> Completion:
+        """``generate`` with the LoRA adapter named ``adapter`` (``add_adapter``; None: the
+        base weights), in the same batch as every other adapter's rows."""
         room = self.room_after(prompt_ids, sampling)
+        if adapter is not None:
+            self.adapters.check(adapter)
         if sampling.max_new_tokens == 0:
             return Completion(token_ids=[], logprobs=[], text="", finish_reason=FinishReason.LENGTH)
         loop = asyncio.get_running_loop()
@@ -169,6 +190,7 @@ class HFPolicy(TokenPolicy):
             deliver=deliver,
             is_cancelled=future.cancelled,
             on_token=None if on_token is None else _on_loop(loop, on_token),
+            adapter_name=adapter,
         )
         with self._cond:
             self._ensure_worker()
@@ -261,6 +283,40 @@ class HFPolicy(TokenPolicy):
                 self.weights_version += 1
                 self._drop_adapter()
 
+    @property
+    def adapters(self) -> AdapterBank:
+        """The LoRA adapters served by name, each row decoding with its own."""
+        assert self._engine.adapters is not None
+        return self._engine.adapters
+
+    @property
+    def serves_adapters(self) -> bool:
+        """Whether ``add_adapter`` works: the model runs on the lean forward."""
+        return self._engine.serves_adapters
+
+    def add_adapter(self, name: str, path: str | Path) -> None:
+        """Serve the PEFT LoRA adapter saved in ``path`` as ``name`` (replacing what ``name``
+        was), beside the base weights and the other adapters: requests naming it decode with
+        it, in the same batch as everyone else's. Requests under way keep what they started
+        with."""
+        if not self.serves_adapters:
+            raise ConfigError(
+                f"add_adapter: {type(self.model).__name__} serves no adapters by name (they "
+                "need a Llama-architecture model on the lean forward)"
+            )
+        self.adapters.register(name, Path(path))
+        with self._cond:
+            self.weights_version += 1
+
+    def remove_adapter(self, name: str) -> None:
+        """Stop serving ``name``; requests under way finish with it."""
+        self.adapters.remove(name)
+        with self._cond:
+            self.weights_version += 1
+
+    def _load_lora(self, name: str, folder: Path, key: int | None) -> LoraAdapter:
+        return load_lora(name, folder, self._base_model(), self._engine.device, key)
+
     def _base_model(self) -> Any:
         get_base = getattr(self.model, "get_base_model", None)
         return get_base() if callable(get_base) else self.model
@@ -323,13 +379,7 @@ class HFPolicy(TokenPolicy):
                     self._abandon(GenerationError("the policy was closed"))
                     return
                 self._drop_ended()
-                admitted: list[GenerationRequest] = []
-                if self._pausers == 0:
-                    while self._pending and len(self._engine) + len(admitted) < self.max_batch_size:
-                        request = self._pending.popleft()
-                        if not request.is_cancelled():
-                            request.weights_version = self.weights_version
-                            admitted.append(request)
+                admitted = self._admit_pending() if self._pausers == 0 else []
                 self._live = len(self._engine) + len(admitted)
             try:
                 with torch.inference_mode():
@@ -338,6 +388,7 @@ class HFPolicy(TokenPolicy):
                 failed = self._engine.fail_all()
                 failed += [r for r in admitted if r not in failed]
                 for request in failed:
+                    self._engine.release(request)
                     request.deliver(exc)
                 finished = []
             for request in finished:
@@ -348,6 +399,26 @@ class HFPolicy(TokenPolicy):
                 if not self._live:
                     self._set_idle()
                     self._cond.notify_all()
+
+    def _admit_pending(self) -> list[GenerationRequest]:
+        """Waiting requests that join the batch now (holding ``_cond``), in order, up to
+        ``max_batch_size`` live rows. One whose adapter has no room yet stops the line (so
+        admission stays in order); one whose adapter is no longer served fails."""
+        admitted: list[GenerationRequest] = []
+        while self._pending and len(self._engine) + len(admitted) < self.max_batch_size:
+            request = self._pending[0]
+            if not request.is_cancelled():
+                try:
+                    if not self._engine.reserve(request):
+                        break
+                except ConfigError as exc:
+                    self._pending.popleft()
+                    request.deliver(exc)
+                    continue
+                request.weights_version = self.weights_version
+                admitted.append(request)
+            self._pending.popleft()
+        return admitted
 
     def _admissible(self) -> bool:
         return bool(self._pending) and self._pausers == 0
