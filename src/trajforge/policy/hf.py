@@ -308,6 +308,10 @@ class HFPolicy(TokenPolicy):
         with self._cond:
             self.weights_version += 1
 
+    def adapter_names(self) -> list[str]:
+        """The adapters served by name, in the order they were added."""
+        return self.adapters.names()
+
     def remove_adapter(self, name: str) -> None:
         """Stop serving ``name``; requests under way finish with it."""
         self.adapters.remove(name)
