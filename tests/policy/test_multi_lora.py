@@ -17,6 +17,7 @@ from trajforge.policy.base import Completion, SamplingParams
 from trajforge.policy.engine.adapter_bank import AdapterBank, UnknownAdapter
 from trajforge.policy.engine.lora import load_adapter
 from trajforge.policy.hf import HFPolicy
+from trajforge.policy.models.embedded import load_embedded
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=10)
@@ -168,3 +169,44 @@ def test_unknown_adapters_and_unsupported_models_are_refused(
     model, tok = tiny_model_and_tokenizer(seed=0)
     with pytest.raises(ConfigError, match="serves no adapters by name"):
         HFPolicy(model, tok, lean_decode=False).add_adapter("qv", folders["qv"])
+
+
+@pytest.mark.slow
+def test_smollm2_mixed_batch_matches_each_adapter_alone(tmp_path: Path) -> None:
+    model, tok = load_embedded()
+    config = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear")
+    wrapped = get_peft_model(model, config)
+    folders = {}
+    with torch.no_grad():
+        for seed in range(3):
+            for name, param in wrapped.named_parameters():
+                if "lora_" in name:
+                    param.normal_(0, 0.05, generator=torch.Generator().manual_seed(seed))
+            folders[f"a{seed}"] = tmp_path / f"a{seed}"
+            wrapped.save_pretrained(folders[f"a{seed}"])
+    base = wrapped.unload()
+    questions = ["What is 17 * 23?", "Name a prime number.", "Say hello."]
+    prompts = [
+        tok.encode(
+            tok.apply_chat_template(
+                [{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False
+            ),
+            add_special_tokens=False,
+        )
+        for q in questions
+    ]
+    jobs = [(p, a) for p in prompts for a in [None, *folders]]
+
+    def policy(**kwargs: Any) -> HFPolicy:
+        served = HFPolicy(base, tok, **kwargs)
+        for name, folder in folders.items():
+            served.add_adapter(name, folder)
+        return served
+
+    mixed = asyncio.run(_generate(policy(), jobs, together=True))
+    alone = asyncio.run(_generate(policy(max_batch_size=1), jobs, together=False))
+    _assert_same(mixed, alone)
+    base_tokens = [c.token_ids for c, (_, a) in zip(mixed, jobs, strict=True) if a is None]
+    for name in folders:
+        own = [c.token_ids for c, (_, a) in zip(mixed, jobs, strict=True) if a == name]
+        assert own != base_tokens
