@@ -186,15 +186,7 @@ def test_smollm2_mixed_batch_matches_each_adapter_alone(tmp_path: Path) -> None:
             wrapped.save_pretrained(folders[f"a{seed}"])
     base = wrapped.unload()
     questions = ["What is 17 * 23?", "Name a prime number.", "Say hello."]
-    prompts = [
-        tok.encode(
-            tok.apply_chat_template(
-                [{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False
-            ),
-            add_special_tokens=False,
-        )
-        for q in questions
-    ]
+    prompts = [tok.encode(f"Question: {q}\nAnswer:") for q in questions]
     jobs = [(p, a) for p in prompts for a in [None, *folders]]
 
     def policy(**kwargs: Any) -> HFPolicy:

@@ -13,7 +13,7 @@ a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,7 +32,7 @@ from trajforge.policy.engine.llama_decode import (
 from trajforge.policy.engine.prefill import Prefill, build_prefill, length_groups
 from trajforge.policy.engine.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.engine.sampling import sample_tokens, step_uniforms
-from trajforge.policy.engine.shared_prefix import prefill_shared
+from trajforge.policy.engine.shared_prefix import share_prefixes
 
 if TYPE_CHECKING:
     from trajforge.policy.engine.kv_cache import RowCache
@@ -175,34 +175,10 @@ class DecodeEngine:
 
     def _share_prefixes(self, requests: list[GenerationRequest], layers: int) -> None:
         """Prefill once what prompts admitted together begin with (``shared_prefix``); each
-        then prefills only the rest. Prompts that continue a cached sequence keep that. Only
-        prompts under the same adapter share: their keys and values are that adapter's."""
-        by_adapter: dict[int, list[GenerationRequest]] = {}
-        for request in requests:
-            if request.prefix is None:
-                by_adapter.setdefault(request.adapter_key, []).append(request)
-        for fresh in by_adapter.values():
-            if len(fresh) < 2:
-                continue
-            entries, computed = prefill_shared(
-                [r.prompt_ids for r in fresh], layers, self.device, self._prefill_under(fresh[0])
-            )
-            for request, entry in zip(fresh, entries, strict=True):
-                request.prefix = entry
-            self.stats.prefill_tokens += computed
-            self.stats.shared_prefill_tokens += computed
-
-    def _prefill_under(
-        self, request: GenerationRequest
-    ) -> Callable[[ForwardGroup, torch.Tensor], None]:
-        """``_prefill_only`` with every row under ``request``'s adapter."""
-
-        def forward(group: ForwardGroup, mask: torch.Tensor) -> None:
-            if request.adapter is not None:
-                group.adapters = [request.adapter] * group.ids.shape[0]
-            self._prefill_only(group, mask)
-
-        return forward
+        then prefills only the rest. Prompts that continue a cached sequence keep that."""
+        computed = share_prefixes(requests, layers, self.device, self._prefill_only)
+        self.stats.prefill_tokens += computed
+        self.stats.shared_prefill_tokens += computed
 
     def _prefill_only(self, group: ForwardGroup, mask: torch.Tensor) -> None:
         """Run ``group`` through the model for its cache alone."""
