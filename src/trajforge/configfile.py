@@ -97,6 +97,22 @@ def first_problem(exc: ValidationError, whole: str) -> tuple[str, str]:
     return ".".join(str(p) for p in err["loc"]) or whole, err["msg"]
 
 
+def validated(cls: type[ModelT], data: Any, where: str, whole: str) -> ModelT:
+    """``cls`` built from ``data``, or a ``ConfigError`` naming ``where`` and the first problem's
+    field (``whole`` where the problem is the whole value)."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        field_path, msg = first_problem(exc, whole)
+    # Raised outside the except block so that --debug shows no pydantic traceback behind it.
+    raise ConfigError(f"{where}: {field_path}: {msg}")
+
+
+def repeated(names: Sequence[str]) -> list[str]:
+    """The names given more than once, sorted."""
+    return sorted({n for n in names if names.count(n) > 1})
+
+
 def unknown_key_message(key: str, valid: Sequence[str]) -> str:
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""

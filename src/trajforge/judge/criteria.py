@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trajforge.configfile import first_problem
+from trajforge.configfile import validated
 from trajforge.errors import ConfigError
 
 CRITERIA_DIR = Path(__file__).with_name("builtin_criteria")
@@ -66,8 +66,4 @@ def load_criteria(name_or_path: str | Path = "agentrewardbench") -> JudgeCriteri
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
-    try:
-        return JudgeCriteria.model_validate(data)
-    except ValidationError as exc:
-        loc, msg = first_problem(exc, "(top level)")
-        raise ConfigError(f"{path}: {loc}: {msg}") from None
+    return validated(JudgeCriteria, data, str(path), "(top level)")

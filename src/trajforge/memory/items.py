@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from trajforge.configfile import first_problem
+from trajforge.configfile import validated
 from trajforge.errors import ConfigError
 
 
@@ -52,11 +52,7 @@ def _item(path: Path, lineno: int, line: str) -> MemoryItem:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}: not a memory item (invalid JSON: {exc.msg})") from None
-    try:
-        return MemoryItem.model_validate(data)
-    except ValidationError as exc:
-        field, msg = first_problem(exc, "item")
-        raise ConfigError(f"{where}: {field}: {msg}") from None
+    return validated(MemoryItem, data, where, "item")
 
 
 def read_memory(path: Path) -> list[MemoryItem]:

@@ -10,7 +10,14 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr, field_validator
 
-from trajforge.configfile import KeyPath, Origin, apply_overrides, read_yaml, validate
+from trajforge.configfile import (
+    KeyPath,
+    Origin,
+    apply_overrides,
+    read_yaml,
+    repeated,
+    validate,
+)
 from trajforge.distributed import RayOptions
 from trajforge.envs import get_env
 from trajforge.errors import ConfigError
@@ -103,7 +110,7 @@ class Experiment(StrictModel):
     @classmethod
     def _stage_references(cls, stages: list[Stage]) -> list[Stage]:
         names = [s.name for s in stages]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = repeated(names)
         if dupes:
             raise ValueError(f"stage names must be unique, repeated: {', '.join(dupes)}")
         for i, s in enumerate(stages):

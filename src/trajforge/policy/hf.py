@@ -1,10 +1,10 @@
 """``HFPolicy``: a transformers causal LM with dynamic, continuous batching.
 
 Every ``generate`` call from any number of concurrent episodes goes into one queue. A worker
-thread owns the model: between two decode steps it admits whatever is waiting (up to
-``max_batch_size`` live sequences), prefills those prompts together and appends them to the
-running batch; finished sequences leave the batch at once. The event loop never runs the model,
-so it keeps serving tool calls while the model computes.
+thread owns the model (``hf_worker.BatchWorker``): between two decode steps it admits whatever
+is waiting (up to ``max_batch_size`` live sequences), prefills those prompts together and
+appends them to the running batch; finished sequences leave the batch at once. The event loop
+never runs the model, so it keeps serving tool calls while the model computes.
 
 Logprobs: each sampled token's ``log_softmax(logits / temperature)`` over the full vocabulary
 (temperature 1 when greedy, before top-p truncation): the log-probability an RL trainer
@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
-from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,16 +26,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 from peft import PeftModel
 
-from trajforge.errors import ConfigError, TrajforgeError
+from trajforge.errors import ConfigError
 from trajforge.policy.base import ChatSession, Completion, FinishReason, SamplingParams, TokenSink
 from trajforge.policy.engine.adapter_bank import AdapterBank
 from trajforge.policy.engine.decode_weights import forget_decode_weights
-from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest, completion_of
+from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest
 from trajforge.policy.engine.hf_engine import DecodeEngine
 from trajforge.policy.engine.lora import LoraAdapter
 from trajforge.policy.engine.lora import load_adapter as load_lora
 from trajforge.policy.engine.prefix_cache import PrefixCache
 from trajforge.policy.engine.sampling import UniformStream
+from trajforge.policy.hf_worker import BatchWorker, GenerationError
 from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.session import RenderedSession
 from trajforge.policy.token_policy import TokenPolicy
@@ -47,10 +46,6 @@ from trajforge.schema import Message
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
-
-
-class GenerationError(TrajforgeError):
-    """A generation request cannot be served (bad prompt, context full, policy closed)."""
 
 
 class HFPolicy(TokenPolicy):
@@ -125,16 +120,7 @@ class HFPolicy(TokenPolicy):
             share_prefixes=share_prefixes,
             adapters=AdapterBank(int(adapter_cache_mb * 2**20), self._load_lora),
         )
-        self._cond = threading.Condition()
-        self._pending: deque[GenerationRequest] = deque()
-        self._ended: list[list[int]] = []
-        """Finished conversations' tokens, whose cache entries the worker drops (it alone
-        touches the cache while a step runs)."""
-        self._live = 0
-        self._pausers = 0
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self._restore_training = False
+        self._worker = BatchWorker(self._engine, max_batch_size, lambda: self.weights_version)
         self._adapter_serial = 0
         self.weights_version = 0
         """Counts weight changes (``set_weights``, adapters); each completion records it."""
@@ -156,9 +142,10 @@ class HFPolicy(TokenPolicy):
         messages: Sequence[Message] | None = None,
         on_token: TokenSink | None = None,
     ) -> Completion:
-        """Sample a continuation of ``prompt_ids`` in the shared batch; ``on_token`` gets each
-        id as the decode step that sampled it ends."""
-        return await self.generate_with_adapter(None, prompt_ids, sampling, on_token=on_token)
+        """Sample a continuation of ``prompt_ids`` (checked first: ``room_after``);
+        ``on_token`` gets each id as it is sampled. ``messages`` is the same context as
+        messages (a vision model's images are in them)."""
+        return await self._generate(None, prompt_ids, sampling, messages, on_token)
 
     async def generate_with_adapter(
         self,
@@ -170,11 +157,47 @@ class HFPolicy(TokenPolicy):
     ) -> Completion:
         """``generate`` with the LoRA adapter named ``adapter`` (``add_adapter``; None: the
         base weights), in the same batch as every other adapter's rows."""
+        return await self._generate(adapter, prompt_ids, sampling, None, on_token)
+
+    async def _generate(
+        self,
+        adapter: str | None,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        messages: Sequence[Message] | None,
+        on_token: TokenSink | None,
+    ) -> Completion:
         room = self.room_after(prompt_ids, sampling)
         if adapter is not None:
             self.adapters.check(adapter)
         if sampling.max_new_tokens == 0:
             return Completion(token_ids=[], logprobs=[], text="", finish_reason=FinishReason.LENGTH)
+        max_new_tokens = min(sampling.max_new_tokens, room)
+        if adapter is None:
+            return await self._sample(prompt_ids, sampling, max_new_tokens, messages, on_token)
+        return await self._batched(prompt_ids, sampling, max_new_tokens, on_token, adapter)
+
+    async def _sample(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        max_new_tokens: int,
+        messages: Sequence[Message] | None,
+        on_token: TokenSink | None,
+    ) -> Completion:
+        """Up to ``max_new_tokens`` sampled in the shared batch, each id handed to ``on_token``
+        as the decode step that sampled it ends."""
+        return await self._batched(prompt_ids, sampling, max_new_tokens, on_token, None)
+
+    async def _batched(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        max_new_tokens: int,
+        on_token: TokenSink | None,
+        adapter: str | None,
+    ) -> Completion:
+        """``_sample`` under ``adapter`` (None: the base weights)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Completion] = loop.create_future()
 
@@ -185,19 +208,14 @@ class HFPolicy(TokenPolicy):
         request = GenerationRequest(
             prompt_ids=list(prompt_ids),
             sampling=sampling,
-            max_new_tokens=min(sampling.max_new_tokens, room),
+            max_new_tokens=max_new_tokens,
             uniforms=UniformStream.seeded(sampling.seed, self._engine.device),
             deliver=deliver,
             is_cancelled=future.cancelled,
             on_token=None if on_token is None else _on_loop(loop, on_token),
             adapter_name=adapter,
         )
-        with self._cond:
-            self._ensure_worker()
-            self._pending.append(request)
-            if self.prefix_cache is not None:
-                self.prefix_cache.expect_outstanding(len(self._pending) + self._live)
-            self._cond.notify_all()
+        self._worker.submit(request)
         return await future
 
     def room_after(self, prompt_ids: list[int], sampling: SamplingParams) -> int:
@@ -237,7 +255,7 @@ class HFPolicy(TokenPolicy):
         and holds new ones back meanwhile, so no sequence mixes two sets of weights. Removes
         a loaded adapter first. Passing the policy's own model only synchronises
         (and forgets reused keys and values, which the old weights computed)."""
-        with self._paused():
+        with self._worker.paused():
             self.weights_version += 1
             if weights is self.model or weights is self._base_model():
                 self._forget_states()
@@ -261,7 +279,7 @@ class HFPolicy(TokenPolicy):
         folder = Path(path)
         if not (folder / "adapter_config.json").is_file():
             raise ConfigError(f"load_adapter: {folder} has no adapter_config.json")
-        with self._paused():
+        with self._worker.paused():
             self.weights_version += 1
             self._adapter_serial += 1
             name = f"trajforge_{self._adapter_serial}"
@@ -278,7 +296,7 @@ class HFPolicy(TokenPolicy):
 
     def unload_adapter(self) -> None:
         """Go back to the base weights, between generations like ``set_weights``."""
-        with self._paused():
+        with self._worker.paused():
             if isinstance(self.model, PeftModel):
                 self.weights_version += 1
                 self._drop_adapter()
@@ -305,8 +323,7 @@ class HFPolicy(TokenPolicy):
                 "need a Llama-architecture model on the lean forward)"
             )
         self.adapters.register(name, Path(path))
-        with self._cond:
-            self.weights_version += 1
+        self.weights_version += 1
 
     def adapter_names(self) -> list[str]:
         """The adapters served by name, in the order they were added."""
@@ -315,8 +332,7 @@ class HFPolicy(TokenPolicy):
     def remove_adapter(self, name: str) -> None:
         """Stop serving ``name``; requests under way finish with it."""
         self.adapters.remove(name)
-        with self._cond:
-            self.weights_version += 1
+        self.weights_version += 1
 
     def _load_lora(self, name: str, folder: Path, key: int | None) -> LoraAdapter:
         return load_lora(name, folder, self._base_model(), self._engine.device, key)
@@ -334,17 +350,7 @@ class HFPolicy(TokenPolicy):
     def end_session(self, session: ChatSession) -> None:
         if self.prefix_cache is None or not isinstance(session, RenderedSession):
             return
-        with self._cond:
-            self._ended.append(session.token_ids())
-            if not self._live:
-                self._drop_ended()
-
-    def _drop_ended(self) -> None:
-        """Drop the ended conversations' cache entries (holding ``_cond``, no step running)."""
-        if self.prefix_cache is not None:
-            for tokens in self._ended:
-                self.prefix_cache.discard(tokens)
-        self._ended.clear()
+        self._worker.end(session.token_ids())
 
     def _forget_states(self) -> None:
         """Reused keys and values, and the decoder's fused weights, belong to the old weights
@@ -353,116 +359,10 @@ class HFPolicy(TokenPolicy):
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
 
-    @contextlib.contextmanager
-    def _paused(self) -> Iterator[None]:
-        """Hold admissions and wait until no sequence is in flight."""
-        with self._cond:
-            self._pausers += 1
-            try:
-                while self._live:
-                    self._cond.wait()
-                yield
-            finally:
-                self._pausers -= 1
-                self._cond.notify_all()
-
-    # --- worker ---------------------------------------------------------------------------
-
-    def _ensure_worker(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._stopping = False
-            self._thread = threading.Thread(target=self._work, name="trajforge-hf", daemon=True)
-            self._thread.start()
-
-    def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopping and not self._live and not self._admissible():
-                    self._cond.wait()
-                if self._stopping:
-                    self._abandon(GenerationError("the policy was closed"))
-                    return
-                self._drop_ended()
-                admitted = self._admit_pending() if self._pausers == 0 else []
-                self._live = len(self._engine) + len(admitted)
-            try:
-                with torch.inference_mode():
-                    finished = self._advance(admitted)
-            except Exception as exc:  # reported to every waiting caller
-                failed = self._engine.fail_all()
-                failed += [r for r in admitted if r not in failed]
-                for request in failed:
-                    self._engine.release(request)
-                    request.deliver(exc)
-                finished = []
-            for request in finished:
-                request.deliver(completion_of(request, self.tokenizer, self.eos_ids))
-            with self._cond:
-                self._live = len(self._engine)
-                self._drop_ended()
-                if not self._live:
-                    self._set_idle()
-                    self._cond.notify_all()
-
-    def _admit_pending(self) -> list[GenerationRequest]:
-        """Waiting requests that join the batch now (holding ``_cond``), in order, up to
-        ``max_batch_size`` live rows. One whose adapter has no room yet stops the line (so
-        admission stays in order); one whose adapter is no longer served fails."""
-        admitted: list[GenerationRequest] = []
-        while self._pending and len(self._engine) + len(admitted) < self.max_batch_size:
-            request = self._pending[0]
-            if not request.is_cancelled():
-                try:
-                    if not self._engine.reserve(request):
-                        break
-                except ConfigError as exc:
-                    self._pending.popleft()
-                    request.deliver(exc)
-                    continue
-                request.weights_version = self.weights_version
-                admitted.append(request)
-            self._pending.popleft()
-        return admitted
-
-    def _admissible(self) -> bool:
-        return bool(self._pending) and self._pausers == 0
-
-    def _advance(self, admitted: list[GenerationRequest]) -> list[GenerationRequest]:
-        self._engine.drop_cancelled()
-        if admitted and not len(self._engine):
-            self._set_busy()
-        return self._engine.advance(admitted)
-
-    def _set_busy(self) -> None:
-        self._restore_training = bool(self.model.training)
-        if self._restore_training:
-            self.model.eval()
-
-    def _set_idle(self) -> None:
-        if self._restore_training:
-            self.model.train()
-            self._restore_training = False
-
-    def _abandon(self, error: BaseException) -> None:
-        for request in [*self._engine.fail_all(), *self._pending]:
-            request.deliver(error)
-        self._pending.clear()
-        self._live = 0
-        self._drop_ended()
-        self._set_idle()
-        self._cond.notify_all()
-
     async def close(self) -> None:
         """Stop the worker thread; requests still waiting fail with ``GenerationError``. A
         later ``generate`` starts a new worker."""
-        thread = self._thread
-        if thread is None:
-            return
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        await asyncio.to_thread(thread.join)
-        self._thread = None
+        await self._worker.close()
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, sink: TokenSink) -> TokenSink:

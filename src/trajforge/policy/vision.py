@@ -80,33 +80,22 @@ class VisionPolicy(HFPolicy):
     # images).
     complete = TokenPolicy.complete
 
-    async def generate(
+    async def _sample(
         self,
         prompt_ids: list[int],
         sampling: SamplingParams,
-        *,
-        messages: Sequence[Message] | None = None,
-        on_token: TokenSink | None = None,
+        max_new_tokens: int,
+        messages: Sequence[Message] | None,
+        on_token: TokenSink | None,
     ) -> Completion:
-        """Sample a continuation of ``prompt_ids``, whose image placeholders stand for the
-        images of ``messages`` in order (none when ``messages`` is not given)."""
-        room = self.room_after(prompt_ids, sampling)
-        if sampling.max_new_tokens == 0:
-            return Completion(token_ids=[], logprobs=[], text="", finish_reason=FinishReason.LENGTH)
+        """Up to ``max_new_tokens`` sampled for ``prompt_ids``, whose image placeholders stand
+        for the images of ``messages`` in order (none when ``messages`` is not given)."""
         images = [image for m in messages or () for image in m.images]
-        with self._cond:
-            while self._pausers:
-                self._cond.wait()
-            self._live += 1
+        with self._worker.in_flight():
             version = self.weights_version
-        try:
             completion = await asyncio.to_thread(
-                self._decode, prompt_ids, images, sampling, min(sampling.max_new_tokens, room)
+                self._decode, prompt_ids, images, sampling, max_new_tokens
             )
-        finally:
-            with self._cond:
-                self._live -= 1
-                self._cond.notify_all()
         stream_whole(completion, on_token)
         completion.weights_version = version
         return completion

@@ -66,20 +66,16 @@ def add_messages_routes(
 ) -> None:
     """The Messages API's routes on ``app``, their errors in the API's own shape."""
 
-    def session(request: Request) -> str:
-        """The session a path names (``/sessions/{id}/v1``), else the one ``/v1`` picks."""
-        return str(request.path_params.get("session_id") or session_of(request))
-
     async def messages(request: Request) -> Any:
         try:
             body = await json_body(request)
-            return await messages_call(gateway, session(request), body, dict(request.headers))
+            return await messages_call(gateway, session_of(request), body, dict(request.headers))
         except WireError as exc:
             return JSONResponse(error_body(exc), status_code=exc.status)
 
     async def count(request: Request) -> Any:
         try:
-            return count_call(gateway, session(request), await json_body(request))
+            return count_call(gateway, session_of(request), await json_body(request))
         except WireError as exc:
             return JSONResponse(error_body(exc), status_code=exc.status)
 

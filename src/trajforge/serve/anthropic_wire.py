@@ -39,7 +39,7 @@ from trajforge.serve.wire import (
     parse_body,
     wire_error_of,
 )
-from trajforge.serve.wire_content import content_of, image_from_base64
+from trajforge.serve.wire_content import content_of, image_from_base64, user_turn
 
 TOOL_USE_PREFIX = "toolu_"
 
@@ -300,9 +300,7 @@ def _user(content: str | list[Block], where: str) -> list[Message]:
                 f"{block.type!r}",
                 param=at,
             )
-    if parts:
-        results.append(Message(role=Role.USER, content=content_of(parts)))
-    return results
+    return user_turn(results, parts)
 
 
 def _result_content(block: ToolResultBlock, where: str) -> Content:

@@ -40,6 +40,7 @@ from trajforge.serve.wire import (
 
 SESSION_HEADER = "x-trajforge-session"
 DEFAULT_SESSION = "default"
+ROOTS = ("/v1", "/sessions/{session_id}/v1")
 
 
 class SessionOpen(BaseModel):
@@ -113,55 +114,39 @@ def create_app(gateway: ChatGateway) -> FastAPI:
         return reply
 
     def session_of(request: Request) -> str:
-        return request.headers.get(SESSION_HEADER) or DEFAULT_SESSION
+        """The session a path names (``/sessions/{id}/v1``), else the header's, else the
+        default one."""
+        named = request.path_params.get("session_id")
+        return str(named or request.headers.get(SESSION_HEADER) or DEFAULT_SESSION)
 
-    @app.get("/v1/models")
     async def _models() -> dict[str, Any]:
         return models()
 
-    @app.get("/sessions/{session_id}/v1/models")
-    async def _session_models(session_id: str) -> dict[str, Any]:
-        return models()
-
-    @app.get("/v1/models/{name:path}")
     async def _model_info(name: str) -> dict[str, Any]:
         return model(name)
 
-    @app.get("/sessions/{session_id}/v1/models/{name:path}")
-    async def _session_model_info(session_id: str, name: str) -> dict[str, Any]:
-        return model(name)
-
-    add_messages_routes(app, gateway, json_body, session_of)
-    add_gemini_routes(app, gateway, json_body, session_of)
-
-    @app.post("/v1/chat/completions")
     async def _chat(request: Request) -> Any:
         return await chat(session_of(request), request)
 
-    @app.post("/sessions/{session_id}/v1/chat/completions")
-    async def _session_chat(session_id: str, request: Request) -> Any:
-        return await chat(session_id, request)
-
-    async def responses(session_id: str, request: Request) -> Any:
+    async def _responses(request: Request) -> Any:
+        session_id = session_of(request)
         body = await json_body(request)
         note_client(gateway.recorder, session_id, dict(request.headers))
         return await responses_route(gateway, session_id, body)
 
-    @app.post("/v1/responses")
-    async def _responses(request: Request) -> Any:
-        return await responses(session_of(request), request)
-
-    @app.post("/sessions/{session_id}/v1/responses")
-    async def _session_responses(session_id: str, request: Request) -> Any:
-        return await responses(session_id, request)
-
-    @app.post("/v1/completions")
     async def _completions(request: Request) -> Any:
         return await completions_route(gateway, session_of(request), await json_body(request))
 
-    @app.post("/sessions/{session_id}/v1/completions")
-    async def _session_completions(session_id: str, request: Request) -> Any:
-        return await completions_route(gateway, session_id, await json_body(request))
+    # Every API answers at /v1 (the session from the header) and at a session's own root.
+    for root in ROOTS:
+        app.add_api_route(f"{root}/models", _models, methods=["GET"])
+        app.add_api_route(f"{root}/models/{{name:path}}", _model_info, methods=["GET"])
+    add_messages_routes(app, gateway, json_body, session_of)
+    add_gemini_routes(app, gateway, json_body, session_of)
+    for root in ROOTS:
+        app.add_api_route(f"{root}/chat/completions", _chat, methods=["POST"])
+        app.add_api_route(f"{root}/responses", _responses, methods=["POST"])
+        app.add_api_route(f"{root}/completions", _completions, methods=["POST"])
 
     @app.post("/sessions/{session_id}")
     async def _open(session_id: str, request: Request) -> dict[str, Any]:

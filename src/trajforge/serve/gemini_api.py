@@ -138,28 +138,18 @@ def add_gemini_routes(
         gateway.check_model(model_name(name))
         return model_object(model_name(name))
 
-    for version in VERSIONS:
+    async def _method(target: str, request: Request) -> Any:
+        return await answered(request, lambda: method(session_of(request), target, request))
 
-        @app.post(f"/{version}/models/{{target:path}}")
-        async def _method(target: str, request: Request) -> Any:
-            return await answered(request, lambda: method(session_of(request), target, request))
-
-        @app.post(f"/sessions/{{session_id}}/{version}/models/{{target:path}}")
-        async def _session_method(session_id: str, target: str, request: Request) -> Any:
-            return await answered(request, lambda: method(session_id, target, request))
-
-    @app.get(f"/{VERSION}/models")
     async def _models(request: Request) -> Any:
         return await answered(request, models)
 
-    @app.get(f"/sessions/{{session_id}}/{VERSION}/models")
-    async def _session_models(session_id: str, request: Request) -> Any:
-        return await answered(request, models)
-
-    @app.get(f"/{VERSION}/models/{{name:path}}")
     async def _model(name: str, request: Request) -> Any:
         return await answered(request, lambda: one(name))
 
-    @app.get(f"/sessions/{{session_id}}/{VERSION}/models/{{name:path}}")
-    async def _session_model(session_id: str, name: str, request: Request) -> Any:
-        return await answered(request, lambda: one(name))
+    # At the API's own root (the session from the header) and at a session's.
+    for root in ("", "/sessions/{session_id}"):
+        for version in VERSIONS:
+            app.add_api_route(f"{root}/{version}/models/{{target:path}}", _method, methods=["POST"])
+        app.add_api_route(f"{root}/{VERSION}/models", _models, methods=["GET"])
+        app.add_api_route(f"{root}/{VERSION}/models/{{name:path}}", _model, methods=["GET"])

@@ -33,7 +33,7 @@ from trajforge.serve.wire import (
     parse_body,
     wire_error_of,
 )
-from trajforge.serve.wire_content import content_of, image_from_base64
+from trajforge.serve.wire_content import image_from_base64, user_turn
 
 GENERATION_UNSUPPORTED: Unsupported = {
     **{to_camel(k): v for k, v in SAMPLING_UNSUPPORTED.items() if k != "logit_bias"},
@@ -274,9 +274,7 @@ def _user_turn(parts: list[PartIn], where: str, before: Message | None) -> list[
                 f"{_kind(part)}",
                 param=at,
             )
-    if content:
-        results.append(Message(role=Role.USER, content=content_of(content)))
-    return results
+    return user_turn(results, content)
 
 
 def _answered(calls: list[ToolCall], response: FunctionResponseIn, where: str) -> ToolCall:

@@ -26,7 +26,6 @@ store already; a call continuing a forgotten trajectory starts a new one.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -43,20 +42,24 @@ from trajforge.schema import (
     Message,
     Outcome,
     OutcomeStatus,
-    Role,
     Score,
     Task,
     ToolSpec,
     Trajectory,
-    Usage,
 )
 from trajforge.serve.continuation import (
     SPLIT_INTO,
     exactness_of,
     split_at_break,
-    unanswered_calls,
 )
-from trajforge.serve.recording import GatewaySession, Recording, StartConversation, told
+from trajforge.serve.recording import (
+    GatewaySession,
+    Recording,
+    StartConversation,
+    recorded,
+    recorded_nothing,
+    told,
+)
 from trajforge.serve.wire import WireError
 from trajforge.store import TrajectoryStore
 
@@ -315,87 +318,15 @@ class Recorder:
         """The session's trajectories; a session that made no call has one, empty, so that
         every agent run is accounted for."""
         if not session.recordings:
-            return [self._empty(session)]
+            return [recorded_nothing(session, self._run_id(session), self.model, self.env)]
         return [self.trajectory(session, r) for r in session.recordings]
-
-    def _task(self, session: GatewaySession, messages: list[Message]) -> Task:
-        return session.task or Task(
-            id=f"session-{session.id}",
-            prompt=next((m.text for m in messages if m.role is Role.USER), ""),
-        )
 
     def _run_id(self, session: GatewaySession) -> str:
         return self.run_id if session.run_id is None else session.run_id
 
-    def _empty(self, session: GatewaySession) -> Trajectory:
-        outcome = session.failure or Outcome(reason="the agent made no model call")
-        return Trajectory(
-            id=uuid.uuid5(uuid.NAMESPACE_URL, f"{self._run_id(session)}/{session.id}").hex,
-            task=self._task(session, []),
-            env=self.env or (session.task.env if session.task else None),
-            run_id=self._run_id(session),
-            group_id=session.group_id,
-            model=self.model,
-            outcome=outcome.model_copy(update={"reward": session.reward}),
-            scores=list(session.scores),
-            metadata={
-                **session.annotations,
-                "gateway": {"session": session.id, "calls": 0, **session.metadata},
-            },
-        )
-
     def trajectory(self, session: GatewaySession, recording: Recording) -> Trajectory:
-        messages = list(recording.session.messages)
-        task = self._task(session, messages)
-        # The first end wins: a cut turn, else how the last call ended.
-        outcome = recording.cut or Outcome(
-            status=recording.status, reason=recording.reason, fault=recording.fault
-        )
-        last = messages[-1]
-        if outcome.status is OutcomeStatus.OK and last.role is Role.ASSISTANT and last.tool_calls:
-            outcome = unanswered_calls(recording.notes.get(SPLIT_INTO))
-        if session.failure is not None:
-            outcome = session.failure
-        assistant = [m for m in messages if m.role is Role.ASSISTANT]
-        completion_tokens = sum(len(m.token_ids or ()) for m in assistant)
-        return Trajectory(
-            id=recording.id,
-            task=task,
-            env=self.env or task.env,
-            run_id=self._run_id(session),
-            group_id=session.group_id,
-            model=self.model,
-            tools=recording.session.tools,
-            messages=messages,
-            outcome=outcome.model_copy(
-                update={"reward": recording.reward if session.reward is None else session.reward}
-            ),
-            scores=[*session.scores, *recording.scores],
-            exactness=recording.exactness,
-            usage=Usage(
-                prompt_tokens=recording.session.num_tokens - completion_tokens,
-                completion_tokens=completion_tokens,
-                turns=len(assistant),
-                tool_calls=sum(len(m.tool_calls) for m in assistant),
-                generation_time_s=recording.generation_s,
-                wall_time_s=time.time() - recording.started_at,
-            ),
-            created_at=recording.started_at,
-            metadata={
-                **session.annotations,
-                "precision": self.precision,
-                **({"rendering": recording.rendering} if recording.rendering else {}),
-                "gateway": {
-                    "session": session.id,
-                    "sequence": recording.sequence,
-                    "forked_from": recording.forked_from,
-                    "calls": recording.calls,
-                    "text_only": any(m.token_ids is None for m in messages),
-                    **recording.notes,
-                    **session.metadata,
-                },
-            },
-        )
+        run_id = self._run_id(session)
+        return recorded(session, recording, run_id, self.model, self.precision, self.env)
 
     def save(self, session: GatewaySession, recording: Recording) -> None:
         if self.store is not None and recording.session.messages:

@@ -1,5 +1,6 @@
 """What the recorder keeps: a session (an agent run: its task, reward and trajectories) and in it
-the recordings (one trajectory each, the conversation it grows and how it is ending).
+the recordings (one trajectory each, the conversation it grows and how it is ending), and the
+trajectory each recording is (``recorded``).
 
 A session keeps its last ``SESSION_RECORDINGS`` recordings: the default session, which every
 call without a session shares, would otherwise hold every conversation ever served.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import count
@@ -24,9 +26,11 @@ from trajforge.schema import (
     Score,
     Task,
     ToolSpec,
+    Trajectory,
+    Usage,
     with_system_text,
 )
-from trajforge.serve.continuation import same_message
+from trajforge.serve.continuation import SPLIT_INTO, same_message, unanswered_calls
 
 SESSION_RECORDINGS = 256
 
@@ -144,3 +148,95 @@ class GatewaySession:
 def told(session: GatewaySession, messages: list[Message]) -> list[Message]:
     """``messages`` as the model is given them in ``session``: with its ``system_text``."""
     return with_system_text(messages, session.system_text) if session.system_text else messages
+
+
+def session_task(session: GatewaySession, messages: list[Message]) -> Task:
+    """The session's task, else one named after the session, its prompt the first user text."""
+    return session.task or Task(
+        id=f"session-{session.id}",
+        prompt=next((m.text for m in messages if m.role is Role.USER), ""),
+    )
+
+
+def recorded_nothing(
+    session: GatewaySession, run_id: str, model: str, env: str | None
+) -> Trajectory:
+    """The trajectory of a session that made no model call: no messages, how it ended."""
+    outcome = session.failure or Outcome(reason="the agent made no model call")
+    return Trajectory(
+        id=uuid.uuid5(uuid.NAMESPACE_URL, f"{run_id}/{session.id}").hex,
+        task=session_task(session, []),
+        env=env or (session.task.env if session.task else None),
+        run_id=run_id,
+        group_id=session.group_id,
+        model=model,
+        outcome=outcome.model_copy(update={"reward": session.reward}),
+        scores=list(session.scores),
+        metadata={
+            **session.annotations,
+            "gateway": {"session": session.id, "calls": 0, **session.metadata},
+        },
+    )
+
+
+def recorded(
+    session: GatewaySession,
+    recording: Recording,
+    run_id: str,
+    model: str,
+    precision: str | None,
+    env: str | None,
+) -> Trajectory:
+    """``recording`` as the trajectory of run ``run_id``, sampled by ``model`` at
+    ``precision``, in ``env`` (``None``: the task's)."""
+    messages = list(recording.session.messages)
+    task = session_task(session, messages)
+    # The first end wins: a cut turn, else how the last call ended.
+    outcome = recording.cut or Outcome(
+        status=recording.status, reason=recording.reason, fault=recording.fault
+    )
+    last = messages[-1]
+    if outcome.status is OutcomeStatus.OK and last.role is Role.ASSISTANT and last.tool_calls:
+        outcome = unanswered_calls(recording.notes.get(SPLIT_INTO))
+    if session.failure is not None:
+        outcome = session.failure
+    assistant = [m for m in messages if m.role is Role.ASSISTANT]
+    completion_tokens = sum(len(m.token_ids or ()) for m in assistant)
+    return Trajectory(
+        id=recording.id,
+        task=task,
+        env=env or task.env,
+        run_id=run_id,
+        group_id=session.group_id,
+        model=model,
+        tools=recording.session.tools,
+        messages=messages,
+        outcome=outcome.model_copy(
+            update={"reward": recording.reward if session.reward is None else session.reward}
+        ),
+        scores=[*session.scores, *recording.scores],
+        exactness=recording.exactness,
+        usage=Usage(
+            prompt_tokens=recording.session.num_tokens - completion_tokens,
+            completion_tokens=completion_tokens,
+            turns=len(assistant),
+            tool_calls=sum(len(m.tool_calls) for m in assistant),
+            generation_time_s=recording.generation_s,
+            wall_time_s=time.time() - recording.started_at,
+        ),
+        created_at=recording.started_at,
+        metadata={
+            **session.annotations,
+            "precision": precision,
+            **({"rendering": recording.rendering} if recording.rendering else {}),
+            "gateway": {
+                "session": session.id,
+                "sequence": recording.sequence,
+                "forked_from": recording.forked_from,
+                "calls": recording.calls,
+                "text_only": any(m.token_ids is None for m in messages),
+                **recording.notes,
+                **session.metadata,
+            },
+        },
+    )

@@ -1,12 +1,13 @@
 """Content parts as every wire API sends them: a base64 image as the ``ImagePart`` all routes
-record (URLs are never fetched), and text-only content as one string."""
+record (URLs are never fetched), text-only content as one string, and a user turn that also
+answers tool calls as the tool messages, then the user message."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 
-from trajforge.schema import Content, ImagePart, TextPart
+from trajforge.schema import Content, ImagePart, Message, Role, TextPart
 from trajforge.serve.wire import WireError
 
 
@@ -28,3 +29,11 @@ def content_of(parts: list[TextPart | ImagePart]) -> Content:
     if all(isinstance(p, TextPart) for p in parts):
         return "".join(p.text for p in parts if isinstance(p, TextPart))
     return parts
+
+
+def user_turn(results: list[Message], parts: list[TextPart | ImagePart]) -> list[Message]:
+    """A user turn that carries tool results and content: the results first (tool messages must
+    follow the calls they answer), then the text and images as one user message, if any."""
+    if not parts:
+        return results
+    return [*results, Message(role=Role.USER, content=content_of(parts))]

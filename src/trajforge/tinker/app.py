@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -71,6 +72,10 @@ def tinker_app(service: TinkerService) -> FastAPI:
 
     def accepted(request_id: str, model_id: str | None = None) -> dict[str, Any]:
         return {"request_id": request_id, "model_id": model_id}
+
+    def ordered(model_id: str, seq_id: int | None, work: Callable[[], Any]) -> dict[str, Any]:
+        """``work`` queued on model ``model_id`` in its ``seq_id`` order, as accepted."""
+        return accepted(service.submit_ordered(model_id, seq_id, work), model_id)
 
     # --- service --------------------------------------------------------------------------
 
@@ -158,7 +163,7 @@ def tinker_app(service: TinkerService) -> FastAPI:
             )
             return forward_backward_output(step.outputs, step.metrics)
 
-        return accepted(service.submit_ordered(req.model_id, req.seq_id, work), req.model_id)
+        return ordered(req.model_id, req.seq_id, work)
 
     @app.post("/api/v1/optim_step")
     async def optim_step(request: Request) -> dict[str, Any]:
@@ -173,7 +178,7 @@ def tinker_app(service: TinkerService) -> FastAPI:
             service.log_metrics(model, metrics)
             return {"metrics": metrics}
 
-        return accepted(service.submit_ordered(body.model_id, body.seq_id, work), body.model_id)
+        return ordered(body.model_id, body.seq_id, work)
 
     @app.post("/api/v1/save_weights")
     async def save_weights(request: Request) -> dict[str, Any]:
@@ -187,7 +192,7 @@ def tinker_app(service: TinkerService) -> FastAPI:
             model.save(folder, optimizer=True)
             return {"type": "save_weights", "path": path}
 
-        return accepted(service.submit_ordered(body.model_id, body.seq_id, work), body.model_id)
+        return ordered(body.model_id, body.seq_id, work)
 
     @app.post("/api/v1/save_weights_for_sampler")
     async def save_for_sampler(request: Request) -> dict[str, Any]:
@@ -211,7 +216,7 @@ def tinker_app(service: TinkerService) -> FastAPI:
             model.save(folder, optimizer=False)
             return {"type": "save_weights_for_sampler", "path": path}
 
-        return accepted(service.submit_ordered(body.model_id, body.seq_id, work), body.model_id)
+        return ordered(body.model_id, body.seq_id, work)
 
     @app.post("/api/v1/load_weights")
     async def load_weights(request: Request) -> dict[str, Any]:

@@ -35,7 +35,8 @@ from trajforge.train.distributed import (
 )
 from trajforge.train.interrupted import TrainingInterrupted
 from trajforge.train.metrics import MetricsLogger
-from trajforge.train.model import TrainParts, build_train_parts, clip_and_step, save_final
+from trajforge.train.model import build_train_parts
+from trajforge.train.parts import TrainParts, clip_and_step, save_final
 
 StepCallback = Callable[[int, dict[str, float]], None]
 T = TypeVar("T")

@@ -24,7 +24,7 @@ import torch
 from trajforge.errors import TrajforgeError
 from trajforge.train.distributed import barrier
 from trajforge.train.interrupted import checkpoint_step
-from trajforge.train.model import TrainParts, save_processing
+from trajforge.train.parts import TrainParts, save_processing
 
 
 class CheckpointError(TrajforgeError):

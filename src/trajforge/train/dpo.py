@@ -23,7 +23,7 @@ from trajforge.errors import DataError
 from trajforge.train.base import StepCallback
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory, plan_micro_batches
 from trajforge.train.config import DPOConfig, masks_rendered
-from trajforge.train.model import TrainParts
+from trajforge.train.parts import TrainParts
 from trajforge.train.reference import ReferenceModel
 from trajforge.train.sft import EpochTrainer
 

@@ -18,7 +18,7 @@ from torch import nn
 from trajforge.train.batch import TokenBatch
 from trajforge.train.distributed import shard_model
 from trajforge.train.logprobs import TokenLogprobModel
-from trajforge.train.model import TrainParts
+from trajforge.train.parts import TrainParts
 
 
 class ReferenceModel:

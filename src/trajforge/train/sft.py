@@ -18,7 +18,7 @@ from trajforge.schema import Trajectory
 from trajforge.train.base import StepCallback, Trainer
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import DPOConfig, LossOn, SFTConfig, masks_rendered
-from trajforge.train.model import TrainParts
+from trajforge.train.parts import TrainParts
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> list[int]:

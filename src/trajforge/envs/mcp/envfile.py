@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from trajforge.configfile import raise_problems, read_yaml, validate
+from trajforge.configfile import raise_problems, read_yaml, repeated, validate
 from trajforge.envs.mcp.env import MCPEnv
 from trajforge.envs.mcp.spec import MCPServerSpec
 from trajforge.envs.taskset import TaskSet
@@ -61,8 +61,7 @@ class EnvFile(BaseModel):
     @field_validator("servers")
     @classmethod
     def _distinct_servers(cls, servers: list[MCPServerSpec]) -> list[MCPServerSpec]:
-        names = [s.name for s in servers]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = repeated([s.name for s in servers])
         if twice:
             raise ValueError(f"two servers are named {twice[0]!r}")
         return servers

@@ -114,6 +114,17 @@ class MultiSeatEnv(ABC):
         return {s: (INVALID_PENALTY if s == seat else share) for s in self.seats}
 
 
+class TakingTurns(MultiSeatEnv):
+    """A game whose seats move one after the other, in the order of ``seats``, one move each
+    turn: ``moves`` counts the moves made, and says whose turn it is."""
+
+    moves: int
+
+    @property
+    def to_move(self) -> str:
+        return self.seats[self.moves % len(self.seats)]
+
+
 def seeded_rng(task: Task, observation: str) -> random.Random:
     """The generator a random opponent draws from: the same for the same task and view."""
     return random.Random(f"{task.id}|{observation}")

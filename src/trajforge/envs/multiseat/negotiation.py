@@ -29,8 +29,8 @@ import random
 
 from trajforge.envs.multiseat.base import (
     GameKit,
-    MultiSeatEnv,
     SeatStep,
+    TakingTurns,
     seeded_rng,
 )
 from trajforge.errors import ConfigError
@@ -79,7 +79,7 @@ def _show(counts: Counts) -> str:
     return " ".join(str(n) for n in counts)
 
 
-class Negotiation(MultiSeatEnv):
+class Negotiation(TakingTurns):
     name = NAME
     seats = SEATS
     zero_sum = False
@@ -99,10 +99,6 @@ class Negotiation(MultiSeatEnv):
             if worth(self.values[seat], self.pool) != POOL_WORTH:
                 raise ConfigError(f"{NAME}: task {task.id!r}: the pool is not worth 10 to {seat}")
         self.proposal, self.moves = None, 0
-
-    @property
-    def to_move(self) -> str:
-        return SEATS[self.moves % 2]
 
     def system_prompt(self, seat: str) -> str:
         return "Split the pool. Reply counts you take (e.g. 2 0 1) or a to accept the offer."

@@ -32,9 +32,9 @@ from collections.abc import Mapping, Sequence
 from trajforge.envs.multiseat.base import (
     GameKit,
     GameResult,
-    MultiSeatEnv,
     Opponent,
     SeatStep,
+    TakingTurns,
     play_out,
     seeded_rng,
 )
@@ -77,7 +77,7 @@ def winning_take(pile: int) -> int | None:
     return pile % PERIOD or None
 
 
-class Nim(MultiSeatEnv):
+class Nim(TakingTurns):
     name = NAME
     seats = SEATS
     zero_sum = True
@@ -92,10 +92,6 @@ class Nim(MultiSeatEnv):
         if not isinstance(pile, int) or pile < 1 or pile > MAX_PILE:
             raise ConfigError(f"{NAME}: task {task.id!r} has pile {pile!r}, not 1..{MAX_PILE}")
         self.pile, self.moves = pile, 0
-
-    @property
-    def to_move(self) -> str:
-        return SEATS[self.moves % 2]
 
     def system_prompt(self, seat: str) -> str:
         return "Nim: take 1, 2 or 3 stones; taking the last stone wins. Reply one digit."

@@ -39,20 +39,31 @@ def causal_lm(
     says otherwise: the embedded model, a scratch model (``tiny``, ``pocket``; ``seed`` picks
     its weights), a training checkpoint or a transformers model folder. The one loader of
     weights by name: the policies below and the text embedder (``policy.embed``) use it."""
-    model: nn.Module
     if spec == "embedded":
         return load_embedded(dtype or torch.float32)
     if spec in SCRATCH_SIZES:
         scratch, tokenizer = scratch_model_and_tokenizer(spec, seed=seed)
-        # nn.Module's own ``to``: transformers' wrapper of it confuses mypy.
-        model = nn.Module.to(scratch, dtype) if dtype is not None else scratch
-        return model, tokenizer
+        return _cast(scratch, dtype), tokenizer
+    return _saved_model(spec, dtype, AutoModelForCausalLM, AutoTokenizer)
+
+
+def _cast(model: nn.Module, dtype: torch.dtype | None) -> nn.Module:
+    """A model built here in ``dtype`` (``None``: as built, float32)."""
+    # nn.Module's own ``to``: transformers' wrapper of it confuses mypy.
+    return nn.Module.to(model, dtype) if dtype is not None else model
+
+
+def _saved_model(
+    spec: str, dtype: torch.dtype | None, model_class: Any, processing_class: Any
+) -> tuple[nn.Module, Any]:
+    """``(model, tokenizer or processor)`` saved at ``spec``: a training checkpoint, else a
+    transformers folder that ``model_class`` and ``processing_class`` load."""
     folder = Path(spec).expanduser()
     if is_checkpoint(folder):
-        model, tokenizer = checkpoint_model(folder)
-        return model.to(dtype or torch.float32), tokenizer
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype or torch.float32)
-    return model, AutoTokenizer.from_pretrained(str(folder))
+        model, processing = checkpoint_model(folder)
+        return model.to(dtype or torch.float32), processing
+    model = model_class.from_pretrained(str(folder), dtype=dtype or torch.float32)
+    return model, processing_class.from_pretrained(str(folder))
 
 
 def embedded_policy(name: str, kw: dict[str, Any]) -> HFPolicy:
@@ -86,17 +97,10 @@ def vision_model(
     ``dtype`` says otherwise: ``tiny-vlm`` (``seed`` picks its weights), a transformers
     folder (``AutoModelForImageTextToText`` and ``AutoProcessor``) or a training checkpoint of
     either."""
-    model: nn.Module
     if spec == TINY_VLM:
         scratch, processor = tiny_vlm_and_processor(seed)
-        model = nn.Module.to(scratch, dtype) if dtype is not None else scratch
-        return model, processor
-    folder = Path(spec).expanduser()
-    if is_checkpoint(folder):
-        model, processor = checkpoint_model(folder)
-        return model.to(dtype or torch.float32), processor
-    model = AutoModelForImageTextToText.from_pretrained(str(folder), dtype=dtype or torch.float32)
-    return model, AutoProcessor.from_pretrained(str(folder))
+        return _cast(scratch, dtype), processor
+    return _saved_model(spec, dtype, AutoModelForImageTextToText, AutoProcessor)
 
 
 def vision_policy(spec: str, kw: dict[str, Any]) -> VisionPolicy:
