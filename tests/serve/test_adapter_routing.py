@@ -67,6 +67,9 @@ def test_calls_route_to_their_adapter_in_one_batch(tmp_path: Path) -> None:
             names = ["tiny", "tiny:a", "b", "tiny:b", "a"]
             with ThreadPoolExecutor(len(names)) as pool:
                 replies = [r.json() for r in pool.map(lambda m: _call(url, m), names)]
+            raw = httpx.post(f"{url}/v1/completions", timeout=60, json={
+                "model": "tiny:b", "prompt": replies[3]["prompt_token_ids"], "max_tokens": 6,
+                "temperature": 1.0, "seed": 5, "logprobs": 0}).json()  # fmt: skip
             missing = _call(url, "tiny:nope")
             unknown_model = _call(url, "other:a")
             unload = httpx.post(f"{url}/v1/unload_lora_adapter", json={"lora_name": "a"})
@@ -85,6 +88,11 @@ def test_calls_route_to_their_adapter_in_one_batch(tmp_path: Path) -> None:
             want = _logprobs(model, reply["prompt_token_ids"], choice["token_ids"])
         assert torch.allclose(served, want, atol=TOLERANCE), name
     assert replies[1]["choices"][0]["token_ids"] == replies[4]["choices"][0]["token_ids"]
+    # /v1/completions under the same adapter, prompt and seed samples what the chat call did.
+    chat_b = [entry["logprob"] for entry in replies[3]["choices"][0]["logprobs"]["content"]]
+    assert torch.allclose(
+        torch.tensor(raw["choices"][0]["logprobs"]["token_logprobs"]), torch.tensor(chat_b)
+    )
     assert missing.status_code == 404
     assert missing.json()["error"]["message"] == (
         "adapter 'nope' is not loaded; loaded adapters: a, b"
@@ -94,11 +102,11 @@ def test_calls_route_to_their_adapter_in_one_batch(tmp_path: Path) -> None:
     assert unload.status_code == 200
     assert after_unload.status_code == 404
     assert "loaded adapters: b" in after_unload.json()["error"]["message"]
-    assert sorted(r[0] for r in recorded if r is not None) == ["a", "a", "b", "b"]
+    assert sorted(r[0] for r in recorded if r is not None) == ["a", "a", "b", "b", "b"]
     assert sum(r is None for r in recorded) == 1
 
 
-def test_serveparse_lora_modules_are_name_equals_path(tmp_path: Path) -> None:
+def test_serve_lora_modules_are_name_equals_path(tmp_path: Path) -> None:
     assert parse_lora_module(" a = /x/y ") == ("a", "/x/y")
     with pytest.raises(ConfigError, match="--lora-modules: expected NAME=PATH, got 'a'"):
         parse_lora_module("a")

@@ -151,6 +151,16 @@ class AdapterEndpoints:
             return await self.policy.complete(session, prompt_ids, sampling, on_token=on_token)
         return await named.generate_with_adapter(adapter, prompt_ids, sampling, on_token=on_token)
 
+    async def generate_with(
+        self, adapter: str | None, prompt_ids: list[int], sampling: SamplingParams
+    ) -> Completion:
+        """The policy's continuation of raw ``prompt_ids``, under ``adapter`` when it names
+        one (``/v1/completions``)."""
+        named = self._named_adapters()
+        if adapter is None or named is None:
+            return await self.policy.generate(prompt_ids, sampling)
+        return await named.generate_with_adapter(adapter, prompt_ids, sampling)
+
     async def load_adapter(self, name: str, path: str) -> None:
         """Serve the LoRA adapter in ``path`` under ``name`` too (vLLM's
         ``/v1/load_lora_adapter``). A policy that serves many adapters at once adds it beside
