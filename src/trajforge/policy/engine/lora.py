@@ -3,9 +3,10 @@
 The lean forward multiplies each layer's queries, keys and values as one fused projection, and
 its gate and up projections as another (``decode_weights``). An adapter is fused the same way,
 once, when it is loaded: the ``A`` matrices of the modules a fused projection covers stacked
-into one ``[r_q + r_k + r_v, in]`` matrix, so the input is multiplied once, and each module's
-``B`` kept with the output columns it writes (the scaling, ``alpha / r`` or ``alpha / sqrt(r)``
-under rsLoRA, folded in). A module without an adapter costs nothing.
+into one ``[r_q + r_k + r_v, in]`` matrix and their ``B`` matrices into one block-diagonal
+``[Q + K + V, r_q + r_k + r_v]`` (zero where a module has no adapter), the scaling
+(``alpha / r``, or ``alpha / sqrt(r)`` under rsLoRA) folded into ``B``. A row's delta for a
+fused projection is then two small matmuls, whatever modules the adapter targets.
 
 ``RowAdapters`` applies several adapters in one forward: the base projection runs once over
 every packed token, and each adapter adds its delta to its own tokens (grouped by adapter, so
@@ -38,30 +39,16 @@ _SERIALS = itertools.count(1)
 
 
 @dataclass
-class OutputBlock:
-    """One module's ``B`` in a fused projection: ``b`` ``[out, r]`` (fp32, the scaling folded
-    in) reads ``columns`` of the stacked ``A``'s output and writes ``out`` output columns from
-    ``start``."""
-
-    start: int
-    columns: slice
-    b: torch.Tensor
-
-
-@dataclass
 class LoraPair:
-    """One fused projection's adapter: the stacked ``a`` ``[R, in]`` (fp32) of its modules
-    and each module's ``OutputBlock``."""
+    """One fused projection's adapter: its delta for inputs ``x`` is ``(x @ a.T) @ b.T``."""
 
     a: torch.Tensor
-    blocks: list[OutputBlock]
+    """``[R, in]`` fp32."""
+    b: torch.Tensor
+    """``[out, R]`` fp32, the scaling folded in."""
 
-    def add_to(self, out: torch.Tensor, x: torch.Tensor, index: torch.Tensor) -> None:
-        """Add the delta of the tokens ``index`` of ``x`` to their rows of ``out``."""
-        low_rank = x[index].float() @ self.a.T
-        for block in self.blocks:
-            delta = (low_rank[:, block.columns] @ block.b.T).to(out.dtype)
-            out.narrow(1, block.start, block.b.shape[0]).index_add_(0, index, delta)
+    def delta(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.float() @ self.a.T) @ self.b.T
 
 
 @dataclass
@@ -80,7 +67,7 @@ class LoraAdapter:
             t.numel() * t.element_size()
             for layer in self.layers
             for pair in layer.values()
-            for t in (pair.a, *(block.b for block in pair.blocks))
+            for t in (pair.a, pair.b)
         )
 
 
@@ -137,24 +124,30 @@ def _fuse(
     folder: Path, layer: Any, parts: list[tuple[str, dict[str, torch.Tensor] | None]], scale: float
 ) -> LoraPair:
     """One fused projection's ``LoraPair`` from its modules' ``A``/``B`` (None: no adapter)."""
-    stacked: list[torch.Tensor] = []
-    blocks: list[OutputBlock] = []
-    start = column = 0
+    blocks_a, widths, outs = [], [], []
     for name, pair in parts:
         owner = layer.self_attn if hasattr(layer.self_attn, name) else layer.mlp
         out_features, in_features = getattr(owner, name).weight.shape
+        outs.append(out_features)
+        if pair is None:
+            widths.append(0)
+            continue
+        a, b = pair["A"], pair["B"]
+        if a.shape[1] != in_features or b.shape[0] != out_features or a.shape[0] != b.shape[1]:
+            raise ConfigError(
+                f"adapter {folder}: {name} has A {tuple(a.shape)} and B {tuple(b.shape)}, the "
+                f"model's {name} is [{out_features}, {in_features}]"
+            )
+        blocks_a.append(a)
+        widths.append(a.shape[0])
+    a = torch.cat(blocks_a)
+    b = a.new_zeros((sum(outs), a.shape[0]))
+    row = column = 0
+    for (_, pair), width, out in zip(parts, widths, outs, strict=True):
         if pair is not None:
-            a, b = pair["A"], pair["B"]
-            if a.shape[1] != in_features or b.shape[0] != out_features or a.shape[0] != b.shape[1]:
-                raise ConfigError(
-                    f"adapter {folder}: {name} has A {tuple(a.shape)} and B {tuple(b.shape)}, "
-                    f"the model's {name} is [{out_features}, {in_features}]"
-                )
-            stacked.append(a)
-            blocks.append(OutputBlock(start, slice(column, column + a.shape[0]), b * scale))
-            column += a.shape[0]
-        start += out_features
-    return LoraPair(torch.cat(stacked), blocks)
+            b[row : row + out, column : column + width] = pair["B"] * scale
+        row, column = row + out, column + width
+    return LoraPair(a, b)
 
 
 class RowAdapters:
@@ -193,5 +186,5 @@ class RowAdapters:
         for adapter, index in self.parts:
             pair = adapter.layers[layer].get(projection)
             if pair is not None:
-                pair.add_to(out, x, index)
+                out.index_add_(0, index, pair.delta(x[index]).to(out.dtype))
         return out
