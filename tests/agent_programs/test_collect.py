@@ -189,6 +189,8 @@ def test_the_collect_command_on_the_tiny_model(tmp_path: Path) -> None:
         (["--agent", "x"], "give --env or --tasks-file"),
         (["--agent", "x", "--env", "calculator", "--tasks-file", "t.jsonl"], "one of them"),
         (["--env", "calculator"], "--agent"),
+        (["--agent", "x", "--harness", "opencode", "--env", "calculator"], "one of them"),
+        (["--harness", "aider", "--env", "calculator"], "unknown harness 'aider'"),
         (["--agent", "", "--env", "calculator"], "--agent"),
         (["--agent", "x", "--env", "calculator", "--tasks", "0"], "--tasks: must be at least 1"),
         (["--agent", "x", "--env", "calculator", "--timeout", "0"], "--episode-timeout"),

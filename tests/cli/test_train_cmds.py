@@ -1,6 +1,7 @@
 """``trajforge train``: Ctrl-C exits 130 saying where it stopped and the command that resumes;
 the resume says its step; a used output folder is refused; piped, a run prints its precision and
-progress lines, and its folder is reported like an experiment's."""
+progress lines, and its folder is reported like an experiment's; ``train distill`` records an RL
+run."""
 
 from __future__ import annotations
 
@@ -165,3 +166,31 @@ def test_rl_piped_prints_precision_and_progress_and_its_folder_reports(tmp_path:
         "rl RL diagnostics per step",
         "rl loss per step",
     ]
+
+
+@pytest.mark.slow
+def test_train_distill_runs_a_teacher_scored_step_and_records_it_as_rl(tmp_path: Path) -> None:
+    out = tmp_path / "distill"
+    config = tmp_path / "distill.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(out),
+                "env": "calculator",
+                "num_tasks": 2,
+                "groups_per_step": 1,
+                "samples_per_group": 2,
+                "steps": 1,
+                "max_new_tokens": 8,
+                "max_turns": 1,
+                "tensorboard": False,
+                "distill": {"teacher": "self", "privileged": "answer"},
+            }
+        )
+    )
+    run = _trajforge("train", "distill", "--config", str(config), "--json")
+    assert run.returncode == 0, run.stderr
+    last = json.loads(run.stdout)["last"]
+    assert last["distill_reverse_kl"] != 0 and "teacher_logprob_mean" in last
+    [stage] = json.loads((out / "results.json").read_text())["stages"]
+    assert stage["kind"] == "rl"

@@ -13,6 +13,7 @@ import torch
 from trajforge.distributed import POLICY_VERSION
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import FunctionScorer, Rubric
+from trajforge.rollout.episode import WEIGHTS_VERSIONS
 from trajforge.schema import EvaluatorKind, Role, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
 from trajforge.train.config import RLConfig, parse_config
@@ -63,6 +64,12 @@ def _versions(out: Path, step: int) -> list[Any]:
     return [t.metadata.get(POLICY_VERSION) for t in trajs]
 
 
+def _turn_versions(out: Path, step: int) -> list[int]:
+    with TrajectoryStore(out / "rollouts.db") as store:
+        trajs = store.query(run=f"rl-{out.name}-step{step}")
+    return [v for t in trajs for v in t.metadata[WEIGHTS_VERSIONS]]
+
+
 def test_ray_actors_sample_each_step_from_the_weights_just_trained(tmp_path: Path) -> None:
     out = tmp_path / "run"
     trainer = _trainer(out, steps=2)
@@ -72,6 +79,8 @@ def test_ray_actors_sample_each_step_from_the_weights_just_trained(tmp_path: Pat
     assert max(float((after[k] - v).abs().max()) for k, v in before.items()) > 1e-3
     assert _versions(out, 1) == [0] * 4
     assert _versions(out, 2) == [1] * 4
+    # Every turn records the trainer's version of the weights that sampled it.
+    assert _turn_versions(out, 2) == [1] * 4
     for h in result.history:
         assert h["policy_staleness_max"] == 0.0
         # The actors' recorded logprobs against the trainer's forward on the same tokens:
@@ -105,7 +114,8 @@ def test_a_ray_run_resumes_from_its_checkpoint_with_its_weights(tmp_path: Path) 
 def test_stale_weights_show_in_the_logprob_gap(tmp_path: Path) -> None:
     """The check above can fail: actors left on the first weights sample step 2 off-policy."""
     out = tmp_path / "stale"
-    trainer = _trainer(out, steps=2)
+    # Their tokens are one update old: within the bound, so they train and show the gap.
+    trainer = _trainer(out, steps=2, max_staleness=1)
     publish = trainer.weights.publish
     trainer.weights.publish = lambda remote, version: (  # type: ignore[method-assign]
         publish(remote, version) if version == 0 else None
@@ -129,8 +139,11 @@ def test_rollouts_two_steps_ahead_lag_at_most_two_updates(tmp_path: Path) -> Non
         assert len(versions) == 4
         # Sampled from weights no older than k = 2 updates, none newer than the step's own.
         assert all(max(0, step - 3) <= v <= step - 1 for v in versions), versions
-        assert h["policy_staleness_max"] == step - 1 - min(versions)
-    assert not trainer.ahead
+        # The oldest turn's weights: a turn sampled after a newer publish records the newer.
+        turns = _turn_versions(out, step)
+        assert all(min(versions) <= v <= step - 1 for v in turns), turns
+        assert h["policy_staleness_max"] == step - 1 - min(turns)
+    assert not trainer.rollouts.ahead
 
 
 def test_ray_rollouts_are_for_env_episodes_only() -> None:

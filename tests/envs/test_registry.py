@@ -181,7 +181,8 @@ def test_an_unknown_name_gets_the_closest_and_every_kind_there_is() -> None:
         "path/env.yaml (an env file: MCP servers, tools, tasks); "
         "harbor:PATH (a Harbor task folder, or a folder of them); "
         "openenv:URL or openenv:module:app (an OpenEnv server); "
-        "miniwob:TASK or browsergym:TASK (browser tasks on headless Chromium)"
+        "miniwob:TASK or browsergym:TASK (browser tasks on headless Chromium); "
+        "path/tasks.jsonl (a task file, played in the env its tasks name)"
     )
     assert "\n" not in message
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rollout_doubles import make_tasks, run_live
 
+from context_doubles import UserTurnsEnv
 from template_doubles import REWRITES_HISTORY, library_text, needs_library, smollm2_with
-from trajforge.envs.base import Env, StepResult
 from trajforge.policy.check import check_label, check_trajectory
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.smollm2 import load_tokenizer
@@ -19,27 +19,6 @@ from trajforge.rollout import Limits, Sampling
 from trajforge.rollout.resplit import SPLIT_INTO
 from trajforge.schema import ExactnessKind, Message, OutcomeStatus, Role, Task, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
-
-
-class UserTurnsEnv(Env):
-    """A user who says ``more`` after each reply and is done after ``turns`` of them."""
-
-    name = "user-turns"
-
-    def __init__(self, turns: int = 3) -> None:
-        super().__init__()
-        self.turns = turns
-        self.turn = 0
-
-    async def reset(self, task: Task) -> list[Message]:
-        self.turn = 0
-        return [Message(role=Role.USER, content=task.prompt)]
-
-    async def step(self, action: Message) -> StepResult:
-        self.turn += 1
-        if self.turn >= self.turns:
-            return StepResult(observations=[], reward=1.0, done=True)
-        return StepResult(observations=[Message(role=Role.USER, content="more")], reward=0.25)
 
 
 def _reply(task: Task | None, messages: list[Message]) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from openai import OpenAI
 from serve_helpers import MODEL, adder_reply
 
 from trajforge.policy.models.smollm2 import load_tokenizer
@@ -48,3 +49,9 @@ def tiny_url(store_path: Path) -> Iterator[str]:
         yield url
     asyncio.run(policy.close())
     store.close()
+
+
+@pytest.fixture
+def tiny(tiny_url: str) -> OpenAI:
+    """An OpenAI client of the tiny model's gateway."""
+    return OpenAI(base_url=f"{tiny_url}/v1", api_key="unused", max_retries=0)

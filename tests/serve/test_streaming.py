@@ -117,11 +117,6 @@ def test_a_responses_stream_sends_text_while_sampling_and_the_call_after(
     assert_token_exact(store_path)
 
 
-@pytest.fixture
-def tiny(tiny_url: str) -> OpenAI:
-    return OpenAI(base_url=f"{tiny_url}/v1", api_key="unused", max_retries=0)
-
-
 def test_a_model_streams_token_by_token_the_reply_it_samples_whole(
     tiny: OpenAI, store_path: Path
 ) -> None:

@@ -12,6 +12,7 @@ from trajforge.cli.main import app
 from trajforge.errors import ConfigError
 from trajforge.precision import Precision
 from trajforge.train.config import (
+    DistillConfig,
     DPOConfig,
     RLConfig,
     Schedule,
@@ -201,7 +202,8 @@ def test_cli_overrides_are_applied_and_checked(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "cls"), [("sft", SFTConfig), ("dpo", DPOConfig), ("rl", RLConfig)]
+    ("name", "cls"),
+    [("sft", SFTConfig), ("dpo", DPOConfig), ("rl", RLConfig), ("distill", DistillConfig)],
 )
 def test_example_configs_load_and_chain(name: str, cls: type[SFTConfig]) -> None:
     cfg = load_config(EXAMPLES / f"{name}.yaml", cls)
@@ -212,6 +214,9 @@ def test_example_configs_load_and_chain(name: str, cls: type[SFTConfig]) -> None
     assert cfg.model.spec == expected
     if isinstance(cfg, RLConfig):
         assert env_problem(cfg.env) is None
+    if isinstance(cfg, DistillConfig):  # the teacher is the weights the RL example writes
+        rl = load_config(EXAMPLES / "rl.yaml", RLConfig)
+        assert cfg.distill.teacher == str(rl.output_dir / "final")
 
 
 def test_accelerate_configured_for_its_own_fsdp_is_refused(

@@ -209,10 +209,12 @@ def test_rl_rollout_logprob_gap_exposes_a_stale_rollout_copy(tmp_path: Path) -> 
             steps=3,
             optim={"lr": 1e-2},
             model={"precision": "bf16", "lora": {"r": 4, "alpha": 8}},
+            # The weights left behind are versions old: their tokens are kept in the loss.
+            max_staleness=5,
         )
         trainer = RLTrainer(cfg, rubric=token_id_rubric())
         if stale:
-            trainer.weights.refresh = lambda: None  # type: ignore[method-assign]
+            trainer.weights.refresh = lambda version: None  # type: ignore[method-assign]
         return [h["rollout_logprob_gap"] for h in trainer.train().history]
 
     synced, stale = gaps(stale=False), gaps(stale=True)
@@ -320,10 +322,10 @@ def _lose_to_infra(
     trajectories and the estimator's inputs and outputs as they are made."""
     rolled: list[Trajectory] = []
     seen: list[Any] = []
-    rollout = trainer._rollout
+    episodes = trainer._episodes
 
-    def faulty(step: int, tasks: list[Any]) -> list[Trajectory]:
-        trajs = rollout(step, tasks)
+    async def faulty(step: int, tasks: list[Any], *rest: Any) -> list[Trajectory]:
+        trajs = await episodes(step, tasks, *rest)
         groups = list(dict.fromkeys(group_key(t) for t in trajs))
         for g, n in zip(groups, per_group, strict=True):
             for t in [t for t in trajs if group_key(t) == g][:n]:
@@ -336,7 +338,7 @@ def _lose_to_infra(
         seen.append((inp, out))
         return out
 
-    monkeypatch.setattr(trainer, "_rollout", faulty)
+    monkeypatch.setattr(trainer, "_episodes", faulty)
     monkeypatch.setattr(rl_update, "compute_advantages", estimator)
     monkeypatch.setattr(rl_update, "optimize", lambda *args: {})
     return rolled, seen

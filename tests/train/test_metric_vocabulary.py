@@ -20,8 +20,9 @@ from trajforge.train.sft import SFTTrainer
 DOC = Path(__file__).parents[2] / "docs" / "metrics.md"
 RL_SOURCE = Path(__file__).parents[2] / "src" / "trajforge" / "train" / "rl" / "trainer.py"
 ROW = re.compile(r"^\| `(\w+)` \| ([a-z, ]+) \|")
-# Keys a tiny run on one CPU cannot produce; the RL trainer's source must still write them.
-ONLY_ON_RAY = {"policy_staleness_max"}
+# Keys a tiny run on one CPU cannot produce; the RL trainer's source must still write them
+# (the weights version every sampled turn records now gives ``policy_staleness_max`` here too).
+ONLY_ON_RAY: set[str] = set()
 
 
 def documented() -> dict[str, set[str]]:
@@ -62,7 +63,7 @@ def dpo_keys(tmp_path: Path) -> set[str]:
 
 
 def rl_keys(tmp_path: Path) -> set[str]:
-    """Two runs between them switch on every optional RL metric but Ray's."""
+    """Three runs between them switch on every optional RL metric but Ray's."""
     full = small_rl_config(
         tmp_path / "grpo",
         steps=2,
@@ -73,9 +74,18 @@ def rl_keys(tmp_path: Path) -> set[str]:
         validation={"tasks": 1},
     )
     RLTrainer(full, rubric=token_id_rubric()).train()
-    gigpo = small_rl_config(tmp_path / "gigpo", estimator="gigpo", max_turns=2)
+    gigpo = small_rl_config(
+        tmp_path / "gigpo",
+        estimator="gigpo",
+        max_turns=2,
+        rollout_correction="seq_mis",
+        stale_samples="resample",
+    )
     RLTrainer(gigpo, rubric=token_id_rubric()).train()
-    return logged(tmp_path / "grpo") | logged(tmp_path / "gigpo")
+    distill = {"teacher": "self", "privileged": "expert"}
+    tree = {"branches": 1}
+    RLTrainer(small_rl_config(tmp_path / "distill", distill=distill, tree=tree)).train()
+    return logged(tmp_path / "grpo") | logged(tmp_path / "gigpo") | logged(tmp_path / "distill")
 
 
 def test_every_key_a_trainer_writes_is_documented_and_every_documented_key_is_written(

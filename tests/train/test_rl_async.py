@@ -21,17 +21,22 @@ def test_the_next_steps_rollouts_overlap_training(tmp_path: Path, lora: bool) ->
     trainer = RLTrainer(cfg, rubric=token_id_rubric())
     assert trainer.weights.policy.model is not trainer.parts.unwrapped_model()  # weights of its own
     threads: dict[int, str] = {}
-    rollout = trainer._rollout
+    episodes = trainer._episodes
 
-    def spy(step: int, tasks: list[Any]) -> Any:
+    def spy(step: int, *args: Any) -> Any:
         threads[step] = threading.current_thread().name
-        return rollout(step, tasks)
+        return episodes(step, *args)
 
-    trainer._rollout = spy  # type: ignore[method-assign]
+    trainer._episodes = spy  # type: ignore[method-assign]
     result = trainer.train()
     assert [h["step"] for h in result.history] == [1, 2, 3]
-    assert threads == {1: "MainThread", 2: "trajforge-rollout-ahead", 3: "trajforge-rollout-ahead"}
-    assert not trainer.ahead
+    # Every step's rollouts run on a watched thread; the next step's while one trains.
+    assert threads == {
+        1: "trajforge-rollout",
+        2: "trajforge-rollout-ahead",
+        3: "trajforge-rollout-ahead",
+    }
+    assert not trainer.rollouts.ahead
     # After the last update the rollout weights equal the trained ones.
     trained = trainer.weights.source().state_dict()
     served = trainer.weights.policy.model.state_dict()

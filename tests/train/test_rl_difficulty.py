@@ -4,6 +4,7 @@ tasks of middling pass rate without starving the others."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from trajforge.envs import get_env
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import FunctionScorer, Rubric
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
-from trajforge.rollout import RolloutSpec
+from trajforge.rollout import RolloutHook, RolloutSpec
 from trajforge.schema import EvaluatorKind, OutcomeStatus, Task, Trajectory
 from trajforge.train.config import DifficultySettings, RLConfig, parse_config
 from trajforge.train.rl import RLTrainer
@@ -27,9 +28,11 @@ def _count_rollouts(trainer: RLTrainer) -> list[int]:
     played = runner.rollout
     calls: list[int] = []
 
-    def counted(spec: RolloutSpec, step: int) -> list[Trajectory]:
+    def counted(
+        spec: RolloutSpec, step: int, hooks: Sequence[RolloutHook] = ()
+    ) -> Awaitable[list[Trajectory]]:
         calls.append(len(spec.tasks))
-        return played(spec, step)
+        return played(spec, step, hooks)
 
     runner.rollout = counted  # type: ignore[method-assign]
     return calls

@@ -27,13 +27,15 @@ def _history(tmp_path: Path, *, stale: bool, **overrides: Any) -> list[dict[str,
         steps=2,
         optim={"lr": 5e-2},
         filter_zero_advantage=False,
+        # The frozen copy's version stays behind: its tokens are kept in the loss.
+        max_staleness=5,
         **overrides,
     )
     trainer = RLTrainer(cfg, rubric=token_id_rubric())
     if stale:
         frozen = copy.deepcopy(trainer.parts.unwrapped_model())
         trainer.runner = LocalRollouts(HFPolicy(frozen, trainer.parts.tokenizer))
-        trainer.weights.refresh = lambda: None  # type: ignore[method-assign]
+        trainer.weights.refresh = lambda version: None  # type: ignore[method-assign]
     return trainer.train().history
 
 
@@ -56,3 +58,19 @@ def test_the_switch_turns_the_correction_off(tmp_path: Path) -> None:
     for h in _history(tmp_path, stale=True, rollout_is_cap=None):
         assert not IS_KEYS & h.keys()
         assert "rollout_logprob_gap" in h
+
+
+@pytest.mark.parametrize(
+    ("kind", "figure"), [("icepop", "rollout_masked_frac"), ("seq_mis", "rollout_seq_masked_frac")]
+)
+def test_the_masking_corrections_leave_out_what_the_sampler_drew_unlike(
+    tmp_path: Path, kind: str, figure: str
+) -> None:
+    """A narrow band leaves out tokens (sequences) of the stale sampler's step 2 and none of
+    step 1's, whose sampler is the trained weights; the mismatch shows in ``rollout_kl``."""
+    first, second = _history(
+        tmp_path, stale=True, rollout_correction=kind, rollout_is_band=[0.999, 1.001]
+    )
+    assert first[figure] == 0.0 and first["rollout_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert second[figure] > 0.0 and second["rollout_kl"] > 1e-6
+    assert not IS_KEYS & second.keys()

@@ -6,19 +6,29 @@ progress).
 - ``program`` — the contract with the program: how it is started and told its session and
   task, its exit, its printed reward; ``launch_here`` runs it in this process tree;
 - ``runner`` — ``AgentRunner``, the ``EpisodeRunner`` that plays each episode as one run;
+- ``confine`` — runs confined in the bubblewrap sandbox, in folders of their own; ``relay``
+  and ``forwarder`` — the gateway's one address inside; ``harnesses`` — Claude Code, Codex
+  and opencode recipes;
 - ``ray_launch`` — the programs as Ray tasks (imports ray; loaded only for ``ray``).
 """
 
 from __future__ import annotations
 
+from trajforge.agent_programs.confine import Confinement, RunSetup
+from trajforge.agent_programs.harnesses import HARNESSES, collected_program, harness
 from trajforge.agent_programs.program import AgentExit, AgentLauncher, agent_argv, launch_here
 from trajforge.agent_programs.runner import AgentRunner, agent_runners
 
 __all__ = [
+    "HARNESSES",
     "AgentExit",
     "AgentLauncher",
     "AgentRunner",
+    "Confinement",
+    "RunSetup",
     "agent_argv",
     "agent_runners",
+    "collected_program",
+    "harness",
     "launch_here",
 ]

@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager, AsyncExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from trajforge.agent_programs.confine import Confinement, Setup, confined
 from trajforge.agent_programs.program import (
     AgentLauncher,
     agent_argv,
@@ -82,6 +83,10 @@ class AgentRunner(EpisodeRunner):
         told: What each run's model is told beside the program's own prompt, added to the
             system message of every call of its session, and the trajectory metadata that
             records it (``Memory.told``: the lessons of an experience memory for the task).
+        confine: Run each program confined (``confine``: bubblewrap, a fresh workspace and
+            home, no network but the gateway, no keys); ``None``: as it is, here.
+        setup: What each confined run adds to its command, environment and files (a harness
+            recipe, ``harnesses``).
     """
 
     def __init__(
@@ -91,8 +96,14 @@ class AgentRunner(EpisodeRunner):
         gateway: ChatGateway | None = None,
         ray: RayOptions | None = None,
         told: Told | None = None,
+        confine: Confinement | None = None,
+        setup: Setup | None = None,
     ) -> None:
+        if setup is not None and confine is None:
+            raise ConfigError("setup: a run set up by a recipe is a confined run; give confine")
         self.argv = agent_argv(agent)
+        self._confine = confine
+        self._setup = setup
         self._live = gateway
         self._ray = ray
         self._told = told
@@ -103,10 +114,22 @@ class AgentRunner(EpisodeRunner):
         self._stack = AsyncExitStack()
 
     async def start(self, spec: RolloutSpec) -> str:
+        if spec.context is not None:
+            raise RolloutError(
+                "spec.context: an agent program keeps its own context; context policies are "
+                "for env episodes"
+            )
         host = "127.0.0.1"
         if self._ray is not None:
             launcher = self._stack.enter_context(launched_on_ray(self._ray))
             self._launch, host = launcher, launcher.host
+        if self._confine is not None:
+            if host != "127.0.0.1":
+                raise ConfigError(
+                    "confine: confined runs reach the gateway through a socket on this machine; "
+                    "run them here or on a local Ray cluster"
+                )
+            self._launch = confined(self._launch, self._confine, self._setup)
         gateway = self._live
         if gateway is not None and spec.policy is not None:
             raise RolloutError("spec.policy: the gateway is passed live too; give it once")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName
+from trajforge.algos.names import Aggregation, Estimator, KLKind, LossName, RolloutCorrection
 from trajforge.registry import lazy_names
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         estimator_options,
         weight_by_sign,
     )
+    from trajforge.algos.distill import reverse_kl_advantages, reverse_kl_mean
     from trajforge.algos.kl import apply_kl_penalty, kl_estimate
     from trajforge.algos.losses import (
         LOSSES,
@@ -32,9 +33,16 @@ if TYPE_CHECKING:
         loss_options,
         policy_loss,
         ppo_clip,
-        truncated_is_weights,
     )
     from trajforge.algos.metrics import entropy_from_logits
+    from trajforge.algos.off_policy import (
+        correction_weights,
+        icepop_weights,
+        mismatch_metrics,
+        sequence_mis_weights,
+        truncated_is_weights,
+        within_staleness,
+    )
     from trajforge.algos.rae import rae_advantages
     from trajforge.algos.types import AdvantageInput, AdvantageOutput, AlgosInputError
 
@@ -43,6 +51,8 @@ _HOMES = {
     "ESTIMATORS": "advantages",
     "compute_advantages": "advantages",
     "estimator_options": "advantages",
+    "reverse_kl_advantages": "distill",
+    "reverse_kl_mean": "distill",
     "apply_kl_penalty": "kl",
     "kl_estimate": "kl",
     "LOSSES": "losses",
@@ -54,7 +64,12 @@ _HOMES = {
     "ppo_clip": "losses",
     "loss_options": "losses",
     "policy_loss": "losses",
-    "truncated_is_weights": "losses",
+    "correction_weights": "off_policy",
+    "icepop_weights": "off_policy",
+    "mismatch_metrics": "off_policy",
+    "sequence_mis_weights": "off_policy",
+    "truncated_is_weights": "off_policy",
+    "within_staleness": "off_policy",
     "entropy_from_logits": "metrics",
     "AdvantageInput": "types",
     "AdvantageOutput": "types",
@@ -73,23 +88,31 @@ __all__ = [
     "Estimator",
     "KLKind",
     "LossName",
+    "RolloutCorrection",
     "TokenLoss",
     "aggregate",
     "apply_kl_penalty",
     "cispo",
     "compute_advantages",
+    "correction_weights",
     "dro",
     "drop_from_groups",
     "entropy_from_logits",
     "estimator_options",
+    "icepop_weights",
     "importance_sampling",
     "kl_estimate",
     "loss_options",
+    "mismatch_metrics",
     "policy_loss",
     "ppo_clip",
     "rae_advantages",
+    "reverse_kl_advantages",
+    "reverse_kl_mean",
+    "sequence_mis_weights",
     "truncated_is_weights",
     "weight_by_sign",
+    "within_staleness",
 ]
 
 

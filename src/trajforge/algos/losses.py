@@ -9,7 +9,6 @@ assistant-sampled tokens). Entries off the mask are ignored whatever they hold (
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -324,20 +323,3 @@ def policy_loss(
                 )
             metrics["entropy"] = float(masked_mean(entropy_from_logits(logits.detach()), m))
     return loss, metrics
-
-
-def truncated_is_weights(
-    logprobs: Tensor, rollout_logprobs: Tensor, mask: Tensor, cap: float
-) -> Tensor:
-    """Truncated importance weights ``min(pi / pi_rollout, cap)`` per token (1 off the mask).
-
-    ``logprobs`` are the trainer's for the sampled tokens, ``rollout_logprobs`` the sampler's
-    (e.g. a bf16 copy of the weights): multiplying the advantages by these weights turns the
-    sampler's tokens into an estimate of the trainer's policy gradient, the cap bounding its
-    variance (Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL
-    Training"; verl's ``tis_imp_ratio_cap``). Every loss here is linear in the advantage, so
-    the weight acts on the advantage as it would on the token's loss."""
-    if cap <= 0:
-        raise ConfigError(f"truncated importance sampling: cap {cap} must be > 0")
-    ratio = torch.exp((logprobs.detach() - rollout_logprobs.detach()).clamp(max=math.log(cap)))
-    return torch.where(mask.bool(), ratio, torch.ones_like(ratio))

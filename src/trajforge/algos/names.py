@@ -32,3 +32,13 @@ class KLKind(StrEnum):
     K1 = "k1"
     K2 = "k2"
     K3 = "k3"
+
+
+class RolloutCorrection(StrEnum):
+    """How RL corrects for rollouts sampled by other weights than the trained ones
+    (``trajforge.algos.off_policy``)."""
+
+    TOKEN_TIS = "token_tis"
+    SEQ_MIS = "seq_mis"
+    ICEPOP = "icepop"
+    NONE = "none"

@@ -143,21 +143,19 @@ def markdown(reports: Sequence[TemplateReport]) -> str:
         "text and first tokens in each rendering). Under each template that splits, each "
         "shape's first such break: where, and what the history's text was and became.",
         "",
-        "An env episode split this way is stored as its pieces. The last is the episode's "
-        "trajectory: its sample index, outcome and reward, what the run's statistics and RL "
-        "count. Each earlier piece is stored beside it with the episode's outcome and reward "
-        "(`truncated` where its last tool calls are answered in the next piece), no sample "
-        "index, and `metadata.split_into` naming the piece after it. Every sampled turn is in "
-        "one piece, in the context it was sampled in, with its logprobs and turn reward; a later "
-        "piece holds the earlier turns again as context (`rendered_prefix` messages, no "
-        "logprobs). So SFT and DPO with `data.non_exact: mask` train each sampled turn once "
-        "(earlier pieces whole, they are exact, though `data.status: ok` leaves out a "
-        "`truncated` one; the last piece after its rendered prefix), "
-        "`keep` trains the prefix turns again as text, `refuse` stops at the first split "
-        "piece; RL trains the last piece's turns after its rendered prefix with the episode's "
-        "advantage and leaves the earlier pieces' turns out. Final observations that break "
-        "the template (a truncated episode's last tool results) open a last piece with no "
-        "sampled turn.",
+        "An env episode split this way is stored as its segments, linked by `segment` (the "
+        "episode's id and an index; [context.md](context.md)). The last is the episode's "
+        "trajectory: its sample index, outcome and reward, what the run's statistics count. "
+        "Each earlier segment is stored beside it with the episode's outcome and reward, "
+        "ending with its last reply, no sample index, and `metadata.split_into` naming the "
+        "segment after it. Every sampled turn is in one segment, in the context it was sampled "
+        "in, with its logprobs and turn reward; a later segment holds the earlier turns again "
+        "as context (`rendered_prefix` messages, no logprobs), which SFT and DPO leave out of "
+        "the loss whatever `data.non_exact` says (`refuse` stops at the first split segment), "
+        "so each sampled turn is trained once. RL trains every segment as a row with its "
+        "episode's advantage, the group counting the episode once. Final observations that "
+        "break the template (a truncated episode's last tool results) open a last segment "
+        "with no sampled turn.",
         "",
     ]
     for report in reports:

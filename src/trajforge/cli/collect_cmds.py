@@ -34,6 +34,9 @@ from trajforge.schema import OutcomeStatus
 COMMAND = "collect"
 AGENT_META = "agent"
 """The run's metadata key of the program's command line (what ``--resume`` runs again)."""
+HARNESS_META = "harness"
+CONFINE_META = "confine"
+"""The run's metadata keys of its harness and its confinement (``--resume`` keeps both)."""
 
 
 def _spec(options: Mapping[str, Any]) -> RolloutSpec:
@@ -73,6 +76,32 @@ def collect(
             "--agent",
             help="Command that runs the agent once, e.g. 'python agent.py' (a new run needs it; "
             "--resume runs the run's own).",
+        ),
+    ] = None,
+    harness: Annotated[
+        str | None,
+        typer.Option(
+            "--harness",
+            metavar="NAME",
+            help="Run a real agent harness instead of --agent: claude-code, codex or opencode "
+            "(its config written for each run and removed after; always confined).",
+        ),
+    ] = None,
+    confine: Annotated[
+        bool,
+        typer.Option(
+            "--confine",
+            help="Run each program in the bubblewrap sandbox: a fresh workspace and home, no "
+            "network but the gateway, none of this shell's variables, bounded processes.",
+        ),
+    ] = False,
+    confine_read: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--confine-read",
+            metavar="PATH",
+            help="A host file or folder a confined run may read (repeatable); the files its "
+            "command names and the interpreters are readable already.",
         ),
     ] = None,
     env: Annotated[
@@ -135,26 +164,38 @@ def collect(
     With --memory, each run's gateway session adds the memory's lessons for its task to the
     system message of every model call (the program's prompts stay its own)."""
     # lazy: the runner loads the gateway (uvicorn and fastapi take 0.4 s)
-    from trajforge.agent_programs import AgentRunner
+    from trajforge.agent_programs import AgentRunner, Confinement, collected_program
 
     on_ray = opts.ray_options(ctx.params)
-    if resume is None and not agent:
-        raise ConfigError("--agent: give the command that runs the agent, e.g. 'python agent.py'")
+    confined = confine or harness is not None or bool(confine_read)
+    confinement = Confinement(read_only=confine_read or []) if confined else None
     if resume is None:
+        collected_program(agent or None, harness, confinement)  # fails before the run starts
         check_model(model)
     if memory is not None and env is None and resume is None:
         raise ConfigError(f"{MEMORY_OPTION}: give --env (a memory's items belong to an env)")
     # The lessons are added by the gateway here, so programs on Ray read them too.
     extra = {
         AGENT_META: agent,
+        HARNESS_META: harness,
+        CONFINE_META: None if confinement is None else confinement.model_dump(mode="json"),
         **plan_memory(memory, memory_k, memory_update, False, None, memory_embed),
     }
     with command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
         learning, update = stored_memory(current.meta, current.env)
+        meta = current.meta
+        stored = meta.get(CONFINE_META)
+        command, confining, setup = collected_program(
+            meta.get(AGENT_META) or None,
+            meta.get(HARNESS_META),
+            Confinement.model_validate(stored) if stored is not None else None,
+        )
         runner = AgentRunner(
-            str(current.meta.get(AGENT_META) or ""),
+            command,
             ray=on_ray,
             told=learning.told if learning is not None else None,
+            confine=confining,
+            setup=setup,
         )
         done = current.roll_out(
             show=not as_json,

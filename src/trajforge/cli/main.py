@@ -25,6 +25,7 @@ from trajforge.cli import (
     rollout_cmds,
     run_cmds,
     serve_cmds,
+    synthesize_cmds,
     template_cmds,
     train_cmds,
     triage_cmds,
@@ -89,6 +90,7 @@ for module in (
     curate_cmds,
     view_cmds,
     memory_cmds,
+    synthesize_cmds,
 ):
     module.register(app)
 

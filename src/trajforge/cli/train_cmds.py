@@ -1,4 +1,4 @@
-"""``trajforge train sft|dpo|rl --config FILE.yaml [--resume] [KEY=VALUE ...]``."""
+"""``trajforge train sft|dpo|rl|distill --config FILE.yaml [--resume] [KEY=VALUE ...]``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from trajforge.pipeline import StandaloneRun
 from trajforge.report import build_report
 from trajforge.train import (
     ConfigT,
+    DistillConfig,
     DPOConfig,
     RLConfig,
     SFTConfig,
@@ -64,7 +65,8 @@ def _train(trainer: Trainer, kind: str, config: Path, overrides: list[str], resu
     interruption names the command that resumes it."""
     from trajforge.train import leave_process_group  # lazy: imports torch
 
-    run = StandaloneRun(kind, trainer.cfg)
+    # A distillation is an RL run with a teacher: recorded and reported as one.
+    run = StandaloneRun("rl" if kind == "distill" else kind, trainer.cfg)
     main = launched_rank() == 0  # only the main process writes the run folder's files
     try:
         result = trainer.train(resume=resume, overwrite=overwrite)
@@ -167,15 +169,26 @@ def _rl(cfg: RLConfig, config: Path) -> Trainer:
     return RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env))
 
 
+def _distill(cfg: DistillConfig, config: Path) -> Trainer:
+    """On-policy distillation: the student samples, a teacher scores every token, update."""
+    from trajforge.train import RLTrainer  # lazy: torch loads only when a command trains
+
+    return RLTrainer(cfg)
+
+
 sft = _train_command("sft", SFTConfig, _sft)
 dpo = _train_command("dpo", DPOConfig, _dpo)
 rl = _train_command("rl", RLConfig, _rl)
+distill = _train_command("distill", DistillConfig, _distill)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to ``app``."""
-    train_app = typer.Typer(help="Train on trajectories: SFT, DPO, RL.", no_args_is_help=True)
+    train_app = typer.Typer(
+        help="Train on trajectories: SFT, DPO, RL, on-policy distillation.", no_args_is_help=True
+    )
     train_app.command("sft")(sft)
     train_app.command("dpo")(dpo)
     train_app.command("rl")(rl)
+    train_app.command("distill")(distill)
     app.add_typer(train_app, name="train")

@@ -64,11 +64,12 @@ class RolloutWorker:
         """Load ``state`` into the policy once the sequences in flight end (a later turn of an
         episode under way samples from it); episodes that need ``version`` wait for it."""
         try:
-            load = getattr(self._policy, "set_weights", None)
-            if load is None:
+            if not isinstance(self._policy, HFPolicy):
                 raise RolloutError(f"policy {self._policy.name}: has no weights to set")
-            # On a thread: the swap waits for the policy's own thread to end in-flight turns.
-            await asyncio.to_thread(load, state)
+            # On a thread: the swap waits for the policy's own thread to end in-flight turns;
+            # the turns sampled from then on record ``version`` (a partial rollout's later
+            # turns, the trainer's newer weights).
+            await asyncio.to_thread(self._policy.set_weights, state, version=version)
         except Exception as exc:
             self._failed = f"weights {version} failed to load: {exc}"
             raise

@@ -61,6 +61,15 @@ def python_executable() -> Path:
     return candidate if candidate.exists() else Path(os.path.realpath(sys.executable))
 
 
+def _parent_dirs(target: Path) -> list[str]:
+    """Flags that create ``target``'s parents 0755, so an unprivileged uid can reach a folder
+    bound under e.g. /root (bwrap would create them unreachable)."""
+    flags = []
+    for parent in reversed(target.parents[:-1]):
+        flags += ["--perms", "0755", "--dir", str(parent)]
+    return flags
+
+
 def _filesystem_flags(python: Path) -> list[str]:
     flags = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -72,10 +81,7 @@ def _filesystem_flags(python: Path) -> list[str]:
     prefix = Path(sys.base_prefix).resolve()
     roots = [Path("/usr")] + [Path("/", n) for n in ("bin", "lib", "lib64")]
     if not any(prefix == r or r in prefix.parents for r in roots):
-        # Parents are created 0755 so an unprivileged uid can reach a prefix under e.g. /root.
-        for parent in reversed(prefix.parents[:-1]):
-            flags += ["--perms", "0755", "--dir", str(parent)]
-        flags += ["--ro-bind", str(prefix), str(prefix)]
+        flags += [*_parent_dirs(prefix), "--ro-bind", str(prefix), str(prefix)]
     if not python.is_relative_to(prefix) and not python.is_relative_to("/usr"):
         flags += ["--ro-bind", str(python), str(python)]
     return flags
@@ -100,6 +106,7 @@ def bwrap_argv(mode: Mode, config: SandboxConfig, python: Path, run: Run) -> lis
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(config.tmp_size_mb << 20), "--perms", "1777", "--tmpfs", "/tmp"]
     for mount in run.mounts:
+        argv += _parent_dirs(Path(mount.target))
         argv += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
     argv += ["--chdir", run.cwd, "--clearenv"]
     for key, value in {**CHILD_ENV, **run.env}.items():

@@ -15,6 +15,8 @@ takes a user's environment by where it is:
   ``EnvSource.HARBOR``).
 - ``openenv:URL``, ``openenv:module:attr`` or ``openenv-text:...``: an OpenEnv server, running
   or started from its code (``trajforge.envs.openenv.source``; ``EnvSource.OPENENV``).
+- ``path/tasks.jsonl``: a task file, its tasks played in the env they name
+  (``trajforge.envs.task_file``; ``EnvSource.TASK_FILE``).
 - ``miniwob:TASK`` or ``browsergym:TASK`` (comma-separated for several; ``miniwob-screenshot:``
   and ``browsergym-screenshot:`` add screenshots): browser tasks on headless Chromium
   (``trajforge.envs.browser``; ``EnvSource.BROWSER``).
@@ -95,6 +97,9 @@ OPENENV_MODULE = "trajforge.envs.openenv.source"
 OPENENV_PREFIXES = ("openenv:", "openenv-text:")
 # Imported by name only when a browser env is named: it loads Playwright.
 BROWSER_MODULE = "trajforge.envs.browser.source"
+# Imported by name only when a task file is named.
+TASK_FILE_MODULE = "trajforge.envs.task_file"
+TASK_FILE_SUFFIX = ".jsonl"
 BROWSER_PREFIXES = ("miniwob:", "browsergym:", "miniwob-screenshot:", "browsergym-screenshot:")
 USER_ENV_KINDS = (
     "module:factory or file.py:factory (your code)",
@@ -102,6 +107,7 @@ USER_ENV_KINDS = (
     "harbor:PATH (a Harbor task folder, or a folder of them)",
     "openenv:URL or openenv:module:app (an OpenEnv server)",
     "miniwob:TASK or browsergym:TASK (browser tasks on headless Chromium)",
+    "path/tasks.jsonl (a task file, played in the env its tasks name)",
 )
 
 TasksFn = Callable[[int, int, str], list[Task]]
@@ -117,6 +123,7 @@ class EnvSource(StrEnum):
     HARBOR = "harbor"
     OPENENV = "openenv"
     BROWSER = "browser"
+    TASK_FILE = "task file"
 
 
 def _no_expert(task: Task, messages: list[Message]) -> str | None:
@@ -399,6 +406,9 @@ def get_env(name: str) -> EnvEntry:
         return browser_entry
     if name.endswith(ENV_FILE_SUFFIXES):
         return _from_env_file(name)
+    if name.endswith(TASK_FILE_SUFFIX):
+        task_file: EnvEntry = importlib.import_module(TASK_FILE_MODULE).entry(name)
+        return task_file
     if is_ref(name):
         return _from_code(name)
     if name.endswith(".py"):

@@ -62,6 +62,7 @@ __all__ = [
     "run_command",
     "run_python",
     "run_python_sync",
+    "sandbox_argv",
     "sandbox_available",
 ]
 
@@ -142,6 +143,30 @@ async def run_command(
         raise SandboxError("the command contains a NUL byte, which no argument can hold")
     run = Run(list(command), mounts, cwd, dict(env or {}), uid)
     return await _run(run, config or SandboxConfig(), needs_bwrap=bool(mounts))
+
+
+def sandbox_argv(
+    command: list[str],
+    config: SandboxConfig,
+    *,
+    mounts: tuple[Mount, ...] = (),
+    cwd: str = "/tmp",
+    env: dict[str, str] | None = None,
+    uid: int | None = None,
+) -> list[str]:
+    """The ``bwrap`` command line that runs ``command`` as ``run_command`` would, for a caller
+    that starts, feeds and watches the process itself (an agent program's launcher); it has
+    ``config``'s rlimits but not its timeout or output cap, which are the caller's.
+
+    Raises:
+        SandboxUnavailableError: bubblewrap cannot run here (``allow_unsandboxed`` is not
+            honoured: the caller asked for a sandbox).
+    """
+    mode = probe()
+    if not isinstance(mode, Mode):
+        raise SandboxUnavailableError(mode)
+    run = Run(list(command), mounts, cwd, dict(env or {}), uid)
+    return bwrap_argv(mode, config, python_executable(), run)
 
 
 def episode_uid() -> int | None:

@@ -5,7 +5,12 @@ from trajforge.registry import lazy_names
 if TYPE_CHECKING:
     from trajforge.formats.detect import detect_format, likely_format, readable, writable
     from trajforge.formats.images import content_to_openai
-    from trajforge.formats.jsonl import load_trajectories, read_json_objects, write_trajectories
+    from trajforge.formats.jsonl import (
+        load_trajectories,
+        read_json_objects,
+        write_jsonl_lines,
+        write_trajectories,
+    )
     from trajforge.formats.openai_chat import content_text, message_to_openai, messages_from_openai
     from trajforge.formats.otel_receiver import TraceCollector, receiver_app
     from trajforge.formats.records import (
@@ -16,7 +21,7 @@ if TYPE_CHECKING:
         write_pair_records,
         write_records,
     )
-    from trajforge.formats.responses import messages_from_responses
+    from trajforge.formats.responses import messages_from_responses, namespaced
     from trajforge.formats.tool_calls import (
         TOOL_CALL_CLOSE,
         TOOL_CALL_OPEN,
@@ -45,6 +50,7 @@ __all__ = [
     "message_to_openai",
     "messages_from_openai",
     "messages_from_responses",
+    "namespaced",
     "parse_openai_tool_calls",
     "parse_tool_calls",
     "paused_gc",
@@ -52,6 +58,7 @@ __all__ = [
     "readable",
     "receiver_app",
     "writable",
+    "write_jsonl_lines",
     "write_pair_records",
     "write_records",
     "write_trajectories",
@@ -79,6 +86,7 @@ __getattr__ = lazy_names(
         "message_to_openai": "openai_chat",
         "messages_from_openai": "openai_chat",
         "messages_from_responses": "responses",
+        "namespaced": "responses",
         "parse_openai_tool_calls": "tool_calls",
         "parse_tool_calls": "tool_calls",
         "paused_gc": "records",
@@ -86,6 +94,7 @@ __getattr__ = lazy_names(
         "readable": "detect",
         "receiver_app": "otel_receiver",
         "writable": "detect",
+        "write_jsonl_lines": "jsonl",
         "write_pair_records": "records",
         "write_records": "records",
         "write_trajectories": "jsonl",

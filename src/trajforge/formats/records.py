@@ -59,6 +59,9 @@ class RecordFormat:
     write_pair: Callable[[Trajectory, Trajectory], dict[str, Any]] | None = None
     read_file: Callable[[Path], Iterator[Trajectory]] | None = None
     """Reads a whole file that is not one record per line (an Inspect log)."""
+    links_segments: bool = False
+    """Whether a record names the episode and index of a segment (``Trajectory.segment``);
+    a format that cannot refuses to write one."""
 
 
 FORMATS: Registry[RecordFormat] = Registry("format")
@@ -80,10 +83,14 @@ def _with_ids(
     write: Callable[[Trajectory], dict[str, Any]],
 ) -> Callable[[Trajectory], dict[str, Any]]:
     """``write`` with the trajectory's and its task's ids in the record, which the readers take
-    back: a file exported and imported again names the trajectories already stored."""
+    back: a file exported and imported again names the trajectories already stored. A segment's
+    record names its episode and index too (``episode_id``, ``segment_index``)."""
 
     def with_ids(traj: Trajectory) -> dict[str, Any]:
-        return {"id": traj.id, "task_id": traj.task.id, **write(traj)}
+        link = {}
+        if traj.segment is not None:
+            link = {"episode_id": traj.segment.episode_id, "segment_index": traj.segment.index}
+        return {"id": traj.id, "task_id": traj.task.id, **link, **write(traj)}
 
     return with_ids
 
@@ -99,6 +106,7 @@ _register(
         "trajforge's own schema: every field, token ids included",
         lambda record, _: Trajectory.model_validate(record),
         lambda traj: traj.model_dump(mode="json"),
+        links_segments=True,
     )
 )
 _register(
@@ -107,6 +115,7 @@ _register(
         "OpenAI chat: {messages, tools} (TRL's conversational format)",
         _read_openai,
         _with_ids(to_openai_chat),
+        links_segments=True,
     )
 )
 _register(
@@ -118,6 +127,7 @@ _register(
             record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
         ),
         _with_ids(to_responses),
+        links_segments=True,
     )
 )
 _register(
@@ -128,6 +138,7 @@ _register(
             record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
         ),
         _with_ids(to_prompt_completion),
+        links_segments=True,
     )
 )
 _register(
@@ -138,6 +149,7 @@ _register(
             record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
         ),
         _with_ids(to_vision_language),
+        links_segments=True,
     )
 )
 _register(
@@ -194,6 +206,7 @@ _register(
         "ShareGPT: {conversations: [{from, value}], system, tools}",
         _read_sharegpt,
         _with_ids(to_sharegpt),
+        links_segments=True,
     )
 )
 
@@ -283,6 +296,7 @@ def write_records(
     write = fmt.write
     if write is None:
         raise DataError(f"format {fmt.name!r} cannot be written one trajectory at a time")
+    trajectories = _linkable(trajectories, fmt)
     if Path(path).suffix == ".parquet":
         return write_parquet(path, (write(t) for t in trajectories))
     if fmt.name == "trajforge":
@@ -303,10 +317,24 @@ def write_pair_records(
     write_pair = fmt.write_pair
     if write_pair is None:
         raise DataError(f"format {fmt.name!r} writes single trajectories, not pairs")
-    rows = (write_pair(chosen, rejected) for chosen, rejected in pairs)
+    rows = (write_pair(*_linkable((chosen, rejected), fmt)) for chosen, rejected in pairs)
     if Path(path).suffix == ".parquet":
         return write_parquet(path, rows)
     return write_jsonl_lines(path, (json.dumps(r, ensure_ascii=False).encode() for r in rows))
+
+
+def _linkable(trajectories: Iterable[Trajectory], fmt: RecordFormat) -> Iterator[Trajectory]:
+    """``trajectories``, or ``DataError`` at the first segment ``fmt`` cannot link to its
+    episode."""
+    linking = [name for name in FORMATS.names() if FORMATS.get(name).links_segments]
+    for traj in trajectories:
+        if traj.segment is not None and not fmt.links_segments:
+            raise DataError(
+                f"trajectory {traj.id} is segment {traj.segment.index} of episode "
+                f"{traj.segment.episode_id}, and format {fmt.name!r} cannot link an episode's "
+                f"segments; export it as {', '.join(linking)}"
+            )
+        yield traj
 
 
 def write_parquet(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> int:

@@ -5,9 +5,11 @@ image's ``image_url`` a base64 data URL; remote URLs and file ids are refused, n
 an assistant's tool calls are ``function_call`` items after it and their results
 ``function_call_output`` items (whose ``output`` is text, or parts when it holds an image). A
 ``developer`` message and the request's ``instructions`` are system text. Tools are Responses
-function tools (``{"type": "function", "name", ...}``). Reasoning, token ids, logprobs and rewards
-have no place in the format and are not written. The gateway's ``/v1/responses`` reads requests
-with ``messages_from_responses``.
+function tools (``{"type": "function", "name", ...}``). A ``reasoning`` item read opens the
+assistant turn it precedes (its ``reasoning_text`` is the turn's reasoning); a call of a tool in
+a ``namespace`` is read as the flat name ``{namespace}__{name}``. Reasoning, token ids, logprobs
+and rewards are not written. The gateway's ``/v1/responses`` reads requests with
+``messages_from_responses``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from trajforge.schema import (
     Trajectory,
 )
 
-ITEM_KINDS = ("message", "function_call", "function_call_output")
+ITEM_KINDS = ("message", "function_call", "function_call_output", "reasoning")
+NAMESPACE_JOIN = "__"
+"""Between a namespace and a tool's name in the flat name the model sees."""
+
+
+def namespaced(namespace: str | None, name: str) -> str:
+    """The flat name of tool ``name`` in ``namespace`` (``name`` itself outside one)."""
+    return f"{namespace}{NAMESPACE_JOIN}{name}" if namespace else name
 
 
 def to_responses(traj: Trajectory) -> dict[str, Any]:
@@ -121,12 +130,15 @@ def messages_from_responses(raw: str | list[Any], instructions: str | None) -> l
             if role in ("system", "developer") and out and out[0].role is Role.SYSTEM:
                 out[0] = out[0].model_copy(update={"content": _joined(out[0].content, content)})
                 continue
+            if role == "assistant" and _opened_by_reasoning(out):
+                out[-1] = out[-1].model_copy(update={"content": content})
+                continue
             chat_role = Role.SYSTEM if role == "developer" else Role(role)
             out.append(Message(role=chat_role, content=content))
         elif kind == "function_call":
             arguments = _arguments(item.get("arguments"), f"{where}.arguments")
-            call = ToolCall(id=str(item.get("call_id", "")), name=str(item.get("name", "")),
-                            arguments=arguments)  # fmt: skip
+            name = namespaced(item.get("namespace"), str(item.get("name", "")))
+            call = ToolCall(id=str(item.get("call_id", "")), name=name, arguments=arguments)
             if out and out[-1].role is Role.ASSISTANT:
                 calls = [*out[-1].tool_calls, call]
                 out[-1] = out[-1].model_copy(update={"tool_calls": calls})
@@ -135,11 +147,36 @@ def messages_from_responses(raw: str | list[Any], instructions: str | None) -> l
         elif kind == "function_call_output":
             content = responses_content(item.get("output", ""), where, field="output")
             out.append(Message(role=Role.TOOL, content=content, tool_call_id=item.get("call_id")))
+        elif kind == "reasoning":
+            out.append(Message(role=Role.ASSISTANT, reasoning=_reasoning(item, where)))
         else:
             raise DataError(
                 f"{where}.type: {kind!r} items are not supported ({', '.join(ITEM_KINDS)} are)"
             )
-    return out
+    # A turn whose reasoning item held no text has no reasoning.
+    return [m.model_copy(update={"reasoning": None}) if m.reasoning == "" else m for m in out]
+
+
+def _opened_by_reasoning(out: list[Message]) -> bool:
+    """Whether the last message is an assistant turn a ``reasoning`` item opened, which the
+    turn's text joins."""
+    last = out[-1] if out else None
+    return (
+        last is not None and last.role is Role.ASSISTANT and not last.content
+        and not last.tool_calls and last.reasoning is not None
+    )  # fmt: skip
+
+
+def _reasoning(item: dict[str, Any], where: str) -> str:
+    """A reasoning item's text: its ``reasoning_text`` parts (a summary or encrypted content is
+    not what the model wrote)."""
+    parts = item.get("content") or []
+    if not isinstance(parts, list):
+        raise DataError(f"{where}.content: expected a list of reasoning_text parts")
+    return "".join(
+        str(p.get("text", "")) for p in parts
+        if isinstance(p, dict) and p.get("type") == "reasoning_text"
+    )  # fmt: skip
 
 
 def _arguments(text: Any, where: str) -> dict[str, Any]:

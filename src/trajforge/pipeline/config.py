@@ -36,6 +36,7 @@ from trajforge.pipeline.stages import (
     RLStage,
     SFTStage,
     Stage,
+    SynthesizeStage,
     TriageStage,
     stage_name,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "RepairStage",
     "SFTStage",
     "Stage",
+    "SynthesizeStage",
     "TriageStage",
     "best_of_problem",
     "check_experiment",
@@ -232,6 +234,11 @@ def check_experiment(exp: Experiment, run_dir: Path) -> None:
             elif isinstance(stage, DemonstrationStage):
                 if found := model_name_problem(stage.policy, trainable=False):
                     problems.append(origin.problem(("stages", i, "policy"), found))
+            elif isinstance(stage, SynthesizeStage):
+                try:
+                    stage.check_names(exp.env)
+                except ConfigError as exc:
+                    problems.append(origin.problem(("stages", i), str(exc)))
             elif isinstance(stage, CollectStage):
                 # The gateway serves a model with weights here, or forwards to another server.
                 forwarded = exp.model.startswith(OPENAI_PREFIX)

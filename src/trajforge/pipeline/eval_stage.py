@@ -56,6 +56,7 @@ def eval_stage(
         tasks=TaskSample(count=ev.tasks, split=ev.split, seed=ev.seed),
         n=n,
         limits=Limits(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens),
+        context=ev.context,
         sampling=Sampling(temperature=ev.temperature, max_new_tokens=ev.max_new_tokens),
         seed=ev.seed,
         run_id=run_id,

@@ -25,6 +25,7 @@ from trajforge.judge import plan_best_of
 from trajforge.pipeline.stages import (
     STAGE_KINDS,
     TRAJECTORY_KINDS,
+    DemonstrationStage,
     EvalSettings,
     EvalStage,
     MemoryStage,
@@ -35,6 +36,7 @@ from trajforge.pipeline.stages import (
     TriageStage,
     check_reads,
     check_repaired,
+    check_tasks_from,
 )
 from trajforge.precision import Precision
 
@@ -94,7 +96,7 @@ class Experiment(StrictModel):
     plan, the gateway and the training stay in this process. ``trajforge run --ray`` sets it."""
     stages: list[Stage] = Field(min_length=1, examples=[_EXAMPLE_STAGES])
     """The stages in order; each has a ``kind``: ``eval``, ``demonstrations``, ``collect``,
-    ``sft``, ``rl``, ``triage``, ``repair`` or ``memory``."""
+    ``sft``, ``rl``, ``triage``, ``repair``, ``memory`` or ``synthesize``."""
 
     _origin: Origin | None = PrivateAttr(default=None)
 
@@ -118,6 +120,8 @@ class Experiment(StrictModel):
                 check_reads(s, stages[:i])
             if isinstance(s, RepairStage):
                 check_repaired(s, stages[:i])
+            if isinstance(s, DemonstrationStage):
+                check_tasks_from(s, stages[:i])
             if not isinstance(s, SFTStage):
                 continue
             for demo in s.data_stages:

@@ -30,6 +30,7 @@ from trajforge.pipeline.config import (
     RepairStage,
     RLStage,
     SFTStage,
+    SynthesizeStage,
     TriageStage,
     data_runs,
     distilled_stages,
@@ -63,7 +64,8 @@ STALE = "stale"
 
 def stage_inputs(exp: Experiment, index: int) -> list[str]:
     """The earlier stages whose output stage ``index`` reads: the training stage whose weights
-    it starts from, an SFT stage's demonstrations and an eval stage's memory stage."""
+    it starts from, an SFT stage's demonstrations, an eval stage's memory stage and a
+    demonstrations stage's synthesize stage."""
     stage = exp.stages[index]
     if isinstance(stage, TriageStage):
         return triaged_stages(exp, index)
@@ -72,7 +74,11 @@ def stage_inputs(exp: Experiment, index: int) -> list[str]:
     if isinstance(stage, RepairStage):
         return [stage.failed] + ([stage.good] if stage.good else [])
     trained = [s.name for s in exp.stages[:index] if isinstance(s, SFTStage | RLStage)]
-    uses = [] if isinstance(stage, DemonstrationStage) else trained[-1:]
+    if isinstance(stage, SynthesizeStage):
+        return []
+    if isinstance(stage, DemonstrationStage):
+        return [stage.tasks_from] if stage.tasks_from else []
+    uses = trained[-1:]
     memory = memory_stage_of(exp, index)
     return (
         uses
@@ -103,10 +109,12 @@ class StageMaking:
             if stage.memory is not None:  # likewise
                 config.update(memory=self._memory(index, stage))
         elif isinstance(stage, DemonstrationStage):
-            config.update(stage=stage.model_dump(mode="json"))
+            # tasks_from absent when unset: older runs' records stay current.
+            unset = {"tasks_from"} if stage.tasks_from is None else None
+            config.update(stage=stage.model_dump(mode="json", exclude=unset))
         elif isinstance(stage, CollectStage):
             config.update(model=model, stage=stage.model_dump(mode="json"))
-        elif isinstance(stage, TriageStage | MemoryStage):
+        elif isinstance(stage, TriageStage | MemoryStage | SynthesizeStage):
             config.update(stage=stage.model_dump(mode="json"))
         elif isinstance(stage, RepairStage):
             # The note is encoded with the tokenizer of the experiment's model family.
@@ -120,7 +128,9 @@ class StageMaking:
             config.update(train=training_config(rl))
         made = resolved(config, self.run_dir)
         # Absent for a stage that runs no code of the user's: older records stay current.
-        plays = isinstance(stage, EvalStage | DemonstrationStage | CollectStage | RLStage)
+        plays = isinstance(
+            stage, EvalStage | DemonstrationStage | CollectStage | RLStage | SynthesizeStage
+        )
         if code := code_hashes(made, env=exp.env if plays else None):
             made["code"] = code
         return made

@@ -19,18 +19,21 @@ from trajforge.rollout import (
     TaskSample,
     run_rollout,
 )
-from trajforge.schema import Trajectory, is_success
+from trajforge.schema import Task, Trajectory, is_success
 
 
 def demonstrations_stage(
-    exp: Experiment, stage: DemonstrationStage, teacher: PolicyRef, run_id: str, store: Path
-) -> dict[str, Any]:
-    """One greedy episode by ``teacher`` per task of ``stage``, stored as run ``run_id``."""
+    exp: Experiment, stage: DemonstrationStage, teacher: PolicyRef, run_id: str, store: Path,
+    tasks: list[Task] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """One greedy episode by ``teacher`` per task of ``stage`` (or of ``tasks``, synthesized
+    ones), stored as run ``run_id``."""
     spec = RolloutSpec(
         env=exp.env,
         policy=teacher,
-        tasks=TaskSample(count=stage.tasks, split=stage.split, seed=stage.seed),
+        tasks=tasks or TaskSample(count=stage.tasks, split=stage.split, seed=stage.seed),
         limits=Limits(max_turns=stage.max_turns),
+        context=stage.context,
         sampling=Sampling(temperature=0.0),
         seed=stage.seed,
         run_id=run_id,

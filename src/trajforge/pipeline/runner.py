@@ -35,6 +35,7 @@ from trajforge.pipeline.config import (
     RLStage,
     SFTStage,
     Stage,
+    SynthesizeStage,
     TriageStage,
     check_experiment,
     data_runs,
@@ -56,6 +57,7 @@ from trajforge.pipeline.fingerprint import (
 from trajforge.pipeline.memory_stage import MEMORY_FILE, eval_memory, memory_stage
 from trajforge.pipeline.rollout_stages import collect_stage, demonstrations_stage
 from trajforge.pipeline.stage_code import covered
+from trajforge.pipeline.synthesis_stage import synthesize_stage, synthesized_tasks
 from trajforge.pipeline.train_results import loss_detail, rl_detail, training_record, write_results
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.ram import trim_freed_memory
@@ -296,8 +298,18 @@ class ExperimentRunner:
             return from_main(lambda: self._eval(model, run_id, index, stage))
         if isinstance(stage, DemonstrationStage):
             teacher = self._policy_ref(stage.policy)
+            tasks = None
+            if stage.tasks_from is not None:
+                made = self.run_dir / str(self._done_record(stage, stage.tasks_from)["path"])
+                tasks = synthesized_tasks(stage, made)
             return from_main(
-                lambda: demonstrations_stage(self.exp, stage, teacher, run_id, self.store_path)
+                lambda: demonstrations_stage(
+                    self.exp, stage, teacher, run_id, self.store_path, tasks
+                )
+            )
+        if isinstance(stage, SynthesizeStage):
+            return from_main(
+                lambda: synthesize_stage(self.exp, stage, run_id, self.store_path, self.run_dir)
             )
         if isinstance(stage, CollectStage):
             served = self._policy_ref(model)

@@ -1,5 +1,6 @@
 """The stages of an experiment file: evaluations, demonstrations, agent-program collections,
-SFT, RL, triage, repair and experience memory, each a pydantic model told apart by its ``kind``.
+SFT, RL, triage, repair, experience memory and task synthesis, each a pydantic model told apart
+by its ``kind``.
 
 Every key is documented by the docstring under it: ``trajforge config show`` and
 ``docs/configuration.md`` are generated from them.
@@ -12,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.judge import ScorerRefs, default_refs
+from trajforge.rollout import ContextSpec
+from trajforge.synthesis import SynthesisSettings
 
 
 class StrictModel(BaseModel):
@@ -35,6 +38,10 @@ class EvalSettings(StrictModel):
     """Assistant turns per episode (null: the environment's own limit)."""
     max_new_tokens: int = Field(default=96, ge=1)
     """Tokens per assistant turn."""
+    context: ContextSpec | None = None
+    """How each episode's context is kept within a token budget: ``{strategy: keep_last |
+    shorten_tools | summary | fold | none, budget: N, keep_turns, tool_chars, summary_by,
+    summary_tokens}`` (docs/context.md); null: one growing context."""
     max_batch_size: int = Field(default=25, ge=1)
     """Sequences a local model decodes together (eval and demonstration stages)."""
     scorers: ScorerRefs = Field(default_factory=default_refs("process"))
@@ -99,6 +106,13 @@ class DemonstrationStage(StrictModel):
     """Seed of the task sample."""
     max_turns: int | None = Field(default=None, ge=1)
     """Assistant turns per episode (null: the environment's own limit)."""
+    context: ContextSpec | None = None
+    """How each episode's context is kept within a token budget: ``{strategy: keep_last |
+    shorten_tools | summary | fold | none, budget: N, keep_turns, tool_chars, summary_by,
+    summary_tokens}`` (docs/context.md); null: one growing context."""
+    tasks_from: str | None = None
+    """An earlier ``synthesize`` stage whose tasks are played instead of the env's (``tasks``
+    of them, in an order fixed by ``seed``); null: the env's ``split``."""
 
 
 class CollectStage(StrictModel):
@@ -220,6 +234,18 @@ class MemoryStage(StrictModel):
     item: ``embedded``, ``tiny``, a model folder, ``openai:<base_url>#<model>``."""
 
 
+class SynthesizeStage(SynthesisSettings):
+    """New training tasks of the env from exploration, as ``trajforge synthesize`` makes them:
+    each checked by executing its solution and a wrong answer, written to
+    ``<stage>/tasks.jsonl`` in the run folder, the exploration episodes stored as the stage's
+    run. A ``demonstrations`` stage plays them by naming it as its ``tasks_from``."""
+
+    kind: Literal["synthesize"] = "synthesize"
+    """Stage kind."""
+    name: str = "synthesize"
+    """Stage name, unique in the experiment."""
+
+
 Stage = Annotated[
     EvalStage
     | DemonstrationStage
@@ -228,7 +254,8 @@ Stage = Annotated[
     | RLStage
     | TriageStage
     | RepairStage
-    | MemoryStage,
+    | MemoryStage
+    | SynthesizeStage,
     Field(discriminator="kind"),
 ]
 STAGE_KINDS: tuple[type[BaseModel], ...] = (
@@ -240,6 +267,7 @@ STAGE_KINDS: tuple[type[BaseModel], ...] = (
     TriageStage,
     RepairStage,
     MemoryStage,
+    SynthesizeStage,
 )
 
 
@@ -268,6 +296,16 @@ def check_repaired(stage: RepairStage, before: list[Stage]) -> None:
                 f"repair stage {stage.name!r}: {key} {name!r} is not an earlier "
                 "demonstrations, collect, eval or repair stage"
             )
+
+
+def check_tasks_from(stage: DemonstrationStage, before: list[Stage]) -> None:
+    """Refuse a demonstrations stage whose ``tasks_from`` is not an earlier synthesize stage."""
+    earlier = {s.name for s in before if s.kind == "synthesize"}
+    if stage.tasks_from is not None and stage.tasks_from not in earlier:
+        raise ValueError(
+            f"demonstrations stage {stage.name!r}: tasks_from {stage.tasks_from!r} is not an "
+            "earlier synthesize stage"
+        )
 
 
 def stage_name(stage: Stage, attempt: int) -> str:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         SamplingParams,
         TokenSink,
     )
+    from trajforge.policy.branch import ReplayedPrefix, replayed_turns
     from trajforge.policy.check import RAW_RENDERING, CheckReport, check_trajectories
     from trajforge.policy.embed import TextEmbedder
     from trajforge.policy.forced import ForcedTurns
@@ -92,6 +93,7 @@ __all__ = [
     "Policy",
     "RenderError",
     "RenderedSession",
+    "ReplayedPrefix",
     "SamplingParams",
     "ScriptedPolicy",
     "TextEmbedder",
@@ -122,6 +124,7 @@ __all__ = [
     "parse_openai_spec",
     "pixel_inputs",
     "render_text_only",
+    "replayed_turns",
     "save_tokenizer",
     "scratch_model_and_tokenizer",
     "tokenizer_for",
@@ -140,6 +143,8 @@ __getattr__ = lazy_names(
         "EMBEDDED_NAME": "models.smollm2",
         "FinishReason": "base",
         "ForcedTurns": "forced",
+        "ReplayedPrefix": "branch",
+        "replayed_turns": "branch",
         "HFPolicy": "hf",
         "HistoryRewritten": "renderer",
         "OPENAI_PREFIX": "naming",

@@ -63,6 +63,12 @@ class ChatSession(ABC):
     def add_observations(self, observations: Sequence[Message]) -> list[Message]:
         """Append env messages (tool/user), assigning each the exact token delta it adds."""
 
+    @property
+    def sampled_versions(self) -> dict[int, int]:
+        """The weights version that sampled each assistant message, by its index in
+        ``messages`` (empty where the policy does not count its weights)."""
+        return {}
+
 
 class Policy(ABC):
     """Something that answers a conversation: a local model, a server, or a script."""

@@ -13,6 +13,8 @@ On top of that:
 - its exactness label must not claim more than its provenance shows: ids rendered from text
   (``metadata["rendered_with"]``) are not ``exact``, and a split names another trajectory.
   Every trajectory's label is checked, those without ids or a tokenizer here too.
+- the segments of an episode whose context was rewritten form one chain: indexes 0 to the
+  episode's own, each after the first split from the one before (``check_segments``);
 - the rendered prefix of a trajectory that is not exact is replayed as it was opened: turn by
   turn, or as one whole rendering where the template rewrites earlier turns
   (``RenderedSession.opened``); a whole rendering's replies are compared as ids, not parsed.
@@ -55,6 +57,7 @@ class MismatchKind(StrEnum):
     CONTENT = "content"
     RENDER = "render"
     EXACTNESS = "exactness"
+    SEGMENT = "segment"
 
 
 class Mismatch(BaseModel):
@@ -275,6 +278,45 @@ def check_raw(traj: Trajectory) -> list[Mismatch]:
     return found
 
 
+def check_segments(trajectories: Iterable[Trajectory]) -> list[Mismatch]:
+    """Where the segments among ``trajectories`` do not chain: an episode (the segment whose id
+    is its ``episode_id``) must follow segments 0 up to its own index, each present once and
+    split from the one before it. Episodes not among ``trajectories`` are not judged."""
+    chains: dict[str, dict[int, list[Trajectory]]] = {}
+    for traj in trajectories:
+        if traj.segment is not None:
+            chains.setdefault(traj.segment.episode_id, {}).setdefault(traj.segment.index, [])
+            chains[traj.segment.episode_id][traj.segment.index].append(traj)
+    found: list[Mismatch] = []
+    for episode_id, by_index in chains.items():
+        last = [t for ts in by_index.values() for t in ts if t.id == episode_id]
+        if not last:
+            continue
+        end = last[0].segment.index if last[0].segment is not None else 0
+        for index in range(end + 1):
+            here = by_index.get(index, [])
+            before = {t.id for t in by_index.get(index - 1, [])}
+            detail = None
+            if len(here) != 1:
+                detail = f"segment {index} of episode {episode_id} is stored {len(here)} times"
+            elif index and before and here[0].exactness.split_from not in before:
+                detail = f"segment {index} does not split from segment {index - 1} of its episode"
+            if detail is not None:
+                where = here[0].id if here else episode_id
+                found.append(
+                    Mismatch(trajectory_id=where, kind=MismatchKind.SEGMENT, detail=detail)
+                )
+        for index in sorted(i for i in by_index if i > end):
+            found.append(
+                Mismatch(
+                    trajectory_id=by_index[index][0].id,
+                    kind=MismatchKind.SEGMENT,
+                    detail=f"segment {index} comes after its episode's last segment ({end})",
+                )
+            )
+    return found
+
+
 def check_trajectories(
     trajectories: Iterable[Trajectory],
     tokenizer_for: Callable[[Trajectory], PreTrainedTokenizerBase | ChatRenderer | None],
@@ -286,7 +328,10 @@ def check_trajectories(
     messages carry no token ids at all (text-only endpoints), or that hold images their
     renderer cannot place, are skipped as well."""
     report = CheckReport()
+    segments: list[Trajectory] = []
     for traj in trajectories:
+        if traj.segment is not None:
+            segments.append(traj)
         report.mismatches += check_label(traj)
         has_ids = any(m.token_ids is not None for m in traj.messages)
         tokenizer = tokenizer_for(traj) if has_ids else None
@@ -309,4 +354,5 @@ def check_trajectories(
             report.mismatches += check_trajectory(traj, renderer)
         if on_checked is not None:
             on_checked(traj)
+    report.mismatches += check_segments(segments)
     return report

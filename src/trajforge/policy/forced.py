@@ -69,12 +69,16 @@ class ForcedTurns(TokenPolicy):
         *,
         on_token: TokenSink | None = None,
     ) -> Completion:
-        reply = None if session.task is None else self.force(session.task, session.messages)
-        if reply is None:
+        completion = self.forced(session)
+        if completion is None:
             return await self.policy.complete(session, prompt_ids, sampling, on_token=on_token)
-        completion = text_completion(self.renderer, reply, logprob=None)
         stream_whole(completion, on_token)
         return completion
+
+    def forced(self, session: RenderedSession) -> Completion | None:
+        """The completion forced at ``session``'s next turn (``None``: the policy samples)."""
+        reply = None if session.task is None else self.force(session.task, session.messages)
+        return None if reply is None else text_completion(self.renderer, reply, logprob=None)
 
     def end_session(self, session: ChatSession) -> None:
         self.policy.end_session(session)

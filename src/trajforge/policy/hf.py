@@ -250,13 +250,15 @@ class HFPolicy(TokenPolicy):
 
     # --- weights --------------------------------------------------------------------------
 
-    def set_weights(self, weights: Any) -> None:
+    def set_weights(self, weights: Any, *, version: int | None = None) -> None:
         """Load a module's or a state dict's weights. Waits for in-flight sequences to finish
         and holds new ones back meanwhile, so no sequence mixes two sets of weights. Removes
         a loaded adapter first. Passing the policy's own model only synchronises
-        (and forgets reused keys and values, which the old weights computed)."""
+        (and forgets reused keys and values, which the old weights computed). ``version``:
+        what completions sampled from them record (a trainer's update count; default: one
+        more than the last)."""
         with self._worker.paused():
-            self.weights_version += 1
+            self.weights_version = self.weights_version + 1 if version is None else version
             if weights is self.model or weights is self._base_model():
                 self._forget_states()
                 return

@@ -36,6 +36,7 @@ class RenderedSession(ChatSession):
         self.messages = []
         self.whole_prefix = 0
         """How many leading messages carry ids of one whole rendering rather than their own."""
+        self._versions: dict[int, int] = {}
         self.add_messages(messages)
 
     @classmethod
@@ -88,7 +89,12 @@ class RenderedSession(ChatSession):
         twin = RenderedSession(self.renderer, [], self.tools, task=self.task)
         twin.messages = list(self.messages)
         twin.whole_prefix = self.whole_prefix
+        twin._versions = dict(self._versions)
         return twin
+
+    @property
+    def sampled_versions(self) -> dict[int, int]:
+        return self._versions
 
     def add_observations(self, observations: Sequence[Message]) -> list[Message]:
         if any(m.role is Role.ASSISTANT for m in observations):
@@ -134,6 +140,8 @@ class RenderedSession(ChatSession):
                 f"completion has {len(completion.token_ids)} token ids but "
                 f"{len(completion.logprobs)} logprobs"
             )
+        if completion.weights_version is not None:
+            self._versions[len(self.messages)] = completion.weights_version
         return self._append_assistant(
             list(completion.token_ids), completion.logprobs, turn=turn, timing=timing
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trajforge.registry import lazy_names
+from trajforge.rollout.context import FOLD_REASON, ContextSpec, ContextStrategy, SummaryBy
 from trajforge.rollout.engine import (
     EpisodeRunner,
     LiveParts,
@@ -20,7 +21,8 @@ from trajforge.rollout.engine import (
     run_rollout,
     user_policy_for,
 )
-from trajforge.rollout.episode import EpisodeKey
+from trajforge.rollout.episode import WEIGHTS_VERSIONS
+from trajforge.rollout.episode_key import EpisodeKey
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn
 from trajforge.rollout.progress import RolloutProgress
@@ -30,8 +32,15 @@ from trajforge.rollout.stats import RolloutStats
 
 if TYPE_CHECKING:
     from trajforge.rollout.multiseat import MultiSeatRunner, play_by_seat, play_facing, play_game
+    from trajforge.rollout.tree import Branched, BranchPoint, branch_points, branch_rollout
 
 __all__ = [
+    "FOLD_REASON",
+    "WEIGHTS_VERSIONS",
+    "BranchPoint",
+    "Branched",
+    "ContextSpec",
+    "ContextStrategy",
     "EndReason",
     "EpisodeKey",
     "EpisodeRunner",
@@ -50,10 +59,13 @@ __all__ = [
     "RolloutStream",
     "Sampling",
     "StoreHook",
+    "SummaryBy",
     "TaskSample",
     "TurnCap",
     "arun_rollout",
     "as_they_finish",
+    "branch_points",
+    "branch_rollout",
     "cut_turn",
     "derive_seed",
     "group_id_for",
@@ -77,5 +89,9 @@ __getattr__ = lazy_names(
         "play_by_seat": "multiseat",
         "play_facing": "multiseat",
         "play_game": "multiseat",
+        "BranchPoint": "tree",
+        "Branched": "tree",
+        "branch_points": "tree",
+        "branch_rollout": "tree",
     },
 )

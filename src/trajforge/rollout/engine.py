@@ -24,7 +24,8 @@ from typing import NamedTuple, TypedDict, TypeVar, Unpack
 from trajforge.envs import Env, EnvEntry, get_env
 from trajforge.policy import Policy, load_policy
 from trajforge.ram import start_memory_watchdog
-from trajforge.rollout.episode import EnvFactory, Episode, EpisodeKey
+from trajforge.rollout.episode import EnvFactory, Episode
+from trajforge.rollout.episode_key import EpisodeKey
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.lockstep import run_lockstep
 from trajforge.rollout.seeding import group_id_for
@@ -130,6 +131,7 @@ def new_episode(
         group_id=group_id_for(spec.run_id, key.task.id),
         seed=spec.seed,
         user_policy=user_policy,
+        context=spec.context,
     )
 
 

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,6 +20,9 @@ from pydantic import ValidationError
 from trajforge.envs import Env, UserSimEnv
 from trajforge.errors import InfraError
 from trajforge.policy import ChatSession, Policy, SamplingParams
+from trajforge.rollout.context import ContextSpec
+from trajforge.rollout.episode_key import EpisodeKey
+from trajforge.rollout.fitting import ContextFitting, describe_error
 from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn, fault_of
 from trajforge.rollout.resplit import Pieces
 from trajforge.rollout.seeding import derive_seed
@@ -29,7 +32,7 @@ from trajforge.schema import (
     Message,
     Outcome,
     OutcomeStatus,
-    Task,
+    Role,
     Timing,
     Trajectory,
     Usage,
@@ -39,30 +42,17 @@ from trajforge.schema import (
 
 EnvFactory = Callable[[], Env]
 
+WEIGHTS_VERSIONS = "weights_versions"
+"""``Trajectory.metadata`` key: the weights version that sampled each assistant message, in
+order (``None`` for one not sampled here), where the policy counts its weights. An episode
+under way when new weights load samples its later turns from them; RL reads each token's
+version from this."""
+
 # How long after its own tool timeout an env that times out its tools gets to answer before the engine cuts the step.
 BACKSTOP_GRACE_S = 1.0
 
 
-@dataclass(frozen=True)
-class EpisodeKey:
-    """Which episode of a run: the task (and its position in the task list) and the sample."""
-
-    task_index: int
-    task: Task
-    sample_index: int
-
-    @property
-    def store_key(self) -> tuple[str, int]:
-        return (self.task.id, self.sample_index)
-
-
-def describe_error(exc: BaseException) -> str:
-    """``TypeName: message`` (the form recorded in ``Outcome.error``)."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-class Episode:
+class Episode(ContextFitting):
     """The state of one episode and the phases that advance it.
 
     Args:
@@ -76,6 +66,7 @@ class Episode:
         seed: The run's seed; turn seeds derive from it, the task id, the sample and the turn.
         user_policy: Plays the simulated user of an env that has one (``None``: the env's own
             scripted user, whose side is then not recorded).
+        context: How the context is kept within a budget (``None``: one growing context).
     """
 
     def __init__(
@@ -90,8 +81,14 @@ class Episode:
         group_id: str,
         seed: int,
         user_policy: Policy | None = None,
+        context: ContextSpec | None = None,
     ) -> None:
         self.key = key
+        self.context = context
+        self.opening = 0
+        """How many messages open the conversation (kept by every rewrite)."""
+        self.peak_tokens = 0
+        """The most tokens a forward of the episode held (its prompt and what it sampled)."""
         self.user_policy = user_policy
         self.user: PolicyUser | None = None
         self.linked: list[Trajectory] = []
@@ -199,14 +196,18 @@ class Episode:
         if not self.live or self.env is None:
             return
         try:
-            self.session = self.policy.start_session(opening, self.env.tools, task=self.key.task)
+            self.session = self.policy.start_session(opening, self._tools(), task=self.key.task)
         except Exception as exc:
             self._end(OutcomeStatus.ERROR, EndReason.POLICY_ERROR, describe_error(exc))
+            return
+        self.opening = len(self.session.messages)
 
     def _context_limit(self) -> int | None:
         # A local model's own window (HFPolicy.max_context_tokens) bounds the context too, so a
         # full window truncates the episode instead of failing the generation.
         limits = [self.limits.max_context_tokens, self.policy.max_context_tokens]
+        if self.context is not None:
+            limits.append(self.context.budget)
         known = [n for n in limits if n is not None]
         return min(known) if known else None
 
@@ -214,9 +215,7 @@ class Episode:
         """The most tokens the next turn may sample and the limit that sets it; None (and the
         episode ended) when a budget is already spent."""
         assert self.session is not None
-        per_turn = self.sampling.max_new_tokens
-        if self.limits.max_new_tokens is not None:
-            per_turn = min(per_turn, self.limits.max_new_tokens)
+        per_turn = self._per_turn()
         # Ties go to the episode-wide budgets: running into them always ends the episode.
         caps: list[TurnCap] = []
         context = self._context_limit()
@@ -236,6 +235,10 @@ class Episode:
         """Sample the next assistant turn (one ``policy.respond``)."""
         if not self.live or self.session is None:
             return
+        if self.context is not None:
+            await self._fit_context()
+            if not self.live:
+                return
         cap = self._token_cap()
         if cap is None:
             return
@@ -252,6 +255,7 @@ class Episode:
             return
         message.timing = Timing(started_at=started_at, duration_s=duration)
         sampled = len(message.token_ids) if message.token_ids is not None else 0
+        self.peak_tokens = max(self.peak_tokens, prompt_tokens + sampled)
         self.usage.prompt_tokens += prompt_tokens
         self.usage.completion_tokens += sampled
         self.usage.turns += 1
@@ -268,6 +272,8 @@ class Episode:
         """Hand the pending assistant message to the environment and record what comes back."""
         message = self.pending
         if not self.live or message is None or self.env is None or self.session is None:
+            return
+        if await self._folds(message):
             return
         budget = None
         if self.limits.tool_timeout_s is not None:
@@ -338,6 +344,12 @@ class Episode:
     async def finish(self) -> Trajectory:
         """Close the environment and build the trajectory (never raises)."""
         metadata: dict[str, Any] = {"seed": self.seed}
+        if self.context is not None:
+            metadata["context"] = {
+                **self.context.model_dump(mode="json"),
+                "segments": len(self.pieces.closed) + 1,
+                "peak_tokens": self.peak_tokens,
+            }
         if self.policy.precision is not None:
             metadata["precision"] = self.policy.precision
         if self.env is not None:
@@ -353,6 +365,11 @@ class Episode:
                 OutcomeStatus.ERROR, EndReason.ENV_ERROR, "the episode was stopped before it ended"
             )
         messages = list(self.session.messages) if self.session is not None else []
+        if self.session is not None and self.session.sampled_versions:
+            versions = self.session.sampled_versions
+            metadata[WEIGHTS_VERSIONS] = [
+                versions.get(i) for i, m in enumerate(messages) if m.role is Role.ASSISTANT
+            ]
         # Neither side's conversation continues: the policies' caches let them go.
         if self.session is not None:
             self.policy.end_session(self.session)
@@ -398,7 +415,7 @@ class Episode:
             sample_index=self.key.sample_index,
             run_id=self.run_id,
             model=self.policy.name,
-            tools=list(env.tools) if env is not None else [],
+            tools=self._tools() if env is not None else [],
             messages=messages,
             outcome=Outcome(
                 status=self.status,
@@ -409,6 +426,7 @@ class Episode:
             ),
             usage=self.usage,
             exactness=self.pieces.exactness,
+            segment=self.pieces.segment,
             metadata=metadata,
         )
 

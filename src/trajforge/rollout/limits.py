@@ -30,6 +30,7 @@ class EndReason(StrEnum):
     MAX_NEW_TOKENS = "max_new_tokens"
     MAX_EPISODE_TOKENS = "max_episode_tokens"
     MAX_CONTEXT_TOKENS = "max_context_tokens"
+    CONTEXT_BUDGET = "context_budget"
     TOOL_TIMEOUT = "tool_timeout"
     EPISODE_TIMEOUT = "episode_timeout"
     ENV_ERROR = "env_error"

@@ -28,7 +28,8 @@ from typing import Any
 from trajforge.envs import EnvEntry, MultiSeatEnv, opponent_by_name, result_of, seat_expert
 from trajforge.policy import ChatSession, Policy, SamplingParams, load_policy
 from trajforge.rollout.engine import EpisodeRunner, PlayedEpisode, as_they_finish, run_rollout
-from trajforge.rollout.episode import EpisodeKey, describe_error
+from trajforge.rollout.episode import describe_error
+from trajforge.rollout.episode_key import EpisodeKey
 from trajforge.rollout.hooks import RolloutRun
 from trajforge.rollout.limits import EndReason, fault_of
 from trajforge.rollout.seeding import derive_seed, group_id_for, new_run_id
@@ -240,6 +241,8 @@ class MultiSeatRunner(EpisodeRunner):
     async def start(self, spec: RolloutSpec) -> str:
         if spec.policy is not None or spec.user is not None:
             raise RolloutError("spec.policy: a multi-seat run takes its seats' policies live")
+        if spec.context is not None:
+            raise RolloutError("spec.context: a multi-seat game's seats keep whole contexts")
         names = dict.fromkeys(p.name for p in self._policies.values())
         return "+".join(names)
 

@@ -1,16 +1,19 @@
-"""An episode split into linked trajectories where the policy's chat template rewrites its history.
+"""An episode split into linked segments where its context is rewritten.
 
 Each turn extends the context token by token while the template renders the history the same
 way once the env's observations follow it. Where it does not (Qwen 3 and gpt-oss drop past
 reasoning, Phi 3.5 ends a past reply differently from the last one), the renderer says so
-(``HistoryRewritten``) and the conversation so far is closed as a piece, exact as it stands; the
-next turn is sampled from the template's whole rendering of the history, the start of a new
-piece labelled ``split`` from the one before, with the reason naming the break. Every piece is
-token-exact: the model samples from exactly the ids it holds.
+(``HistoryRewritten``) and the conversation so far is closed as a segment, exact as it stands;
+the next turn is sampled from the template's whole rendering of the history, the start of a new
+segment labelled ``split`` from the one before, with the reason naming the break. A context
+policy (``trajforge.rollout.context``: keep-last-K, shortened tool outputs, a summary, the
+agent's own fold) closes a segment the same way, the next one opened over the rewritten
+history. Every segment is token-exact: the model samples from exactly the ids it holds.
 
-The last piece is the episode's trajectory (its sample index, reward and outcome, what RL and
-the run's statistics count); the earlier ones are stored beside it as linked trajectories with
-the episode's outcome, each naming the piece after it in ``metadata["split_into"]``.
+The last segment is the episode's trajectory (its sample index, what RL and the run's
+statistics count); the earlier ones are stored beside it with the episode's outcome, each
+linked by ``segment`` (the episode's id and its index) and naming the segment after it in
+``metadata["split_into"]``.
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ from trajforge.schema import (
     Exactness,
     ExactnessKind,
     Message,
-    Outcome,
-    OutcomeStatus,
     Role,
+    Segment,
     Trajectory,
     Usage,
     new_id,
@@ -68,39 +70,50 @@ class Pieces:
         history = [*session.messages, *observations]
         # Opened first: a history the template cannot render at all ends the episode unsplit.
         opened = policy.start_session(history, session.tools, task=session.task)
-        self.closed.append(Piece(self.id, list(session.messages), self.exactness))
+        self.rewrite(policy, session, opened, reason)
+        return opened
+
+    def rewrite(
+        self, policy: Policy, session: ChatSession, opened: ChatSession, reason: str
+    ) -> None:
+        """Close ``session`` as a segment; ``opened``, a session over the rewritten history
+        (the context the model is given from now on), starts the next (``reason``: why the
+        history was rewritten)."""
+        self.closed.append(Piece(self.id, _through_last_reply(session.messages), self.exactness))
         policy.end_session(session)
         self.exactness = Exactness(
             kind=ExactnessKind.SPLIT,
             reason=reason,
             split_from=self.id,
-            rendered_prefix=len(history),
+            rendered_prefix=len(opened.messages),
         )
         self.id = new_id()
-        return opened
+
+    @property
+    def segment(self) -> Segment | None:
+        """The growing piece's place in the episode's chain (``None``: never rewritten)."""
+        return Segment(episode_id=self.id, index=len(self.closed)) if self.closed else None
 
     def trajectories(self, episode: Trajectory) -> list[Trajectory]:
         """The closed pieces as trajectories, ``episode`` (the last piece) aside: each with the
-        episode's task, run, group and outcome, no sample index (it is not the episode's own),
-        and the id of the piece after it."""
+        episode's task, run, group and outcome, its place in the chain, no sample index (it is
+        not the episode's own), and the id of the piece after it."""
         after = [p.id for p in self.closed[1:]] + [episode.id] if self.closed else []
         return [
-            _piece_trajectory(p, episode, next_id)
-            for p, next_id in zip(self.closed, after, strict=True)
+            _piece_trajectory(p, episode, index, next_id)
+            for index, (p, next_id) in enumerate(zip(self.closed, after, strict=True))
         ]
 
 
-def _piece_trajectory(piece: Piece, episode: Trajectory, next_id: str) -> Trajectory:
+def _through_last_reply(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` up to the last assistant reply: what came after it was in no forward of
+    this segment (the next one holds it, rewritten or not); all of them where none replied."""
+    last = max((i for i, m in enumerate(messages) if m.role is Role.ASSISTANT), default=None)
+    return list(messages if last is None else messages[: last + 1])
+
+
+def _piece_trajectory(piece: Piece, episode: Trajectory, index: int, next_id: str) -> Trajectory:
     assistant = [m for m in piece.messages if m.role is Role.ASSISTANT]
-    outcome, last = episode.outcome, piece.messages[-1]
-    if last.role is Role.ASSISTANT and last.tool_calls:
-        # The results of its last calls opened the next piece.
-        outcome = Outcome(
-            status=OutcomeStatus.TRUNCATED,
-            reward=outcome.reward,
-            reason=f"its last tool calls are answered in trajectory {next_id}, split off where "
-            "the chat template rewrites this one's turns",
-        )
     return Trajectory(
         id=piece.id,
         task=episode.task,
@@ -110,12 +123,13 @@ def _piece_trajectory(piece: Piece, episode: Trajectory, next_id: str) -> Trajec
         model=episode.model,
         tools=episode.tools,
         messages=piece.messages,
-        outcome=outcome,
+        outcome=episode.outcome.model_copy(),
         usage=Usage(
             completion_tokens=sum(len(m.token_ids or ()) for m in assistant),
             turns=len(assistant),
             tool_calls=sum(len(m.tool_calls) for m in assistant),
         ),
         exactness=piece.exactness,
+        segment=Segment(episode_id=episode.id, index=index),
         metadata={**episode.metadata, SPLIT_INTO: next_id},
     )

@@ -25,6 +25,7 @@ from trajforge.policy import (
     load_script,
 )
 from trajforge.precision import Precision, resolve_precision, torch_dtype
+from trajforge.rollout.context import ContextSpec
 from trajforge.rollout.limits import Limits
 from trajforge.schema import ExpertFn, Task
 
@@ -127,6 +128,9 @@ class RolloutSpec(_Frozen):
             ids must be distinct).
         n: Samples per task; they share a ``group_id``.
         limits: Budgets per episode.
+        context: How an episode's context is kept within a token budget (keep-last-K,
+            shortened tool outputs, a summary, the agent's own fold; ``None``: one growing
+            context, cut at ``limits.max_context_tokens``).
         sampling: Base sampling parameters.
         seed: The run's seed; turn seeds derive from it, the task, the sample and the turn.
         concurrency: Episodes running at once (the lockstep batch size); ``None``: all.
@@ -143,6 +147,7 @@ class RolloutSpec(_Frozen):
     tasks: TaskSource
     n: int = Field(default=1, ge=1)
     limits: Limits = Field(default_factory=Limits)
+    context: ContextSpec | None = None
     sampling: Sampling = Field(default_factory=Sampling)
     seed: int = 0
     concurrency: int | None = Field(default=None, ge=1)

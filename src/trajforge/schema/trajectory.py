@@ -265,6 +265,17 @@ class Exactness(Strict):
         return self.kind is ExactnessKind.EXACT
 
 
+class Segment(Strict):
+    """Where a trajectory sits in an episode whose context was rewritten (keep-last-K, a
+    summary, the agent's own fold, a template that rewrites past turns): each segment holds
+    exactly what the model saw and produced between two rewrites."""
+
+    episode_id: str = Field(min_length=1)
+    """The episode's own trajectory: its last segment, which carries the sample index."""
+    index: int = Field(ge=0)
+    """The segment's place in the chain, from 0."""
+
+
 class Usage(Strict):
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)
@@ -297,14 +308,24 @@ class Trajectory(Strict):
     scores: list[Score] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     exactness: Exactness = Field(default_factory=Exactness)
+    segment: Segment | None = None
+    """Set on every segment of an episode whose context was rewritten; ``None``: one context."""
     created_at: float = Field(default_factory=time.time)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_conversation(self) -> Trajectory:
         check_version(self.schema_version)
-        check_conversation(self.messages, allow_open_calls=self.outcome.status != OutcomeStatus.OK)
+        # An earlier segment ends where its context was rewritten: its last calls are answered
+        # in the next segment (or folded away), whatever the episode's outcome.
+        open_calls = self.outcome.status != OutcomeStatus.OK or self.is_earlier_segment
+        check_conversation(self.messages, allow_open_calls=open_calls)
         return self
+
+    @property
+    def is_earlier_segment(self) -> bool:
+        """Whether this is a segment before the episode's last (the episode is another row)."""
+        return self.segment is not None and self.segment.episode_id != self.id
 
     @property
     def is_tokenized(self) -> bool:

@@ -2,4 +2,4 @@
 patch for documentation, minor for additive optional fields, major for anything a reader of the
 old version could not load."""
 
-SCHEMA_VERSION = "1.3.0"
+SCHEMA_VERSION = "1.4.0"

@@ -23,7 +23,7 @@ from trajforge.serve.completions import completions_route
 from trajforge.serve.gateway import ChatGateway, Choice
 from trajforge.serve.gemini_api import add_gemini_routes
 from trajforge.serve.gemini_reply import model_object
-from trajforge.serve.responses import responses_route
+from trajforge.serve.responses import KeptResponses, responses_route
 from trajforge.serve.wire import (
     ChatRequest,
     WireError,
@@ -128,11 +128,13 @@ def create_app(gateway: ChatGateway) -> FastAPI:
     async def _chat(request: Request) -> Any:
         return await chat(session_of(request), request)
 
+    kept = KeptResponses()
+
     async def _responses(request: Request) -> Any:
         session_id = session_of(request)
         body = await json_body(request)
         note_client(gateway.recorder, session_id, dict(request.headers))
-        return await responses_route(gateway, session_id, body)
+        return await responses_route(gateway, kept, session_id, body)
 
     async def _completions(request: Request) -> Any:
         return await completions_route(gateway, session_of(request), await json_body(request))

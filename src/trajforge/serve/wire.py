@@ -58,10 +58,11 @@ class WireError(Exception):
 
 class ContextFull(WireError):
     """A prompt that leaves the model no room for a reply: each API words it its own way from
-    the counts (OpenAI's 400 names the field; Anthropic's says ``prompt is too long``)."""
+    the counts (OpenAI's 400 names the field, with its ``context_length_exceeded`` code;
+    Anthropic's says ``prompt is too long``)."""
 
     def __init__(self, message: str, param: str, prompt_tokens: int, max_context: int) -> None:
-        super().__init__(message, param=param)
+        super().__init__(message, param=param, code="context_length_exceeded")
         self.prompt_tokens = prompt_tokens
         self.max_context = max_context
 

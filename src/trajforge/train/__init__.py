@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from trajforge.train.model import apply_lora, load_base_model, make_optimizer
     from trajforge.train.rl.advantages import advantage_input
     from trajforge.train.rl.config import RLConfig
+    from trajforge.train.rl.distill_config import DistillConfig
     from trajforge.train.rl.trainer import RLTrainer
     from trajforge.train.settings import (
         CommonSettings,
@@ -43,6 +44,7 @@ __all__ = [
     "ConfigT",
     "DPOConfig",
     "DPOTrainer",
+    "DistillConfig",
     "DistributedSettings",
     "LoraSettings",
     "ModelSettings",
@@ -82,6 +84,7 @@ __getattr__ = lazy_names(
         "ConfigT": "config",
         "DPOConfig": "settings",
         "DPOTrainer": "dpo",
+        "DistillConfig": "rl.distill_config",
         "DistributedSettings": "settings",
         "LoraSettings": "settings",
         "ModelSettings": "settings",

@@ -63,7 +63,8 @@ def encode_trajectory(
 ) -> TokenSequence:
     """Flatten a trajectory's stored token ids into a ``TokenSequence``. With
     ``mask_rendered``, the assistant turns of a trajectory that is not exact are left out of
-    the loss up to its rendered prefix (all of them where the prefix is not known).
+    the loss up to its rendered prefix (all of them where the prefix is not known); a segment's
+    always are.
 
     Raises:
         TextOnlyTrajectoryError: a message has no token ids.
@@ -83,7 +84,8 @@ def encode_trajectory(
     has_old = True
     turn = 0
     rendered = 0
-    if mask_rendered and not traj.exactness.is_exact:
+    # A segment's rendered prefix was sampled, and is trained, in the segments before it.
+    if (mask_rendered or traj.segment is not None) and not traj.exactness.is_exact:
         prefix = traj.exactness.rendered_prefix
         rendered = len(traj.messages) if prefix is None else prefix
     # Curated data may hold assistant turns that are context only (a repair's failed prefix).

@@ -38,8 +38,11 @@ from trajforge.train.rl.config import (
     SelfPlayOpponent,
     SelfPlaySettings,
     TaskRevisitSettings,
+    TreeSettings,
     ValidationSettings,
 )
+from trajforge.train.rl.distill_config import DistillConfig
+from trajforge.train.rl.distill_settings import DistillSettings, Privileged
 from trajforge.train.settings import (
     CommonSettings,
     DataSource,
@@ -62,6 +65,8 @@ __all__ = [
     "DPOConfig",
     "DataSource",
     "DifficultySettings",
+    "DistillConfig",
+    "DistillSettings",
     "DistributedSettings",
     "InfraFailures",
     "LoraSettings",
@@ -69,6 +74,7 @@ __all__ = [
     "ModelSettings",
     "NonExact",
     "OptimSettings",
+    "Privileged",
     "RLConfig",
     "ReplaySettings",
     "RoleAdvantage",
@@ -78,6 +84,7 @@ __all__ = [
     "SelfPlaySettings",
     "Strategy",
     "TaskRevisitSettings",
+    "TreeSettings",
     "ValidationSettings",
     "env_problem",
     "load_config",

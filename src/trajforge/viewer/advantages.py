@@ -21,10 +21,11 @@ from trajforge.train import advantage_input
 def group_advantages(trajs: Sequence[Trajectory], estimator: str) -> dict[str, Any]:
     """Per trajectory its turn advantages (``turns``) and their mean over its assistant tokens
     (``mean``), plus the estimator's metrics. As RL does by default, an episode lost to the
-    infrastructure is left out (and a group it leaves with one sample): its ``mean`` is None."""
+    infrastructure is left out (and a group it leaves with one sample): its ``mean`` is None.
+    So is an earlier segment of an episode: the episode, its last segment, is the sample."""
     lost = torch.tensor([is_infra_failure(t) for t in trajs], dtype=torch.bool)
     keep, _ = drop_from_groups([group_key(t) for t in trajs], lost)
-    kept = [b for b in range(len(trajs)) if keep[b]]
+    kept = [b for b in range(len(trajs)) if keep[b] and not trajs[b].is_earlier_segment]
     rows: list[dict[str, Any]] = [{"turns": [], "mean": None} for _ in trajs]
     metrics: dict[str, float] = {}
     if kept:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from trajforge.rollout import FOLD_REASON
 from trajforge.schema import (
     OutcomeStatus,
     Role,
@@ -88,6 +89,8 @@ def outline(traj: Trajectory) -> dict[str, Any]:
         "fault": None if traj.outcome.fault is None else traj.outcome.fault.value,
         "infra": is_infra_failure(traj),
         "exactness": traj.exactness.model_dump(mode="json"),
+        "segment": None if traj.segment is None else traj.segment.model_dump(mode="json"),
+        "folded": traj.segment is not None and FOLD_REASON in (traj.exactness.reason or ""),
         "error": traj.outcome.error,
         "reason": traj.outcome.reason,
         "scores": [

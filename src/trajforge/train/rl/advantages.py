@@ -17,7 +17,7 @@ import torch
 
 from trajforge.algos import AdvantageInput
 from trajforge.curate import group_key
-from trajforge.schema import Evaluator, EvaluatorKind, Role, Score, Trajectory
+from trajforge.schema import Evaluator, EvaluatorKind, Message, Role, Score, Trajectory
 
 REWARD = "reward"
 """The name of the score that holds the rubric total an episode was trained on."""
@@ -39,7 +39,9 @@ def episode_reward(traj: Trajectory) -> float:
 
 
 def advantage_input(
-    trajs: Sequence[Trajectory], token_turn_index: torch.Tensor | None = None
+    trajs: Sequence[Trajectory],
+    token_turn_index: torch.Tensor | None = None,
+    turns: Sequence[Sequence[Message]] | None = None,
 ) -> AdvantageInput:
     """The estimators' input for ``trajs``: their ``episode_reward``, per-turn rewards and state
     keys, and each context token's assistant turn (-1 off the assistant turns).
@@ -49,8 +51,11 @@ def advantage_input(
         token_turn_index: ``[B, T]`` turn of each token, laid out like the training batch
             (``TokenBatch.token_turn_index``); ``None``: laid out from the messages' token ids,
             a message without ids standing for one position (a stored, untokenized episode).
+        turns: Each row's assistant turns (``None``: its trajectory's assistant messages; an
+            episode in segments has those of all its segments, ``train.rl.segments``).
     """
-    turns = [[m for m in t.messages if m.role is Role.ASSISTANT] for t in trajs]
+    if turns is None:
+        turns = [[m for m in t.messages if m.role is Role.ASSISTANT] for t in trajs]
     k = max([1, *(len(a) for a in turns)])
     turn_rewards = torch.zeros((len(trajs), k))
     turn_mask = torch.zeros((len(trajs), k), dtype=torch.bool)

@@ -16,10 +16,12 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from trajforge import algos
-from trajforge.algos import Aggregation, Estimator, KLKind, LossName
+from trajforge.algos import Aggregation, Estimator, KLKind, LossName, RolloutCorrection
 from trajforge.distributed import RayOptions
 from trajforge.judge import ScorerRefs, default_refs
 from trajforge.precision import Precision
+from trajforge.rollout import ContextSpec
+from trajforge.train.rl.distill_settings import DistillSettings
 from trajforge.train.settings import CommonSettings, ConfigModel
 
 
@@ -28,6 +30,13 @@ class InfraFailures(StrEnum):
 
     DROP = "drop"
     ZERO = "zero"
+
+
+class StaleSamples(StrEnum):
+    """What RL does with an episode every token of which is older than ``max_staleness``."""
+
+    DROP = "drop"
+    RESAMPLE = "resample"
 
 
 class ReplaySettings(ConfigModel):
@@ -97,6 +106,15 @@ class DifficultySettings(ConfigModel):
         if low > high:
             raise ValueError(f"[{low:g}, {high:g}]: low is above high; write [low, high]")
         return band
+
+
+class TreeSettings(ConfigModel):
+    """Tree-structured rollouts (``train.rl.tree``): after a step's groups are played, one
+    episode of each task is branched at a turn boundary drawn inside it (its turns replayed
+    token for token, the rest sampled anew), its branches joining its group."""
+
+    branches: int = Field(default=2, ge=1)
+    """Episodes branched from each task's branch point."""
 
 
 class ValidationSettings(ConfigModel):
@@ -217,6 +235,11 @@ class RLConfig(CommonSettings):
     """Tokens per assistant turn."""
     max_turns: int | None = Field(default=None, ge=1)
     """Assistant turns per episode (null: the environment's own limit)."""
+    context: ContextSpec | None = None
+    """How a rollout's context is kept within a token budget: ``{strategy: keep_last |
+    shorten_tools | summary | fold | none, budget: N, ...}`` (docs/context.md; null: one
+    growing context, cut at ``max_seq_len``). Each rewrite starts a segment, a row of its own
+    trained with its episode's advantage."""
     max_batch_size: int = Field(default=16, ge=1)
     """Sequences the rollout policy decodes together."""
     rollout_precision: Precision = Precision.AUTO
@@ -230,13 +253,38 @@ class RLConfig(CommonSettings):
     from the trained fp32 weights themselves get weights within 1e-6 of 1. null: off. Acts
     where the old logprobs are the trainer's (``recompute_old_logprobs``); otherwise the PPO
     ratio is already against the sampler's."""
+    rollout_correction: RolloutCorrection = RolloutCorrection.TOKEN_TIS
+    """How tokens sampled by other weights than the trained ones are corrected (docs/
+    algorithms.md): ``token_tis`` weights each token's advantage by ``min(pi_train /
+    pi_rollout, rollout_is_cap)`` (as above); ``seq_mis`` leaves out every sequence whose ratio
+    ``prod_t pi_train / pi_rollout`` leaves ``rollout_is_band``; ``icepop`` leaves out each
+    token whose ratio leaves ``rollout_is_band``; ``none``. The masking ones act whichever the
+    old logprobs are. The mismatch itself is measured every step (docs/metrics.md,
+    ``rollout_kl``)."""
+    rollout_is_band: tuple[float, float] | None = None
+    """``[low, high]`` of ``seq_mis`` and ``icepop`` (null: [0.5, 2] for ``seq_mis``, verl's
+    default; [0.5, 5] for ``icepop``, its paper's)."""
     async_staleness: int = Field(default=0, ge=0)
     """0: synchronous (each step samples from the weights it then trains). 1: the next step's
-    rollouts run while this step trains, from a copy of the weights one update old (a turn may
-    see the newer ones); PPO's importance ratio against the recorded logprobs corrects for it
+    rollouts run while this step trains, from a copy of the weights one update old (the later
+    turns of an episode under way sample from the newer ones, a partial rollout; every turn
+    records its version, and ``max_staleness`` bounds what trains); PPO's importance ratio against the recorded logprobs corrects for it
     (``recompute_old_logprobs: false``), as verl's fully asynchronous mode and AReaL do. k > 1
     (with ``ray``): the next k steps' rollouts run on the actors at once, from weights at most
     k updates old."""
+    max_staleness: int | None = Field(default=None, ge=0)
+    """Bound on how many updates the weights that sampled a trained token may lag behind the
+    weights it trains (null: ``async_staleness``). Every token records the weights version
+    that sampled it (an episode under way when new weights load samples its later turns from
+    them, a partial rollout): tokens beyond the bound leave the loss, and an episode all of
+    whose tokens are beyond it is a stale sample (``stale_samples``). Counted per step:
+    ``stale_token_frac``, ``stale_samples``."""
+    stale_samples: StaleSamples = StaleSamples.DROP
+    """A stale sample: ``drop`` leaves it out of its group (a group left with fewer than two is
+    skipped); ``resample`` rolls its group out again at once, from the weights just trained."""
+    rollout_stall_s: float = Field(default=1800.0, gt=0)
+    """Seconds a step's rollouts may go without an episode ending before the run stops with
+    the reason (a stalled generator or a hung worker), cancelling what is still running."""
     ray: RayOptions | None = None
     """Sample the rollouts on Ray actors (``{}``: a local cluster, one actor per CPU;
     ``{address: auto, actors: 4}``: an existing cluster): each holds a replica of the policy
@@ -250,6 +298,13 @@ class RLConfig(CommonSettings):
     self_play: SelfPlaySettings | None = None
     """Self-play on a multi-seat game (null: one agent, as the env gives it); with ``ray`` its
     games are played on the actors."""
+    tree: TreeSettings | None = None
+    """Tree-structured rollouts: groups grown by branches from their episodes' turn
+    boundaries, step-level groups at the branch points (null: none)."""
+    distill: DistillSettings | None = None
+    """On-policy distillation: a teacher scores every token the student sampled, its
+    reverse-KL advantage added to ``distill.outcome_weight`` times the outcome's (null: none;
+    ``trajforge train distill`` is a run with it set)."""
     scorers: ScorerRefs = Field(default_factory=default_refs("env_verifier"), min_length=1)
     """The reward: a rubric of weighted scorers, summed. Each item is a scorer's name, or
     ``{name, weight, options}``; a name is a registered scorer (``env_verifier``, the env's
@@ -279,7 +334,26 @@ class RLConfig(CommonSettings):
             )
         if self.difficulty is not None:
             _check_difficulty(self.difficulty, self)
+        if self.max_staleness is not None and (self.agent or self.self_play):
+            raise ValueError(
+                "max_staleness: an agent program's or a game's turns record no weights version "
+                "to bound (leave max_staleness out)"
+            )
         return self
+
+    @field_validator("rollout_is_band")
+    @classmethod
+    def _band_holds_one(cls, band: tuple[float, float] | None) -> tuple[float, float] | None:
+        if band is not None and not 0 <= band[0] <= 1 <= band[1]:
+            raise ValueError(
+                f"[{band[0]:g}, {band[1]:g}]: the band must hold 1 (0 <= low <= 1 <= high)"
+            )
+        return band
+
+    @property
+    def staleness_bound(self) -> int:
+        """The bound in updates a trained token's weights may lag (``max_staleness``)."""
+        return self.async_staleness if self.max_staleness is None else self.max_staleness
 
 
 def _check_difficulty(difficulty: DifficultySettings, cfg: RLConfig) -> None:

@@ -5,20 +5,22 @@ A step's episodes come from one ``StepRunner``, chosen once when the trainer sta
 Four sources: the live rollout policy in this process (``LocalRollouts``), the Ray actors
 (``RayRollouts``), self-play over a multi-seat game, played here or on the actors
 (``SelfPlayRollouts``), and an agent program whose model calls the live policy answers
-(``AgentRollouts``). In the asynchronous mode the next ``async_staleness`` steps' rollouts are
-sampled on threads (``Ahead``) while a step trains.
+(``AgentRollouts``). Each runs a step's episodes as a coroutine, on the thread
+``pipeline.RolloutThread`` gives it; ``hooks`` see each episode end (the stall watchdog).
 
 The rollout policy (``RolloutWeights``) is an ``HFPolicy`` over the trained module itself, or
 over a copy of its weights of its own (bf16, asynchronous rollouts, LoRA merged in, or gathered
-under FSDP) refreshed after every update; on Ray the actors get the weights published to them.
+under FSDP) refreshed after every update; on Ray the actors get the weights published to them. Either way
+the weights carry the trainer's update count as their version, which every sampled turn
+records.
 Only the main process rolls out, so only it holds a policy.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import math
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,10 +30,18 @@ import torch
 from trajforge.errors import ConfigError
 from trajforge.policy import HFPolicy, TokenPolicy, VisionPolicy
 from trajforge.precision import Precision, resolve_precision, torch_dtype
-from trajforge.rollout import EpisodeRunner, Limits, PolicyRef, RolloutSpec, run_rollout
-from trajforge.schema import Task, Trajectory
+from trajforge.rollout import (
+    EpisodeRunner,
+    Limits,
+    PolicyRef,
+    RolloutHook,
+    RolloutSpec,
+    arun_rollout,
+)
+from trajforge.schema import Trajectory
 from trajforge.train.config import RLConfig
 from trajforge.train.model import TrainParts
+from trajforge.train.rl.segments import EarlierSegments
 
 if TYPE_CHECKING:
     from trajforge.distributed import RayRunner
@@ -47,9 +57,12 @@ class StepRunner(ABC):
     """Plays one RL step's episodes."""
 
     @abstractmethod
-    def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
+    async def rollout(
+        self, spec: RolloutSpec, step: int, hooks: Sequence[RolloutHook] = ()
+    ) -> list[Trajectory]:
         """The trajectories to score and train on for ``spec`` (the step's tasks and samples,
-        its policy being the trainer's) at step ``step``."""
+        its policy being the trainer's) at step ``step``, with the earlier segments of the
+        episodes whose context was rewritten; ``hooks`` see the run."""
 
 
 class LocalRollouts(StepRunner):
@@ -59,8 +72,12 @@ class LocalRollouts(StepRunner):
     def __init__(self, policy: HFPolicy) -> None:
         self.policy = policy
 
-    def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
-        return run_rollout(spec, policy=self.policy)
+    async def rollout(
+        self, spec: RolloutSpec, step: int, hooks: Sequence[RolloutHook] = ()
+    ) -> list[Trajectory]:
+        earlier = EarlierSegments()
+        episodes = await arun_rollout(spec, policy=self.policy, hooks=[*hooks, earlier])
+        return [*episodes, *earlier.trajectories]
 
 
 class RayRollouts(StepRunner):
@@ -71,8 +88,13 @@ class RayRollouts(StepRunner):
         self.remote = remote
         self.actors = actors
 
-    def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
-        return run_rollout(spec.model_copy(update={"policy": self.actors}), runner=self.remote)
+    async def rollout(
+        self, spec: RolloutSpec, step: int, hooks: Sequence[RolloutHook] = ()
+    ) -> list[Trajectory]:
+        earlier = EarlierSegments()
+        played = spec.model_copy(update={"policy": self.actors})
+        episodes = await arun_rollout(played, runner=self.remote, hooks=[*hooks, earlier])
+        return [*episodes, *earlier.trajectories]
 
 
 class SelfPlayRollouts(StepRunner):
@@ -84,10 +106,14 @@ class SelfPlayRollouts(StepRunner):
         self.policy = policy
         self.actors = actors
 
-    def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
+    async def rollout(
+        self, spec: RolloutSpec, step: int, hooks: Sequence[RolloutHook] = ()
+    ) -> list[Trajectory]:
         if self.actors is not None:
             spec = spec.model_copy(update={"policy": self.actors})
-        return self.self_play.rollout(spec, self.policy, step)
+        # A game's runs are its own (one per seat against a pool): played on a thread, they
+        # end when the step's policy or actors are closed rather than by cancelling.
+        return await asyncio.to_thread(self.self_play.rollout, spec, self.policy, step)
 
 
 class AgentRollouts(StepRunner):
@@ -100,14 +126,16 @@ class AgentRollouts(StepRunner):
         self.policy = policy
         self.cfg = cfg
 
-    def rollout(self, spec: RolloutSpec, step: int) -> list[Trajectory]:
+    async def rollout(
+        self, spec: RolloutSpec, step: int, hooks: Sequence[RolloutHook] = ()
+    ) -> list[Trajectory]:
         # The program makes its own calls; the config bounds each run's time and how many run
         # at once.
         limits = Limits(episode_timeout_s=self.cfg.agent_timeout_s)
         agent = spec.model_copy(
             update={"limits": limits, "concurrency": self.cfg.agent_concurrency}
         )
-        played = run_rollout(agent, runner=self.runners(self.policy))
+        played = await arun_rollout(agent, runner=self.runners(self.policy), hooks=hooks)
         check_sampled_temperature(played, self.cfg.temperature)
         return played
 
@@ -191,12 +219,19 @@ class RolloutWeights:
             return copy.deepcopy(model).merge_and_unload()
         return model
 
-    def refresh(self) -> None:
-        """The trained weights into the rollout policy (a no-op when it samples from the
-        trained module itself)."""
+    def refresh(self, version: int) -> None:
+        """The trained weights into the rollout policy as ``version`` (the updates made so
+        far; a mere synchronisation when it samples from the trained module itself). Turns of
+        episodes under way wait for it and then sample from it."""
         source = self.source()
         if self.policy is not None:
-            self.policy.set_weights(source)
+            self.policy.set_weights(source, version=version)
+
+    def mark(self, version: int) -> None:
+        """The rollout weights are ``version`` (a run starting, or resumed, with nothing in
+        flight): what the turns sampled from them record."""
+        if self.policy is not None:
+            self.policy.weights_version = version
 
     def publish(self, remote: RayRunner | None, version: int) -> None:
         """On Ray, the trained weights (LoRA merged in) to the actors as ``version`` (the
@@ -248,35 +283,3 @@ def choose_runner(
     if self_play is not None:
         return SelfPlayRollouts(self_play, policy, actors)
     return RayRollouts(remote, actors)
-
-
-StepRollout = Callable[[int, list[Task]], list[Trajectory]]
-"""``rollout(step, tasks)``: a step's episodes of ``tasks``."""
-
-
-class Ahead:
-    """A later step's rollouts, sampled on a thread while this step trains."""
-
-    def __init__(self, rollout: StepRollout, step: int, tasks: list[Task], revisited: int) -> None:
-        self.revisited = revisited
-        self._trajs: list[Trajectory] = []
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._run,
-            args=(rollout, step, tasks),
-            name="trajforge-rollout-ahead",
-            daemon=True,
-        )
-        self._thread.start()
-
-    def _run(self, rollout: StepRollout, step: int, tasks: list[Task]) -> None:
-        try:
-            self._trajs = rollout(step, tasks)
-        except BaseException as exc:  # re-raised in the training thread
-            self._error = exc
-
-    def result(self) -> tuple[list[Trajectory], int]:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._trajs, self.revisited

@@ -19,39 +19,49 @@ same advantages over the whole step and trains on its share (``trajforge.train.d
 Under FSDP the main process samples from a plain copy of the gathered weights.
 
 ``run_step`` below is a whole step; where its episodes come from is the ``StepRunner`` chosen
-when the trainer starts (``runners.py``) and the update is ``update.update``.
+when the trainer starts (``runners.py``), sampled on a watched thread (``pipeline.py``), and
+the update is ``update.update``. Every sampled turn records the weights version that sampled
+it; tokens older than ``max_staleness`` leave the loss and a step's stale samples are dropped or
+rolled out again (``staleness.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from trajforge.algos import drop_from_groups
 from trajforge.curate import group_key
-from trajforge.distributed import POLICY_VERSION, ray_runner
+from trajforge.distributed import ray_runner
 from trajforge.envs import get_env
-from trajforge.errors import ConfigError, EpisodeError
+from trajforge.errors import ConfigError
 from trajforge.judge import Evaluation, Rubric, evaluate
 from trajforge.precision import precision_of
-from trajforge.rollout import Limits, RolloutSpec, Sampling, run_rollout
-from trajforge.schema import OutcomeStatus, Task, Trajectory, is_infra_failure, is_success
-from trajforge.store import TrajectoryStore
+from trajforge.rollout import RolloutHook, RolloutSpec, run_rollout
+from trajforge.schema import Task, Trajectory
 from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.config import InfraFailures, RLConfig, RoleAdvantage
 from trajforge.train.distributed import from_main
 from trajforge.train.model import TrainParts
 from trajforge.train.rl import update as rl_update
-from trajforge.train.rl.advantages import REWARD, episode_reward, reward_score
+from trajforge.train.rl.advantages import REWARD, episode_reward
+from trajforge.train.rl.config import StaleSamples
 from trajforge.train.rl.difficulty import Difficulty, Filtered
 from trajforge.train.rl.idle import IdleSteps
+from trajforge.train.rl.pipeline import StepRollouts
 from trajforge.train.rl.replay import ReplayBuffer
-from trajforge.train.rl.runners import AgentRunners, Ahead, RolloutWeights, choose_runner
+from trajforge.train.rl.runners import AgentRunners, RolloutWeights, choose_runner
+from trajforge.train.rl.segments import SegmentStash
+from trajforge.train.rl.selection import (
+    episode_metrics,
+    infra_failures,
+    refuse_all_failed,
+    score,
+    without,
+)
+from trajforge.train.rl.specs import RESAMPLE_ROUND, step_spec
+from trajforge.train.rl.staleness import is_stale, resample_stale, staleness_metrics
 from trajforge.train.rl.task_revisit import TaskRevisits
 from trajforge.train.validation import (
     BestWeights,
@@ -62,14 +72,9 @@ from trajforge.train.validation import (
 
 if TYPE_CHECKING:
     from trajforge.train.reference import ReferenceModel
+    from trajforge.train.rl.distill import Distiller
     from trajforge.train.rl.self_play import SelfPlay
-
-
-_REFILL_SEED_STRIDE = 7_919
-"""Between the sampling seeds of a step's refill rounds: a task rolled out again draws anew."""
-
-RL_RUN_KIND = "rl"
-"""The ``kind`` an RL run's rollouts carry in their metadata (the viewer's runs table shows it)."""
+    from trajforge.train.rl.tree import TreeRollouts
 
 
 class RLTrainer(Trainer):
@@ -120,8 +125,13 @@ class RLTrainer(Trainer):
         # The reward: ``rubric`` when given (tests, code), else the config's weighted scorers.
         self.rubric = rubric if rubric is not None else Rubric.from_refs(cfg.scorers, name=REWARD)
         self.replay = ReplayBuffer(cfg.replay.max_size)
-        self.ahead: deque[Ahead] = deque()
-        """The next steps' rollouts under way, oldest first (``async_staleness`` at most)."""
+        self.rollouts = StepRollouts(
+            lambda *args: self._episodes(*args),
+            ahead_steps=cfg.async_staleness,
+            total_steps=cfg.steps,
+            stall_s=cfg.rollout_stall_s,
+        )
+        self.segments = SegmentStash()
         self.idle = IdleSteps()
         super().__init__(cfg, parts=parts, callbacks=callbacks)
         self.reference: ReferenceModel | None = None
@@ -130,6 +140,18 @@ class RLTrainer(Trainer):
             from trajforge.train.reference import ReferenceModel
 
             self.reference = ReferenceModel(self.parts)
+        self.tree: TreeRollouts | None = None
+        if cfg.tree is not None:
+            # lazy: branching loads only for a run that grows trees
+            from trajforge.train.rl.tree import TreeRollouts
+
+            self.tree = TreeRollouts(cfg)
+        self.distiller: Distiller | None = None
+        if cfg.distill is not None:
+            # lazy: the teacher and its model load only for a run that distils
+            from trajforge.train.rl.distill import Distiller
+
+            self.distiller = Distiller(cfg, self.parts, self.entry.expert)
         self.weights = RolloutWeights(self.parts, cfg)
         # On Ray, the actors' replicas sample the rollouts; the policy still validates. Over
         # several processes only the main one rolls out, so only it starts the actors.
@@ -187,6 +209,9 @@ class RLTrainer(Trainer):
         try:
             result = super().train(resume=resume, overwrite=overwrite)
         finally:
+            # Whatever ended the run, the rollouts under way are cancelled before the policy
+            # and the actors they sample with go.
+            self._cancel_rollouts()
             if self.remote is not None:
                 self.remote.shutdown()
             if self.weights.policy is not None:
@@ -202,6 +227,7 @@ class RLTrainer(Trainer):
         return result
 
     def before_steps(self, start: int) -> None:
+        self.weights.mark(start)
         self.weights.publish(self.remote, start)
         if not self.validation_tasks:
             return
@@ -213,8 +239,7 @@ class RLTrainer(Trainer):
         self._validate(start)
 
     def after_steps(self) -> None:
-        while self.ahead:  # only left after a stop before the last step
-            self.ahead.popleft().result()
+        self._cancel_rollouts()  # only left after a stop before the last step
         if self.best is not None and self.best.best is not self.validated[-1]:
             self.best.restore()
 
@@ -223,14 +248,14 @@ class RLTrainer(Trainer):
         cfg = self.rl_cfg
         # The step's episodes, played and scored on the main process, sent to the others.
         trajs, revisited, rollout_s, failed_scores, filtered = from_main(lambda: self._scored(step))
-        _refuse_all_failed(step, trajs)
+        refuse_all_failed(step, trajs)
         rewards = [episode_reward(t) for t in trajs]
         outcomes: dict[int, list[float]] = {}
         for t, r in zip(trajs, rewards, strict=True):
             outcomes.setdefault(self.task_index[t.task.id], []).append(r)
         self.revisits.update(outcomes)
         self.difficulty.update(trajs)
-        metrics = _episode_metrics(trajs, rewards)
+        metrics = episode_metrics(trajs, rewards)
         metrics["rollout_time_s"] = rollout_s
         metrics["failed_scores"] = float(failed_scores)
         metrics.update(filtered.metrics)
@@ -238,25 +263,44 @@ class RLTrainer(Trainer):
         if filtered.dropped:  # groups that scored alike train nothing: left out from here on
             kept = [i for i, t in enumerate(trajs) if group_key(t) not in filtered.dropped]
             trajs, rewards = [trajs[i] for i in kept], [rewards[i] for i in kept]
-        versions = [t.metadata[POLICY_VERSION] for t in trajs if POLICY_VERSION in t.metadata]
-        if versions:  # updates the oldest weights lagged behind the ones trained now
-            metrics["policy_staleness_max"] = float(step - 1 - min(versions))
+        # How many updates the weights that sampled the step lag behind the trained ones;
+        # replayed past successes are off-policy by design and never stale.
+        metrics.update(staleness_metrics(trajs, step - 1))
+        stale = [is_stale(t, step - 1, cfg.staleness_bound) for t in trajs]
         replayed = self.replay.fill(trajs, rewards, cfg.replay) if cfg.replay.enabled else 0
         metrics["replayed"] = float(replayed)
+        replays = {t.id for t in trajs[len(stale) :]}
+        stale += [False] * replayed
         if self.parts.accelerator.is_main_process:
             # The main process chooses the tasks, so its pool is the one that counts visits.
             metrics.update(self.revisits.metrics(revisited))
 
-        # What trains: tokenized episodes with turns, less those lost to the infrastructure.
+        # What trains: tokenized episodes with turns, less those lost to the infrastructure
+        # (unless trained as failures) and the stale samples.
         trainable = [i for i, t in enumerate(trajs) if t.is_tokenized and t.num_turns > 0]
-        trainable = self._without_infra_failures(trajs, trainable, metrics)
+        lost = infra_failures(trajs)
+        metrics["infra_failures"] = float(sum(lost))
+        if cfg.infra_failures is InfraFailures.DROP:
+            trainable, dropped = without(trajs, trainable, lost, "infra_failures")
+            metrics["infra_skipped_groups"] = dropped["infra_failures_skipped_groups"]
+        trainable, dropped = without(trajs, trainable, stale, "stale_samples")
+        metrics.update(dropped)
         batch = [trajs[i] for i in trainable]
+        batch += from_main(lambda: self.segments.take(trajs, batch))  # their earlier segments
         rae = cfg.self_play is not None and cfg.self_play.advantage is RoleAdvantage.RAE
         role_advantages = self.self_play.advantages if self.self_play and rae else None
+        if self.distiller is not None:  # the teacher's per-token advantages (self-play refused)
+            role_advantages = self.distiller.advantages
         if batch:
             metrics.update(
                 rl_update.update(
-                    self, cfg, batch, reference=self.reference, role_advantages=role_advantages
+                    self,
+                    cfg,
+                    batch,
+                    reference=self.reference,
+                    role_advantages=role_advantages,
+                    trained_version=step - 1,
+                    replays=replays,
                 )
             )
         idle = self.idle.check(step, batch, metrics)
@@ -264,7 +308,7 @@ class RLTrainer(Trainer):
             self.say(idle)
 
         # The rollout weights follow; on Ray, the pool's snapshot is the weights just published.
-        self.weights.refresh()
+        self.weights.refresh(step)
         self.weights.publish(self.remote, step)
         if self.self_play is not None and self.weights.policy is not None:
             self.self_play.after_update(step, self.weights.policy)
@@ -280,9 +324,21 @@ class RLTrainer(Trainer):
         many scores failed, and what dynamic sampling dropped and rolled out besides (with the
         curriculum's choice of tasks in its metrics)."""
         t0 = time.perf_counter()
-        trajs, revisited = self._step_rollouts(step)
+        trajs, revisited = self.rollouts.take(step, self._next_tasks)
+        resample = self.rl_cfg.stale_samples is StaleSamples.RESAMPLE
+        if resample:  # rolled out from the weights just trained: never stale twice
+
+            def again(tasks: list[Task]) -> list[Trajectory]:
+                return self.rollouts.rollout(step, tasks, RESAMPLE_ROUND)
+
+            resampled = resample_stale(trajs, step - 1, self.rl_cfg.staleness_bound, again)
+        grown: dict[str, float] = {}
+        if self.tree is not None and self.weights.policy is not None:
+            spec = self._spec(self.tasks, 1, self.rl_cfg.temperature, step, f"step{step}")
+            branches, grown = self.tree.grow(trajs, spec, self.weights.policy, step)
+            trajs = trajs + branches
         spent = [time.perf_counter() - t0, 0.0]  # rollout seconds, failed scores
-        spent[1] = asyncio.run(self._score(trajs))
+        spent[1] = asyncio.run(score(self.rubric, trajs))
 
         def more(round_: int, groups: int) -> list[Trajectory]:
             t1 = time.perf_counter()
@@ -290,39 +346,37 @@ class RLTrainer(Trainer):
             indices, self.task_cursor = self.difficulty.take(
                 self.tasks, self.task_cursor, groups, chosen
             )
-            new = self._rollout(step, [self.tasks[i] for i in indices], refill=round_)
+            new = self.rollouts.rollout(step, [self.tasks[i] for i in indices], round_)
             spent[0] += time.perf_counter() - t1
-            spent[1] += asyncio.run(self._score(new))
+            spent[1] += asyncio.run(score(self.rubric, new))
             return new
 
         filtered = self.difficulty.refill(trajs, self.rl_cfg.groups_per_step, more)
         filtered.metrics.update(self.difficulty.picked_metrics())
+        filtered.metrics.update(grown)
+        if resample:
+            filtered.metrics["stale_resampled_groups"] = float(resampled)
         return trajs, revisited, spent[0], int(spent[1]), filtered
 
-    def _step_rollouts(self, step: int) -> tuple[list[Trajectory], int]:
-        """This step's rollouts and how many of its tasks were revisits: sampled now, or, in
-        the asynchronous mode, those sampled while earlier steps trained; then the next
-        ``async_staleness`` steps' are under way before this one trains (sampled from weights
-        at most that many updates old)."""
-        if self.ahead:
-            trajs, revisited = self.ahead.popleft().result()
-        else:
-            tasks, revisited = self._next_tasks()
-            trajs = self._rollout(step, tasks)
-        last = step + len(self.ahead)
-        while len(self.ahead) < self.rl_cfg.async_staleness and last < self.total_steps():
-            last += 1
-            self.ahead.append(Ahead(self._rollout, last, *self._next_tasks()))
-        return trajs, revisited
-
-    def _rollout(self, step: int, tasks: list[Task], refill: int = 0) -> list[Trajectory]:
-        """The step's groups on ``tasks``; ``refill``: the round of dynamic sampling they refill
-        (a run and sampling seeds of its own)."""
+    async def _episodes(
+        self, step: int, tasks: list[Task], round_: int, hooks: Sequence[RolloutHook]
+    ) -> list[Trajectory]:
+        """The step's groups on ``tasks`` as the runner plays them (a run and sampling seeds
+        of their own per refill round)."""
         assert self.runner is not None  # the main process rolls out
         cfg = self.rl_cfg
-        name = f"step{step}-refill{refill}" if refill else f"step{step}"
-        spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, name, refill)
-        return self.runner.rollout(spec, step)
+        name = f"step{step}"
+        if round_ == RESAMPLE_ROUND:
+            name += "-resample"
+        elif round_:
+            name += f"-refill{round_}"
+        spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, name, round_)
+        return self.segments.keep(await self.runner.rollout(spec, step, hooks))
+
+    def _cancel_rollouts(self) -> None:
+        stuck = self.rollouts.cancel()
+        if stuck:
+            self.say(f"rl: the rollouts of steps {stuck} did not end when cancelled")
 
     def _next_tasks(self) -> tuple[list[Task], int]:
         """This step's tasks: revisits first, then fresh ones from the cursor (a task already
@@ -336,68 +390,19 @@ class RLTrainer(Trainer):
         return [self.tasks[i] for i in picked + fresh], len(picked)
 
     def _spec(
-        self, tasks: list[Task], n: int, temperature: float, step: int, name: str, refill: int = 0
+        self, tasks: list[Task], n: int, temperature: float, step: int, name: str, round_: int = 0
     ) -> RolloutSpec:
-        cfg = self.rl_cfg
-        prefix = self.run_prefix
-        run_id = f"{prefix}.{name}" if prefix else f"rl-{cfg.output_dir.name}-{name}"
-        spec = RolloutSpec(
-            env=cfg.env,
-            tasks=tasks,
+        return step_spec(
+            self.rl_cfg,
+            tasks,
             n=n,
-            limits=Limits(
-                max_turns=cfg.max_turns,
-                max_new_tokens=cfg.max_new_tokens,
-                max_context_tokens=cfg.max_seq_len,
-            ),
-            sampling=Sampling(
-                temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
-            ),
-            seed=cfg.seed * 1_000_003 + step + _REFILL_SEED_STRIDE * refill,
-            run_id=run_id,
-            store=cfg.store,
+            temperature=temperature,
+            step=step,
+            name=name,
+            round_=round_,
+            run_prefix=self.run_prefix,
+            stage=self.stage,
         )
-        if spec.store is not None:
-            with TrajectoryStore(spec.store) as store:
-                if store.get_run(run_id) is None:  # a resumed step keeps what it had
-                    store.set_run(run_id, self._run_metadata(spec))
-        return spec
-
-    def _run_metadata(self, spec: RolloutSpec) -> dict[str, Any]:
-        """What the runs table shows of a rollout run: an ``rl`` run (its stage's, in an
-        experiment) sampling from the weights being trained, which started as ``model``."""
-        meta: dict[str, Any] = {
-            "kind": RL_RUN_KIND,
-            "model": self.rl_cfg.model.spec,
-            "spec": spec.model_dump(mode="json"),
-        }
-        if self.stage is not None:
-            meta["stage"] = self.stage
-        return meta
-
-    async def _score(self, trajs: Sequence[Trajectory]) -> int:
-        """Score each trajectory by the rubric: its scorers' scores and their total (the score
-        ``episode_reward`` reads) appended to it. Returns how many scores failed (a failed
-        score counts 0: a scorer that always fails leaves no signal)."""
-        failed = 0
-        for t in trajs:
-            total, scores = await self.rubric.evaluate(t)
-            t.scores.extend([*scores, reward_score(total)])
-            failed += sum(s.value is None for s in scores)
-        return failed
-
-    def _without_infra_failures(
-        self, trajs: Sequence[Trajectory], rows: list[int], metrics: dict[str, float]
-    ) -> list[int]:
-        """``rows`` less the episodes lost to the infrastructure and the groups they leave with
-        fewer than two (``infra_failures: drop``); counts both in ``metrics``."""
-        lost = torch.tensor([is_infra_failure(t) for t in trajs], dtype=torch.bool)
-        metrics["infra_failures"] = float(lost.sum())
-        if self.rl_cfg.infra_failures is InfraFailures.ZERO:
-            return rows
-        keep, skipped = drop_from_groups([group_key(t) for t in trajs], lost)
-        metrics["infra_skipped_groups"] = float(skipped)
-        return [i for i in rows if keep[i]]
 
     def _validate(self, step: int) -> ValidationPoint:
         """Greedy episodes on the validation tasks with the current weights; the best kept."""
@@ -419,29 +424,3 @@ class RLTrainer(Trainer):
         every = self.rl_cfg.validation.every
         last = step == self.rl_cfg.steps
         return bool(self.validation_tasks) and (last or (every > 0 and step % every == 0))
-
-
-def _episode_metrics(trajs: Sequence[Trajectory], rewards: Sequence[float]) -> dict[str, float]:
-    """The step's reward, success, error and turn figures over every episode it played."""
-    reward_t = torch.tensor(rewards, dtype=torch.float32)
-    n = len(trajs)
-    return {
-        "reward_mean": float(reward_t.mean()),
-        "reward_std": float(reward_t.std()) if len(rewards) > 1 else 0.0,
-        "success_rate": sum(
-            is_success(t.outcome.status, r) for t, r in zip(trajs, rewards, strict=True)
-        )
-        / n,
-        "error_rate": sum(t.outcome.status is OutcomeStatus.ERROR for t in trajs) / n,
-        "turns_mean": sum(t.num_turns for t in trajs) / n,
-    }
-
-
-def _refuse_all_failed(step: int, trajs: Sequence[Trajectory]) -> None:
-    """Stop when no episode of a step ran (an agent program that cannot start, a dead env):
-    training on nothing but errors would only look like a run."""
-    if trajs and all(t.outcome.status is OutcomeStatus.ERROR for t in trajs):
-        error = (trajs[0].outcome.error or "no error text").strip().splitlines()
-        raise EpisodeError(
-            f"RL step {step}: all {len(trajs)} episodes failed; the first: {error[-1]}"
-        )

@@ -1,14 +1,15 @@
 """RL's optimisation pass, a plain function over a step's batch: the trajectories to advantages
-(the estimator, or self-play's role-conditioned ones, weighted by sign), then
-``epochs_per_step`` epochs of the policy loss over this process's micro-batches, with the KL to
-the reference, the old logprobs from the first epoch's own forward, and truncated importance
-weights for a sampler that is not the trained weights (``rollout_is_cap``).
+(the estimator, or self-play's role-conditioned ones, weighted by sign), tokens sampled by
+weights older than ``max_staleness`` left out of the loss, then ``epochs_per_step`` epochs of
+the policy loss over this process's micro-batches, with the KL to the reference, the old
+logprobs from the first epoch's own forward, and the off-policy correction for a sampler that
+is not the trained weights (``rollout_correction``), its mismatch measured per step.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -16,18 +17,22 @@ import torch
 from trajforge.algos import (
     AdvantageInput,
     AdvantageOutput,
+    RolloutCorrection,
     compute_advantages,
+    correction_weights,
     kl_estimate,
+    mismatch_metrics,
     policy_loss,
-    truncated_is_weights,
     weight_by_sign,
+    within_staleness,
 )
 from trajforge.curate import group_key
 from trajforge.schema import Trajectory
 from trajforge.train.base import Trainer
 from trajforge.train.batch import TokenBatch, TokenSequence, encode_trajectory
 from trajforge.train.config import RLConfig
-from trajforge.train.rl.advantages import advantage_input
+from trajforge.train.rl.segments import episode_chains, episode_input, row_advantages
+from trajforge.train.rl.staleness import token_staleness
 
 if TYPE_CHECKING:
     from trajforge.train.reference import ReferenceModel
@@ -49,6 +54,8 @@ def update(
     *,
     reference: ReferenceModel | None = None,
     role_advantages: RoleAdvantages | None = None,
+    trained_version: int | None = None,
+    replays: Collection[str] = (),
 ) -> dict[str, float]:
     """Train on a step's ``trajs`` (each rewarded by its ``episode_reward``); the update's
     metrics.
@@ -56,20 +63,26 @@ def update(
     Args:
         ops: The trainer whose model is updated (its parts, micro-batches, backward, steps).
         cfg: The run's config (estimator, loss, epochs, weights, filters).
-        trajs: The step's trajectories to train on, whole groups.
+        trajs: The step's trajectories to train on, whole groups, an episode's earlier
+            segments among them.
         reference: The reference model of the KL penalty (``kl_coef`` > 0).
         role_advantages: Advantages used instead of the estimator's (self-play's RAE).
+        trained_version: The version of the weights trained (the updates made so far): tokens
+            sampled by weights more than ``max_staleness`` updates older leave the loss.
+        replays: Ids of replayed past successes, off-policy by design and never left out.
     """
     # A split or re-rendered episode's rendered prefix is context: its turns were not
     # sampled in it, so only the turns after it take the episode's advantage.
     seqs = [encode_trajectory(t, max_length=cfg.max_seq_len, mask_rendered=True) for t in trajs]
     full = TokenBatch.collate(seqs, pad_token_id=ops.parts.pad_token_id)
-    inp = advantage_input(trajs, full.token_turn_index)
+    # Advantages per episode, each segment's row taking its episode's (``segments``).
+    chains = episode_chains(trajs)
+    inp, row_turns = episode_input(trajs, seqs, chains)
     if role_advantages is not None:
-        adv = role_advantages(trajs, inp)
+        adv = role_advantages([trajs[c[-1]] for c in chains], inp)
     else:
         adv = compute_advantages(cfg.estimator, inp, **cfg.estimator_kwargs)
-    token_adv = adv.token_advantages.float()
+    token_adv = row_advantages(adv.token_advantages, chains, row_turns, full.input_ids.shape[1])
     token_adv = weight_by_sign(
         token_adv,
         positive=cfg.positive_advantage_weight,
@@ -81,8 +94,13 @@ def update(
     # step) and after the sign weights (here): the estimator's own counts would repeat them.
     metrics = {k: float(v) for k, v in adv.metrics.items() if k not in _COUNTED_BY_THE_STEP}
     zero, metrics["zero_adv_frac"] = zero_advantage_groups(trajs, token_adv, full.loss_mask)
+    rows = list(zip(trajs, seqs, strict=True))
     if cfg.filter_zero_advantage:
-        seqs = [s for s, t in zip(seqs, trajs, strict=True) if group_key(t) not in zero]
+        rows = [(t, s) for t, s in rows if group_key(t) not in zero]
+    if trained_version is not None:
+        fresh = [(t, s) for t, s in rows if t.id not in replays]
+        metrics |= mask_stale_tokens(fresh, trained_version, cfg.staleness_bound)
+    seqs = [s for _, s in rows]
     metrics["trained_trajectories"] = float(len(seqs))
     if not seqs:
         return metrics
@@ -100,6 +118,23 @@ def zero_advantage_groups(
         nonzero[key] = nonzero.get(key, False) or moving
     zero = {k for k, v in nonzero.items() if not v}
     return zero, len(zero) / max(1, len(nonzero))
+
+
+def mask_stale_tokens(
+    pairs: Sequence[tuple[Trajectory, TokenSequence]], trained: int, bound: int
+) -> dict[str, float]:
+    """Leave out of each sequence's loss the tokens sampled by weights more than ``bound``
+    updates older than version ``trained``; the share of loss tokens left out
+    (``stale_token_frac``)."""
+    total = masked = 0
+    for traj, seq in pairs:
+        mask = torch.tensor(seq.loss_mask, dtype=torch.bool)
+        lag = torch.tensor(token_staleness(traj, seq.turn_index, trained), dtype=torch.long)
+        keep = within_staleness(lag, mask, bound)
+        total += int(mask.sum())
+        masked += int((mask & ~keep).sum())
+        seq.loss_mask = keep.tolist()
+    return {"stale_token_frac": masked / total if total else 0.0}
 
 
 def optimize(
@@ -141,12 +176,13 @@ def optimize(
     # This process's part of the global mean (the local count alone in one process).
     divisor = ops.global_mean_divisor(n_tokens if token_weighted else n_rows)
     sums: dict[str, float] = {}
-    gaps: list[tuple[float, float]] = []
-    is_stats: list[tuple[float, float, float]] = []
-    cap = cfg.rollout_is_cap or 0.0
+    # Per micro-batch of the first epoch: its share, then the mismatch and correction figures.
+    seen: list[tuple[float, dict[str, float]]] = []
+    kind = cfg.rollout_correction
     # Truncated importance sampling corrects old logprobs that are the trainer's own; the
     # sampler's (recompute_old_logprobs off) already put the PPO ratio against the sampler.
-    correct = cap > 0 and own_old
+    # The masking corrections leave out what the two disagree on, whichever the old ones are.
+    correct = kind is not RolloutCorrection.TOKEN_TIS or own_old
 
     def share_of(k: int) -> float:
         b = batches[k]
@@ -167,12 +203,21 @@ def optimize(
             denom = mask.sum().clamp(min=1)
             rollout_lp = sampled[k]
             if epoch == 0 and rollout_lp is not None and counted[k]:
-                gap = ((lp.detach() - rollout_lp).abs() * mask).sum() / denom
-                gaps.append((share_of(k), float(gap)))
-                if correct:  # kept by the later epochs, which reuse the advantages
-                    weights = truncated_is_weights(b.old_logprobs, rollout_lp, mask, cap)
+                figures = mismatch_metrics(lp.detach(), rollout_lp, mask)
+                weights = None
+                if correct:
+                    weights = correction_weights(
+                        kind,
+                        b.old_logprobs if own_old else lp.detach(),
+                        rollout_lp,
+                        mask,
+                        cap=cfg.rollout_is_cap,
+                        band=cfg.rollout_is_band,
+                    )
+                if weights is not None:  # kept by the later epochs, which reuse the advantages
                     b.advantages = b.advantages * weights
-                    is_stats.append((share_of(k), *_weight_stats(weights, mask, cap)))
+                    figures |= _weight_stats(kind, weights, mask, cfg.rollout_is_cap)
+                seen.append((share_of(k), figures))
             loss, info = policy_loss(
                 cfg.loss,
                 lp,
@@ -199,11 +244,12 @@ def optimize(
                 sums[key] = sums.get(key, 0.0) + share * float(value) / cfg.epochs_per_step
         sums.update(ops.optimizer_step())
     elapsed = time.perf_counter() - t0
-    if gaps:
-        sums["rollout_logprob_gap"] = _weighted_mean(gaps)
-    if is_stats:
-        sums["rollout_is_weight_mean"] = _weighted_mean([(w, m) for w, m, _ in is_stats])
-        sums["rollout_is_capped_frac"] = _weighted_mean([(w, c) for w, _, c in is_stats])
+    for name in sorted({name for _, f in seen for name in f}):
+        pairs = [(w, f[name]) for w, f in seen if name in f]
+        top = name == "log_ratio_max"
+        sums[_MISMATCH_NAMES.get(name, name)] = (
+            max(v for _, v in pairs) if top else _weighted_mean(pairs)
+        )
     sums["tokens_per_s"] = n_tokens * cfg.epochs_per_step / elapsed
     sums["loss_tokens"] = float(n_tokens)
     return sums
@@ -217,8 +263,31 @@ def _weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
     return sum(w * v for w, v in pairs) / total
 
 
-def _weight_stats(weights: torch.Tensor, mask: torch.Tensor, cap: float) -> tuple[float, float]:
-    """The mean truncated importance weight over ``mask`` and the fraction at the cap."""
+_MISMATCH_NAMES = {
+    "abs_log_ratio": "rollout_logprob_gap",
+    "kl": "rollout_kl",
+    "log_ratio_max": "rollout_log_ratio_max",
+}
+"""The step's names of ``mismatch_metrics``'s figures."""
+
+
+def _weight_stats(
+    kind: RolloutCorrection, weights: torch.Tensor, mask: torch.Tensor, cap: float | None
+) -> dict[str, float]:
+    """What a correction's weights did over ``mask``: truncated IS, the mean weight and the
+    share at the cap; a masking one, the share of tokens (``seq_mis``: and of sequences) it
+    left out."""
     m = mask.bool()
     n = max(int(m.sum()), 1)
-    return float(weights[m].sum()) / n, float((weights[m] >= cap * (1 - 1e-6)).sum()) / n
+    if kind is RolloutCorrection.TOKEN_TIS:
+        assert cap is not None
+        return {
+            "rollout_is_weight_mean": float(weights[m].sum()) / n,
+            "rollout_is_capped_frac": float((weights[m] >= cap * (1 - 1e-6)).sum()) / n,
+        }
+    out = (weights == 0) & m
+    figures = {"rollout_masked_frac": float(out.sum()) / n}
+    if kind is RolloutCorrection.SEQ_MIS:
+        rows = m.any(dim=-1)
+        figures["rollout_seq_masked_frac"] = float(out.any(dim=-1).sum()) / max(int(rows.sum()), 1)
+    return figures

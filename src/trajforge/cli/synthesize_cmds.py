@@ -1,0 +1,117 @@
+"""``trajforge synthesize``: new training tasks of an env from exploration, checked by
+execution, written as a task file (``--tasks-file``, or ``--env FILE.jsonl``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
+from trajforge.configfile import first_problem
+from trajforge.errors import ConfigError
+from trajforge.rollout import RolloutProgress, new_run_id
+from trajforge.synthesis import RANDOM_EXPLORER, SynthesisSettings, synthesize
+
+TASK_FILE_SUFFIX = ".jsonl"
+
+
+def option_name(key: str) -> str:
+    """The command-line option of setting ``key``."""
+    return "--" + key.replace("_", "-")
+
+
+def settings_from(options: dict[str, Any]) -> SynthesisSettings:
+    """The settings the options ask for; a bad value is one ``ConfigError`` naming its option."""
+    try:
+        return SynthesisSettings.model_validate(options)
+    except ValidationError as exc:
+        field, message = first_problem(exc, "options")
+        # A validator's own message reads better without pydantic's "Value error, " before it.
+        message = message.removeprefix("Value error, ")
+        raise ConfigError(f"{option_name(field.split('.')[0])}: {message}") from None
+
+
+def check_out(out: Path) -> None:
+    """Refuse an output that is not a new ``.jsonl`` file."""
+    if out.suffix != TASK_FILE_SUFFIX:
+        raise ConfigError(f"--out {out}: a task file ends in {TASK_FILE_SUFFIX}")
+    if out.exists():
+        raise ConfigError(f"--out {out}: it exists; remove it or choose another file")
+
+
+def synthesize_command(
+    env: Annotated[str, typer.Option("--env", help="The environment to synthesize tasks for.")],
+    out: Annotated[
+        Path, typer.Option("--out", metavar="FILE.jsonl", help="The task file to write (new).")
+    ],
+    episodes: Annotated[
+        int,
+        typer.Option(
+            "--episodes",
+            help="Exploration episodes (one per training task); blueprints for retail, sql.",
+        ),
+    ] = 50,
+    explorer: Annotated[
+        str,
+        typer.Option(
+            "--explorer", help="random (the env's scripted explorer) or a policy at temperature 1."
+        ),
+    ] = RANDOM_EXPLORER,
+    min_steps: Annotated[
+        int, typer.Option("--min-steps", help="A state fewer steps away gives no task.")
+    ] = 3,
+    difficulty_policy: Annotated[
+        str | None,
+        typer.Option("--difficulty-policy", help="Keep tasks whose pass rate by it is in --band."),
+    ] = None,
+    samples: Annotated[
+        int, typer.Option("--samples", help="Episodes per task of --difficulty-policy.")
+    ] = 4,
+    band: Annotated[
+        tuple[float, float],
+        typer.Option("--band", metavar="LOW HIGH", help="Pass rates a kept task may have."),
+    ] = (0.0, 1.0),
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user", help="Simulated user of blueprint conversations (retail): a policy."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of exploration and sampling.")] = 0,
+    run: Annotated[
+        str | None, typer.Option("--run", help="Run id of the stored exploration episodes.")
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Explore ENV, turn each reached state into a task its verifier checks, keep those whose
+    checker accepts the exploration's own solution and rejects a wrong answer (and, with
+    --difficulty-policy, whose pass rate is in --band), and write them to --out. The
+    exploration episodes are stored (each task names its source trajectory).
+
+    For retail and sql: propose --episodes blueprints (a task and its ground-truth actions),
+    keep those whose actions the env accepts and whose conversation with the simulated user
+    passes the verifier."""
+    settings = settings_from(
+        {"episodes": episodes, "seed": seed, "explorer": explorer, "min_steps": min_steps,
+         "difficulty_policy": difficulty_policy, "samples": samples, "band": band, "user": user}
+    )  # fmt: skip
+    settings.check_names(env, option_name)
+    check_out(out)
+    run_id = run or new_run_id()
+    hooks = [] if as_json else [RolloutProgress(transient=True)]
+    report = synthesize(
+        env, settings, run_id=run_id, store=resolve_store_path(store), out=out, hooks=hooks
+    )
+    if as_json:
+        print_json({**report.summary(), "out": str(out)})
+        return
+    console.print(f"{report.text}; written to {out} (exploration: run {run_id})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``trajforge synthesize``."""
+    app.command("synthesize")(synthesize_command)
