@@ -40,6 +40,15 @@ ServedNameOption = Annotated[
         "Default: the --model value.",
     ),
 ]
+LoraModulesOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--lora-modules",
+        help="A LoRA adapter to serve as NAME=PATH (repeatable; vLLM's flag). Calls naming "
+        "NAME, or BASE:NAME, decode with it, in the same batches as the base model and every "
+        "other adapter (docs/gateway.md, Adapters).",
+    ),
+]
 HostOption = Annotated[str, typer.Option("--host", help="Address to listen on.")]
 PortOption = Annotated[
     int, typer.Option("--port", min=0, max=65535, help="Port (0: any free one).")
@@ -51,6 +60,7 @@ def serve(
     host: HostOption = "127.0.0.1",
     port: PortOption = 8000,
     served_model_name: ServedNameOption = None,
+    lora_modules: LoraModulesOption = None,
     run: opts.RunOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
     batch_size: opts.BatchSizeOption = 16,
@@ -79,15 +89,18 @@ def serve(
         )
         return
     from trajforge.serve import serve_forever  # lazy: uvicorn and fastapi take 0.4 s
+    from trajforge.serve.adapter_routing import load_adapters
 
     port = claim_port(host, port)
     check_model(model)
+    adapters = [parse_lora_module(m) for m in lora_modules or []]
     ref = PolicyRef(name=model, precision=precision, batch_size=batch_size)
     run_id = run or new_run_id()
     path = resolve_store_path(store)
     with TrajectoryStore(path) as db:
         gateway, runs_on = open_gateway(ref, db, run_id, served_name=served_model_name)
         gateway.recorder.hold_sessions(SERVER_SESSIONS)
+        load_adapters(gateway, adapters, "--lora-modules")
         meta = {"kind": "gateway", "model": model, "runs_on": runs_on}
         if served_model_name:
             meta["served_model_name"] = served_model_name
@@ -106,6 +119,14 @@ def serve(
             err_console.print(
                 f"stored {count} trajectories of run {run_id} in {path}", soft_wrap=True
             )
+
+
+def parse_lora_module(spec: str) -> tuple[str, str]:
+    """``NAME=PATH`` of ``--lora-modules`` as ``(NAME, PATH)``."""
+    name, equals, path = spec.partition("=")
+    if not (equals and name.strip() and path.strip()):
+        raise ConfigError(f"--lora-modules: expected NAME=PATH, got {spec!r}")
+    return name.strip(), path.strip()
 
 
 def check_model(model: str) -> None:

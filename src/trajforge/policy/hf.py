@@ -28,9 +28,12 @@ from peft import PeftModel
 
 from trajforge.errors import ConfigError
 from trajforge.policy.base import ChatSession, Completion, FinishReason, SamplingParams, TokenSink
+from trajforge.policy.engine.adapter_bank import AdapterBank
 from trajforge.policy.engine.decode_weights import forget_decode_weights
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest
 from trajforge.policy.engine.hf_engine import DecodeEngine
+from trajforge.policy.engine.lora import LoraAdapter
+from trajforge.policy.engine.lora import load_adapter as load_lora
 from trajforge.policy.engine.prefix_cache import PrefixCache
 from trajforge.policy.engine.sampling import UniformStream
 from trajforge.policy.hf_worker import BatchWorker, GenerationError
@@ -68,6 +71,8 @@ class HFPolicy(TokenPolicy):
         share_prefixes: prefill once what prompts admitted together begin with (a system
             prompt, a group's task), each prompt then only the rest; False prefills every
             prompt whole (``engine.shared_prefix``).
+        adapter_cache_mb: memory for the LoRA adapters served by name (``add_adapter``),
+            least recently used dropped first beyond it (``engine.adapter_bank``).
     """
 
     name = "hf"
@@ -87,6 +92,7 @@ class HFPolicy(TokenPolicy):
         prefix_cache_mb: float = 1024,
         lean_decode: bool = True,
         share_prefixes: bool = True,
+        adapter_cache_mb: float = 512,
     ) -> None:
         super().__init__(tokenizer, tool_protocol=tool_protocol, parser=parser, name=name)
         if max_batch_size < 1:
@@ -112,6 +118,7 @@ class HFPolicy(TokenPolicy):
             self.prefix_cache,
             lean_decode=lean_decode,
             share_prefixes=share_prefixes,
+            adapters=AdapterBank(int(adapter_cache_mb * 2**20), self._load_lora),
         )
         self._worker = BatchWorker(self._engine, max_batch_size, lambda: self.weights_version)
         self._adapter_serial = 0
@@ -138,12 +145,37 @@ class HFPolicy(TokenPolicy):
         """Sample a continuation of ``prompt_ids`` (checked first: ``room_after``);
         ``on_token`` gets each id as it is sampled. ``messages`` is the same context as
         messages (a vision model's images are in them)."""
+        return await self._generate(None, prompt_ids, sampling, messages, on_token)
+
+    async def generate_with_adapter(
+        self,
+        adapter: str | None,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        on_token: TokenSink | None = None,
+    ) -> Completion:
+        """``generate`` with the LoRA adapter named ``adapter`` (``add_adapter``; None: the
+        base weights), in the same batch as every other adapter's rows."""
+        return await self._generate(adapter, prompt_ids, sampling, None, on_token)
+
+    async def _generate(
+        self,
+        adapter: str | None,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        messages: Sequence[Message] | None,
+        on_token: TokenSink | None,
+    ) -> Completion:
         room = self.room_after(prompt_ids, sampling)
+        if adapter is not None:
+            self.adapters.check(adapter)
         if sampling.max_new_tokens == 0:
             return Completion(token_ids=[], logprobs=[], text="", finish_reason=FinishReason.LENGTH)
-        return await self._sample(
-            prompt_ids, sampling, min(sampling.max_new_tokens, room), messages, on_token
-        )
+        max_new_tokens = min(sampling.max_new_tokens, room)
+        if adapter is None:
+            return await self._sample(prompt_ids, sampling, max_new_tokens, messages, on_token)
+        return await self._batched(prompt_ids, sampling, max_new_tokens, on_token, adapter)
 
     async def _sample(
         self,
@@ -155,6 +187,17 @@ class HFPolicy(TokenPolicy):
     ) -> Completion:
         """Up to ``max_new_tokens`` sampled in the shared batch, each id handed to ``on_token``
         as the decode step that sampled it ends."""
+        return await self._batched(prompt_ids, sampling, max_new_tokens, on_token, None)
+
+    async def _batched(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        max_new_tokens: int,
+        on_token: TokenSink | None,
+        adapter: str | None,
+    ) -> Completion:
+        """``_sample`` under ``adapter`` (None: the base weights)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Completion] = loop.create_future()
 
@@ -170,6 +213,7 @@ class HFPolicy(TokenPolicy):
             deliver=deliver,
             is_cancelled=future.cancelled,
             on_token=None if on_token is None else _on_loop(loop, on_token),
+            adapter_name=adapter,
         )
         self._worker.submit(request)
         return await future
@@ -258,6 +302,42 @@ class HFPolicy(TokenPolicy):
             if isinstance(self.model, PeftModel):
                 self.weights_version += 1
                 self._drop_adapter()
+
+    @property
+    def adapters(self) -> AdapterBank:
+        """The LoRA adapters served by name, each row decoding with its own."""
+        assert self._engine.adapters is not None
+        return self._engine.adapters
+
+    @property
+    def serves_adapters(self) -> bool:
+        """Whether ``add_adapter`` works: the model runs on the lean forward."""
+        return self._engine.serves_adapters
+
+    def add_adapter(self, name: str, path: str | Path) -> None:
+        """Serve the PEFT LoRA adapter saved in ``path`` as ``name`` (replacing what ``name``
+        was), beside the base weights and the other adapters: requests naming it decode with
+        it, in the same batch as everyone else's. Requests under way keep what they started
+        with."""
+        if not self.serves_adapters:
+            raise ConfigError(
+                f"add_adapter: {type(self.model).__name__} serves no adapters by name (they "
+                "need a Llama-architecture model on the lean forward)"
+            )
+        self.adapters.register(name, Path(path))
+        self.weights_version += 1
+
+    def adapter_names(self) -> list[str]:
+        """The adapters served by name, in the order they were added."""
+        return self.adapters.names()
+
+    def remove_adapter(self, name: str) -> None:
+        """Stop serving ``name``; requests under way finish with it."""
+        self.adapters.remove(name)
+        self.weights_version += 1
+
+    def _load_lora(self, name: str, folder: Path, key: int | None) -> LoraAdapter:
+        return load_lora(name, folder, self._base_model(), self._engine.device, key)
 
     def _base_model(self) -> Any:
         get_base = getattr(self.model, "get_base_model", None)

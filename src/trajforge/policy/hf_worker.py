@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from trajforge.errors import TrajforgeError
+from trajforge.errors import ConfigError, TrajforgeError
 from trajforge.policy.engine.generation_request import GenerationRequest, completion_of
 from trajforge.policy.engine.hf_engine import DecodeEngine
 
@@ -132,13 +132,7 @@ class BatchWorker:
                     self._abandon(GenerationError("the policy was closed"))
                     return
                 self._drop_ended()
-                admitted: list[GenerationRequest] = []
-                if self._pausers == 0:
-                    while self._pending and len(self.engine) + len(admitted) < self.max_batch_size:
-                        request = self._pending.popleft()
-                        if not request.is_cancelled():
-                            request.weights_version = self.weights_version()
-                            admitted.append(request)
+                admitted = self._admit_pending() if self._pausers == 0 else []
                 self._live = len(self.engine) + len(admitted)
             try:
                 with torch.inference_mode():
@@ -147,6 +141,7 @@ class BatchWorker:
                 failed = self.engine.fail_all()
                 failed += [r for r in admitted if r not in failed]
                 for request in failed:
+                    self.engine.release(request)
                     request.deliver(exc)
                 finished = []
             for request in finished:
@@ -157,6 +152,26 @@ class BatchWorker:
                 if not self._live:
                     self._set_idle()
                     self._cond.notify_all()
+
+    def _admit_pending(self) -> list[GenerationRequest]:
+        """Waiting requests that join the batch now (holding ``_cond``), in order, up to
+        ``max_batch_size`` live rows. One whose adapter has no room yet stops the line (so
+        admission stays in order); one whose adapter is no longer served fails."""
+        admitted: list[GenerationRequest] = []
+        while self._pending and len(self.engine) + len(admitted) < self.max_batch_size:
+            request = self._pending[0]
+            if not request.is_cancelled():
+                try:
+                    if not self.engine.reserve(request):
+                        break
+                except ConfigError as exc:
+                    self._pending.popleft()
+                    request.deliver(exc)
+                    continue
+                request.weights_version = self.weights_version()
+                admitted.append(request)
+            self._pending.popleft()
+        return admitted
 
     def _admissible(self) -> bool:
         return bool(self._pending) and self._pausers == 0

@@ -91,6 +91,7 @@ async def completions_route(gateway: ChatGateway, session_id: str, body: Any) ->
             "/v1/completions is served by a model here, not when forwarding to another server",
             status=404,
         )
+    adapter = gateway.adapter_of(request.model)
     policy = gateway.policy
     prompt_ids = (
         request.prompt
@@ -118,11 +119,13 @@ async def completions_route(gateway: ChatGateway, session_id: str, body: Any) ->
         for k in range(request.n)
     ]
     clock = time.perf_counter()
-    completions = await asyncio.gather(*(policy.generate(list(prompt_ids), s) for s in samplings))
+    completions = await asyncio.gather(
+        *(gateway.generate_with(adapter, list(prompt_ids), s) for s in samplings)
+    )
     took = time.perf_counter() - clock
     prompt = Message(role=Role.USER, content=prompt_text, token_ids=list(prompt_ids))
     for completion in completions:
-        _record(gateway, session_id, prompt, completion, request.temperature, took, cap)
+        _record(gateway, session_id, prompt, completion, request.temperature, took, cap, adapter)
     choices = [_choice(k, c, request, policy) for k, c in enumerate(completions)]
     counts = usage(len(prompt_ids), sum(len(c.token_ids) for c in completions))
     reply = {"id": new_id("cmpl"), "object": "text_completion", "created": int(time.time()),
@@ -140,6 +143,7 @@ def _record(
     temperature: float,
     took: float,
     cap: TurnCap,
+    adapter: str | None,
 ) -> None:
     session = gateway.recorder.session(session_id)
     reply = Message(
@@ -157,6 +161,8 @@ def _record(
     recording.notes["endpoint"] = "completions"
     recording.notes["weights_versions"] = [completion.weights_version]
     recording.notes["temperatures"] = [temperature]
+    if adapter is not None:
+        recording.notes["adapters"] = [adapter]
     recording.rendering = RAW_RENDERING
     session.add(recording)
     gateway.recorder.finish(session, recording, took, cap, completion.finish_reason)

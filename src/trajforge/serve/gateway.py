@@ -11,8 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from trajforge.errors import ConfigError
 from trajforge.policy import (
@@ -28,6 +27,7 @@ from trajforge.policy import (
 )
 from trajforge.rollout import PolicyRef, TurnCap
 from trajforge.schema import Fault, Message, OutcomeStatus, Timing, ToolSpec
+from trajforge.serve.adapter_routing import AdapterEndpoints, check_served_model
 from trajforge.serve.recorder import Recorder, turn_cap
 from trajforge.serve.recording import GatewaySession, Recording, told
 from trajforge.serve.reply_text import ReplyText, prose
@@ -65,28 +65,6 @@ class Choice:
         if self.message.token_ids is not None:
             return len(self.message.token_ids)
         return self.completion_count or 0
-
-
-def check_served_model(model: str, served: tuple[str, ...]) -> None:
-    """A 404 (OpenAI's ``model_not_found``) for a model this gateway does not serve."""
-    if model not in served:
-        raise WireError(
-            f"model {model!r} is not served here; this gateway serves {', '.join(served)}",
-            param="model",
-            status=404,
-            code="model_not_found",
-        )
-
-
-@runtime_checkable
-class TakesAdapters(Protocol):
-    """A policy whose weights can follow a trainer through LoRA adapters (``HFPolicy``)."""
-
-    weights_version: int
-
-    def load_adapter(self, path: str | Path) -> None: ...
-
-    def unload_adapter(self) -> None: ...
 
 
 class ChatGateway(Protocol):
@@ -164,7 +142,7 @@ def served_policy(ref: PolicyRef) -> TokenPolicy:
     return policy
 
 
-class Gateway(ChatGateway):
+class Gateway(AdapterEndpoints, ChatGateway):
     """Answer and record chat calls.
 
     Args:
@@ -209,7 +187,7 @@ class Gateway(ChatGateway):
     ) -> list[Choice]:
         """Sample ``request.n`` replies to ``messages`` and record each in its trajectory;
         ``on_text`` gets each reply's prose as it settles, token by token."""
-        self.check_model(request.model)
+        adapter = self.adapter_of(request.model)
         try:
             session, recordings = await self.recorder.begin_call(
                 session_id, messages, tools, request.n
@@ -237,7 +215,9 @@ class Gateway(ChatGateway):
             for k in range(len(recordings))
         ]
         cap = turn_cap(sampling.max_new_tokens, room)
-        choices = await self._sample(session, recordings, prompt_ids, samples, cap, on_text)
+        choices = await self._sample(
+            session, recordings, prompt_ids, samples, cap, on_text, adapter
+        )
         if request.logprobs:
             for choice in choices:
                 ids = choice.message.token_ids or []
@@ -280,14 +260,15 @@ class Gateway(ChatGateway):
         samplings: list[SamplingParams],
         cap: TurnCap,
         on_text: TextSink | None,
+        adapter: str | None,
     ) -> list[Choice]:
         started, clock = time.time(), time.perf_counter()
         renderer = self.policy.renderer
         with self.recorder.aborted_on_failure(session, recordings):
             completions: list[Completion] = await asyncio.gather(
                 *(
-                    self.policy.complete(
-                        _rendered(r), prompt_ids, s, on_token=_prose_stream(renderer, k, on_text)
+                    self.complete_with(
+                        adapter, _rendered(r), prompt_ids, s, _prose_stream(renderer, k, on_text)
                     )
                     for k, (r, s) in enumerate(zip(recordings, samplings, strict=True))
                 )
@@ -302,6 +283,9 @@ class Gateway(ChatGateway):
             # turn was sampled from the policy it trains.
             recording.notes.setdefault("weights_versions", []).append(completion.weights_version)
             recording.notes.setdefault("temperatures", []).append(sampling.temperature)
+            if adapter is not None or "adapters" in recording.notes:
+                turns = len(recording.notes["weights_versions"])
+                recording.notes.setdefault("adapters", [None] * (turns - 1)).append(adapter)
             self.recorder.finish(
                 session, recording, timing.duration_s, cap, completion.finish_reason
             )
@@ -315,30 +299,6 @@ class Gateway(ChatGateway):
                 )
             )
         return choices
-
-    async def load_adapter(self, name: str, path: str) -> None:
-        """Serve the LoRA adapter in ``path`` under ``name`` too (vLLM's
-        ``/v1/load_lora_adapter``). Calls in flight finish on the old weights, calls arriving
-        meanwhile wait for the new ones: none mixes two. One adapter is served at a time."""
-        policy = self._adapter_policy()
-        try:
-            await asyncio.to_thread(policy.load_adapter, path)
-        except ConfigError as exc:
-            raise WireError(str(exc), param="lora_path") from None
-        self.adapter = name
-        self.model_names = (*self.base_names, name)
-
-    async def unload_adapter(self, name: str) -> None:
-        """Back to the base weights (vLLM's ``/v1/unload_lora_adapter``)."""
-        if name != self.adapter:
-            raise WireError(f"adapter {name!r} is not loaded", param="lora_name", status=404)
-        await asyncio.to_thread(self._adapter_policy().unload_adapter)
-        self.adapter, self.model_names = None, self.base_names
-
-    def _adapter_policy(self) -> TakesAdapters:
-        if not isinstance(self.policy, TakesAdapters):
-            raise WireError(f"model {self.policy.name!r} takes no adapters", status=400)
-        return self.policy
 
     async def close(self) -> None:
         await self.policy.close()

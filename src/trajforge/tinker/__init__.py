@@ -9,7 +9,8 @@ unchanged but for ``tinker.ServiceClient(base_url="http://HOST:PORT", api_key="t
   path: tinker-cookbook loads a tokenizer by the model's name), each trainable (LoRA) and
   sampleable;
 - ``create_lora_training_client(base_model, rank, seed, train_mlp, train_attn,
-  train_unembed)``: trajforge's own model loading and PEFT LoRA (alpha 32), fp32 on the CPU;
+  train_unembed)``: trajforge's own model loading and PEFT LoRA (alpha 32), fp32 on the CPU,
+  every client's adapter on one copy of its base model (``shared_base``);
   ``get_info``; ``get_tokenizer`` offline: ``model_data.tokenizer_id`` is the folder
   (``<dir>/tokenizers/<name>``) where the server saved the model's tokenizer;
 - ``forward``, ``forward_backward`` with ``cross_entropy``, ``importance_sampling``, ``ppo``,

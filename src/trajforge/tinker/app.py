@@ -24,7 +24,6 @@ from trajforge.tinker.errors import NotFound, UserError
 from trajforge.tinker.service import TinkerService
 from trajforge.tinker.trainer import (
     LoraSpec,
-    TrainingModel,
     build_lora_model,
     load_adapter,
     read_meta,
@@ -234,7 +233,7 @@ def tinker_app(service: TinkerService) -> FastAPI:
 
         def new_model() -> dict[str, Any]:
             meta = read_meta(folder)
-            from_meta = TrainingModel(model_id, meta.base, service.base(meta.base).spec, meta.lora)
+            from_meta = service.new_training_model(model_id, meta.base, meta.lora)
             from_meta.load(folder, optimizer=body.optimizer)
             service.training[model_id] = from_meta
             return {"type": "load_weights", "path": body.path, "model_id": model_id}

@@ -27,6 +27,7 @@ from typing import Any
 from trajforge.store import TrajectoryStore
 from trajforge.tinker.errors import NotFound, UserError
 from trajforge.tinker.sampler import Sampler
+from trajforge.tinker.shared_base import SharedBase
 from trajforge.tinker.trainer import LoraSpec, TrainingModel, read_meta
 from trajforge.train import ModelSettings, load_base_model
 
@@ -69,6 +70,8 @@ class TinkerService:
         for spec, names in names_by_spec.items():
             self._offer(spec, names)
         self.training: dict[str, TrainingModel] = {}
+        self.bases: dict[str, SharedBase] = {}
+        """Per base model, the one copy of its weights every training client's adapter is on."""
         self.samplers: dict[str, Sampler] = {}
         self._sampler_ids = itertools.count()
         self._snapshots: dict[str, deque[str]] = {}
@@ -200,9 +203,16 @@ class TinkerService:
 
     def create_model(self, model_id: str, base_model: str, lora: LoraSpec) -> TrainingModel:
         served = self.base(base_model)
-        model = TrainingModel(model_id, served.name, served.spec, lora)
+        model = self.new_training_model(model_id, served.name, lora)
         self.training[model_id] = model
         return model
+
+    def new_training_model(self, model_id: str, base_model: str, lora: LoraSpec) -> TrainingModel:
+        """A training model whose adapter joins the other clients' on ``base_model``'s weights
+        (run on the training thread)."""
+        spec = self.base(base_model).spec
+        shared = self.bases.setdefault(spec, SharedBase(spec))
+        return TrainingModel(model_id, base_model, spec, lora, shared)
 
     def log_metrics(self, model: TrainingModel, record: dict[str, Any]) -> None:
         """Append an optimizer step's metrics to the model's ``metrics.jsonl`` (one line per

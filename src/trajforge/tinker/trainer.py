@@ -1,13 +1,15 @@
 """One training client's model: trajforge's model loading and LoRA, AdamW, Tinker's losses.
 
-The model is loaded by ``trajforge.train.model.load_base_model`` and wrapped by ``apply_lora``
-(the SFT/RL trainers' own functions), in fp32 on the CPU. ``forward_backward`` adds each batch's
+The model is loaded by ``trajforge.train.model.load_base_model`` and the adapter configured by
+``lora_config`` (the SFT/RL trainers' own functions), in fp32 on the CPU; every client of a base
+model holds its adapter on one copy of the base weights (``shared_base``). ``forward_backward`` adds each batch's
 gradients to what earlier calls left, as Tinker does, until ``optim_step`` applies them.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,23 +21,9 @@ from torch import nn
 
 from trajforge.tinker.errors import UserError
 from trajforge.tinker.losses import check_inputs, datum_loss, loss_fn
+from trajforge.tinker.shared_base import ATTN, MLP, UNEMBED, SharedBase
 from trajforge.tinker.wire import Datum
-from trajforge.train import (
-    LoraSettings,
-    ModelSettings,
-    OptimSettings,
-    apply_lora,
-    load_base_model,
-    make_optimizer,
-    token_logprobs,
-)
-
-LORA_ALPHA = 32
-"""Tinker fixes LoRA's alpha; the adapter's scale is ``alpha / rank``."""
-
-ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
-MLP = ("gate_proj", "up_proj", "down_proj")
-UNEMBED = ("lm_head",)
+from trajforge.train import OptimSettings, make_optimizer, token_logprobs
 
 
 class LoraSpec(BaseModel):
@@ -55,37 +43,12 @@ class LoraSpec(BaseModel):
         ]
 
 
-def max_rank(model: Any) -> int:
-    """The largest LoRA rank that still is a low-rank update: the model's hidden size."""
-    return int(model.config.hidden_size)
-
-
 def build_lora_model(spec: str, lora: LoraSpec) -> tuple[Any, Any]:
     """The base model ``spec`` (``tiny``, ``embedded``, a folder) with a fresh LoRA adapter whose
     random init is fixed by ``lora.seed``; a rank outside 1..hidden size is a ``UserError``."""
-    model: Any
-    model, tokenizer = load_base_model(ModelSettings(spec=spec))
-    top = max_rank(model)
-    if not 1 <= lora.rank <= top:
-        raise UserError(f"rank: {lora.rank} is out of range for this model (1 to {top})")
-    if lora.train_unembed and model.config.tie_word_embeddings:
-        _untie_head(model)
-    settings = ModelSettings(
-        spec=spec,
-        lora=LoraSettings(r=lora.rank, alpha=LORA_ALPHA, target_modules=lora.target_modules()),
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(lora.seed if lora.seed is not None else 0)
-        wrapped = apply_lora(model, settings)
-    return wrapped, tokenizer
-
-
-def _untie_head(model: Any) -> None:
-    # An adapter on a head tied to the input embedding would, once merged for sampling, change
-    # the embedding too: the head gets its own copy first, so only the head learns.
-    head = model.get_output_embeddings()
-    head.weight = nn.Parameter(model.get_input_embeddings().weight.detach().clone())
-    model.config.tie_word_embeddings = False
+    shared = SharedBase(spec)
+    shared.add("lone", lora.rank, lora.seed, lora.target_modules(), lora.train_unembed)
+    return shared.model, shared.tokenizer
 
 
 def target_logprobs(model: Any, data: list[Datum]) -> list[torch.Tensor]:
@@ -122,15 +85,20 @@ class StepResult:
 
 
 class TrainingModel:
-    """A LoRA model being trained through the API, with its optimizer and counters."""
+    """A LoRA model being trained through the API, with its optimizer and counters.
 
-    def __init__(self, model_id: str, base: str, spec: str, lora: LoraSpec) -> None:
+    ``shared``: the base model its adapter joins (a copy of its own when not given)."""
+
+    def __init__(
+        self, model_id: str, base: str, spec: str, lora: LoraSpec, shared: SharedBase | None = None
+    ) -> None:
         self.model_id = model_id
         self.base = base
         self.spec = spec
         self.lora = lora
-        self.model: Any
-        self.model, self.tokenizer = build_lora_model(spec, lora)
+        self.shared = shared or SharedBase(spec)
+        self.shared.add(model_id, lora.rank, lora.seed, lora.target_modules(), lora.train_unembed)
+        self.tokenizer = self.shared.tokenizer
         self.model.train()
         self.vocab = int(self.model.get_input_embeddings().num_embeddings)
         self.optimizer = make_optimizer(self.model, OptimSettings(), fused=False)
@@ -204,10 +172,15 @@ class TrainingModel:
         self.pending = {}
         return metrics
 
+    @property
+    def model(self) -> Any:
+        """The shared model with this client's adapter active."""
+        return self.shared.use(self.model_id)
+
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        return {
-            name: p.detach().clone() for name, p in self.model.named_parameters() if p.requires_grad
-        }
+        """The adapter's parameters, named as a lone adapter's."""
+        own = {n: p.detach().clone() for n, p in self.model.named_parameters() if p.requires_grad}
+        return self.shared.lone_names(self.model_id, own)
 
     def save(self, folder: Path, *, optimizer: bool) -> None:
         """The adapter (and the optimizer's state) with what rebuilds the model."""
@@ -220,7 +193,7 @@ class TrainingModel:
 
     def load(self, folder: Path, *, optimizer: bool) -> None:
         """Weights (and, with ``optimizer``, the optimizer's state) from ``save``."""
-        load_adapter(self.model, folder)
+        load_adapter(self.model, folder, lambda state: self.shared.own_names(self.model_id, state))
         if optimizer:
             if not (folder / "optimizer.pt").exists():
                 raise UserError("path: this checkpoint holds no optimizer state")
@@ -234,9 +207,12 @@ class TrainingModel:
         return merged.eval()
 
 
-def load_adapter(model: Any, folder: Path) -> None:
-    """Copy a saved adapter into ``model``, which must have the same LoRA layout."""
-    state = torch.load(folder / "adapter.pt", weights_only=True)
+def load_adapter(
+    model: Any, folder: Path, rename: Callable[[dict[str, Any]], dict[str, Any]] = dict
+) -> None:
+    """Copy a saved adapter into ``model``, which must have the same LoRA layout (``rename``:
+    the saved names as the model's)."""
+    state = rename(torch.load(folder / "adapter.pt", weights_only=True))
     params = dict(model.named_parameters())
     missing = sorted(n for n, p in params.items() if p.requires_grad and n not in state)
     if missing:

@@ -43,6 +43,7 @@ from trajforge.registry import did_you_mean
 from trajforge.train.config import (
     CommonSettings,
     DistributedSettings,
+    LoraSettings,
     ModelSettings,
     OptimSettings,
     Schedule,
@@ -125,8 +126,12 @@ def apply_lora(model: nn.Module, settings: ModelSettings) -> nn.Module:
     if settings.lora is None:
         return model
 
-    lora = settings.lora
-    cfg = LoraConfig(
+    return get_peft_model(model, lora_config(settings.lora))
+
+
+def lora_config(lora: LoraSettings) -> LoraConfig:
+    """PEFT's config of the adapter ``lora`` describes."""
+    return LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
@@ -134,7 +139,6 @@ def apply_lora(model: nn.Module, settings: ModelSettings) -> nn.Module:
         layers_to_transform=lora.layers,
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, cfg)
 
 
 def mixed_precision(precision: Precision, field: str = "model.precision") -> str:

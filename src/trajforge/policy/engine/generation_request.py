@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 
 if TYPE_CHECKING:
+    from trajforge.policy.engine.lora import LoraAdapter
     from trajforge.policy.engine.prefix_cache import PrefixEntry
     from trajforge.policy.engine.sampling import UniformStream
 
@@ -31,6 +32,15 @@ class GenerationRequest:
     prefix: PrefixEntry | None = None
     weights_version: int = 0
     """The policy's weights when the request was admitted (they cannot change until it ends)."""
+    adapter_name: str | None = None
+    """The LoRA adapter to decode with, by name (None: the base weights)."""
+    adapter: LoraAdapter | None = None
+    """That adapter's weights, held from admission until the request leaves the batch."""
+
+    @property
+    def adapter_key(self) -> int:
+        """Which weights compute the request's keys and values: 0 for the base weights."""
+        return 0 if self.adapter is None else self.adapter.key
 
     @property
     def suffix(self) -> list[int]:

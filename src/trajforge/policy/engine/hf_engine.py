@@ -6,7 +6,8 @@ the batch only ever computes live rows. With the lean Llama forward, newcomers a
 the same pass as the live rows' decode step, so admitting them costs no forward of its own. With
 a ``PrefixCache``, a prompt that continues a finished sequence (the next turn of an episode)
 prefills only its new tokens. Every row has its own sampling parameters, uniform stream, stop
-strings and token budget. The engine is synchronous and single-threaded; ``HFPolicy`` runs it in
+strings and token budget, and may name its own LoRA adapter from an ``AdapterBank``: rows under
+different adapters decode in the same forward (``lora``). The engine is synchronous and single-threaded; ``HFPolicy`` runs it in
 a worker thread.
 """
 
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trajforge.errors import ConfigError
 from trajforge.policy.base import FinishReason
+from trajforge.policy.engine.adapter_bank import AdapterBank
 from trajforge.policy.engine.decode_mask import DecodeMask
 from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest
 from trajforge.policy.engine.llama_decode import (
@@ -29,7 +32,7 @@ from trajforge.policy.engine.llama_decode import (
 from trajforge.policy.engine.prefill import Prefill, build_prefill, length_groups
 from trajforge.policy.engine.prefix_cache import PrefixCache, PrefixEntry
 from trajforge.policy.engine.sampling import sample_tokens, step_uniforms
-from trajforge.policy.engine.shared_prefix import prefill_shared
+from trajforge.policy.engine.shared_prefix import share_prefixes
 
 if TYPE_CHECKING:
     from trajforge.policy.engine.kv_cache import RowCache
@@ -49,8 +52,10 @@ class DecodeEngine:
         prefix_cache: PrefixCache | None = None,
         lean_decode: bool = True,
         share_prefixes: bool = True,
+        adapters: AdapterBank | None = None,
     ) -> None:
         self.lean_decode = lean_decode
+        self.adapters = adapters
         self.share_prefixes = share_prefixes
         self.model = model
         self.tokenizer = tokenizer
@@ -86,6 +91,28 @@ class DecodeEngine:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    @property
+    def serves_adapters(self) -> bool:
+        """Whether rows can decode with adapters by name: only the lean forward applies them."""
+        return self.adapters is not None and self._lean
+
+    def reserve(self, request: GenerationRequest) -> bool:
+        """Hold the adapter ``request`` names until it leaves the batch (``AdapterBank.hold``;
+        False: it waits for room)."""
+        if request.adapter_name is None:
+            return True
+        if self.adapters is None or not self._lean:
+            raise ConfigError(
+                f"adapter {request.adapter_name!r}: this model serves no adapters by name "
+                "(they need a Llama-architecture model on the lean forward)"
+            )
+        return self.adapters.hold(request)
+
+    def release(self, request: GenerationRequest) -> None:
+        """Let go of ``request``'s adapter (once; later calls do nothing)."""
+        if self.adapters is not None:
+            self.adapters.let_go(request)
 
     def advance(self, admitted: list[GenerationRequest]) -> list[GenerationRequest]:
         """Admit ``admitted`` and/or decode one token for every live row. Returns the requests
@@ -140,7 +167,7 @@ class DecodeEngine:
         """Prefill inputs for ``requests``, in groups of similar length."""
         if self.prefix_cache is not None:
             for request in requests:
-                request.prefix = self.prefix_cache.lookup(request.prompt_ids)
+                request.prefix = self.prefix_cache.lookup(request.prompt_ids, request.adapter_key)
         layers = self.model.config.get_text_config(decoder=True).num_hidden_layers
         if self.share_prefixes:
             self._share_prefixes(requests, layers)
@@ -149,14 +176,7 @@ class DecodeEngine:
     def _share_prefixes(self, requests: list[GenerationRequest], layers: int) -> None:
         """Prefill once what prompts admitted together begin with (``shared_prefix``); each
         then prefills only the rest. Prompts that continue a cached sequence keep that."""
-        fresh = [r for r in requests if r.prefix is None]
-        if len(fresh) < 2:
-            return
-        entries, computed = prefill_shared(
-            [r.prompt_ids for r in fresh], layers, self.device, self._prefill_only
-        )
-        for request, entry in zip(fresh, entries, strict=True):
-            request.prefix = entry
+        computed = share_prefixes(requests, layers, self.device, self._prefill_only)
         self.stats.prefill_tokens += computed
         self.stats.shared_prefill_tokens += computed
 
@@ -226,11 +246,13 @@ class DecodeEngine:
         # transformers' causal-mask construction is skipped. The lean forward takes the
         # additive form, which attention would otherwise rebuild from a bool mask in every layer.
         mask = self._mask.attention_bias() if self._lean else self._mask.mask[:, None, None, :]
+        adapters = [r.adapter for r in self.rows]
         return ForwardGroup(
             self._require(self._next_tokens)[:, None],
             mask,
             self._require(self._positions)[:, None],
             self._cache,
+            adapters if any(a is not None for a in adapters) else (),
         )
 
     def _advance_decoded(self, tokens: torch.Tensor) -> None:
@@ -252,6 +274,8 @@ class DecodeEngine:
     def fail_all(self) -> list[GenerationRequest]:
         """Forget every row (after an exception); returns them so the caller can report it."""
         rows, self.rows = self.rows, []
+        for request in rows:
+            self.release(request)
         self._cache = None
         self._mask = self._positions = self._next_tokens = None
         self._temperatures = self._top_ps = None
@@ -351,6 +375,8 @@ class DecodeEngine:
         self._next_tokens = self._next_tokens[index]
         self._temperatures = self._temperatures[index]
         self._top_ps = self._top_ps[index]
+        for i in set(range(len(self.rows))) - set(keep):
+            self.release(self.rows[i])
         self.rows = [self.rows[i] for i in keep]
 
     def _remember_finished(self) -> None:
@@ -366,7 +392,7 @@ class DecodeEngine:
             if int(columns.sum()) != len(tokens):
                 continue
             keys, values = self._cache.row_states(i, columns)
-            self.prefix_cache.store(PrefixEntry(tokens, keys, values))
+            self.prefix_cache.store(PrefixEntry(tokens, keys, values, request.adapter_key))
 
 
 def _pad_mask(mask: torch.Tensor, width: int) -> torch.Tensor:

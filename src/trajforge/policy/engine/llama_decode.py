@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from trajforge.policy.engine.decode_weights import decode_weights
+from trajforge.policy.engine.lora import LoraAdapter, RowAdapters
 
 if TYPE_CHECKING:
     from trajforge.policy.engine.kv_cache import RowCache
@@ -129,6 +130,8 @@ class ForwardGroup:
     """``[B, Q]`` position of each fed token."""
     cache: RowCache
     """The group's cache; each layer's keys and values grow by ``Q`` columns."""
+    adapters: Sequence[LoraAdapter | None] = ()
+    """Each row's LoRA adapter (None, or empty for all rows: the base weights)."""
 
 
 def attention_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
@@ -146,7 +149,9 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
     The groups go through one pass: every projection, MLP and the LM head run once over all
     their tokens packed together (for a small model on a CPU the LM head over a 49k
     vocabulary is a large part of every step), and only attention runs per group. That is how a
-    decode step and the prefill of prompts that arrived meanwhile share one forward.
+    decode step and the prefill of prompts that arrived meanwhile share one forward. Rows with
+    a LoRA adapter add its delta to each projection (``lora.RowAdapters``), so rows under
+    different adapters share every base matmul too.
 
     Args:
         model: a model for which ``supports_lean_decode`` holds.
@@ -164,10 +169,18 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
     attends_in = attention_dtype(hidden.dtype, hidden.device)
     config = model.config
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
-    for index, (layer, fused) in enumerate(zip(inner.layers, weights.layers, strict=True)):
+    lora = RowAdapters.of(
+        [(g.adapters, g.ids.shape[0], g.ids.shape[1]) for g in groups], hidden.device
+    )
+
+    def project(name: str, index: int, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = getattr(weights.layers[index], name)(x)
+        return out if lora is None else lora.add(out, x, index, name)
+
+    for index, layer in enumerate(inner.layers):
         attn = layer.self_attn
         x = _rms_norm(hidden, layer.input_layernorm)
-        qkv = fused.qkv(x).view(len(x), heads + 2 * kv_heads, attn.head_dim)
+        qkv = project("qkv", index, x).view(len(x), heads + 2 * kv_heads, attn.head_dim)
         qk = _rotate(qkv[:, : heads + kv_heads], cos, sin)
         outs = []
         for group, qk_rows, v in zip(
@@ -188,9 +201,11 @@ def lean_forward(model: Any, groups: Sequence[ForwardGroup]) -> list[torch.Tenso
                 enable_gqa=True,
             )
             outs.append(out.transpose(1, 2).reshape(rows * width, -1).to(hidden.dtype))
-        hidden = hidden + fused.o(_cat(outs))
-        gate, up = fused.gate_up(_rms_norm(hidden, layer.post_attention_layernorm)).chunk(2, -1)
-        hidden = hidden + fused.down(F.silu(gate) * up)
+        hidden = hidden + project("o", index, _cat(outs))
+        gate, up = project(
+            "gate_up", index, _rms_norm(hidden, layer.post_attention_layernorm)
+        ).chunk(2, -1)
+        hidden = hidden + project("down", index, F.silu(gate) * up)
     last = _cat(
         [
             packed.view(*g.ids.shape, -1)[:, -1]

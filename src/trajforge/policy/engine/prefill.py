@@ -46,6 +46,8 @@ def build_prefill(
     """Left-padded suffixes of ``requests`` (whose ``prefix`` is already looked up), their
     causal mask and positions, over a cache holding the reused prefixes."""
     forward, mask = prefill_inputs([(r.prompt_ids, r.prefix) for r in requests], num_layers, device)
+    if any(r.adapter is not None for r in requests):
+        forward.adapters = [r.adapter for r in requests]
     reused = sum(len(r.prefix.tokens) for r in requests if r.prefix is not None)
     temperatures = torch.tensor(
         [r.sampling.temperature for r in requests], dtype=torch.float32, device=device

@@ -60,6 +60,8 @@ class PrefixEntry:
     tokens: list[int]
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
+    adapter_key: int = 0
+    """The LoRA adapter that computed them (``LoraAdapter.key``; 0: the base weights)."""
 
     @property
     def nbytes(self) -> int:
@@ -91,13 +93,21 @@ class PrefixCache:
         """``requests`` are waiting or decoding at once: keep room for each one's next turn."""
         self.max_entries = max(self.max_entries, 2 * requests)
 
-    def lookup(self, prompt: list[int]) -> PrefixEntry | None:
+    def lookup(self, prompt: list[int], adapter_key: int = 0) -> PrefixEntry | None:
         """The longest entry that is a proper prefix of ``prompt`` (at least one prompt token
-        is left to compute the next token's logits from), or None."""
+        is left to compute the next token's logits from) and was computed under the adapter
+        ``adapter_key``, or None."""
         if not self._lengths:
             return None
         longest = min(len(prompt) - 1, max(self._lengths))
-        found = next(self._prefixes_of(prompt, prefix_hashes(prompt, longest)), None)
+        found = next(
+            (
+                key
+                for key in self._prefixes_of(prompt, prefix_hashes(prompt, longest))
+                if self._entries[key].adapter_key == adapter_key
+            ),
+            None,
+        )
         if found is None:
             return None
         self._entries.move_to_end(found)

@@ -16,6 +16,9 @@ at a time, and each prompt then reuses the deepest part it starts with. A part m
 next token's logits come from). Prompts that continue a cached sequence (an episode's next turn)
 are left to the prefix cache.
 
+Prompts share only with prompts under the same LoRA adapter: the shared keys and values are
+computed under it.
+
 A prompt's keys come out of one pass or of two depending on what was admitted with it: equal up
 to float rounding, the same kind of difference as prefilling it beside prompts of other lengths.
 """
@@ -28,12 +31,16 @@ from dataclasses import dataclass
 
 import torch
 
+from trajforge.policy.engine.generation_request import GenerationRequest
 from trajforge.policy.engine.llama_decode import ForwardGroup
 from trajforge.policy.engine.prefill import prefill_inputs
 from trajforge.policy.engine.prefix_cache import PrefixEntry
 
 MIN_SHARED = 16
 """Fewest tokens worth a forward pass of their own."""
+
+Forward = Callable[[ForwardGroup, torch.Tensor], None]
+"""Runs one ``ForwardGroup`` (with its ``[B, L]`` padding mask) through the model."""
 
 
 @dataclass
@@ -94,7 +101,7 @@ def prefill_shared(
     prompts: Sequence[Sequence[int]],
     num_layers: int,
     device: torch.device,
-    forward: Callable[[ForwardGroup, torch.Tensor], None],
+    forward: Forward,
 ) -> tuple[list[PrefixEntry | None], int]:
     """The keys and values each prompt can start from (None: nothing shared), and the tokens
     prefilled to make them.
@@ -121,3 +128,36 @@ def prefill_shared(
             for i in part.members:
                 deepest[i] = part.entry
     return deepest, computed
+
+
+def share_prefixes(
+    requests: list[GenerationRequest], num_layers: int, device: torch.device, forward: Forward
+) -> int:
+    """Point each request that continues no cached sequence at the deepest part it shares with
+    the others under its adapter (``prefill_shared``); the tokens prefilled to make them."""
+    by_adapter: dict[int, list[GenerationRequest]] = {}
+    for request in requests:
+        if request.prefix is None:
+            by_adapter.setdefault(request.adapter_key, []).append(request)
+    computed = 0
+    for fresh in by_adapter.values():
+        if len(fresh) < 2:
+            continue
+        entries, tokens = prefill_shared(
+            [r.prompt_ids for r in fresh], num_layers, device, _under(fresh[0], forward)
+        )
+        for request, entry in zip(fresh, entries, strict=True):
+            request.prefix = entry
+        computed += tokens
+    return computed
+
+
+def _under(request: GenerationRequest, forward: Forward) -> Forward:
+    """``forward`` with every row under ``request``'s adapter."""
+
+    def run(group: ForwardGroup, mask: torch.Tensor) -> None:
+        if request.adapter is not None:
+            group.adapters = [request.adapter] * group.ids.shape[0]
+        forward(group, mask)
+
+    return run
