@@ -88,8 +88,7 @@ def serve(
             host, port, tinker_dir, tinker_model or [], resolve_store_path(store), err_console
         )
         return
-    from trajforge.serve import serve_forever  # lazy: uvicorn and fastapi take 0.4 s
-    from trajforge.serve.adapter_routing import load_adapters
+    from trajforge.serve import load_adapters, serve_forever  # lazy: uvicorn, fastapi 0.4 s
 
     port = claim_port(host, port)
     check_model(model)

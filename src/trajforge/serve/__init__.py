@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from trajforge.registry import lazy_names
 
 if TYPE_CHECKING:
+    from trajforge.serve.adapter_routing import load_adapters
     from trajforge.serve.gateway import ChatGateway, Gateway
     from trajforge.serve.recorder import SERVER_SESSIONS
     from trajforge.serve.server import serve_app_forever, serve_forever, serving
@@ -36,6 +37,7 @@ __all__ = [
     "SERVER_SESSIONS",
     "ChatGateway",
     "Gateway",
+    "load_adapters",
     "open_gateway",
     "serve_app_forever",
     "serve_forever",
@@ -50,6 +52,7 @@ __getattr__ = lazy_names(
         "ChatGateway": "gateway",
         "Gateway": "gateway",
         "SERVER_SESSIONS": "recorder",
+        "load_adapters": "adapter_routing",
         "open_gateway": "upstream",
         "serve_app_forever": "server",
         "serve_forever": "server",

@@ -21,8 +21,7 @@ import torch
 from peft import get_peft_model
 
 from trajforge.tinker.errors import UserError
-from trajforge.train import LoraSettings, ModelSettings, load_base_model
-from trajforge.train.model import lora_config
+from trajforge.train import LoraSettings, ModelSettings, load_base_model, lora_config
 
 LORA_ALPHA = 32
 """Tinker fixes LoRA's alpha; the adapter's scale is ``alpha / rank``."""

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from trajforge.train.interrupted import TrainingInterrupted
     from trajforge.train.launch import launch_local, launched_rank
     from trajforge.train.logprobs import token_logprobs
-    from trajforge.train.model import apply_lora, load_base_model, make_optimizer
+    from trajforge.train.model import apply_lora, load_base_model, lora_config, make_optimizer
     from trajforge.train.rl.advantages import advantage_input
     from trajforge.train.rl.config import RLConfig
     from trajforge.train.rl.distill_config import DistillConfig
@@ -70,6 +70,7 @@ __all__ = [
     "load_base_model",
     "load_source",
     "load_train_config",
+    "lora_config",
     "make_optimizer",
     "model_name_problem",
     "token_logprobs",
@@ -98,6 +99,7 @@ __getattr__ = lazy_names(
         "TrainingInterrupted": "interrupted",
         "advantage_input": "rl.advantages",
         "apply_lora": "model",
+        "lora_config": "model",
         "checkpoint_root": "checkpoint",
         "env_problem": "config",
         "from_main": "distributed",
