@@ -10,7 +10,9 @@ server whose model is a trajforge policy; every call is recorded as token-exact 
 - ``reply_text`` — a reply's prose exactly as sampled, and what of it may be streamed;
   ``chat_stream`` — a streamed call, its text sent token by token as it is sampled;
 - ``app`` — the FastAPI routes (``/v1`` and ``/sessions/{id}/v1``, rewards); ``responses`` —
-  the Responses API subset; ``anthropic_messages`` — the Anthropic Messages API (its request in
+  the Responses API (its request in ``responses_wire``, output items in ``responses_reply``,
+  events in ``responses_stream``); ``adapter_routing`` — ``BASE:ADAPTER`` model names to a
+  policy's LoRA adapters; ``anthropic_messages`` — the Anthropic Messages API (its request in
   ``anthropic_wire``, replies in ``anthropic_reply``, events in ``anthropic_stream``);
   ``gemini_api`` — the Gemini API (its request in ``gemini_wire``, replies in
   ``gemini_reply``, chunks in ``gemini_stream``); ``wire_content`` — images and text content
