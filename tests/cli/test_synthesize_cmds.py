@@ -24,6 +24,16 @@ def test_synthesize_writes_a_task_file_other_commands_play(run_cli: RunCli, tmp_
         "rollout", "--env", out, "--model", "expert", "--tasks", "2", "--store", store
     )
     assert code == 0, err
+    # eval plays the test split; a file of training tasks says so and how to choose
+    code, _, err = run_cli("eval", "--env", out, "--model", "expert", "--tasks", "2")
+    assert (
+        code != 0 and "has no test tasks (its tasks' splits: train; choose one with --split)" in err
+    )
+    code, _, err = run_cli(
+        "eval", "--env", out, "--model", "expert", "--tasks", "2", "--split", "train",
+        "--store", store,
+    )  # fmt: skip
+    assert code == 0, err
 
 
 @pytest.mark.parametrize(

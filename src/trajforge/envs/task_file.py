@@ -35,7 +35,11 @@ def entry(name: str) -> EnvEntry:
     def tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
         pool = [t for t in declared if (t.split or TRAIN) == split]
         if not pool:
-            raise ConfigError(f"env {name!r} has no {split} tasks")
+            held = sorted({t.split or TRAIN for t in declared})
+            raise ConfigError(
+                f"env {name!r} has no {split} tasks (its tasks' splits: {', '.join(held)}; "
+                f"choose one with --split)"
+            )
         return list(TaskSet(pool, name=name).shuffled(seed).take(n))
 
     return EnvEntry(
