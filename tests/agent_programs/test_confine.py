@@ -152,7 +152,9 @@ def test_collect_confines_its_runs_and_records_how(
 ) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     tasks_file = tmp_path / "tasks.jsonl"
-    task = Task(id="t1", prompt="Add 1 and 2 and 3?", answer=6, data={"reward": "print"})
+    task = Task(
+        id="t1", prompt="Add 1 and 2 and 3?", answer=6, data={"reward": "print", "max_tokens": 8}
+    )
     tasks_file.write_text(task.model_dump_json() + "\n")
     store = tmp_path / "c.db"
     agent = f"python {Path(__file__).parent / 'agent_program.py'}"
@@ -161,8 +163,9 @@ def test_collect_confines_its_runs_and_records_how(
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    # The tiny model's nonsense reaches the gateway's token cap; the confined program still
-    # printed its reward through its own stdout.
+    # The tiny model's nonsense reaches the program's 8-token cap (a stop token among 8 draws is
+    # too rare to meet on any CPU); the confined program still printed its reward through its
+    # own stdout.
     assert summary["runs"] == 1 and summary["status"]["truncated"] == 1
     assert summary["reward_mean"] == 0.0
     with TrajectoryStore(store) as db:

@@ -174,7 +174,8 @@ def test_collect_runs_the_agent_programs_as_ray_tasks(
     tmp_path: Path, processes_with: Callable[[str], list[int]]
 ) -> None:
     marker = f"trajforge-ray-test-{uuid.uuid4().hex}"
-    behaviours: list[dict[str, object]] = [{"reward": "post"}, {"reward": "print"}]
+    cap = {"max_tokens": 8}
+    behaviours: list[dict[str, object]] = [{"reward": "post", **cap}, {"reward": "print", **cap}]
     behaviours += [{"crash": True}, {"hang": marker}]
     tasks_file = tmp_path / "tasks.jsonl"
     tasks_file.write_text(
@@ -192,7 +193,7 @@ def test_collect_runs_the_agent_programs_as_ray_tasks(
     assert result.exit_code == ExitCode.PARTLY_FAILED, result.output
     summary = json.loads(result.stdout)
     assert summary["runs"] == 4
-    # The tiny model's nonsense runs to the gateway's token cap: truncated, as eval records it.
+    # The tiny model's nonsense runs to the program's 8-token cap: truncated, as eval records it.
     assert (summary["status"]["truncated"], summary["status"]["error"]) == (2, 1)
     assert summary["status"]["timeout"] == 1
     assert processes_with(marker) == []  # the hung program and its child, killed on the Ray worker
@@ -209,7 +210,9 @@ def test_an_experiments_collect_stage_runs_its_agents_on_ray(tmp_path: Path) -> 
     result = CliRunner().invoke(app, ["run", str(experiment), "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     (stage,) = json.loads(result.stdout)["stages"]
-    # Each of the tiny model's replies is cut at the gateway's token cap, as in eval.
-    assert (stage["count"], stage["statuses"]) == (3, {"truncated": 3})
+    # The tiny model's replies run to the gateway's token cap (truncated, as in eval) unless its
+    # nonsense samples a stop token first, which depends on the CPU's numerics.
+    assert stage["count"] == 3 and sum(stage["statuses"].values()) == 3
+    assert set(stage["statuses"]) <= {"truncated", "ok"}
     with TrajectoryStore(tmp_path / "agents" / "store.db") as store:
         assert len(store.query(run="agents.collect")) == 3
