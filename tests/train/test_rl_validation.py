@@ -91,7 +91,7 @@ def _scripted_rewards(
         real.append(point)
         return dataclasses.replace(point, reward_mean=by_step[step])
 
-    monkeypatch.setattr("trajforge.train.rl.trainer.validation_point", scripted)
+    monkeypatch.setattr("trajforge.train.rl.validating.validation_point", scripted)
     return real
 
 

@@ -136,13 +136,11 @@ class HFPolicy(TokenPolicy):
         prompt_ids: list[int],
         sampling: SamplingParams,
         *,
-        messages: Sequence[Message] | None = None,
         on_token: TokenSink | None = None,
     ) -> Completion:
         """Sample a continuation of ``prompt_ids`` (checked first: ``room_after``);
-        ``on_token`` gets each id as it is sampled. ``messages`` is the same context as
-        messages (a vision model's images are in them)."""
-        return await self._generate(None, prompt_ids, sampling, messages, on_token)
+        ``on_token`` gets each id as it is sampled."""
+        return await self._generate(None, prompt_ids, sampling, None, on_token)
 
     async def generate_with_adapter(
         self,
