@@ -54,7 +54,7 @@ EnvFactory = Callable[[], Env]
 BACKSTOP_GRACE_S = 1.0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Episode(ContextFitting):
     """The state of one episode and the phases that advance it.
 

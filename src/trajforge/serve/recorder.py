@@ -78,7 +78,7 @@ def turn_cap(asked: int, room: int | None) -> TurnCap:
     return TurnCap(asked)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Recorder:
     """Sessions of one gateway and the store their trajectories go to.
 

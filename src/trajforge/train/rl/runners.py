@@ -117,7 +117,7 @@ class SelfPlayRollouts(StepRunner):
         return await asyncio.to_thread(self.self_play.rollout, spec, self.policy, step)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class AgentRollouts(StepRunner):
     """Runs of an agent program against a gateway over the live policy, bounded by the
     config's ``agent_timeout_s`` and ``agent_concurrency``; a run sampled at another

@@ -38,7 +38,7 @@ class TokenScorer(Protocol):
         ...
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ModelScorer:
     """A local causal LM's log-probabilities, ``max_batch_size`` rows a forward, no gradient;
     its logits divided by ``temperature`` (the student's sampling temperature)."""

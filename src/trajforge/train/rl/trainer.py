@@ -209,9 +209,7 @@ class RLTrainer(Trainer):
                 # for as long as it runs: a pipeline's later stages need that memory.
                 asyncio.run(self.weights.policy.close())
         result.validation = self.validation.state()
-        best = self.validation.best
-        if best is not None and best.best is not None:
-            result.kept_step = best.best.step
+        result.kept_step = self.validation.kept_step()
         summary = self.idle.summary(result.steps - result.resumed_from)
         if summary:
             self.say(summary)

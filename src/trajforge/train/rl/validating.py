@@ -67,6 +67,13 @@ class RunValidation:
         if self.best is not None and self.best.best is not self.points[-1]:
             self.best.restore()
 
+    def kept_step(self) -> int | None:
+        """The step whose weights the run ends on where it keeps the best (``None``: it does
+        not)."""
+        if self.best is None or self.best.best is None:
+            return None
+        return self.best.best.step
+
     def state(self) -> list[dict[str, Any]]:
         return [p.as_dict() for p in self.points]
 
