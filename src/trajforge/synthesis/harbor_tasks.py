@@ -69,7 +69,8 @@ def _test_sh(tests: list[str]) -> str:
         "# The package's own tests, hidden from the agent: put back, then all run.\n"
         f"cp -r --remove-destination /tests/repo/. {WORKDIR}/\n"
         f"cd {WORKDIR}\n"
-        f"if {command}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+        f"if {command}; then reward=1; else reward=0; fi\n"
+        "echo $reward > /logs/verifier/reward.txt\n"
     )
 
 
