@@ -27,6 +27,7 @@ from pathlib import Path
 
 from trajforge.envs.builtin.repo import NAME as REPO_ENV
 from trajforge.envs.repo_tests import (
+    NO_TESTS,
     PASSED,
     TEST_ENV,
     copy_repo,
@@ -79,19 +80,19 @@ def run_tests(repo: Path, tests: list[str], timeout_s: float) -> TestRun:
     return TestRun(done.returncode, failures(output), output, time.monotonic() - started)
 
 
-def check_package(package: Path) -> tuple[list[str], list[str]]:
+def check_package(package: Path, key: str = "--bugs") -> tuple[list[str], list[str]]:
     """The package's source and test files.
 
     Raises:
-        ConfigError: it is no folder, or has no Python source or no tests.
+        ConfigError: it is no folder, or has no Python source or no tests (named as ``key``).
     """
     if not package.is_dir():
-        raise ConfigError(f"--bugs {package}: no such folder")
+        raise ConfigError(f"{key} {package}: no such folder")
     sources, tests = find_sources(package), find_tests(package)
     if not tests:
-        raise ConfigError(f"--bugs {package}: no tests (test_*.py, *_test.py or a tests/ folder)")
+        raise ConfigError(f"{key} {package}: no tests (test_*.py, *_test.py or a tests/ folder)")
     if not sources:
-        raise ConfigError(f"--bugs {package}: no Python source besides its tests")
+        raise ConfigError(f"{key} {package}: no Python source besides its tests")
     return sources, tests
 
 
@@ -123,11 +124,14 @@ def _prompt(package: str, failed: dict[str, str]) -> str:
     )
 
 
-def task_of(package: Path, tests: list[str], change: Mutation, failed: dict[str, str]) -> Task:
+def task_of(
+    package: Path, tests: list[str], change: Mutation, failed: dict[str, str], seed: int
+) -> Task:
     """The ``repo`` task of ``change``, its hidden tests those that ``failed``."""
     data = {"repo": str(package.resolve()), "file": change.file, "function": change.function,
             "rule": change.rule, "lines": list(change.lines), "original": change.original,
-            "buggy": change.buggy, "hidden_tests": sorted(failed), "test_files": tests}  # fmt: skip
+            "buggy": change.buggy, "hidden_tests": sorted(failed), "test_files": tests,
+            "synthesis": {"source": "bugs", "seed": seed}}  # fmt: skip
     draft = Task(id="draft", prompt=_prompt(package.resolve().name, failed), env=REPO_ENV,
                  split="train", data=data)  # fmt: skip
     return draft.model_copy(update={"id": content_id(REPO_ENV, draft)})
@@ -161,6 +165,17 @@ def _try(
     return _verdict(run) or run.failed
 
 
+def _why_not_passed(run: TestRun) -> str:
+    if run.failed:
+        return f"{len(run.failed)} fail, the first {sorted(run.failed)[0]}"
+    if run.exit_code is None:
+        return f"they did not finish in {BASELINE_TIMEOUT_S:.0f} s"
+    if run.exit_code == NO_TESTS:
+        return "pytest collected no tests"
+    tail = run.output.strip().splitlines()[-1:] or ["no output"]
+    return f"pytest exited with code {run.exit_code}: {tail[0]}"
+
+
 def synthesize_bugs(package: Path, count: int, *, seed: int) -> SynthesisReport:
     """Up to ``count`` of the rules' changes to ``package`` tried; those its tests catch as the
     report's tasks, the others counted by reason.
@@ -177,12 +192,8 @@ def synthesize_bugs(package: Path, count: int, *, seed: int) -> SynthesisReport:
         copy_repo(package, copy, tests=True)
         before = run_tests(copy, tests, BASELINE_TIMEOUT_S)
         if before.exit_code != PASSED:
-            first = next(iter(sorted(before.failed)), None)
-            why = (f"{len(before.failed)} fail, e.g. {first}" if first else
-                   "pytest exited with " + ("a timeout" if before.exit_code is None
-                                            else f"code {before.exit_code}"))  # fmt: skip
-            raise ConfigError(f"--bugs {package}: its tests must all pass before any change "
-                              f"({why})")  # fmt: skip
+            raise ConfigError(f"{package}: its tests must all pass before any change "
+                              f"({_why_not_passed(before)})")  # fmt: skip
         timeout_s = max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * before.duration_s)
         kept: dict[str, Task] = {}
         for change in _drawn(package, sources, seed):
@@ -193,7 +204,7 @@ def synthesize_bugs(package: Path, count: int, *, seed: int) -> SynthesisReport:
             if isinstance(caught, str):
                 report.dropped[caught] += 1
                 continue
-            task = task_of(package, tests, change, caught)
+            task = task_of(package, tests, change, caught, seed)
             if task.id in kept:
                 report.dropped["a duplicate"] += 1
             else:

@@ -29,6 +29,7 @@ from trajforge.policy import check_policy_name, load_policy
 from trajforge.rollout import PolicyRef, RolloutHook, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory, is_success
 from trajforge.synthesis.blueprints import synthesize_blueprints
+from trajforge.synthesis.bugs import REPO_ENV, check_package, synthesize_bugs
 from trajforge.synthesis.report import SynthesisReport, write_tasks
 
 RANDOM_EXPLORER = "random"
@@ -68,11 +69,23 @@ class SynthesisSettings(BaseModel):
     user: str | None = None
     """The simulated user of blueprint conversations (retail): null: the env's scripted user;
     else a policy (``embedded``, a model folder, ``openai:<base_url>#<model>``)."""
+    bugs: str | None = None
+    """A Python package folder (its source and tests): the tasks are bugs injected into it,
+    one function at a time, kept when its tests catch them (env ``repo``; ``episodes`` is the
+    number of changes tried)."""
 
     def check_names(self, env: str, key: Callable[[str], str] = str) -> None:
         """Refuse an env with no synthesizer or proposer, or a policy that names nothing (an
         error names the setting as ``key`` writes it); nothing is loaded or written."""
-        if env not in PROPOSERS:
+        if self.bugs is not None:
+            check_package(Path(self.bugs), key("bugs"))
+            if env != REPO_ENV:
+                raise ConfigError(f"{key('bugs')}: bug-injection tasks are tasks of env "
+                                  f"{REPO_ENV!r}, not {env!r}")  # fmt: skip
+        elif env == REPO_ENV:
+            raise ConfigError(f"env {REPO_ENV!r}: its tasks are made by bug injection into a "
+                              f"package: give {key('bugs')} PACKAGE_DIR")  # fmt: skip
+        elif env not in PROPOSERS:
             synthesizer_for(env)
         named = {"explorer": self.explorer, "difficulty_policy": self.difficulty_policy,
                  "user": self.user}  # fmt: skip
@@ -173,14 +186,17 @@ def synthesize(
 ) -> SynthesisReport:  # fmt: skip
     """Synthesize tasks of ``env`` (exploration stored as run ``run_id`` in ``store``) and
     write them to ``out``; for an env with a blueprint proposer (retail, sql), ``episodes``
-    blueprints are proposed and validated instead (``synthesis.blueprints``).
+    blueprints are proposed and validated instead (``synthesis.blueprints``); with ``bugs``,
+    ``episodes`` changes to that package are tried (``synthesis.bugs``, env ``repo``).
 
     Raises:
-        ConfigError: the env has no synthesizer, a policy is unknown, or no task survived
-            (then nothing is written).
+        ConfigError: the env has no synthesizer, a policy is unknown, the ``bugs`` package
+            has no tests or fails them, or no task survived (then nothing is written).
     """
     settings.check_names(env)
-    if env in PROPOSERS:
+    if settings.bugs is not None:
+        report = synthesize_bugs(Path(settings.bugs), settings.episodes, seed=settings.seed)
+    elif env in PROPOSERS:
         report = synthesize_blueprints(
             env, settings.episodes, seed=settings.seed, user=settings.user, hooks=hooks
         )
