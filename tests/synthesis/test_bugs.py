@@ -109,7 +109,9 @@ def test_a_caught_change_is_kept_with_its_failing_tests_and_an_uncaught_one_is_n
 def test_a_package_whose_tests_fail_before_any_change_is_refused_in_one_line(
     tmp_path: Path,
 ) -> None:
-    package = _package(tmp_path / "p", TESTS + "\n\ndef test_wrong():\n    assert clamp(1, 2) == 1\n")
+    package = _package(
+        tmp_path / "p", TESTS + "\n\ndef test_wrong():\n    assert clamp(1, 2) == 1\n"
+    )
     with pytest.raises(ConfigError) as caught:
         synthesize_bugs(package, 5, seed=0)
     assert str(caught.value) == (

@@ -149,12 +149,12 @@ def synthesize_command(
             out.unlink(missing_ok=True)
             raise
     if as_json:
-        folders = {} if harbor is None else {"harbor": str(harbor)}
-        print_json({**report.summary(), "out": str(out), **folders})
+        written = {} if harbor is None else {"harbor": str(harbor)}
+        print_json({**report.summary(), "out": str(out), **written})
         return
     where = f"exploration: run {run_id}" if bugs is None else f"package {bugs}"
-    folders = "" if harbor is None else f" and as Harbor folders in {harbor}"
-    console.print(f"{report.text}; written to {out}{folders} ({where})")
+    also = "" if harbor is None else f" and as Harbor folders in {harbor}"
+    console.print(f"{report.text}; written to {out}{also} ({where})")
 
 
 def register(app: typer.Typer) -> None:

@@ -74,10 +74,12 @@ def off_by_one(node: ast.AST) -> Iterator[Edit]:
 
 
 def off_by_one_range(node: ast.AST) -> Iterator[Edit]:
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
-        if node.args and not isinstance(node.args[0], ast.Starred):
-            stop = node.args[0] if len(node.args) == 1 else node.args[1]
-            yield stop, ast.unparse(ast.BinOp(stop, ast.Sub(), ast.Constant(1)))
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        return
+    plain = node.args and not any(isinstance(a, ast.Starred) for a in node.args)
+    if node.func.id == "range" and plain:
+        stop = node.args[0] if len(node.args) == 1 else node.args[1]
+        yield stop, ast.unparse(ast.BinOp(stop, ast.Sub(), ast.Constant(1)))
 
 
 RULES: dict[str, Rule] = {

@@ -17,9 +17,11 @@ import os
 import shlex
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from trajforge.envs.bwrap import python_executable
 from trajforge.envs.repo_tests import (
     PASSED,
     TEST_ENV,
@@ -29,7 +31,6 @@ from trajforge.envs.repo_tests import (
     import_roots,
     pytest_argv,
 )
-from trajforge.envs.bwrap import python_executable
 from trajforge.envs.sandbox import Mount, SandboxConfig, episode_uid, run_command
 from trajforge.envs.sandbox_config import SandboxResult
 from trajforge.envs.taskset import TRAIN
@@ -40,7 +41,9 @@ from trajforge.formats import format_tool_call
 from trajforge.schema import Evaluator, EvaluatorKind, Evidence, Message, Role, Score, Task
 
 NAME = "repo"
-DESCRIPTION = "Fix a bug injected into a Python repository (bash and edit_file tools, hidden tests)."
+DESCRIPTION = (
+    "Fix a bug injected into a Python repository (bash and edit_file tools, hidden tests)."
+)
 ANSWER_FREE_VERIFIER = True
 WORKDIR = "/repo"
 SITE = "/opt/trajforge-pytest"
@@ -139,7 +142,7 @@ class Workspace:
         _give_to(self.root, self.uid)
 
 
-def _workspace(state: dict[str, Any]) -> Workspace:
+def _workspace(state: Mapping[str, Any]) -> Workspace:
     workspace = state.get(_STATE)
     if not isinstance(workspace, Workspace):
         raise ToolError("the episode has no repository (reset it first)")
@@ -161,6 +164,7 @@ class RepoEnv(ToolEnv):
     """
 
     def __init__(self, sandbox: SandboxConfig | None = None, **options: Any) -> None:
+        pytest_site()  # refused at once, not at the first command, where pytest is missing
         self.sandbox = sandbox or SandboxConfig(timeout_s=60.0, cpu_s=60, memory_mb=2048,
                                                 max_processes=64, tmp_size_mb=256)  # fmt: skip
         tools = [Tool(self._bash, name="bash", timeout=self.sandbox.timeout_s + 10.0),
