@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trajforge.envs.bwrap import python_executable
+from trajforge.envs.harbor import shell_reply
 from trajforge.envs.repo_tests import (
     PASSED,
     TEST_ENV,
@@ -54,7 +55,6 @@ SYSTEM_PROMPT = (
     "tests are hidden and run when you are done. When the bug is fixed, reply without a tool "
     "call."
 )
-MAX_SHOWN = 8000
 _STATE = "repo"
 
 
@@ -149,11 +149,6 @@ def _workspace(state: Mapping[str, Any]) -> Workspace:
     return workspace
 
 
-def _shown(text: str) -> str:
-    cut = len(text) - MAX_SHOWN
-    return text if cut <= 0 else f"[... {cut} characters cut]\n{text[-MAX_SHOWN:]}"
-
-
 class RepoEnv(ToolEnv):
     """One buggy repository per episode: ``bash`` and ``edit_file`` over it, the hidden tests
     as the verifier.
@@ -180,14 +175,7 @@ class RepoEnv(ToolEnv):
         Args:
             command: A bash script (one call is one fresh shell; files persist between calls).
         """
-        result = await _workspace(context.state).run(command, self.sandbox)
-        if result.killed_reason is not None:
-            raise ToolError(f"the command did not finish ({result.summary()})\n"
-                            f"{_shown(result.stdout + result.stderr)}".rstrip())  # fmt: skip
-        stderr = f"[stderr]\n{result.stderr.rstrip()}" if result.stderr else ""
-        code = f"[exit code {result.exit_code}]" if result.exit_code else ""
-        shown = "\n".join(p for p in (result.stdout.rstrip("\n"), stderr, code) if p)
-        return _shown(shown) or "(no output)"
+        return shell_reply(await _workspace(context.state).run(command, self.sandbox))
 
     async def _edit_file(self, path: str, old: str, new: str, context: ToolContext) -> str:
         """Replace the one occurrence of ``old`` in a file of the repository with ``new``.
