@@ -142,6 +142,32 @@ def test_the_env_rewards_an_edit_that_restores_the_function_and_nothing_else(
     assert listing.split() == ["./bounds/__init__.py"] and looked.outcome.reward == 0.0
 
 
+@needs_sandbox
+def test_a_link_out_of_the_repository_is_not_followed_by_the_env(
+    made: tuple[Path, list[Task], dict[str, int]], tmp_path: Path
+) -> None:
+    _, tasks, _ = made
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.py").write_text("x = 1\n")
+    steps = [
+        format_tool_call("bash", {"command": f"ln -s {outside} tests && ln -s {outside} out"}),
+        format_tool_call("edit_file", {"path": "out/x.py", "old": "x = 1", "new": "x = 2"}),
+        "Done.",
+    ]
+
+    def reply(task: Task, messages: list[Message]) -> str:
+        return steps[sum(m.role is Role.ASSISTANT for m in messages)]
+
+    entry = get_env("repo")
+    played = play(entry.make, tasks[0], reply)
+    said = [m.text for m in played.messages if m.role is Role.TOOL]
+    assert "out/x.py: only files under /repo can be edited" in said[1]
+    # the hidden tests were put back in the workspace, not through the link
+    assert [p.name for p in outside.iterdir()] == ["x.py"] and played.outcome.reward == 0.0
+    assert (outside / "x.py").read_text() == "x = 1\n"
+
+
 def _ls_then_stop(task: Task, messages: list[Message]) -> str:
     if any(m.role is Role.TOOL for m in messages):
         return "Done."

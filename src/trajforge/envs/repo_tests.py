@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 _SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".hg", ".tox", ".nox", ".venv", "venv", "build",
                            "dist", ".eggs", ".pytest_cache", ".mypy_cache", "docs"})  # fmt: skip
+_BUILD_SCRIPTS = frozenset({"setup.py", "noxfile.py", "fabfile.py"})
 PYTEST_ARGS = ("-m", "pytest", "-q", "-rfE", "--tb=line", "-p", "no:cacheprovider")
 TEST_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 """Stale bytecode would hide a change made within the same second; plugins installed beside
@@ -47,8 +48,9 @@ def find_tests(root: Path) -> list[str]:
 
 
 def find_sources(root: Path) -> list[str]:
-    """The repository's Python files that are no tests, relative."""
-    return [str(p) for p in repo_files(root) if p.suffix == ".py" and not is_test_file(p)]
+    """The repository's Python files that are neither tests nor build scripts, relative."""
+    return [str(p) for p in repo_files(root)
+            if p.suffix == ".py" and not is_test_file(p) and p.name not in _BUILD_SCRIPTS]  # fmt: skip
 
 
 def copy_repo(root: Path, dest: Path, *, tests: bool) -> None:

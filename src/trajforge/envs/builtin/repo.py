@@ -102,6 +102,16 @@ def _give_to(root: Path, uid: int | None) -> None:
             os.chown(path, uid, uid, follow_symlinks=False)
 
 
+def _unlink_links(root: Path, rel: str) -> None:
+    """Remove what the agent may have put on the way to ``rel`` under ``root``: a link (which
+    would send the host's copy out of the workspace) or a file where a folder goes."""
+    here = root
+    for part in Path(rel).parts[:-1]:
+        here = here / part
+        if here.is_symlink() or (here.exists() and not here.is_dir()):
+            here.unlink()
+
+
 class Workspace:
     """An episode's copy of the buggy repository on the host, run in the sandbox at /repo."""
 
@@ -138,6 +148,7 @@ class Workspace:
     def restore_tests(self) -> None:
         source = Path(self.task.data["repo"])
         for rel in self.task.data["test_files"]:
+            _unlink_links(self.repo, rel)
             copy_file(source / rel, self.repo / rel)
         _give_to(self.root, self.uid)
 
