@@ -9,7 +9,8 @@ package's tests after each.
     .venv/bin/python bench/bug_synthesis.py --quick      # 20 changes: a minute or two
     .venv/bin/python bench/bug_synthesis.py --count 200  # every change of the package
 
-Prints kept and dropped by reason, kept by rule, then ONE JSON line.
+Prints kept and dropped by reason, kept by rule, then ONE JSON line; ``ratio`` is the share of
+the changes tried that the package's tests catch (kept).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def main() -> None:
         console.print(f"  kept by {rule}: {n}")
     print(json.dumps({
         "package": f"{PACKAGE}=={VERSION}", "tried": report.explored, "kept": len(report.tasks),
-        "kept_rate": round(len(report.tasks) / max(report.explored, 1), 3),
+        "ratio": round(len(report.tasks) / max(report.explored, 1), 3),
         "dropped": dict(report.dropped), "kept_by_rule": dict(by_rule),
         "functions": len({(t.data["file"], t.data["function"]) for t in report.tasks}),
         "seconds": round(seconds, 1),
