@@ -48,6 +48,8 @@ def test_bugs_are_written_as_a_task_file_and_harbor_folders(
         (["--env", "calculator", "--harbor", "{tmp}/h"], "--harbor: Harbor task folders are"),
         (["--bugs", "{tmp}/inc", "--harbor", "{tmp}"], "--harbor {tmp}: it exists"),
         (["--bugs", "{tmp}/failing"], "its tests must all pass before any change (1 fail, the"),
+        (["--env", "calculator", "--bug-policy", "tiny"], "--bug-policy: it writes the bugs of"),
+        (["--bugs", "{tmp}/inc", "--bug-policy", "nope"], "--bug-policy: unknown policy"),
     ],
 )
 def test_bad_input_fails_in_one_line_and_writes_nothing(

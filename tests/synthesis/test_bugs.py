@@ -16,7 +16,9 @@ from trajforge.envs import get_env, sandbox
 from trajforge.envs.builtin.repo import buggy_text
 from trajforge.errors import ConfigError
 from trajforge.formats import format_tool_call
+from trajforge.policy import load_policy
 from trajforge.schema import Message, Role, Task
+from trajforge.synthesis.bug_policy import NO_CODE, OTHER_FUNCTION
 from trajforge.synthesis.bugs import UNCAUGHT, synthesize_bugs
 from trajforge.synthesis.harbor_tasks import write_harbor
 from trajforge.synthesis.mutations import mutations
@@ -118,6 +120,29 @@ def test_a_package_whose_tests_fail_before_any_change_is_refused_in_one_line(
         f"{package}: its tests must all pass before any change "
         "(1 fail, the first tests/test_bounds.py::test_wrong)"
     )
+
+
+def test_bugs_written_by_a_policy_are_kept_when_caught_and_counted_when_not_code(
+    tmp_path: Path,
+) -> None:
+    package = _package(tmp_path / "p")
+    answers = iter([
+        "Here:\n```python\ndef clamp(x, low):\n    if x > low:\n        return low\n"
+        "    return x\n```",
+        "```python\ndef other(x):\n    return x\n```",
+        "I would rather not.",
+    ])  # fmt: skip
+    writer = load_policy("expert", expert=lambda task, messages: next(answers), name="writer")
+    report = synthesize_bugs(package, 3, seed=0, policy=writer)
+    assert dict(report.dropped) == {OTHER_FUNCTION: 1, NO_CODE: 1}
+    [task] = report.tasks
+    assert task.data["rule"] == "policy" and task.data["buggy"] == (
+        "def clamp(x, low):\n    if x > low:\n        return low\n    return x\n"
+    )
+    assert task.data["hidden_tests"] == [
+        "tests/test_bounds.py::test_above",
+        "tests/test_bounds.py::test_below",
+    ]
 
 
 @needs_sandbox

@@ -76,6 +76,10 @@ def synthesize_command(
         Path | None,
         typer.Option("--harbor", metavar="DIR", help="Also write --bugs tasks as Harbor folders."),
     ] = None,
+    bug_policy: Annotated[
+        str | None,
+        typer.Option("--bug-policy", help="With --bugs: a policy writes the bugs, not the rules."),
+    ] = None,
     episodes: Annotated[
         int,
         typer.Option(
@@ -133,7 +137,7 @@ def synthesize_command(
     settings = settings_from(
         {"episodes": episodes, "seed": seed, "explorer": explorer, "min_steps": min_steps,
          "difficulty_policy": difficulty_policy, "samples": samples, "band": band, "user": user,
-         "bugs": None if bugs is None else str(bugs)}
+         "bugs": None if bugs is None else str(bugs), "bug_policy": bug_policy}
     )  # fmt: skip
     settings.check_names(env, option_name)
     check_out(out)

@@ -5,7 +5,8 @@ pass before it and some fail after it (those become the task's hidden tests).
 1. The package's tests run once on a copy of it (pytest in a subprocess, with a timeout): any
    failure refuses the package.
 2. The rules' changes (``synthesis.mutations``) are drawn round-robin over the functions, in an
-   order set by ``seed``, until ``count`` were tried.
+   order set by ``seed``, until ``count`` were tried; or a policy rewrites ``count`` functions
+   with a bug, one after another (``synthesis.bug_policy``).
 3. Each change is written into the copy, the tests run, the file is put back. Kept: some tests
    failed; dropped, by reason: none failed, the run timed out, the tests did not run.
 4. Tasks with the same change are kept once (their id is a hash of it).
@@ -13,6 +14,7 @@ pass before it and some fail after it (those become the task's hidden tests).
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import shutil
@@ -39,8 +41,10 @@ from trajforge.envs.repo_tests import (
 )
 from trajforge.envs.synthesizers.base import content_id
 from trajforge.errors import ConfigError
+from trajforge.policy import Policy
 from trajforge.schema import Task
-from trajforge.synthesis.mutations import Mutation, mutations
+from trajforge.synthesis.bug_policy import policy_changes
+from trajforge.synthesis.mutations import Mutation, functions, mutations
 from trajforge.synthesis.report import SynthesisReport
 
 MIN_TIMEOUT_S = 10.0
@@ -176,9 +180,19 @@ def _why_not_passed(run: TestRun) -> str:
     return f"pytest exited with code {run.exit_code}: {tail[0]}"
 
 
-def synthesize_bugs(package: Path, count: int, *, seed: int) -> SynthesisReport:
-    """Up to ``count`` of the rules' changes to ``package`` tried; those its tests catch as the
-    report's tasks, the others counted by reason.
+def _written(
+    policy: Policy, package: Path, sources: list[str], count: int, seed: int
+) -> Iterator[Mutation | str]:
+    texts = {file: (package / file).read_text(encoding="utf-8") for file in sources}
+    spans = [span for file in sources for span in functions(file, texts[file])]
+    yield from policy_changes(policy, spans, texts, count, seed)
+
+
+def synthesize_bugs(
+    package: Path, count: int, *, seed: int, policy: Policy | None = None
+) -> SynthesisReport:
+    """Up to ``count`` changes to ``package`` tried, made by the rules or (``policy``) written
+    by a policy; those its tests catch as the report's tasks, the others counted by reason.
 
     Raises:
         ConfigError: the package is not a folder with source and tests, or its tests do not
@@ -196,10 +210,13 @@ def synthesize_bugs(package: Path, count: int, *, seed: int) -> SynthesisReport:
                               f"({_why_not_passed(before)})")  # fmt: skip
         timeout_s = max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * before.duration_s)
         kept: dict[str, Task] = {}
-        for change in _drawn(package, sources, seed):
-            if report.explored >= count:
-                break
+        changes = (_drawn(package, sources, seed) if policy is None
+                   else _written(policy, package, sources, count, seed))  # fmt: skip
+        for change in itertools.islice(changes, count):
             report.explored += 1
+            if isinstance(change, str):  # a policy's answer that is no change: why
+                report.dropped[change] += 1
+                continue
             caught = _try(change, package, copy, tests, timeout_s)
             if isinstance(caught, str):
                 report.dropped[caught] += 1

@@ -16,6 +16,7 @@ filter by difficulty, write the task set.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -73,10 +74,16 @@ class SynthesisSettings(BaseModel):
     """A Python package folder (its source and tests): the tasks are bugs injected into it,
     one function at a time, kept when its tests catch them (env ``repo``; ``episodes`` is the
     number of changes tried)."""
+    bug_policy: str | None = None
+    """With ``bugs``: a policy that writes each change (it rewrites one function with a bug,
+    at temperature 1) instead of the rules (null: the rules)."""
 
     def check_names(self, env: str, key: Callable[[str], str] = str) -> None:
         """Refuse an env with no synthesizer or proposer, or a policy that names nothing (an
         error names the setting as ``key`` writes it); nothing is loaded or written."""
+        if self.bug_policy is not None and self.bugs is None:
+            raise ConfigError(f"{key('bug_policy')}: it writes the bugs of {key('bugs')}; "
+                              "give that too")  # fmt: skip
         if self.bugs is not None:
             check_package(Path(self.bugs), key("bugs"))
             if env != REPO_ENV:
@@ -88,7 +95,7 @@ class SynthesisSettings(BaseModel):
         elif env not in PROPOSERS:
             synthesizer_for(env)
         named = {"explorer": self.explorer, "difficulty_policy": self.difficulty_policy,
-                 "user": self.user}  # fmt: skip
+                 "user": self.user, "bug_policy": self.bug_policy}  # fmt: skip
         for name, policy in named.items():
             if policy is not None and policy != RANDOM_EXPLORER:
                 try:
@@ -195,7 +202,7 @@ def synthesize(
     """
     settings.check_names(env)
     if settings.bugs is not None:
-        report = synthesize_bugs(Path(settings.bugs), settings.episodes, seed=settings.seed)
+        report = bug_tasks(settings)
     elif env in PROPOSERS:
         report = synthesize_blueprints(
             env, settings.episodes, seed=settings.seed, user=settings.user, hooks=hooks
@@ -215,6 +222,20 @@ def synthesize(
         raise ConfigError(f"synthesize: no task of {env} survived ({report.text}); nothing written")
     write_tasks(out, report.tasks)
     return report
+
+
+def bug_tasks(settings: SynthesisSettings) -> SynthesisReport:
+    """The ``repo`` tasks of ``settings.bugs``, changed by the rules or by ``bug_policy``."""
+    assert settings.bugs is not None
+    if settings.bug_policy is None:
+        return synthesize_bugs(Path(settings.bugs), settings.episodes, seed=settings.seed)
+    policy = load_policy(settings.bug_policy)
+    try:
+        return synthesize_bugs(
+            Path(settings.bugs), settings.episodes, seed=settings.seed, policy=policy
+        )
+    finally:
+        asyncio.run(policy.close())
 
 
 def reverse_synthesis(

@@ -162,27 +162,51 @@ def _replace(lines: list[bytes], node: ast.AST, text: str, start: int) -> list[b
     return [*lines[:first], head + text.encode() + tail, *lines[last + 1 :]]
 
 
-def mutations(file: str, text: str) -> Iterator[Mutation]:
-    """Every single-place change the rules make to the functions of ``text`` (the contents of
-    ``file``), in file order; a change that does not parse is left out."""
-    tree = ast.parse(text)
+@dataclass(frozen=True)
+class Span:
+    """One function of a file: its qualified name, its lines (0-based, end excluded) and text."""
+
+    file: str
+    function: str
+    lines: tuple[int, int]
+    text: str
+
+    def changed(self, rule: str, buggy: str) -> Mutation:
+        return Mutation(self.file, self.function, rule, self.lines, self.text, buggy)
+
+
+def _spans(file: str, text: str) -> Iterator[tuple[Span, Function]]:
     lines = text.splitlines(keepends=True)
-    for name, function in _functions(tree):
-        start, end = function.lineno - 1, function.end_lineno or function.lineno
-        own = [line.encode() for line in lines[start:end]]
-        original = "".join(lines[start:end])
-        for node in _own_nodes(function):
-            for rule_name, rule in RULES.items():
-                for target, replacement in rule(node):
-                    buggy = b"".join(_replace(own, target, replacement, start)).decode()
-                    changed = "".join([*lines[:start], buggy, *lines[end:]])
-                    if buggy != original and _parses(changed):
-                        yield Mutation(file, name, rule_name, (start, end), original, buggy)
+    for name, node in _functions(ast.parse(text)):
+        start, end = node.lineno - 1, node.end_lineno or node.lineno
+        yield Span(file, name, (start, end), "".join(lines[start:end])), node
 
 
-def _parses(text: str) -> bool:
+def functions(file: str, text: str) -> list[Span]:
+    """The functions of ``text`` (the contents of ``file``), nested ones and methods included."""
+    return [span for span, _ in _spans(file, text)]
+
+
+def parses(text: str) -> bool:
+    """Whether ``text`` is Python source."""
     try:
         ast.parse(text)
     except SyntaxError:
         return False
     return True
+
+
+def mutations(file: str, text: str) -> Iterator[Mutation]:
+    """Every single-place change the rules make to the functions of ``text`` (the contents of
+    ``file``), in file order; a change that does not parse is left out."""
+    lines = text.splitlines(keepends=True)
+    for span, function in _spans(file, text):
+        start, end = span.lines
+        own = [line.encode() for line in lines[start:end]]
+        for node in _own_nodes(function):
+            for rule_name, rule in RULES.items():
+                for target, replacement in rule(node):
+                    buggy = b"".join(_replace(own, target, replacement, start)).decode()
+                    changed = "".join([*lines[:start], buggy, *lines[end:]])
+                    if buggy != span.text and parses(changed):
+                        yield span.changed(rule_name, buggy)
