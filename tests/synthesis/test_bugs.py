@@ -14,13 +14,13 @@ import pytest
 from episodes import play, rewards
 from trajforge.envs import get_env, sandbox
 from trajforge.envs.builtin.repo import buggy_text
+from trajforge.envs.repo_harbor import write_harbor_tasks
 from trajforge.errors import ConfigError
 from trajforge.formats import format_tool_call
 from trajforge.policy import load_policy
 from trajforge.schema import Message, Role, Task
 from trajforge.synthesis.bug_policy import NO_CODE, OTHER_FUNCTION
 from trajforge.synthesis.bugs import UNCAUGHT, synthesize_bugs
-from trajforge.synthesis.harbor_tasks import write_harbor
 from trajforge.synthesis.mutations import mutations
 
 SOURCE = '''"""Bounds."""
@@ -210,7 +210,7 @@ def test_harbor_folders_round_trip(
 ) -> None:
     _, tasks, _ = made
     out = tmp_path / "harbor"
-    write_harbor(tasks, out)
+    write_harbor_tasks(tasks, out)
     entry = get_env(f"harbor:{out}")
     read = sorted(entry.tasks(10), key=lambda t: t.id)
     assert [(t.id, t.prompt) for t in read] == sorted((t.id, t.prompt) for t in tasks)

@@ -11,11 +11,10 @@ from pydantic import ValidationError
 
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.configfile import first_problem
+from trajforge.envs import REPO_ENV, write_harbor_tasks
 from trajforge.errors import ConfigError
 from trajforge.rollout import RolloutProgress, new_run_id
 from trajforge.synthesis import RANDOM_EXPLORER, SynthesisSettings, synthesize
-from trajforge.synthesis.bugs import REPO_ENV
-from trajforge.synthesis.harbor_tasks import write_harbor
 
 TASK_FILE_SUFFIX = ".jsonl"
 
@@ -148,7 +147,7 @@ def synthesize_command(
     )
     if harbor is not None:
         try:
-            write_harbor(report.tasks, harbor)
+            write_harbor_tasks(report.tasks, harbor)
         except BaseException:
             out.unlink(missing_ok=True)
             raise

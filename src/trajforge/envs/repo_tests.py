@@ -8,7 +8,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 TEST_DIRS = frozenset({"tests", "test", "testing"})
@@ -87,3 +91,37 @@ def failures(output: str) -> dict[str, str]:
         if match := _SUMMARY.match(line.strip()):
             found[match.group(1)] = (match.group(2) or "").strip()
     return found
+
+
+@dataclass(frozen=True)
+class RepoTestRun:
+    """How one run of the package's tests ended."""
+
+    exit_code: int | None
+    """None: it ran out of time."""
+    failed: dict[str, str]
+    output: str
+    duration_s: float
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == PASSED
+
+    @property
+    def collected_none(self) -> bool:
+        return self.exit_code == NO_TESTS
+
+
+def run_repo_tests(repo: Path, tests: list[str], timeout_s: float) -> RepoTestRun:
+    """Run ``tests`` of the repository copy at ``repo`` with this interpreter's pytest, in a
+    subprocess (the host's, no sandbox: for a package the user chose)."""
+    roots = [str(repo / r) for r in import_roots(repo)]
+    env = {**os.environ, **TEST_ENV, "PYTHONPATH": os.pathsep.join(roots)}
+    started = time.monotonic()
+    try:
+        done = subprocess.run(pytest_argv(sys.executable, tests), cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=timeout_s)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return RepoTestRun(None, {}, "", time.monotonic() - started)
+    output = done.stdout + done.stderr
+    return RepoTestRun(done.returncode, failures(output), output, time.monotonic() - started)

@@ -15,31 +15,22 @@ pass before it and some fail after it (those become the task's hidden tests).
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from trajforge.envs.builtin.repo import NAME as REPO_ENV
-from trajforge.envs.repo_tests import (
-    NO_TESTS,
-    PASSED,
-    TEST_ENV,
+from trajforge.envs import (
+    REPO_ENV,
+    RepoTestRun,
+    content_id,
     copy_repo,
-    failures,
     find_sources,
     find_tests,
-    import_roots,
-    pytest_argv,
+    run_repo_tests,
 )
-from trajforge.envs.synthesizers.base import content_id
 from trajforge.errors import ConfigError
 from trajforge.policy import Policy
 from trajforge.schema import Task
@@ -57,31 +48,6 @@ TIMED_OUT = "the tests time out after the change"
 NOT_RUN = "the tests do not run after the change"
 NOT_UNIQUE = "the changed function's text is not unique in its file"
 BASELINE_TIMEOUT_S = 300.0
-
-
-@dataclass(frozen=True)
-class TestRun:
-    """How one run of the package's tests ended."""
-
-    exit_code: int | None
-    """None: it ran out of time."""
-    failed: dict[str, str]
-    output: str
-    duration_s: float
-
-
-def run_tests(repo: Path, tests: list[str], timeout_s: float) -> TestRun:
-    """Run ``tests`` of the repository copy at ``repo`` with this interpreter's pytest."""
-    roots = [str(repo / r) for r in import_roots(repo)]
-    env = {**os.environ, **TEST_ENV, "PYTHONPATH": os.pathsep.join(roots)}
-    started = time.monotonic()
-    try:
-        done = subprocess.run(pytest_argv(sys.executable, tests), cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=timeout_s)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return TestRun(None, {}, "", time.monotonic() - started)
-    output = done.stdout + done.stderr
-    return TestRun(done.returncode, failures(output), output, time.monotonic() - started)
 
 
 def check_package(package: Path, key: str = "--bugs") -> tuple[list[str], list[str]]:
@@ -141,11 +107,11 @@ def task_of(
     return draft.model_copy(update={"id": content_id(REPO_ENV, draft)})
 
 
-def _verdict(run: TestRun) -> str | None:
+def _verdict(run: RepoTestRun) -> str | None:
     """None when the run caught the change, else why it did not."""
     if run.exit_code is None:
         return TIMED_OUT
-    if run.exit_code == PASSED:
+    if run.passed:
         return UNCAUGHT
     if not run.failed:
         return NOT_RUN
@@ -163,18 +129,18 @@ def _try(
         return NOT_UNIQUE  # the expert's edit, and an agent's, must find the function
     (copy / change.file).write_text(changed, encoding="utf-8")
     try:
-        run = run_tests(copy, tests, timeout_s)
+        run = run_repo_tests(copy, tests, timeout_s)
     finally:
         (copy / change.file).write_text(original, encoding="utf-8")
     return _verdict(run) or run.failed
 
 
-def _why_not_passed(run: TestRun) -> str:
+def _why_not_passed(run: RepoTestRun) -> str:
     if run.failed:
         return f"{len(run.failed)} fail, the first {sorted(run.failed)[0]}"
     if run.exit_code is None:
         return f"they did not finish in {BASELINE_TIMEOUT_S:.0f} s"
-    if run.exit_code == NO_TESTS:
+    if run.collected_none:
         return "pytest collected no tests"
     tail = run.output.strip().splitlines()[-1:] or ["no output"]
     return f"pytest exited with code {run.exit_code}: {tail[0]}"
@@ -204,8 +170,8 @@ def synthesize_bugs(
     try:
         copy = work / "repo"
         copy_repo(package, copy, tests=True)
-        before = run_tests(copy, tests, BASELINE_TIMEOUT_S)
-        if before.exit_code != PASSED:
+        before = run_repo_tests(copy, tests, BASELINE_TIMEOUT_S)
+        if not before.passed:
             raise ConfigError(f"{package}: its tests must all pass before any change "
                               f"({_why_not_passed(before)})")  # fmt: skip
         timeout_s = max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * before.duration_s)

@@ -24,13 +24,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from trajforge.envs import PROPOSERS, Candidate, Synthesizer, synthesizer_for
+from trajforge.envs import PROPOSERS, REPO_ENV, Candidate, Synthesizer, synthesizer_for
 from trajforge.errors import ConfigError
 from trajforge.policy import check_policy_name, load_policy
 from trajforge.rollout import PolicyRef, RolloutHook, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory, is_success
 from trajforge.synthesis.blueprints import synthesize_blueprints
-from trajforge.synthesis.bugs import REPO_ENV, check_package, synthesize_bugs
+from trajforge.synthesis.bugs import check_package, synthesize_bugs
 from trajforge.synthesis.report import SynthesisReport, write_tasks
 
 RANDOM_EXPLORER = "random"

@@ -42,6 +42,8 @@ from trajforge.formats import format_tool_call
 from trajforge.schema import Evaluator, EvaluatorKind, Evidence, Message, Role, Score, Task
 
 NAME = "repo"
+REPO_ENV = NAME
+"""The env's name, as ``trajforge.envs`` exports it."""
 DESCRIPTION = (
     "Fix a bug injected into a Python repository (bash and edit_file tools, hidden tests)."
 )

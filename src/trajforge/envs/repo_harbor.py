@@ -103,7 +103,7 @@ def write_task(task: Task, folder: Path) -> None:
         (folder / script).chmod(0o755)
 
 
-def write_harbor(tasks: list[Task], out: Path) -> None:
+def write_harbor_tasks(tasks: list[Task], out: Path) -> None:
     """``tasks`` as Harbor task folders under ``out`` (a new folder), which appears only once
     all are written."""
     out.parent.mkdir(parents=True, exist_ok=True)
