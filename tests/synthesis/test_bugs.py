@@ -122,6 +122,7 @@ def test_a_package_whose_tests_fail_before_any_change_is_refused_in_one_line(
     )
 
 
+@needs_sandbox
 def test_bugs_written_by_a_policy_are_kept_when_caught_and_counted_when_not_code(
     tmp_path: Path,
 ) -> None:

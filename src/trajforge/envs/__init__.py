@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         find_sources,
         find_tests,
         run_repo_tests,
+        run_sandboxed_tests,
     )
     from trajforge.envs.sandbox import (
         Mount,
@@ -94,6 +95,7 @@ __all__ = [
     "proposer_for",
     "result_of",
     "run_repo_tests",
+    "run_sandboxed_tests",
     "sandbox_argv",
     "seat_expert",
     "serve_http",
@@ -146,6 +148,7 @@ __getattr__ = lazy_names(
         "find_sources": "repo_tests",
         "find_tests": "repo_tests",
         "run_repo_tests": "repo_tests",
+        "run_sandboxed_tests": "repo_tests",
         "write_harbor_tasks": "repo_harbor",
     },
 )

@@ -5,8 +5,11 @@ what it printed."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,6 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from trajforge.envs.bwrap import python_executable
+from trajforge.envs.sandbox import Mount, SandboxConfig, SandboxResult, run_command
+from trajforge.errors import ConfigError
+
+WORKDIR = "/repo"
+SITE = "/opt/trajforge-pytest"
+"""Where the folder holding this interpreter's pytest is seen in the sandbox."""
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 _SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".hg", ".tox", ".nox", ".venv", "venv", "build",
                            "dist", ".eggs", ".pytest_cache", ".mypy_cache", "docs"})  # fmt: skip
@@ -112,9 +122,47 @@ class RepoTestRun:
         return self.exit_code == NO_TESTS
 
 
+def pytest_site() -> Path:
+    """The folder this interpreter imports pytest from (seen read-only in the sandbox).
+
+    Raises:
+        ConfigError: pytest is not installed.
+    """
+    found = importlib.util.find_spec("pytest")
+    if found is None or found.origin is None:
+        raise ConfigError("the repository's tests run with pytest: pip install pytest")
+    return Path(found.origin).resolve().parents[1]
+
+
+async def run_in_repo(
+    repo: Path, script: str, config: SandboxConfig, uid: int | None = None
+) -> SandboxResult:
+    """``script`` run by bash in the sandbox, with ``repo`` at /repo (writable, the working
+    directory) and this interpreter and its pytest on the path, as ``uid`` where the host is
+    root (``episode_uid``)."""
+    paths = [f"{WORKDIR}/{r}" for r in import_roots(repo)] + [SITE]
+    env = {**TEST_ENV, "PYTHONPATH": ":".join(paths),
+           "PATH": f"{python_executable().parent}:/usr/local/bin:/usr/bin:/bin"}  # fmt: skip
+    mounts = (Mount(repo, WORKDIR, True), Mount(pytest_site(), SITE))
+    return await run_command(["/bin/bash", "-c", script], config, mounts=mounts, cwd=WORKDIR,
+                             env=env, uid=uid)  # fmt: skip
+
+
+def run_sandboxed_tests(repo: Path, tests: list[str], timeout_s: float) -> RepoTestRun:
+    """``run_repo_tests`` in the sandbox, for code nobody vouches for (a policy wrote it); the
+    files need only be readable."""
+    config = SandboxConfig(timeout_s=timeout_s, cpu_s=max(1, int(timeout_s)), memory_mb=2048,
+                           max_processes=64, tmp_size_mb=256, max_output_bytes=4 << 20)  # fmt: skip
+    argv = shlex.join(pytest_argv(str(python_executable()), tests))
+    result = asyncio.run(run_in_repo(repo, argv, config))
+    output = result.stdout + result.stderr
+    code = None if result.timed_out else result.exit_code
+    return RepoTestRun(code, failures(output), output, result.duration_s)
+
+
 def run_repo_tests(repo: Path, tests: list[str], timeout_s: float) -> RepoTestRun:
     """Run ``tests`` of the repository copy at ``repo`` with this interpreter's pytest, in a
-    subprocess (the host's, no sandbox: for a package the user chose)."""
+    subprocess on the host (no sandbox: for the code of a package the user chose)."""
     roots = [str(repo / r) for r in import_roots(repo)]
     env = {**os.environ, **TEST_ENV, "PYTHONPATH": os.pathsep.join(roots)}
     started = time.monotonic()

@@ -30,10 +30,12 @@ from trajforge.envs import (
     find_sources,
     find_tests,
     run_repo_tests,
+    run_sandboxed_tests,
 )
 from trajforge.errors import ConfigError
 from trajforge.policy import Policy
 from trajforge.schema import Task
+from trajforge.synthesis.bug_policy import RULE as POLICY_RULE
 from trajforge.synthesis.bug_policy import policy_changes
 from trajforge.synthesis.mutations import Mutation, functions, mutations
 from trajforge.synthesis.report import SynthesisReport
@@ -122,14 +124,16 @@ def _try(
     change: Mutation, package: Path, copy: Path, tests: list[str], timeout_s: float
 ) -> dict[str, str] | str:
     """The tests that fail with ``change`` made in ``copy`` (put back after), or why it is no
-    task."""
+    task. A policy's change runs in the sandbox: model-written code never runs on the host."""
     original = (package / change.file).read_text(encoding="utf-8")
     changed = change.apply(original)
     if changed.count(change.buggy) != 1:
         return NOT_UNIQUE  # the expert's edit, and an agent's, must find the function
     (copy / change.file).write_text(changed, encoding="utf-8")
     try:
-        run = run_repo_tests(copy, tests, timeout_s)
+        run = (run_sandboxed_tests if change.rule == POLICY_RULE else run_repo_tests)(
+            copy, tests, timeout_s
+        )
     finally:
         (copy / change.file).write_text(original, encoding="utf-8")
     return _verdict(run) or run.failed

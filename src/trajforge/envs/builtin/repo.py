@@ -12,7 +12,6 @@ its own.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shlex
 import shutil
@@ -25,14 +24,15 @@ from trajforge.envs.bwrap import python_executable
 from trajforge.envs.harbor import shell_reply
 from trajforge.envs.repo_tests import (
     PASSED,
-    TEST_ENV,
+    WORKDIR,
     copy_file,
     copy_repo,
     failures,
-    import_roots,
     pytest_argv,
+    pytest_site,
+    run_in_repo,
 )
-from trajforge.envs.sandbox import Mount, SandboxConfig, episode_uid, run_command
+from trajforge.envs.sandbox import SandboxConfig, episode_uid
 from trajforge.envs.sandbox_config import SandboxResult
 from trajforge.envs.taskset import TRAIN
 from trajforge.envs.tool import Tool, ToolContext, ToolError
@@ -48,9 +48,6 @@ DESCRIPTION = (
     "Fix a bug injected into a Python repository (bash and edit_file tools, hidden tests)."
 )
 ANSWER_FREE_VERIFIER = True
-WORKDIR = "/repo"
-SITE = "/opt/trajforge-pytest"
-"""Where the folder holding this interpreter's pytest is seen in the sandbox."""
 SYSTEM_PROMPT = (
     "You are in a Python repository at /repo with a bug. Find it with the bash tool (each call "
     "is a fresh shell in /repo; files persist) and fix it with edit_file. The repository's "
@@ -66,18 +63,6 @@ def generate_tasks(n: int, seed: int = 0, split: str = TRAIN) -> list[Task]:
         "env 'repo' has no tasks of its own: make them with trajforge synthesize --bugs "
         "PACKAGE_DIR --out tasks.jsonl, then use --env tasks.jsonl"
     )
-
-
-def pytest_site() -> Path:
-    """The folder this interpreter imports pytest from (seen read-only in the sandbox).
-
-    Raises:
-        ConfigError: pytest is not installed.
-    """
-    found = importlib.util.find_spec("pytest")
-    if found is None or found.origin is None:
-        raise ConfigError("env 'repo' runs the repository's tests with pytest: pip install pytest")
-    return Path(found.origin).resolve().parents[1]
 
 
 def buggy_text(task: Task) -> str:
@@ -139,13 +124,7 @@ class Workspace:
         return target
 
     async def run(self, script: str, config: SandboxConfig) -> SandboxResult:
-        paths = [f"{WORKDIR}/{r}" for r in import_roots(self.repo)] + [SITE]
-        bin_dir = str(python_executable().parent)
-        env = {**TEST_ENV, "PYTHONPATH": ":".join(paths),
-               "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"}  # fmt: skip
-        mounts = (Mount(self.repo, WORKDIR, True), Mount(pytest_site(), SITE))
-        return await run_command(["/bin/bash", "-c", script], config, mounts=mounts,
-                                 cwd=WORKDIR, env=env, uid=self.uid)  # fmt: skip
+        return await run_in_repo(self.repo, script, config, self.uid)
 
     def restore_tests(self) -> None:
         source = Path(self.task.data["repo"])
