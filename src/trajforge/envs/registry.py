@@ -2,7 +2,8 @@
 
 ``ENVS`` (a ``trajforge.registry.Registry``) holds the environments known by name: the
 built-ins (``calculator``, ``python``, ``sql``, ``search``, ``gridworld``, ``keydoor``,
-``keydoor-compact``, ``time``, ``retail``, ``gui`` (pixel-only screens), and the games ``tictactoe``, ``kuhn-poker``,
+``keydoor-compact``, ``time``, ``retail``, ``repo`` (its tasks from ``synthesize --bugs``),
+``gui`` (pixel-only screens), and the games ``tictactoe``, ``kuhn-poker``,
 ``negotiation``, ``nim``) and, where the optional ``tau2`` extra is installed, ``tau2-<domain>`` for each
 tau2-bench domain (through the adapter in ``trajforge.envs.tau2_bench``). ``get_env`` also
 takes a user's environment by where it is:
@@ -76,6 +77,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "keydoor-compact": "trajforge.envs.builtin.keydoor_compact",
     "time": "trajforge.envs.builtin.time_env",
     "retail": "trajforge.envs.builtin.retail",
+    "repo": "trajforge.envs.builtin.repo",
     "gui": "trajforge.envs.gui.builtin",
     "tictactoe": "trajforge.envs.multiseat.tictactoe",
     "kuhn-poker": "trajforge.envs.multiseat.kuhn",
