@@ -13,8 +13,9 @@ A run that exits non-zero is ``error`` and one killed at its timeout is ``timeou
 the tail of stderr and marked lost to the infrastructure; a run that reports no reward is judged
 by the environment's verifier, when it has one. An episode's trajectory is the best-rewarded one
 its session recorded (the first among equals; an empty one when the program made no model
-call), with the episode's sample index; the session's others (forks for ``n`` > 1 choices,
-sub-agents, a rewritten history) are linked to it and stored beside it. Nothing is stored before
+call), with the episode's sample index, or the last segment of its chain where the program
+rewrote its history; the session's others (forks for ``n`` > 1 choices, sub-agents, the earlier
+segments) are linked to it and stored beside it. Nothing is stored before
 a run ends, so an interrupted collection resumes by running its unfinished programs again.
 """
 
@@ -214,10 +215,14 @@ def agent_runners(
 
 def _episode(trajectories: list[Trajectory], sample_index: int) -> PlayedEpisode:
     """The session's best-rewarded trajectory (the first among equals) as the episode's, the
-    others linked to it."""
-    best = max(
+    others linked to it; where the program rewrote its history, the last segment of that
+    chain, which is the episode's trajectory (its earlier segments train with it)."""
+    chained = [
+        i for i, t in enumerate(trajectories) if t.segment is not None and not t.is_earlier_segment
+    ]
+    best = chained[0] if chained else max(
         range(len(trajectories)),
         key=lambda i: (-math.inf if trajectories[i].reward is None else trajectories[i].reward, -i),
-    )
+    )  # fmt: skip
     main = trajectories[best].model_copy(update={"sample_index": sample_index})
     return PlayedEpisode(main, [t for i, t in enumerate(trajectories) if i != best])

@@ -44,14 +44,20 @@ def same_message(recorded: Message, sent: Message) -> bool:
     return recorded.content == sent.content and recorded.tool_call_id == sent.tool_call_id
 
 
-def departure(recorded: list[Message], sent: list[Message]) -> str | None:
-    """How a call departs from a recorded trajectory after repeating at least one of its
-    assistant turns (``None``: it repeats none, so it is another conversation)."""
+def shared_prefix(recorded: list[Message], sent: list[Message]) -> int:
+    """How many leading messages of a call repeat a recorded trajectory's."""
     shared = 0
     for r, s in zip(recorded, sent, strict=False):
         if not same_message(r, s):
             break
         shared += 1
+    return shared
+
+
+def departure(recorded: list[Message], sent: list[Message]) -> str | None:
+    """How a call departs from a recorded trajectory after repeating at least one of its
+    assistant turns (``None``: it repeats none, so it is another conversation)."""
+    shared = shared_prefix(recorded, sent)
     if not any(m.role is Role.ASSISTANT for m in recorded[:shared]):
         return None
     if shared < min(len(recorded), len(sent)):

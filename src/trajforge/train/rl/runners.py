@@ -135,9 +135,14 @@ class AgentRollouts(StepRunner):
         agent = spec.model_copy(
             update={"limits": limits, "concurrency": self.cfg.agent_concurrency}
         )
-        played = await arun_rollout(agent, runner=self.runners(self.policy), hooks=hooks)
-        check_sampled_temperature(played, self.cfg.temperature)
-        return played
+        # A program that rewrote its history played its episode as segments, trained together.
+        earlier = EarlierSegments()
+        played = await arun_rollout(
+            agent, runner=self.runners(self.policy), hooks=[*hooks, earlier]
+        )
+        trajectories = [*played, *earlier.trajectories]
+        check_sampled_temperature(trajectories, self.cfg.temperature)
+        return trajectories
 
 
 def check_sampled_temperature(trajs: Sequence[Trajectory], temperature: float) -> None:
