@@ -103,7 +103,15 @@ class Recording:
 
     @property
     def turn(self) -> int:
-        return sum(1 for m in self.session.messages if m.role is Role.ASSISTANT)
+        """The next turn's number, which names its tool calls (``call_{turn}_{k}``): past every
+        turn of the conversation and every call id its messages hold (a history the client
+        sent as text, a compacted one keeping its last turn, would otherwise collide)."""
+        messages = self.session.messages
+        turn = sum(1 for m in messages if m.role is Role.ASSISTANT)
+        taken = {c.id for m in messages for c in m.tool_calls}
+        while any(i.startswith(f"call_{turn}_") for i in taken):
+            turn += 1
+        return turn
 
     def extends(self, messages: list[Message], tools: list[ToolSpec]) -> bool:
         recorded = self.session.messages
