@@ -123,9 +123,7 @@ def test_a_side_call_with_its_own_prompt_and_the_default_session_never_chain(
     assert_token_exact(store_path)
 
 
-def test_a_compacting_claude_style_run_on_the_messages_api(
-    base_url: str, store_path: Path
-) -> None:
+def test_a_compacting_claude_style_run_on_the_messages_api(base_url: str, store_path: Path) -> None:
     sdk = Anthropic(base_url=f"{base_url}/sessions/claude", api_key="dummy", max_retries=0)
     tool = {"name": "add", "description": "Add two integers.",
             "input_schema": ADD_TOOL["function"]["parameters"]}  # fmt: skip
