@@ -10,7 +10,7 @@ from pathlib import Path
 
 from serve_helpers import assert_token_exact
 
-from trajforge.agent_programs import AgentRunner
+from trajforge.agent_programs import AgentRunner, agent_runners
 from trajforge.rollout import RolloutSpec, run_rollout
 from trajforge.schema import Segment, Task
 from trajforge.serve.gateway import Gateway
@@ -45,11 +45,10 @@ def test_a_compacting_run_is_one_episode_of_segments(gateway: Gateway, tmp_path:
 
 
 def test_rl_gets_the_earlier_segments_beside_their_episode(gateway: Gateway) -> None:
-    rollouts = AgentRollouts(
-        lambda _: AgentRunner(AGENT, gateway=gateway),
-        None,
-        RLConfig(agent=AGENT),  # type: ignore[arg-type]
-    )
+    # The runners RL is given, over the (scripted) policy it would train.
+    runners = agent_runners(AGENT, None)
+    assert runners is not None and runners.metadata["agent"] == AGENT
+    rollouts = AgentRollouts(runners, gateway.policy, RLConfig(agent=AGENT))  # type: ignore[arg-type]
     played = asyncio.run(rollouts.rollout(RolloutSpec(tasks=[TASK], n=2, run_id="rl"), step=1))
     episodes = [t for t in played if not t.is_earlier_segment]
     assert sorted(t.sample_index for t in episodes) == [0, 1]  # type: ignore[type-var]

@@ -38,7 +38,6 @@ from trajforge.distributed import RayOptions
 from trajforge.envs import get_env, stored_env_name
 from trajforge.errors import ConfigError
 from trajforge.judge import VerifierScorer
-from trajforge.policy import TokenPolicy
 from trajforge.rollout import (
     EpisodeKey,
     EpisodeRunner,
@@ -50,7 +49,7 @@ from trajforge.rollout import (
     group_id_for,
 )
 from trajforge.schema import OutcomeStatus, Task, Trajectory, Verifier
-from trajforge.serve import ChatGateway, Gateway, open_gateway, serving
+from trajforge.serve import ChatGateway, open_gateway, serving
 
 if TYPE_CHECKING:
     from trajforge.agent_programs.ray_launch import RayAgentLauncher
@@ -195,22 +194,6 @@ class AgentRunner(EpisodeRunner):
         if session.reward is None and session.failure is None and self._verifier is not None:
             await recorder.score_each(session, VerifierScorer(self._verifier))
         return _episode(recorder.end(session), key.sample_index)
-
-
-def agent_runners(
-    agent: str | None, env: str | None
-) -> Callable[[TokenPolicy], AgentRunner] | None:
-    """What RL plays an agent program's episodes with (``RLTrainer(agent_runner=...)``): per
-    step, a runner of ``agent`` against a gateway over the live policy, so every model call
-    samples from the weights being trained (``None`` without an agent: env episodes)."""
-    if agent is None:
-        return None
-    program = agent
-
-    def runner(policy: TokenPolicy) -> AgentRunner:
-        return AgentRunner(program, gateway=Gateway(policy, None, "", env=stored_env_name(env)))
-
-    return runner
 
 
 def _episode(trajectories: list[Trajectory], sample_index: int) -> PlayedEpisode:

@@ -22,8 +22,8 @@ import asyncio
 import copy
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -47,10 +47,19 @@ if TYPE_CHECKING:
     from trajforge.distributed import RayRunner
     from trajforge.train.rl.self_play import SelfPlay
 
-AgentRunners = Callable[[TokenPolicy], EpisodeRunner]
-"""``runner(policy)``: the ``EpisodeRunner`` that plays a step's episodes as runs of the config's
-agent program, whose model calls ``policy`` answers; the layer above training provides it
-(``trajforge.agent_programs.agent_runners``), since training sits below the gateway."""
+
+class AgentRunners(Protocol):
+    """``runner(policy)``: the ``EpisodeRunner`` that plays a step's episodes as runs of the
+    config's agent program, whose model calls ``policy`` answers; the layer above training
+    provides it (``trajforge.agent_programs.agent_runners``), since training sits below the
+    gateway."""
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What each step's run records of the program (its command or harness, its
+        confinement), as ``trajforge collect`` records it."""
+
+    def __call__(self, policy: TokenPolicy) -> EpisodeRunner: ...
 
 
 class StepRunner(ABC):
