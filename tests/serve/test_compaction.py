@@ -112,7 +112,11 @@ def test_a_side_call_with_its_own_prompt_and_the_default_session_never_chain(
     found = session_trajectories(store_path, "side")
     side = [t for t in found if t.segment is None]
     assert [t.messages[0].content for t in side] == ["Write a title."]
-    assert sorted(t.segment.index for t in found if t.segment) == [0, 1]
+    chain = sorted((t for t in found if t.segment), key=lambda t: t.segment.index)  # type: ignore[union-attr]
+    assert [t.segment.index for t in chain] == [0, 1]  # type: ignore[union-attr]
+    # The episode's last call left its tool call unanswered: truncated, the stored earlier
+    # segment too, as its episode's outcome.
+    assert {t.outcome.status for t in chain} == {OutcomeStatus.TRUNCATED}
     # Calls that name no session share the default one: many programs, never one episode.
     default = OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0)
     for question in ("Add 1 and 1?", "Add 2 and 2?"):

@@ -347,8 +347,6 @@ class Recorder:
             score = await scorer(self.trajectory(session, recording))
             recording.reward, recording.scores = score.value, [score]
             self.save(session, recording)
-        for earlier in session.chain[:-1]:
-            self.save(session, earlier)
 
     def fail(self, session: GatewaySession, status: OutcomeStatus, error: str) -> None:
         """Record on every trajectory of the session that its agent program failed (crashed or
@@ -375,8 +373,14 @@ class Recorder:
         return recorded(session, recording, run_id, self.model, self.precision, self.env, episode)
 
     def save(self, session: GatewaySession, recording: Recording) -> None:
-        if self.store is not None and recording.session.messages:
-            self.store.put(self.trajectory(session, recording))
+        """Store the recording's trajectory; the earlier segments too where it is the last of
+        its session's episode, whose outcome they carry."""
+        if self.store is None or not recording.session.messages:
+            return
+        self.store.put(self.trajectory(session, recording))
+        if session.chain and recording is session.chain[-1]:
+            for earlier in session.chain[:-1]:
+                self.store.put(self.trajectory(session, earlier))
 
     def save_all(self, session: GatewaySession) -> list[Trajectory]:
         """Store every trajectory of the session (an empty one if it made no call)."""
