@@ -15,9 +15,10 @@ from trajforge.rollout import RolloutSpec, run_rollout
 from trajforge.schema import Segment, Task
 from trajforge.serve.gateway import Gateway
 from trajforge.store import TrajectoryStore
+from trajforge.train.batch import encode_trajectory
 from trajforge.train.rl.config import RLConfig
 from trajforge.train.rl.runners import AgentRollouts
-from trajforge.train.rl.segments import episode_chains
+from trajforge.train.rl.segments import episode_chains, episode_input
 
 AGENT = f"{sys.executable} {Path(__file__).parent / 'agent_program.py'}"
 TASK = Task(
@@ -55,4 +56,11 @@ def test_rl_gets_the_earlier_segments_beside_their_episode(gateway: Gateway) -> 
     assert len(played) == 4
     # Each episode's rows in segment order, as a context policy's chains are trained.
     chains = episode_chains(played)
+    seqs = [encode_trajectory(t, mask_rendered=True) for t in played]
+    inp, _ = episode_input(played, seqs, chains)
+    # One row per episode, each sampled turn once: two tool calls, then the answer after the
+    # compaction (the last turn it kept was sampled, and is trained, in the earlier segment).
+    assert inp.batch_size == 2 and inp.turn_mask.sum(dim=1).tolist() == [3, 3]
+    sampled = sum(len(m.token_ids or ()) for t in played for m in t.messages if m.logprobs)
+    assert sum(s.num_loss_tokens for s in seqs) == sampled
     assert [[played[r].segment.index for r in chain] for chain in chains] == [[0, 1], [0, 1]]  # type: ignore[union-attr]
