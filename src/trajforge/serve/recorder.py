@@ -53,6 +53,7 @@ from trajforge.schema import (
 from trajforge.serve.continuation import (
     SPLIT_INTO,
     exactness_of,
+    rewrite_label,
     split_at_break,
 )
 from trajforge.serve.recording import (
@@ -61,7 +62,6 @@ from trajforge.serve.recording import (
     StartConversation,
     recorded,
     recorded_nothing,
-    rewrite_label,
     rewrites,
     told,
 )
@@ -207,7 +207,7 @@ class Recorder:
         for other in session.recordings:
             if other.forked_from == episode_id:
                 other.forked_from = rewritten.id
-        kind, label = rewrite_label(rewritten, messages)
+        kind, label = rewrite_label(rewritten.id, rewritten.session.messages, messages)
         segment = self.new_recording(session, messages, tools, label, recording_id=episode_id)
         segment.notes["rewrite"] = kind
         session.chain.append(segment)

@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any, Protocol
 
-from trajforge.rollout.context import FOLD_REASON
 from trajforge.schema import (
     Exactness,
-    ExactnessKind,
     Fault,
     Message,
     Outcome,
@@ -38,13 +36,7 @@ from trajforge.schema import (
     Usage,
     with_system_text,
 )
-from trajforge.serve.continuation import (
-    SPLIT_INTO,
-    departure,
-    same_message,
-    shared_prefix,
-    unanswered_calls,
-)
+from trajforge.serve.continuation import SPLIT_INTO, keeps_history, same_message, unanswered_calls
 
 SESSION_RECORDINGS = 256
 DEFAULT_SESSION = "default"
@@ -196,50 +188,18 @@ def rewrites(
         recorded = recording.session.messages
         head = _system(recorded)
         if (
-            not _keeps_history(recorded, messages)
+            not keeps_history(recorded, messages)
             and not recording.busy
             and recording.status is OutcomeStatus.OK
             and recording.forked_from is None
             and SPLIT_INTO not in recording.notes
             and recording.session.tools == tools
-            and (head is None) == (system is None)
-            and (head is None or system is None or same_message(head, system))
+            and (
+                head is None if system is None else head is not None and same_message(head, system)
+            )
         ):
             return recording
     return None
-
-
-def _keeps_history(recorded: list[Message], messages: list[Message]) -> bool:
-    """Whether a call that does not continue ``recorded`` still keeps its history: it repeats
-    every recorded message (and answers not every call of the last reply, one the client never
-    saw, or adds replies of its own), or departs at a reply sent back otherwise than it was
-    sampled. Neither is the program rewriting its history."""
-    shared = shared_prefix(recorded, messages)
-    if shared < min(len(recorded), len(messages)):
-        return recorded[shared].role is Role.ASSISTANT
-    return shared == len(recorded) < len(messages)
-
-
-def rewrite_label(rewritten: Recording, messages: list[Message]) -> tuple[str, Exactness]:
-    """What a call does to the history of ``rewritten`` (``compaction``: it keeps none of the
-    recorded turns; ``edit``: it repeats some, then departs) and the label of the segment it
-    starts, split from ``rewritten``, its messages rendered whole as the model is given them."""
-    why = departure(rewritten.session.messages, messages)
-    if why is None:
-        kind = "compaction"
-        reason = (
-            f"context rewritten by {FOLD_REASON}: the program replaced its history with "
-            f"{len(messages)} messages that repeat none of the recorded turns (a compaction)"
-        )
-    else:
-        kind, reason = "edit", f"history rewritten by the program: {why}"
-    label = Exactness(
-        kind=ExactnessKind.SPLIT,
-        reason=reason,
-        split_from=rewritten.id,
-        rendered_prefix=len(messages),
-    )
-    return kind, label
 
 
 def told(session: GatewaySession, messages: list[Message]) -> list[Message]:
