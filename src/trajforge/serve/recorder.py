@@ -32,6 +32,7 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
@@ -82,6 +83,7 @@ def turn_cap(asked: int, room: int | None) -> TurnCap:
     return TurnCap(asked)
 
 
+@dataclass(eq=False, repr=False)
 class Recorder:
     """Sessions of one gateway and the store their trajectories go to.
 
@@ -94,24 +96,15 @@ class Recorder:
         env: the environment name recorded on trajectories (``None`` for a free agent).
     """
 
-    def __init__(
-        self,
-        start: StartConversation,
-        model: str,
-        precision: str | None,
-        store: TrajectoryStore | None,
-        run_id: str,
-        env: str | None = None,
-    ) -> None:
-        self.start = start
-        self.model = model
-        self.precision = precision
-        self.store = store
-        self.run_id = run_id
-        self.env = env
-        self._keep_sessions: int | None = None
-        self.sessions: dict[str, GatewaySession] = {}
-        """By last use, the most recent last."""
+    start: StartConversation
+    model: str
+    precision: str | None
+    store: TrajectoryStore | None
+    run_id: str
+    env: str | None = None
+    _keep_sessions: int | None = field(default=None, init=False)
+    sessions: dict[str, GatewaySession] = field(default_factory=dict, init=False)
+    """By last use, the most recent last."""
 
     def hold_sessions(self, most: int | None) -> None:
         """Hold at most ``most`` sessions from the next call on (the least recently used idle

@@ -23,6 +23,7 @@ import copy
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -125,15 +126,15 @@ class SelfPlayRollouts(StepRunner):
         return await asyncio.to_thread(self.self_play.rollout, spec, self.policy, step)
 
 
+@dataclass(eq=False, repr=False)
 class AgentRollouts(StepRunner):
     """Runs of an agent program against a gateway over the live policy, bounded by the
     config's ``agent_timeout_s`` and ``agent_concurrency``; a run sampled at another
     temperature than the trainer scores is refused."""
 
-    def __init__(self, runners: AgentRunners, policy: HFPolicy, cfg: RLConfig) -> None:
-        self.runners = runners
-        self.policy = policy
-        self.cfg = cfg
+    runners: AgentRunners
+    policy: HFPolicy
+    cfg: RLConfig
 
     async def rollout(
         self, spec: RolloutSpec, step: int, hooks: Sequence[RolloutHook] = ()

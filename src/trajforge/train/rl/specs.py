@@ -22,6 +22,13 @@ RL_RUN_KIND = "rl"
 """The ``kind`` an RL run's rollouts carry in their metadata (the viewer's runs table shows it)."""
 
 
+def round_run_name(step: int, round_: int) -> str:
+    """The run name of step ``step``'s rollouts in seed round ``round_`` (0: the step's own)."""
+    if round_ == RESAMPLE_ROUND:
+        return f"step{step}-resample"
+    return f"step{step}-refill{round_}" if round_ else f"step{step}"
+
+
 def step_spec(
     cfg: RLConfig,
     tasks: list[Task],
