@@ -32,11 +32,6 @@ from trajforge.rollout import RolloutSpec
 from trajforge.schema import OutcomeStatus
 
 COMMAND = "collect"
-AGENT_META = "agent"
-"""The run's metadata key of the program's command line (what ``--resume`` runs again)."""
-HARNESS_META = "harness"
-CONFINE_META = "confine"
-"""The run's metadata keys of its harness and its confinement (``--resume`` keeps both)."""
 
 
 def _spec(options: Mapping[str, Any]) -> RolloutSpec:
@@ -164,39 +159,37 @@ def collect(
     With --memory, each run's gateway session adds the memory's lessons for its task to the
     system message of every model call (the program's prompts stay its own)."""
     # lazy: the runner loads the gateway (uvicorn and fastapi take 0.4 s)
-    from trajforge.agent_programs import AgentRunner, Confinement, collected_program
+    from trajforge.agent_programs import (
+        AGENT_META,
+        CONFINE_META,
+        HARNESS_META,
+        Confinement,
+        program,
+        program_metadata,
+    )
 
     on_ray = opts.ray_options(ctx.params)
     confined = confine or harness is not None or bool(confine_read)
     confinement = Confinement(read_only=confine_read or []) if confined else None
     if resume is None:
-        collected_program(agent or None, harness, confinement)  # fails before the run starts
+        program(agent or None, harness, confinement)  # fails before the run starts
         check_model(model)
     if memory is not None and env is None and resume is None:
         raise ConfigError(f"{MEMORY_OPTION}: give --env (a memory's items belong to an env)")
     # The lessons are added by the gateway here, so programs on Ray read them too.
     extra = {
-        AGENT_META: agent,
-        HARNESS_META: harness,
-        CONFINE_META: None if confinement is None else confinement.model_dump(mode="json"),
+        **program_metadata(agent, harness, confinement),
         **plan_memory(memory, memory_k, memory_update, False, None, memory_embed),
     }
     with command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
         learning, update = stored_memory(current.meta, current.env)
         meta = current.meta
         stored = meta.get(CONFINE_META)
-        command, confining, setup = collected_program(
+        runner = program(
             meta.get(AGENT_META) or None,
             meta.get(HARNESS_META),
             Confinement.model_validate(stored) if stored is not None else None,
-        )
-        runner = AgentRunner(
-            command,
-            ray=on_ray,
-            told=learning.told if learning is not None else None,
-            confine=confining,
-            setup=setup,
-        )
+        ).runner(ray=on_ray, told=learning.told if learning is not None else None)
         done = current.roll_out(
             show=not as_json,
             runner=runner,

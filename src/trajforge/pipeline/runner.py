@@ -389,7 +389,7 @@ class ExperimentRunner:
 
     def _rl(self, index: int, stage: RLStage, model: str, run_id: str) -> dict[str, Any]:
         cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir)
-        runners = agent_runners(cfg.agent, cfg.env)
+        runners = agent_runners(cfg.agent, cfg.env, harness=cfg.harness, confine=cfg.confine)
         trainer = RLTrainer(cfg, run_prefix=run_id, stage=stage.name, agent_runner=runners)
         result = _train(trainer, cfg.output_dir)
         return training_record(result, cfg.output_dir, rl_detail(result))

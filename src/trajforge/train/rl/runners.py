@@ -22,9 +22,9 @@ import asyncio
 import copy
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -48,10 +48,19 @@ if TYPE_CHECKING:
     from trajforge.distributed import RayRunner
     from trajforge.train.rl.self_play import SelfPlay
 
-AgentRunners = Callable[[TokenPolicy], EpisodeRunner]
-"""``runner(policy)``: the ``EpisodeRunner`` that plays a step's episodes as runs of the config's
-agent program, whose model calls ``policy`` answers; the layer above training provides it
-(``trajforge.agent_programs.agent_runners``), since training sits below the gateway."""
+
+class AgentRunners(Protocol):
+    """``runner(policy)``: the ``EpisodeRunner`` that plays a step's episodes as runs of the
+    config's agent program, whose model calls ``policy`` answers; the layer above training
+    provides it (``trajforge.agent_programs.agent_runners``), since training sits below the
+    gateway."""
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What each step's run records of the program (its command or harness, its
+        confinement), as ``trajforge collect`` records it."""
+
+    def __call__(self, policy: TokenPolicy) -> EpisodeRunner: ...
 
 
 class StepRunner(ABC):
@@ -136,9 +145,14 @@ class AgentRollouts(StepRunner):
         agent = spec.model_copy(
             update={"limits": limits, "concurrency": self.cfg.agent_concurrency}
         )
-        played = await arun_rollout(agent, runner=self.runners(self.policy), hooks=hooks)
-        check_sampled_temperature(played, self.cfg.temperature)
-        return played
+        # A program that rewrote its history played its episode as segments, trained together.
+        earlier = EarlierSegments()
+        played = await arun_rollout(
+            agent, runner=self.runners(self.policy), hooks=[*hooks, earlier]
+        )
+        trajectories = [*played, *earlier.trajectories]
+        check_sampled_temperature(trajectories, self.cfg.temperature)
+        return trajectories
 
 
 def check_sampled_temperature(trajs: Sequence[Trajectory], temperature: float) -> None:

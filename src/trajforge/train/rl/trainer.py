@@ -93,13 +93,14 @@ class RLTrainer(Trainer):
         """``run_prefix``: the rollouts' run ids are ``<run_prefix>.step<N>`` (validation:
         ``.val-step<N>``), as an experiment names its stages' runs, ``stage`` the stage's name;
         without one, ``rl-<output folder>-step<N>``."""
-        if (cfg.agent is None) != (agent_runner is None):
+        if cfg.plays_program != (agent_runner is not None):
             raise ConfigError(
                 "agent: an agent program's rollouts run through the gateway: start the run "
                 "with trajforge train rl or an experiment (agent_runner and agent go together)"
             )
         self.rl_cfg = cfg
         self.run_prefix, self.stage = run_prefix, stage
+        self.program = {} if agent_runner is None else agent_runner.metadata
         self.entry = get_env(cfg.env)
         self.tasks = self.entry.tasks(cfg.num_tasks, seed=cfg.seed, split=cfg.task_split)
         self.self_play: SelfPlay | None = None
@@ -380,6 +381,7 @@ class RLTrainer(Trainer):
             round_=round_,
             run_prefix=self.run_prefix,
             stage=self.stage,
+            program=self.program,
         )
 
     def _validate(self, step: int) -> ValidationPoint:
