@@ -21,8 +21,8 @@ from trajforge.agent_programs.collected import (
     HARNESS_META,
     Program,
     ProgramRunners,
+    agent_program,
     agent_runners,
-    program,
     program_metadata,
 )
 from trajforge.agent_programs.confine import Confinement, RunSetup
@@ -43,10 +43,10 @@ __all__ = [
     "ProgramRunners",
     "RunSetup",
     "agent_argv",
+    "agent_program",
     "agent_runners",
     "collected_program",
     "harness",
     "launch_here",
-    "program",
     "program_metadata",
 ]

@@ -68,7 +68,9 @@ class Program:
             db.set_run(run_id, {**(db.get_run(run_id) or metadata), **self.metadata})
 
 
-def program(agent: str | None, harness: str | None, confine: bool | Confinement | None) -> Program:
+def agent_program(
+    agent: str | None, harness: str | None, confine: bool | Confinement | None
+) -> Program:
     """The program ``agent`` or the harness ``harness`` (one of them), confined where
     ``confine`` says (``True``: by default; a harness always is).
 
@@ -102,7 +104,7 @@ def agent_runners(
     agent: str | None, env: str | None, *, harness: str | None = None, confine: bool = False
 ) -> ProgramRunners | None:
     """The runners of RL's agent program ``agent`` or harness ``harness`` in ``env``, confined
-    where ``confine`` says, as ``program`` makes them (``None`` without either: env episodes)."""
+    where ``confine`` says, as ``agent_program`` makes them (``None`` without either: env episodes)."""
     if agent is None and harness is None:
         return None
-    return ProgramRunners(program(agent, harness, confine), env)
+    return ProgramRunners(agent_program(agent, harness, confine), env)

@@ -164,7 +164,7 @@ def collect(
         CONFINE_META,
         HARNESS_META,
         Confinement,
-        program,
+        agent_program,
         program_metadata,
     )
 
@@ -172,7 +172,7 @@ def collect(
     confined = confine or harness is not None or bool(confine_read)
     confinement = Confinement(read_only=confine_read or []) if confined else None
     if resume is None:
-        program(agent or None, harness, confinement)  # fails before the run starts
+        agent_program(agent or None, harness, confinement)  # fails before the run starts
         check_model(model)
     if memory is not None and env is None and resume is None:
         raise ConfigError(f"{MEMORY_OPTION}: give --env (a memory's items belong to an env)")
@@ -185,7 +185,7 @@ def collect(
         learning, update = stored_memory(current.meta, current.env)
         meta = current.meta
         stored = meta.get(CONFINE_META)
-        runner = program(
+        runner = agent_program(
             meta.get(AGENT_META) or None,
             meta.get(HARNESS_META),
             Confinement.model_validate(stored) if stored is not None else None,

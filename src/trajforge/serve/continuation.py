@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from trajforge.policy import HistoryRewritten, break_reason
-from trajforge.rollout.context import FOLD_REASON
+from trajforge.rollout import FOLD_REASON
 from trajforge.schema import Exactness, ExactnessKind, Fault, Message, Outcome, OutcomeStatus, Role
 from trajforge.serve.wire import call_arguments_text
 
