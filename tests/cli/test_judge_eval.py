@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from episodes import play
-from trajforge.cli.eval_cmds import Judging
+from trajforge.cli.judging import Judging
 from trajforge.cli.failures import ExitCode
 from trajforge.cli.main import app
 from trajforge.envs.builtin import calculator

@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from trajforge.judge import (
     FailureSplit,
@@ -137,3 +138,13 @@ def add_reward_figures(
 
 def _failures_of(rows: Iterable[SummaryRow], infra_ids: Set[str]) -> FailureSplit:
     return split_failures((r["status"], r["reward"], r["id"] in infra_ids) for r in rows)
+
+
+def metric_table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
+    """A table of ``(metric, value)`` rows, the values right-aligned."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in rows:
+        table.add_row(name, value)
+    return table

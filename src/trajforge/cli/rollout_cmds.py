@@ -13,6 +13,7 @@ from trajforge.cli.common import (
     JsonOption,
     StoreOption,
     console,
+    metric_table,
     print_json,
     rewards_of,
 )
@@ -37,9 +38,6 @@ COMMAND = "rollout"
 def _summary_table(title: str, stats: RolloutStats, rewards: RewardSummary) -> Table:
     """Episodes, statuses and throughput of this invocation; success and mean reward of every
     stored episode of the run (the same figures when nothing was resumed)."""
-    table = Table(title=title)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
     rows = [
         ("episodes", f"{stats.done}/{stats.total}"),
         *((f"status {s.value}", str(stats.statuses[s.value])) for s in OutcomeStatus),
@@ -52,9 +50,7 @@ def _summary_table(title: str, stats: RolloutStats, rewards: RewardSummary) -> T
         ("tokens/s", f"{stats.tokens_per_s:.1f}"),
         ("wall time", f"{stats.elapsed_s:.1f} s"),
     ]
-    for name, value in rows:
-        table.add_row(name, value)
-    return table
+    return metric_table(title, rows)
 
 
 def rollout_command(
