@@ -10,19 +10,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from trajforge.cli import memory_options as memory_opts
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.command_run import command_run
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json
 from trajforge.cli.failures import finish, stored_failures
-from trajforge.cli.memory_cmds import (
-    MEMORY_OPTION,
-    MemoryEmbedOption,
-    MemoryKOption,
-    MemoryOption,
-    MemoryUpdateOption,
-    plan_memory,
-    stored_memory,
-)
 from trajforge.cli.serve_cmds import ServeModelOption, check_model
 from trajforge.envs import TaskSet
 from trajforge.errors import ConfigError
@@ -150,10 +142,10 @@ def collect(
         ),
     ] = False,
     ray_address: opts.RayAddressOption = None,
-    memory: MemoryOption = None,
-    memory_k: MemoryKOption = DEFAULT_K,
-    memory_update: MemoryUpdateOption = False,
-    memory_embed: MemoryEmbedOption = None,
+    memory: memory_opts.MemoryOption = None,
+    memory_k: memory_opts.MemoryKOption = DEFAULT_K,
+    memory_update: memory_opts.MemoryUpdateOption = False,
+    memory_embed: memory_opts.MemoryEmbedOption = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
@@ -173,16 +165,18 @@ def collect(
         collected_program(agent or None, harness, confinement)  # fails before the run starts
         check_model(model)
     if memory is not None and env is None and resume is None:
-        raise ConfigError(f"{MEMORY_OPTION}: give --env (a memory's items belong to an env)")
+        raise ConfigError(
+            f"{memory_opts.MEMORY_OPTION}: give --env (a memory's items belong to an env)"
+        )
     # The lessons are added by the gateway here, so programs on Ray read them too.
     extra = {
         AGENT_META: agent,
         HARNESS_META: harness,
         CONFINE_META: None if confinement is None else confinement.model_dump(mode="json"),
-        **plan_memory(memory, memory_k, memory_update, False, None, memory_embed),
+        **memory_opts.plan_memory(memory, memory_k, memory_update, False, None, memory_embed),
     }
     with command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
-        learning, update = stored_memory(current.meta, current.env)
+        learning, update = memory_opts.stored_memory(current.meta, current.env)
         meta = current.meta
         stored = meta.get(CONFINE_META)
         command, confining, setup = collected_program(

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from trajforge.errors import StoreError
 from trajforge.judge import (
     FailureSplit,
     RewardSummary,
@@ -94,6 +95,14 @@ def resolve_store_path(store: Path | None) -> Path:
         return store
     env = os.environ.get("TRAJFORGE_STORE")
     return Path(env) if env else DEFAULT_STORE
+
+
+def existing_store_path(store: Path | None) -> Path:
+    """The store ``--store`` names (or the default one), which must exist already."""
+    path = resolve_store_path(store)
+    if not path.exists():
+        raise StoreError(f"no store at {path} (pass --store or set TRAJFORGE_STORE)")
+    return path
 
 
 def print_json(data: Any) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from trajforge.cli import memory_options as memory_opts
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.best_of import BestOfOption, SelectOption, plan_for_env
 from trajforge.cli.command_run import command_run
@@ -22,14 +23,6 @@ from trajforge.cli.judging import (
     ScorerOption,
     refuse_rubric,
     score_rows,
-)
-from trajforge.cli.memory_cmds import (
-    MemoryEmbedOption,
-    MemoryKOption,
-    MemoryOption,
-    MemoryUpdateOption,
-    plan_memory,
-    stored_memory,
 )
 from trajforge.cli.renamed import OldRubricOption
 from trajforge.errors import ConfigError
@@ -107,10 +100,10 @@ def eval_command(
     run: opts.RunOption = None,
     resume: opts.ResumeOption = None,
     store: StoreOption = None,
-    memory: MemoryOption = None,
-    memory_k: MemoryKOption = DEFAULT_K,
-    memory_update: MemoryUpdateOption = False,
-    memory_embed: MemoryEmbedOption = None,
+    memory: memory_opts.MemoryOption = None,
+    memory_k: memory_opts.MemoryKOption = DEFAULT_K,
+    memory_update: memory_opts.MemoryUpdateOption = False,
+    memory_embed: memory_opts.MemoryEmbedOption = None,
     ray: opts.RayOption = False,
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
@@ -145,14 +138,16 @@ def eval_command(
     if plan is not None:
         extra["best_of"] = plan.model_dump(mode="json")
     on_ray = opts.ray_options(ctx.params)
-    extra |= plan_memory(memory, memory_k, memory_update, on_ray is not None, user, memory_embed)
+    extra |= memory_opts.plan_memory(
+        memory, memory_k, memory_update, on_ray is not None, user, memory_embed
+    )
     # The rollout options reach the run's spec through ctx.params.
     with command_run(ctx, COMMAND, extra) as current:
         if current.resumed:
             judging = Judging.model_validate(current.meta.get("judging", {}))
             if "best_of" in current.meta:
                 plan = BestOf.model_validate(current.meta["best_of"])
-        learning, update = stored_memory(current.meta, current.env)
+        learning, update = memory_opts.stored_memory(current.meta, current.env)
         current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)
         # Every episode is stored; an interrupted scoring resumes where it stopped.
         trajectories = current.db.query(run=current.run_id, order_by="task_id")

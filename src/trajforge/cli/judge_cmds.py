@@ -14,9 +14,9 @@ from trajforge.cli.common import (
     JsonOption,
     StoreOption,
     console,
+    existing_store_path,
     metric_table,
     print_json,
-    resolve_store_path,
 )
 from trajforge.cli.failures import finish, scored_failures
 from trajforge.cli.judging import (
@@ -37,10 +37,7 @@ from trajforge.store import AmbiguousIdError, TrajectoryStore
 
 
 def _open_store(store: Path | None) -> TrajectoryStore:
-    path = resolve_store_path(store)
-    if not path.exists():
-        raise StoreError(f"no store at {path} (pass --store or set TRAJFORGE_STORE)")
-    return TrajectoryStore(path)
+    return TrajectoryStore(existing_store_path(store))
 
 
 def judge_command(

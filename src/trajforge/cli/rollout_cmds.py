@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from trajforge.cli import memory_options as memory_opts
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.command_run import command_run
 from trajforge.cli.common import (
@@ -18,14 +19,6 @@ from trajforge.cli.common import (
     rewards_of,
 )
 from trajforge.cli.failures import finish, stored_failures
-from trajforge.cli.memory_cmds import (
-    MemoryEmbedOption,
-    MemoryKOption,
-    MemoryOption,
-    MemoryUpdateOption,
-    plan_memory,
-    stored_memory,
-)
 from trajforge.judge import RewardSummary
 from trajforge.memory import DEFAULT_K
 from trajforge.precision import Precision
@@ -81,10 +74,10 @@ def rollout_command(
     batch_size: opts.BatchSizeOption = 16,
     concurrency: opts.ConcurrencyOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
-    memory: MemoryOption = None,
-    memory_k: MemoryKOption = DEFAULT_K,
-    memory_update: MemoryUpdateOption = False,
-    memory_embed: MemoryEmbedOption = None,
+    memory: memory_opts.MemoryOption = None,
+    memory_k: memory_opts.MemoryKOption = DEFAULT_K,
+    memory_update: memory_opts.MemoryUpdateOption = False,
+    memory_embed: memory_opts.MemoryEmbedOption = None,
     ray: opts.RayOption = False,
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
@@ -97,9 +90,11 @@ def rollout_command(
     """
     # The options reach the run's spec through ctx.params.
     on_ray = opts.ray_options(ctx.params)
-    extra = plan_memory(memory, memory_k, memory_update, on_ray is not None, user, memory_embed)
+    extra = memory_opts.plan_memory(
+        memory, memory_k, memory_update, on_ray is not None, user, memory_embed
+    )
     with command_run(ctx, COMMAND, extra) as current:
-        learning, update = stored_memory(current.meta, current.env)
+        learning, update = memory_opts.stored_memory(current.meta, current.env)
         done = current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)
         rows = current.db.summaries(run=current.run_id)
         failures = stored_failures(current.db, current.run_id)
