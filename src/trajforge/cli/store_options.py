@@ -4,8 +4,12 @@ command opens."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_type_hints
 
 import typer
 
@@ -68,6 +72,70 @@ def store_filter(
         except StoreError as exc:
             raise StoreError(f"--run: {exc}") from None
     return found.model_copy(update={"run": run, "env": env})
+
+
+@dataclass(frozen=True)
+class StoreFilterOptions:
+    """The filter options' values, as a command given them by ``filter_options`` gets them."""
+
+    run: str | None = None
+    env: str | None = None
+    status: str | None = None
+    min_reward: float | None = None
+    max_reward: float | None = None
+    signal: Signal | None = None
+
+    def resolve(self, st: TrajectoryStore) -> TrajectoryFilter:
+        """The store filter they ask for in ``st`` (``store_filter``)."""
+        return store_filter(
+            st, self.run, self.env, self.status, self.min_reward, self.max_reward, self.signal
+        )
+
+
+_FILTER_OPTIONS: dict[str, Any] = {
+    "run": RunFilter,
+    "env": EnvFilter,
+    "status": StatusFilter,
+    "min_reward": MinReward,
+    "max_reward": MaxReward,
+    "signal": SignalFilter,
+}
+
+Command = Callable[..., None]
+
+
+def filter_options(*, signal: bool = True) -> Callable[[Command], Command]:
+    """Give a command the filter options where its ``where`` parameter stands: ``--run``,
+    ``--env``, ``--status``, ``--min-reward``, ``--max-reward`` and (unless ``signal`` is
+    False) ``--signal``; the command gets their values as one ``StoreFilterOptions``.
+
+    Typer reads a command's options from its signature, so the decorated command's signature
+    lists the options in place of ``where``.
+    """
+    names = [name for name in _FILTER_OPTIONS if signal or name != "signal"]
+
+    def decorate(command: Command) -> Command:
+        hints = get_type_hints(command, include_extras=True)
+        params: list[inspect.Parameter] = []
+        for param in inspect.signature(command).parameters.values():
+            if param.name != "where":
+                params.append(param.replace(annotation=hints[param.name]))
+                continue
+            params += [
+                param.replace(name=name, default=None, annotation=_FILTER_OPTIONS[name])
+                for name in names
+            ]
+
+        @functools.wraps(command)
+        def with_filter(**kwargs: Any) -> None:
+            where = StoreFilterOptions(**{name: kwargs.pop(name) for name in names})
+            command(where=where, **kwargs)
+
+        with_filter.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        with_filter.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        return with_filter
+
+    return decorate
 
 
 def check_limit(limit: int | None) -> None:
