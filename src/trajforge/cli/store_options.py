@@ -131,7 +131,8 @@ def filter_options(*, signal: bool = True) -> Callable[[Command], Command]:
             where = StoreFilterOptions(**{name: kwargs.pop(name) for name in names})
             command(where=where, **kwargs)
 
-        with_filter.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        signature = inspect.Signature(params, return_annotation=None)
+        with_filter.__signature__ = signature  # type: ignore[attr-defined]
         with_filter.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
         return with_filter
 
