@@ -18,7 +18,6 @@ from trajforge.cli.failures import finish, stored_failures
 from trajforge.cli.serve_cmds import ServeModelOption, check_model
 from trajforge.envs import TaskSet
 from trajforge.errors import ConfigError
-from trajforge.memory import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutSpec
 from trajforge.schema import OutcomeStatus
@@ -60,6 +59,7 @@ def _spec(options: Mapping[str, Any]) -> RolloutSpec:
     )
 
 
+@memory_opts.memory_options
 def collect(
     ctx: typer.Context,
     agent: Annotated[
@@ -142,10 +142,7 @@ def collect(
         ),
     ] = False,
     ray_address: opts.RayAddressOption = None,
-    memory: memory_opts.MemoryOption = None,
-    memory_k: memory_opts.MemoryKOption = DEFAULT_K,
-    memory_update: memory_opts.MemoryUpdateOption = False,
-    memory_embed: memory_opts.MemoryEmbedOption = None,
+    memory: memory_opts.MemoryOptions = memory_opts.NO_MEMORY,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
@@ -164,7 +161,7 @@ def collect(
     if resume is None:
         collected_program(agent or None, harness, confinement)  # fails before the run starts
         check_model(model)
-    if memory is not None and env is None and resume is None:
+    if memory.memory is not None and env is None and resume is None:
         raise ConfigError(
             f"{memory_opts.MEMORY_OPTION}: give --env (a memory's items belong to an env)"
         )
@@ -173,7 +170,7 @@ def collect(
         AGENT_META: agent,
         HARNESS_META: harness,
         CONFINE_META: None if confinement is None else confinement.model_dump(mode="json"),
-        **memory_opts.plan_memory(memory, memory_k, memory_update, False, None, memory_embed),
+        **memory.plan(False, None),
     }
     with command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
         learning, update = memory_opts.stored_memory(current.meta, current.env)

@@ -35,7 +35,6 @@ from trajforge.judge import (
     format_scored,
     format_success,
 )
-from trajforge.memory import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.store import TrajectoryStore
 
@@ -76,6 +75,7 @@ def _eval_rows(summary: EvalSummary) -> list[tuple[str, str]]:
     ]
 
 
+@memory_opts.memory_options
 def eval_command(
     ctx: typer.Context,
     env: opts.EnvOption = "calculator",
@@ -100,10 +100,7 @@ def eval_command(
     run: opts.RunOption = None,
     resume: opts.ResumeOption = None,
     store: StoreOption = None,
-    memory: memory_opts.MemoryOption = None,
-    memory_k: memory_opts.MemoryKOption = DEFAULT_K,
-    memory_update: memory_opts.MemoryUpdateOption = False,
-    memory_embed: memory_opts.MemoryEmbedOption = None,
+    memory: memory_opts.MemoryOptions = memory_opts.NO_MEMORY,
     ray: opts.RayOption = False,
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
@@ -138,9 +135,7 @@ def eval_command(
     if plan is not None:
         extra["best_of"] = plan.model_dump(mode="json")
     on_ray = opts.ray_options(ctx.params)
-    extra |= memory_opts.plan_memory(
-        memory, memory_k, memory_update, on_ray is not None, user, memory_embed
-    )
+    extra |= memory.plan(on_ray is not None, user)
     # The rollout options reach the run's spec through ctx.params.
     with command_run(ctx, COMMAND, extra) as current:
         if current.resumed:

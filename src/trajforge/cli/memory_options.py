@@ -4,6 +4,7 @@ with it so that ``--resume`` reads the same one."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +12,7 @@ import typer
 from pydantic import BaseModel, ConfigDict
 
 from trajforge.cli.common import err_console
+from trajforge.cli.option_groups import option_group
 from trajforge.errors import ConfigError
 from trajforge.memory import DEFAULT_K, Memory, read_memory
 from trajforge.policy import check_embedder_name
@@ -71,42 +73,64 @@ class MemoryPlan(BaseModel):
         return memory
 
 
-def plan_memory(
-    path: Path | None,
-    k: int,
-    update: bool,
-    ray: bool,
-    user: str | None,
-    embed: str | None = None,
-) -> dict[str, Any]:
-    """The run metadata that records the memory ``--memory`` asks for (empty: none), which
-    ``stored_memory`` reads back; its file is read whole before anything runs, bad values are
-    one line each. ``embed`` (``--memory-embed``) is checked by name here and loaded by
-    ``MemoryPlan.open``."""
-    if path is None:
-        if update:
-            raise ConfigError("--memory-update: give --memory FILE.jsonl (the memory to grow)")
+@dataclass(frozen=True)
+class MemoryOptions:
+    """The values of ``--memory``, ``--memory-k``, ``--memory-update`` and ``--memory-embed``
+    (``memory_options`` gives them to a command as one)."""
+
+    memory: Path | None = None
+    memory_k: int = DEFAULT_K
+    memory_update: bool = False
+    memory_embed: str | None = None
+
+    def plan(self, ray: bool, user: str | None) -> dict[str, Any]:
+        """The run metadata that records the memory ``--memory`` asks for (empty: none), which
+        ``stored_memory`` reads back; its file is read whole before anything runs, bad values
+        are one line each. ``--memory-embed`` is checked by name here and loaded by
+        ``MemoryPlan.open``."""
+        embed = self.memory_embed
+        if self.memory is None:
+            if self.memory_update:
+                raise ConfigError("--memory-update: give --memory FILE.jsonl (the memory to grow)")
+            if embed is not None:
+                raise ConfigError(
+                    f"{EMBED_OPTION}: give --memory FILE.jsonl (the memory to search)"
+                )
+            return {}
+        if self.memory_k < 1:
+            raise ConfigError(f"--memory-k: must be at least 1, got {self.memory_k}")
+        if ray:
+            raise ConfigError(f"{MEMORY_OPTION}: a memory is read in this process; drop --ray")
+        if user is not None:
+            # The simulated user is bound to the env itself, which the memory wraps.
+            raise ConfigError(f"{MEMORY_OPTION}: not with --user (a policy as the simulated user)")
         if embed is not None:
-            raise ConfigError(f"{EMBED_OPTION}: give --memory FILE.jsonl (the memory to search)")
-        return {}
-    if k < 1:
-        raise ConfigError(f"--memory-k: must be at least 1, got {k}")
-    if ray:
-        raise ConfigError(f"{MEMORY_OPTION}: a memory is read in this process; drop --ray")
-    if user is not None:
-        # The simulated user is bound to the env itself, which the memory wraps.
-        raise ConfigError(f"{MEMORY_OPTION}: not with --user (a policy as the simulated user)")
-    if embed is not None:
-        try:
-            check_embedder_name(embed)
-        except ConfigError as exc:
-            raise ConfigError(f"{EMBED_OPTION}: {exc}") from None
-        # A folder by its absolute path, so that --resume finds it from any folder.
-        if Path(embed).expanduser().is_dir():
-            embed = str(Path(embed).expanduser().absolute())
-    read_memory(path)
-    plan = MemoryPlan(path=str(path.absolute()), k=k, update=update, embed=embed)
-    return {_MEMORY_META: plan.model_dump(mode="json")}
+            try:
+                check_embedder_name(embed)
+            except ConfigError as exc:
+                raise ConfigError(f"{EMBED_OPTION}: {exc}") from None
+            # A folder by its absolute path, so that --resume finds it from any folder.
+            if Path(embed).expanduser().is_dir():
+                embed = str(Path(embed).expanduser().absolute())
+        read_memory(self.memory)
+        path = str(self.memory.absolute())
+        plan = MemoryPlan(path=path, k=self.memory_k, update=self.memory_update, embed=embed)
+        return {_MEMORY_META: plan.model_dump(mode="json")}
+
+
+NO_MEMORY = MemoryOptions()
+
+memory_options = option_group(
+    "memory",
+    MemoryOptions,
+    {
+        "memory": (MemoryOption, None),
+        "memory_k": (MemoryKOption, DEFAULT_K),
+        "memory_update": (MemoryUpdateOption, False),
+        "memory_embed": (MemoryEmbedOption, None),
+    },
+)
+"""Give a command the memory options where its ``memory`` parameter stands."""
 
 
 def stored_memory(meta: dict[str, Any], env: str) -> tuple[Memory | None, bool]:

@@ -20,7 +20,6 @@ from trajforge.cli.common import (
 )
 from trajforge.cli.failures import finish, stored_failures
 from trajforge.judge import RewardSummary
-from trajforge.memory import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutStats
 from trajforge.schema import OutcomeStatus
@@ -46,6 +45,7 @@ def _summary_table(title: str, stats: RolloutStats, rewards: RewardSummary) -> T
     return metric_table(title, rows)
 
 
+@memory_opts.memory_options
 def rollout_command(
     ctx: typer.Context,
     env: opts.EnvOption = "calculator",
@@ -74,10 +74,7 @@ def rollout_command(
     batch_size: opts.BatchSizeOption = 16,
     concurrency: opts.ConcurrencyOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
-    memory: memory_opts.MemoryOption = None,
-    memory_k: memory_opts.MemoryKOption = DEFAULT_K,
-    memory_update: memory_opts.MemoryUpdateOption = False,
-    memory_embed: memory_opts.MemoryEmbedOption = None,
+    memory: memory_opts.MemoryOptions = memory_opts.NO_MEMORY,
     ray: opts.RayOption = False,
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
@@ -90,9 +87,7 @@ def rollout_command(
     """
     # The options reach the run's spec through ctx.params.
     on_ray = opts.ray_options(ctx.params)
-    extra = memory_opts.plan_memory(
-        memory, memory_k, memory_update, on_ray is not None, user, memory_embed
-    )
+    extra = memory.plan(on_ray is not None, user)
     with command_run(ctx, COMMAND, extra) as current:
         learning, update = memory_opts.stored_memory(current.meta, current.env)
         done = current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)

@@ -4,16 +4,15 @@ command opens."""
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any
 
 import typer
 
 from trajforge.cli.common import resolve_store_path
+from trajforge.cli.option_groups import Command, option_group
 from trajforge.errors import ConfigError, StoreError
 from trajforge.schema import OutcomeStatus
 from trajforge.store import TrajectoryFilter, TrajectoryStore, validate_named
@@ -101,42 +100,15 @@ _FILTER_OPTIONS: dict[str, Any] = {
     "signal": SignalFilter,
 }
 
-Command = Callable[..., None]
-
 
 def filter_options(*, signal: bool = True) -> Callable[[Command], Command]:
     """Give a command the filter options where its ``where`` parameter stands: ``--run``,
     ``--env``, ``--status``, ``--min-reward``, ``--max-reward`` and (unless ``signal`` is
-    False) ``--signal``; the command gets their values as one ``StoreFilterOptions``.
-
-    Typer reads a command's options from its signature, so the decorated command's signature
-    lists the options in place of ``where``.
-    """
+    False) ``--signal``; the command gets their values as one ``StoreFilterOptions``."""
     names = [name for name in _FILTER_OPTIONS if signal or name != "signal"]
-
-    def decorate(command: Command) -> Command:
-        hints = get_type_hints(command, include_extras=True)
-        params: list[inspect.Parameter] = []
-        for param in inspect.signature(command).parameters.values():
-            if param.name != "where":
-                params.append(param.replace(annotation=hints[param.name]))
-                continue
-            params += [
-                param.replace(name=name, default=None, annotation=_FILTER_OPTIONS[name])
-                for name in names
-            ]
-
-        @functools.wraps(command)
-        def with_filter(**kwargs: Any) -> None:
-            where = StoreFilterOptions(**{name: kwargs.pop(name) for name in names})
-            command(where=where, **kwargs)
-
-        signature = inspect.Signature(params, return_annotation=None)
-        with_filter.__signature__ = signature  # type: ignore[attr-defined]
-        with_filter.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
-        return with_filter
-
-    return decorate
+    return option_group(
+        "where", StoreFilterOptions, {name: (_FILTER_OPTIONS[name], None) for name in names}
+    )
 
 
 def check_limit(limit: int | None) -> None:
