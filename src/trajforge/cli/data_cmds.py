@@ -19,7 +19,7 @@ from trajforge.cli.common import (
 )
 from trajforge.cli.render import fitted_table, render_trajectory
 from trajforge.cli.store_options import (
-    StoreFilterOptions,
+    StoreFilterOf,
     check_limit,
     filter_options,
     open_store,
@@ -55,7 +55,7 @@ def schema() -> None:
 
 @filter_options()
 def ls(
-    where: StoreFilterOptions,
+    where: StoreFilterOf,
     limit: Annotated[int, typer.Option("--limit", help="At most this many rows.")] = 50,
     as_json: JsonOption = False,
     store: StoreOption = None,
@@ -63,7 +63,7 @@ def ls(
     """List stored trajectories, newest first, with short ids that any command accepts."""
     check_limit(limit)
     with open_store(store) as st:
-        filters = where.resolve(st)
+        filters = where(st)
         rows = st.summaries(filters, limit=limit)
         total = st.count(filters)
         short_ids = st.short_ids([r["id"] for r in rows], minimum=SHORT_ID_LENGTH)
@@ -120,14 +120,14 @@ def show(
 
 @filter_options()
 def stats(
-    where: StoreFilterOptions,
+    where: StoreFilterOf,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
     """Counts, success, reward mean/std, status breakdown and failures (the policy's own, and
     those lost to the infrastructure), overall and per run and env."""
     with open_store(store) as st:
-        filters = where.resolve(st)
+        filters = where(st)
         infra_ids = {r["id"] for r in st.infra_failures(filters)}
         result = add_reward_figures(st.stats(filters), st.summaries(filters), infra_ids)
     if as_json:

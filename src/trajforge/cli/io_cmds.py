@@ -12,7 +12,7 @@ from rich.markup import escape
 from trajforge.cli.common import StoreOption, console, err_console
 from trajforge.cli.store_options import (
     Limit,
-    StoreFilterOptions,
+    StoreFilterOf,
     check_limit,
     filter_options,
     open_store,
@@ -148,7 +148,7 @@ def export(
     out: Annotated[
         Path, typer.Option("--out", help="The JSONL file to write (replaced atomically).")
     ],
-    where: StoreFilterOptions,
+    where: StoreFilterOf,
     limit: Limit = None,
     fmt: ExportFormatOption = "trajforge",
     store: StoreOption = None,
@@ -162,7 +162,7 @@ def export(
         raise ConfigError(f"--format {fmt}: read, not written (export writes {names})")
     why_none = "no trajectory matches the filters"
     with open_store(store) as st:
-        filters = where.resolve(st)
+        filters = where(st)
         with console.status(f"exporting to {out}"):
             found = st.iter_query(filters, limit=limit)
             if record_format.write_pair is not None:

@@ -5,7 +5,6 @@ command opens."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -73,22 +72,13 @@ def store_filter(
     return found.model_copy(update={"run": run, "env": env})
 
 
-@dataclass(frozen=True)
-class StoreFilterOptions:
-    """The filter options' values, as a command given them by ``filter_options`` gets them."""
+StoreFilterOf = Callable[[TrajectoryStore], TrajectoryFilter]
+"""What a command given the filter options by ``filter_options`` gets: the store filter they
+ask for in a store (``store_filter``)."""
 
-    run: str | None = None
-    env: str | None = None
-    status: str | None = None
-    min_reward: float | None = None
-    max_reward: float | None = None
-    signal: Signal | None = None
 
-    def resolve(self, st: TrajectoryStore) -> TrajectoryFilter:
-        """The store filter they ask for in ``st`` (``store_filter``)."""
-        return store_filter(
-            st, self.run, self.env, self.status, self.min_reward, self.max_reward, self.signal
-        )
+def _filter_of(**values: Any) -> StoreFilterOf:
+    return lambda st: store_filter(st, **values)
 
 
 _FILTER_OPTIONS: dict[str, Any] = {
@@ -104,10 +94,10 @@ _FILTER_OPTIONS: dict[str, Any] = {
 def filter_options(*, signal: bool = True) -> Callable[[Command], Command]:
     """Give a command the filter options where its ``where`` parameter stands: ``--run``,
     ``--env``, ``--status``, ``--min-reward``, ``--max-reward`` and (unless ``signal`` is
-    False) ``--signal``; the command gets their values as one ``StoreFilterOptions``."""
+    False) ``--signal``; the command gets them as one ``StoreFilterOf``."""
     names = [name for name in _FILTER_OPTIONS if signal or name != "signal"]
     return option_group(
-        "where", StoreFilterOptions, {name: (_FILTER_OPTIONS[name], None) for name in names}
+        "where", _filter_of, {name: (_FILTER_OPTIONS[name], None) for name in names}
     )
 
 
