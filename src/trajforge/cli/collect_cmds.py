@@ -10,23 +10,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from trajforge.cli import memory_options as memory_opts
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.command_run import command_run
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json
 from trajforge.cli.failures import finish, stored_failures
-from trajforge.cli.memory_cmds import (
-    MEMORY_OPTION,
-    MemoryEmbedOption,
-    MemoryKOption,
-    MemoryOption,
-    MemoryUpdateOption,
-    plan_memory,
-    stored_memory,
-)
 from trajforge.cli.serve_cmds import ServeModelOption, check_model
 from trajforge.envs import TaskSet
 from trajforge.errors import ConfigError
-from trajforge.memory import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutSpec
 from trajforge.schema import OutcomeStatus
@@ -63,6 +54,7 @@ def _spec(options: Mapping[str, Any]) -> RolloutSpec:
     )
 
 
+@memory_opts.memory_options
 def collect(
     ctx: typer.Context,
     agent: Annotated[
@@ -145,10 +137,7 @@ def collect(
         ),
     ] = False,
     ray_address: opts.RayAddressOption = None,
-    memory: MemoryOption = None,
-    memory_k: MemoryKOption = DEFAULT_K,
-    memory_update: MemoryUpdateOption = False,
-    memory_embed: MemoryEmbedOption = None,
+    memory: memory_opts.MemoryOptions = memory_opts.NO_MEMORY,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
@@ -174,15 +163,17 @@ def collect(
     if resume is None:
         agent_program(agent or None, harness, confinement)  # fails before the run starts
         check_model(model)
-    if memory is not None and env is None and resume is None:
-        raise ConfigError(f"{MEMORY_OPTION}: give --env (a memory's items belong to an env)")
+    if memory.memory is not None and env is None and resume is None:
+        raise ConfigError(
+            f"{memory_opts.MEMORY_OPTION}: give --env (a memory's items belong to an env)"
+        )
     # The lessons are added by the gateway here, so programs on Ray read them too.
     extra = {
         **program_metadata(agent, harness, confinement),
-        **plan_memory(memory, memory_k, memory_update, False, None, memory_embed),
+        **memory.plan(False, None),
     }
     with command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
-        learning, update = stored_memory(current.meta, current.env)
+        learning, update = memory_opts.stored_memory(current.meta, current.env)
         meta = current.meta
         stored = meta.get(CONFINE_META)
         runner = agent_program(
