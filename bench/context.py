@@ -59,8 +59,9 @@ MAX_TURNS = 20
 DEMO_SLACK = Sampling().max_new_tokens - MAX_NEW_TOKENS
 ARMS = ("cut", "keep_last", "summary", "fold_sft", "fold_rl")
 SFT_TRAIN = {
-    # The credit bench's SFT of the pocket model from scratch (examples/keydoor/cpu.yaml), at
-    # fewer passes: 6 over ~440 rows is about its 150 steps.
+    # The credit bench's SFT of the pocket model from scratch (examples/keydoor/cpu.yaml); 11
+    # passes over ~300 rows is ~200 steps. At 6 passes over ~440 rows (168 steps, fold calls
+    # ~3/4 of the trained tokens) the model bumped into walls and solved nothing.
     "batch_size": 16,
     "micro_batch_tokens": 32768,
     "optim": {"lr": 3.0e-3, "schedule": "cosine", "warmup_steps": 5},
@@ -138,7 +139,7 @@ def _sft(args: argparse.Namespace, fold: ContextSpec, out: Path) -> str:
     train: dict[str, Any] = {**SFT_TRAIN, "epochs": args.sft_epochs}
     if args.quick:
         train.update(epochs=1, max_steps=QUICK["sft_steps"], batch_size=4)
-    demos = {"kind": "demonstrations", "tasks": args.demos, "max_turns": MAX_TURNS}
+    demos = {"kind": "demonstrations", "max_turns": MAX_TURNS}
     exp = Experiment.model_validate(
         {
             "name": "context-sft",
@@ -146,11 +147,12 @@ def _sft(args: argparse.Namespace, fold: ContextSpec, out: Path) -> str:
             "model": args.model,
             "precision": "fp32",
             "stages": [
-                {**demos, "name": "whole", "policy": "expert"},
+                {**demos, "name": "whole", "policy": "expert", "tasks": args.demos},
                 {
                     **demos,
                     "name": "folding",
                     "policy": f"script:{FOLD_EXPERT}:fold_expert",
+                    "tasks": args.fold_demos,
                     "seed": 1,
                     # A demonstrations stage caps a turn at the sampling default, which the
                     # expert never uses: the budget grows by the difference, the prompts do not.
@@ -257,9 +259,10 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=256, help="tokens a forward may hold (arms without the fold tool)")  # fmt: skip
     parser.add_argument("--keep", type=int, default=2, help="turns keep_last and summary keep whole")  # fmt: skip
     parser.add_argument("--tasks", type=int, default=50, help="held-out boards per seed")
-    parser.add_argument("--demos", type=int, default=100, help="boards per demonstration set")
-    parser.add_argument("--sft-epochs", type=int, default=6, help="passes over both demonstration sets")  # fmt: skip
-    parser.add_argument("--rl-steps", type=int, default=6)
+    parser.add_argument("--demos", type=int, default=100, help="boards of whole expert episodes")
+    parser.add_argument("--fold-demos", type=int, default=60, help="boards of folding expert episodes")  # fmt: skip
+    parser.add_argument("--sft-epochs", type=int, default=11, help="passes over both demonstration sets")  # fmt: skip
+    parser.add_argument("--rl-steps", type=int, default=4)
     parser.add_argument("--groups", type=int, default=8, help="boards per RL step")
     parser.add_argument("--samples", type=int, default=8, help="samples per board")
     parser.add_argument("--rl-lr", type=float, default=3.0e-4)
@@ -267,7 +270,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.model = "tiny"
-        args.tasks, args.demos, args.rl_steps = QUICK["tasks"], QUICK["demos"], QUICK["rl_steps"]
+        args.tasks, args.rl_steps = QUICK["tasks"], QUICK["rl_steps"]
+        args.demos = args.fold_demos = QUICK["demos"]
         args.groups, args.samples = QUICK["groups"], QUICK["samples"]
     out = args.out or Path(tempfile.mkdtemp(prefix="context-"))
     (out / "evals").mkdir(parents=True, exist_ok=True)
