@@ -48,8 +48,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
+from over_seeds import over_seeds, step_curve
 
-from trajforge.judge.stats import mean_ci95, wilson_ci95
+from trajforge.judge.stats import wilson_ci95
 from trajforge.pipeline.config import (
     EvalStage,
     Experiment,
@@ -107,13 +108,6 @@ def _rate(successes: int, n: int) -> dict[str, Any]:
     }
 
 
-def _over_seeds(rates: list[float]) -> dict[str, Any]:
-    """The mean of per-seed success rates and its 95% Student-t interval across seeds (the
-    spread a new seed would show, which pooling episodes hides)."""
-    ci = mean_ci95(rates)
-    return {"mean": round(ci.mean, 4), "ci95": (round(ci.low, 4), round(ci.high, 4))}
-
-
 class Plan(NamedTuple):
     """The experiment up to its first RL stage, and the names the bench reads back."""
 
@@ -162,16 +156,6 @@ def _arm(prefix: Experiment, rl: RLStage, arm: str, seed: int, model: str) -> Ex
 
 def _record(results: dict[str, Any], name: str) -> dict[str, Any]:
     return next(s for s in results["stages"] if s["name"] == name and s["status"] == "done")
-
-
-def _curve(histories: list[list[dict[str, Any]]], key: str) -> list[float | None]:
-    """The mean over seeds of metric ``key`` at each step (None at a step some seed lacks it)."""
-    curve: list[float | None] = []
-    for i in range(min(len(h) for h in histories)):
-        values = [h[i].get(key) for h in histories]
-        present = [float(v) for v in values if v is not None]
-        curve.append(round(sum(present) / len(present), 3) if len(present) == len(values) else None)
-    return curve
 
 
 def _validation(records: list[dict[str, Any]]) -> list[tuple[int, float]]:
@@ -262,17 +246,17 @@ def main() -> None:
             histories = [r["history"] for r in records]
             arms[arm] = {
                 **_rate(wins, episodes),
-                "seeds": _over_seeds(per_seed),
+                "seeds": over_seeds(per_seed),
                 "per_seed": per_seed,
                 "gain": round(wins / episodes - sft["success"], 4),
-                "reward_curve": _curve(histories, "reward_mean"),
-                "success_curve": _curve(histories, "success_rate"),
+                "reward_curve": step_curve(histories, "reward_mean"),
+                "success_curve": step_curve(histories, "success_rate"),
                 "validation_curve": _validation(records),
                 "kept_steps": [r.get("kept_step") for r in records],
                 # Episodes the update trained on (groups with all-zero advantages are skipped)
                 # and, for GiGPO, the share of steps in an anchor-state group of two or more.
-                "trained_curve": _curve(histories, "trained_trajectories"),
-                "anchor_step_frac_curve": _curve(histories, "anchor_step_frac"),
+                "trained_curve": step_curve(histories, "trained_trajectories"),
+                "anchor_step_frac_curve": step_curve(histories, "anchor_step_frac"),
                 "wall_s": round(sum(r.wall_s for r in per_arm), 1),
             }
         total_wall = time.perf_counter() - started

@@ -15,7 +15,9 @@ from rollout_doubles import make_tasks, run_live
 
 from context_doubles import PAGES, PagesEnv, chatter, folder, looker, summariser
 from trajforge.envs.base import Env
+from trajforge.envs.builtin import keydoor_compact
 from trajforge.envs.registry import get_env
+from trajforge.formats.tool_calls import format_tool_call
 from trajforge.policy.check import MismatchKind, check_segments, check_trajectories
 from trajforge.policy.forced import ForcedTurns
 from trajforge.policy.hf import HFPolicy
@@ -162,6 +164,37 @@ def test_an_agent_that_does_not_fold_is_cut_with_the_reason(tmp_path: Path) -> N
     assert episode.outcome.reason == EndReason.CONTEXT_BUDGET
     assert "the agent did not fold" in (episode.outcome.error or "")
     assert episode.num_tokens + TURN > BUDGET and max(_forwards(episode)) <= BUDGET
+
+
+def _strays_then_the_expert(task: Task, messages: list[Message]) -> str | None:
+    turn = sum(m.role is Role.ASSISTANT for m in messages)
+    if turn == 0:
+        return format_tool_call("look", {})
+    if turn == 1:
+        return "<tool_call>{not json</tool_call>"
+    return keydoor_compact.expert(task, messages)
+
+
+def test_a_stray_call_in_an_env_without_tools_is_answered_not_left_open() -> None:
+    # keydoor-compact reads plain text; under fold, the fold call is the only tool call a reply
+    # can make: any other is answered with an error (the env would leave it unanswered).
+    policy = ScriptedPolicy(_strays_then_the_expert, load_tokenizer())
+    (episode,) = run_live(
+        keydoor_compact.KeyDoorCompactEnv,
+        policy,
+        keydoor_compact.generate_tasks(1, seed=3),
+        context=ContextSpec(strategy="fold", budget=4000),
+        limits=Limits(max_turns=20),
+    )
+    assert episode.outcome.status is OutcomeStatus.OK, episode.outcome.error
+    answers = [m for m in episode.messages if m.role is Role.TOOL]
+    assert [m.tool_call_id for m in answers] == [
+        m.tool_calls[0].id for m in episode.messages[2:5:2]
+    ]
+    assert answers[0].text == "Error: unknown tool 'look'; available tools: fold"
+    assert answers[1].text.startswith("Error: could not parse the tool call:")
+    report = check_trajectories([episode], lambda _: policy.renderer)
+    assert report.ok and report.checked == 1, report.mismatches
 
 
 @pytest.mark.parametrize("strategy", ["none", "keep_last"])

@@ -12,8 +12,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from trajforge.envs import Env
+from trajforge.envs.tool_env import ERROR_PREFIX
 from trajforge.policy import ChatSession, Policy, SamplingParams
 from trajforge.rollout.context import (
+    FOLD,
     FOLD_REASON,
     FOLD_TOOL,
     SUMMARISE_PROMPT,
@@ -115,12 +117,42 @@ class ContextFitting:
         folds = self.context is not None and self.context.strategy is ContextStrategy.FOLD
         summary = fold_summary(message) if folds else None
         if summary is None:
-            return False
+            return folds and self._answer_stray_calls(message)
         self.pending = None
         await self._fit_context(fold=summary)
+        self._check_turn_limit()
+        return True
+
+    def _answer_stray_calls(self, message: Message) -> bool:
+        """In an env without tools of its own, ``fold`` is the only tool: a reply's other calls
+        (or a fold it could not parse) are answered with an error, as a tool env answers an
+        unknown call, and the env is not stepped (it would leave them unanswered)."""
+        assert self.env is not None and self.session is not None
+        if self.env.tools or not message.tool_calls:
+            return False
+        answers = [
+            Message(
+                role=Role.TOOL,
+                content=f"{ERROR_PREFIX} could not parse the tool call: {call.parse_error}"
+                if call.parse_error
+                else f"{ERROR_PREFIX} unknown tool {call.name!r}; available tools: {FOLD}",
+                tool_call_id=call.id,
+                name=call.name or None,
+            )
+            for call in message.tool_calls
+        ]
+        self.pending = None
+        try:
+            self.session = self.pieces.add_observations(self.policy, self.session, answers)
+        except Exception as exc:
+            self._end(OutcomeStatus.ERROR, EndReason.POLICY_ERROR, describe_error(exc))
+            return True
+        self._check_turn_limit()
+        return True
+
+    def _check_turn_limit(self) -> None:
         if self.live and self.turn >= self.limits.turn_limit:
             self._end(OutcomeStatus.TRUNCATED, EndReason.MAX_TURNS, f"{self.turn} turns")
-        return True
 
     async def _fit_context(self, fold: str | None = None) -> None:
         """Keep the next turn within the context budget: rewrite the history (a new segment)
