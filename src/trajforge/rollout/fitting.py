@@ -11,8 +11,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from trajforge.envs import Env
-from trajforge.envs.tool_env import ERROR_PREFIX
+from trajforge.envs import ERROR_PREFIX, Env
 from trajforge.policy import ChatSession, Policy, SamplingParams
 from trajforge.rollout.context import (
     FOLD,
