@@ -3,12 +3,13 @@ and the command gets them as one object."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
 from typer.testing import CliRunner
 
-from trajforge.cli.option_groups import option_group
+from trajforge.cli.option_groups import dataclass_group, option_group
 
 LowOption = Annotated[int, typer.Option("--low", help="The low end.")]
 HighOption = Annotated[int, typer.Option("--high", help="The high end.")]
@@ -39,3 +40,24 @@ def test_a_grouped_command_takes_the_options_in_place_and_gets_the_group() -> No
     order = [help_text.index(option) for option in ("--name", "--low", "--high", "--loud")]
     assert order == sorted(order)
     assert "--span" not in help_text
+
+
+@dataclass(frozen=True)
+class Window:
+    low: LowOption = 0
+    high: HighOption = 3
+
+
+def test_a_dataclass_group_takes_its_fields_as_the_options() -> None:
+    got: list[Window] = []
+
+    @dataclass_group("window", Window)
+    def command(window: Window = Window()) -> None:
+        got.append(window)
+
+    app = typer.Typer()
+    app.command()(command)
+    runner = CliRunner()
+    assert runner.invoke(app, ["--low", "2"]).exit_code == 0
+    assert got == [Window(low=2, high=3)]
+    assert "--high" in runner.invoke(app, ["--help"]).output

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -17,14 +16,13 @@ from trajforge.cli.common import JsonOption, StoreOption, console, metric_table,
 from trajforge.cli.failures import finish, scored_failures
 from trajforge.cli.judging import (
     DEFAULT_SCORERS,
-    CriteriaOption,
-    JudgeModelOption,
+    NO_JUDGE,
+    JudgeOptions,
     Judging,
     ScorerOption,
-    refuse_rubric,
+    judge_options,
     score_rows,
 )
-from trajforge.cli.renamed import OldRubricOption
 from trajforge.errors import ConfigError
 from trajforge.judge import (
     BestOf,
@@ -76,6 +74,7 @@ def _eval_rows(summary: EvalSummary) -> list[tuple[str, str]]:
 
 
 @memory_opts.memory_options
+@judge_options
 def eval_command(
     ctx: typer.Context,
     env: opts.EnvOption = "calculator",
@@ -92,9 +91,7 @@ def eval_command(
     concurrency: opts.ConcurrencyOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
     scorer: ScorerOption = None,
-    judge_model: JudgeModelOption = None,
-    criteria: CriteriaOption = None,
-    rubric: OldRubricOption = None,
+    judge: JudgeOptions = NO_JUDGE,
     best_of: BestOfOption = None,
     select: SelectOption = None,
     run: opts.RunOption = None,
@@ -115,18 +112,11 @@ def eval_command(
     Defaults that differ from rollout's: greedy (--temperature 0), the test split.
     Ctrl-C stops the run; --resume finishes it.
     """
-    refuse_rubric(rubric)
-    # A criteria file is stored by its absolute path, so --resume finds it from anywhere.
-    criteria_ref = (
-        str(Path(criteria).absolute()) if criteria and Path(criteria).suffix else criteria
-    )
-    judging = Judging(
-        scorers=list(scorer or DEFAULT_SCORERS), judge_model=judge_model, criteria=criteria_ref
-    )
+    judging = judge.judging(scorer or DEFAULT_SCORERS, stored=True)
     plan: BestOf | None = None
     if resume is None:  # a fresh run's scorers are checked before the store is opened
         judging.check()
-        plan = plan_for_env(env, best_of, select, judge_model, temperature)
+        plan = plan_for_env(env, best_of, select, judge.judge_model, temperature)
         if plan is not None:
             if n != 1:
                 raise ConfigError("--best-of and --n: give one (--best-of N samples N per task)")

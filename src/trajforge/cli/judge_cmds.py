@@ -21,16 +21,14 @@ from trajforge.cli.common import (
 from trajforge.cli.failures import finish, scored_failures
 from trajforge.cli.judging import (
     LLM_JUDGE_NAME,
+    NO_JUDGE,
     USER_SCORERS_HELP,
-    CriteriaOption,
-    JudgeModelOption,
-    Judging,
+    JudgeOptions,
     ScorerOption,
-    refuse_rubric,
+    judge_options,
     score_rows,
     score_trajectories,
 )
-from trajforge.cli.renamed import OldRubricOption
 from trajforge.errors import ConfigError, DataError, StoreError
 from trajforge.judge import get_scorer, meta_evaluate, read_labels, scorer_names, summarize
 from trajforge.store import AmbiguousIdError, TrajectoryStore
@@ -40,22 +38,20 @@ def _open_store(store: Path | None) -> TrajectoryStore:
     return TrajectoryStore(existing_store_path(store))
 
 
+@judge_options
 def judge_command(
     run: Annotated[
         str, typer.Argument(help="Run id (or a unique prefix) whose trajectories to re-score.")
     ],
     scorer: ScorerOption = None,
-    judge_model: JudgeModelOption = None,
-    criteria: CriteriaOption = None,
-    rubric: OldRubricOption = None,
+    judge: JudgeOptions = NO_JUDGE,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Re-score a stored run's trajectories and store the new scores."""
-    refuse_rubric(rubric)
-    judging = Judging(scorers=scorer or [], judge_model=judge_model, criteria=criteria)
+    judging = judge.judging(scorer or [])
     judging.check()
-    if not scorer and judge_model is None:
+    if not scorer and judge.judge_model is None:
         raise ConfigError("judge: name at least one --scorer, or a --judge-model")
     with _open_store(store) as db:
         run_id = db.resolve_run_id(run)
@@ -79,6 +75,7 @@ def judge_command(
     finish(scored_failures(scored, episodes=False), len(scored), "scorings")
 
 
+@judge_options
 def judge_eval_command(
     labels: Annotated[
         Path, typer.Option("--labels", help="JSONL of {trajectory_id, label, env?}.")
@@ -92,9 +89,7 @@ def judge_eval_command(
             f"{', '.join(scorer_names())}; {USER_SCORERS_HELP}.",
         ),
     ] = None,
-    judge_model: JudgeModelOption = None,
-    criteria: CriteriaOption = None,
-    rubric: OldRubricOption = None,
+    judge: JudgeOptions = NO_JUDGE,
     threshold: Annotated[
         float, typer.Option("--threshold", help="Score >= this counts as success.")
     ] = 0.5,
@@ -106,17 +101,12 @@ def judge_eval_command(
 ) -> None:
     """Compare a scorer (or an LLM judge) with labels: precision, recall, F1, accuracy, Cohen's
     kappa (overall, per env)."""
-    refuse_rubric(rubric)
-    if scorer is not None and judge_model is not None:
+    if scorer is not None and judge.judge_model is not None:
         raise ConfigError("--scorer and --judge-model: give one (judge-eval evaluates one scorer)")
-    judging = Judging(
-        scorers=[] if judge_model else [scorer or "env_verifier"],
-        judge_model=judge_model,
-        criteria=criteria,
-    )
+    judging = judge.judging([] if judge.judge_model else [scorer or "env_verifier"])
     judging.check()
     # A user scorer's verdicts carry its own name (my_scorers.py:exact_total -> exact_total).
-    name = LLM_JUDGE_NAME if judge_model else get_scorer(judging.scorers[0]).name
+    name = LLM_JUDGE_NAME if judge.judge_model else get_scorer(judging.scorers[0]).name
     label_list = read_labels(labels)
     with _open_store(store) as db:
         # A label may name its trajectory by the short id ``ls`` prints (a unique prefix).

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from trajforge.cli.option_groups import dataclass_group
 from trajforge.cli.preflight import check_reachable
-from trajforge.cli.renamed import refuse_renamed
+from trajforge.cli.renamed import OldRubricOption, refuse_renamed
 from trajforge.errors import ConfigError
 from trajforge.judge import (
     LLMJudge,
@@ -65,11 +68,6 @@ CriteriaOption = Annotated[
 CRITERIA_ARE = "what the LLM judge grades"
 
 
-def refuse_rubric(value: str | None) -> None:
-    """Refuse the old spelling of ``--criteria``."""
-    refuse_renamed("--rubric", "--criteria", value, CRITERIA_ARE)
-
-
 class Judging(BaseModel):
     """Which scorers judge a run; an eval run stores it, so that --resume judges alike."""
 
@@ -117,6 +115,33 @@ class Judging(BaseModel):
         except ConfigError as exc:
             raise ConfigError(f"--judge-model: {exc}") from None
         return [*scorers, LLMJudge(criteria, policy, name=LLM_JUDGE_NAME)]
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """The values of ``--judge-model`` and ``--criteria`` (``judge_options`` gives them to a
+    command as one); ``--rubric``, the old spelling of ``--criteria``, is refused."""
+
+    judge_model: JudgeModelOption = None
+    criteria: CriteriaOption = None
+    rubric: OldRubricOption = None
+
+    def __post_init__(self) -> None:
+        refuse_renamed("--rubric", "--criteria", self.rubric, CRITERIA_ARE)
+
+    def judging(self, scorers: Sequence[str], *, stored: bool = False) -> Judging:
+        """``scorers`` with this judge; ``stored``: for a run that stores it, a criteria file
+        by its absolute path, so that --resume finds it from anywhere."""
+        criteria = self.criteria
+        if stored and criteria and Path(criteria).suffix:
+            criteria = str(Path(criteria).absolute())
+        return Judging(scorers=list(scorers), judge_model=self.judge_model, criteria=criteria)
+
+
+NO_JUDGE = JudgeOptions()
+
+judge_options = dataclass_group("judge", JudgeOptions)
+"""Give a command the judge options where its ``judge`` parameter stands."""
 
 
 async def score_trajectories(

@@ -12,7 +12,7 @@ import typer
 from pydantic import BaseModel, ConfigDict
 
 from trajforge.cli.common import err_console
-from trajforge.cli.option_groups import option_group
+from trajforge.cli.option_groups import dataclass_group
 from trajforge.errors import ConfigError
 from trajforge.memory import DEFAULT_K, Memory, read_memory
 from trajforge.policy import check_embedder_name
@@ -78,10 +78,10 @@ class MemoryOptions:
     """The values of ``--memory``, ``--memory-k``, ``--memory-update`` and ``--memory-embed``
     (``memory_options`` gives them to a command as one)."""
 
-    memory: Path | None = None
-    memory_k: int = DEFAULT_K
-    memory_update: bool = False
-    memory_embed: str | None = None
+    memory: MemoryOption = None
+    memory_k: MemoryKOption = DEFAULT_K
+    memory_update: MemoryUpdateOption = False
+    memory_embed: MemoryEmbedOption = None
 
     def plan(self, ray: bool, user: str | None) -> dict[str, Any]:
         """The run metadata that records the memory ``--memory`` asks for (empty: none), which
@@ -120,16 +120,7 @@ class MemoryOptions:
 
 NO_MEMORY = MemoryOptions()
 
-memory_options = option_group(
-    "memory",
-    MemoryOptions,
-    {
-        "memory": (MemoryOption, None),
-        "memory_k": (MemoryKOption, DEFAULT_K),
-        "memory_update": (MemoryUpdateOption, False),
-        "memory_embed": (MemoryEmbedOption, None),
-    },
-)
+memory_options = dataclass_group("memory", MemoryOptions)
 """Give a command the memory options where its ``memory`` parameter stands."""
 
 

@@ -6,6 +6,7 @@ the group's options where its group parameter stands; the command gets the group
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -43,3 +44,11 @@ def option_group(
         return grouped
 
     return decorate
+
+
+def dataclass_group(param: str, group: type[Any]) -> Callable[[Command], Command]:
+    """``option_group`` of the options the dataclass ``group`` declares: each field's
+    ``Annotated`` option and default, in field order."""
+    hints = get_type_hints(group, include_extras=True)
+    fields = dataclasses.fields(group)
+    return option_group(param, group, {f.name: (hints[f.name], f.default) for f in fields})

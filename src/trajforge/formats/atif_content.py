@@ -17,6 +17,7 @@ from typing import Any
 from trajforge.errors import DataError
 from trajforge.formats.atif_models import ContentPart, ImageSource
 from trajforge.formats.images import image_from_data_url
+from trajforge.formats.imported import text_or_parts
 from trajforge.schema import Content, ImagePart, TextPart
 
 
@@ -48,9 +49,7 @@ def content_from_atif(
             parts.append(TextPart(text=part.text))
         else:
             parts.append(TextPart(text=f"[{part.type}: {part.source.path if part.source else ''}]"))
-    if all(isinstance(p, TextPart) for p in parts):
-        return "\n".join(p.text for p in parts if isinstance(p, TextPart))
-    return parts
+    return text_or_parts(parts, "\n")
 
 
 def _image(source: Any, where: str, base: Path | None, dropped: list[str]) -> ImagePart | None:

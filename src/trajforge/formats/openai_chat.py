@@ -15,12 +15,12 @@ from pydantic import ValidationError
 
 from trajforge.errors import DataError
 from trajforge.formats.images import content_to_openai, image_url_part
+from trajforge.formats.imported import imported_trajectory, text_or_parts
 from trajforge.formats.jsonl import format_validation_error
 from trajforge.schema import (
     Content,
     ImagePart,
     Message,
-    Role,
     Task,
     TextPart,
     ToolCall,
@@ -58,14 +58,13 @@ def from_openai_chat(
     if not isinstance(raw_messages, list):
         raise DataError("messages: expected a list of chat messages")
     messages = messages_from_openai(raw_messages)
-    if task is None:
-        prompt = next((m.text for m in messages if m.role is Role.USER), "")
-        task = Task(id=str(fields.pop("task_id", "openai-chat")), prompt=prompt)
-    try:
-        tools = [ToolSpec.model_validate(t) for t in data.get("tools") or []]
-        return Trajectory(task=task, tools=tools, messages=messages, **fields)
-    except ValidationError as exc:
-        raise DataError(format_validation_error(exc, "openai chat record")) from None
+    return imported_trajectory(
+        task if task is not None else str(fields.pop("task_id", "openai-chat")),
+        messages,
+        lambda: [ToolSpec.model_validate(t) for t in data.get("tools") or []],
+        "openai chat record",
+        **fields,
+    )
 
 
 def message_to_openai(msg: Message) -> dict[str, Any]:
@@ -135,9 +134,7 @@ def message_content(content: Any, where: str) -> Content:
             parts.append(TextPart(text=str(part.get("text", ""))))
         else:
             raise DataError(f"{where}.content.{k}: {_unsupported(part, 'text and image_url')}")
-    if all(isinstance(p, TextPart) for p in parts):
-        return "".join(p.text for p in parts if isinstance(p, TextPart))
-    return parts
+    return text_or_parts(parts)
 
 
 def _is_image(part: Any) -> bool:

@@ -17,18 +17,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import ValidationError
-
 from trajforge.errors import DataError
 from trajforge.formats.images import image_url_part
-from trajforge.formats.jsonl import format_validation_error
+from trajforge.formats.imported import imported_trajectory, text_or_parts
 from trajforge.formats.openai_chat import TEXT_PARTS
 from trajforge.schema import (
     Content,
     ImagePart,
     Message,
     Role,
-    Task,
     TextPart,
     ToolCall,
     ToolSpec,
@@ -91,15 +88,15 @@ def from_responses(record: dict[str, Any], **fields: Any) -> Trajectory:
     if not isinstance(raw, str | list):
         raise DataError("input: expected a string or a list of input items")
     messages = messages_from_responses(raw, record.get("instructions"))
-    prompt = next((m.text for m in messages if m.role is Role.USER), "")
-    task = Task(id=str(fields.pop("task_id", "responses")), prompt=prompt)
-    try:
-        tools = [
+    return imported_trajectory(
+        str(fields.pop("task_id", "responses")),
+        messages,
+        lambda: [
             ToolSpec(function=_function(t, k)) for k, t in enumerate(record.get("tools") or [])
-        ]
-        return Trajectory(task=task, tools=tools, messages=messages, **fields)
-    except ValidationError as exc:
-        raise DataError(format_validation_error(exc, "responses record")) from None
+        ],
+        "responses record",
+        **fields,
+    )
 
 
 def _function(tool: Any, k: int) -> dict[str, Any]:
@@ -211,9 +208,7 @@ def responses_content(content: Any, where: str, field: str = "content") -> Conte
         else:
             raise DataError(f"{where}.{field}.{k}: only text and input_image parts are "
                             f"supported, not {kind!r}")  # fmt: skip
-    if all(isinstance(p, TextPart) for p in parts):
-        return "".join(p.text for p in parts if isinstance(p, TextPart))
-    return parts
+    return text_or_parts(parts)
 
 
 def _joined(first: Content, more: Content) -> Content:

@@ -22,17 +22,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
-
 from trajforge.errors import DataError
 from trajforge.formats.images import image_column_entry, image_from_column
-from trajforge.formats.jsonl import format_validation_error
+from trajforge.formats.imported import imported_trajectory
 from trajforge.schema import (
     Content,
     ImagePart,
     Message,
     Role,
-    Task,
     TextPart,
     ToolCall,
     ToolSpec,
@@ -162,12 +159,13 @@ def from_sharegpt(record: dict[str, Any], *, task_id: str, **fields: Any) -> Tra
     left = sum(1 for _ in images)
     if left:
         raise DataError(f"images: {left} image(s) have no {IMAGE_TOKEN} token in the turns")
-    task = Task(id=task_id, prompt=next((m.text for m in messages if m.role is Role.USER), ""))
-    try:
-        tools = [ToolSpec(function=f) for f in _tools(record.get("tools"))]
-        return Trajectory(task=task, tools=tools, messages=messages, **fields)
-    except ValidationError as exc:
-        raise DataError(format_validation_error(exc, "record")) from None
+    return imported_trajectory(
+        task_id,
+        messages,
+        lambda: [ToolSpec(function=f) for f in _tools(record.get("tools"))],
+        "record",
+        **fields,
+    )
 
 
 def _content(value: str, raw_images: list[Any], images: Any, where: str) -> Content:

@@ -25,6 +25,7 @@ from trajforge.serve.anthropic_wire import (
     parse_messages_request,
     tools_of,
 )
+from trajforge.serve.chat_stream import SampledCall
 from trajforge.serve.client_info import note_client
 from trajforge.serve.gateway import ChatGateway, counted_prompt
 from trajforge.serve.wire import WireError
@@ -46,7 +47,8 @@ async def messages_call(
     if request.stream:
         # Counted before sampling: message_start, which says it, goes out first.
         counted = gateway.count_prompt(session_id, messages, tools)
-        events = await open_stream(gateway, session_id, chat, messages, tools, stops, counted)
+        call = SampledCall(gateway, session_id, chat, messages, tools)
+        events = await open_stream(call, chat.model, stops, counted)
         return StreamingResponse(events, media_type="text/event-stream")
     (choice,) = await gateway.chat(session_id, chat, messages, tools)
     return message_object(message_id(), request.model, choice, stops)

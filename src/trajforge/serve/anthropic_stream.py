@@ -17,7 +17,6 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from trajforge.schema import Message, ToolSpec
 from trajforge.serve.anthropic_reply import (
     content_blocks,
     error_body,
@@ -26,8 +25,7 @@ from trajforge.serve.anthropic_reply import (
     stop_of,
 )
 from trajforge.serve.chat_stream import SampledCall
-from trajforge.serve.gateway import ChatGateway
-from trajforge.serve.wire import ChatRequest, WireError
+from trajforge.serve.wire import WireError
 
 _OPENED = {
     "text": lambda b: {"type": "text", "text": ""},
@@ -59,20 +57,13 @@ def _block(index: int, block: dict[str, Any]) -> Iterator[str]:
 
 
 async def open_stream(
-    gateway: ChatGateway,
-    session_id: str,
-    chat: ChatRequest,
-    messages: list[Message],
-    tools: list[ToolSpec],
-    stops: list[str],
-    prompt_tokens: int | None,
+    call: SampledCall, model: str, stops: list[str], prompt_tokens: int | None
 ) -> AsyncIterator[str]:
     """The call's events, once the model has started to answer (its ``WireError`` raised
     here where it fails before); ``prompt_tokens`` as ``message_start`` says them (``None``:
     not known before the reply, then 0 until ``message_delta``)."""
-    call = SampledCall(gateway, session_id, chat, messages, tools)
     pieces, streaming_text = await call.started()
-    return _events(call, pieces, streaming_text, chat.model, stops, prompt_tokens or 0)
+    return _events(call, pieces, streaming_text, model, stops, prompt_tokens or 0)
 
 
 async def _events(

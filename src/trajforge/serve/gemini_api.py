@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from trajforge.serve.chat_stream import SampledCall
 from trajforge.serve.client_info import note_client
 from trajforge.serve.gateway import ChatGateway, counted_prompt
 from trajforge.serve.gemini_reply import (
@@ -88,7 +89,8 @@ async def generate_call(
     chat = chat_request_of(model, asked, messages, tools)
     note_gemini_client(gateway.recorder, session_id, request.headers)
     if stream and request.query_params.get("alt") == "sse":
-        chunks = await open_stream(gateway, session_id, chat, messages, tools)
+        call = SampledCall(gateway, session_id, chat, messages, tools)
+        chunks = await open_stream(call, chat.model)
         return StreamingResponse(chunks, media_type="text/event-stream")
     (choice,) = await gateway.chat(session_id, chat, messages, tools)
     reply = generate_response(response_id(), model, reply_parts(choice), choice)

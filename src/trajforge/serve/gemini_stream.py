@@ -12,25 +12,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from trajforge.schema import Message, ToolSpec
 from trajforge.serve.chat_stream import SampledCall, sse
-from trajforge.serve.gateway import ChatGateway
 from trajforge.serve.gemini_reply import error_body, generate_response, reply_parts, response_id
-from trajforge.serve.wire import ChatRequest, WireError
+from trajforge.serve.wire import WireError
 
 
-async def open_stream(
-    gateway: ChatGateway,
-    session_id: str,
-    chat: ChatRequest,
-    messages: list[Message],
-    tools: list[ToolSpec],
-) -> AsyncIterator[str]:
+async def open_stream(call: SampledCall, model: str) -> AsyncIterator[str]:
     """The call's chunks, once the model has started to answer (its ``WireError`` raised here
     where it fails before)."""
-    call = SampledCall(gateway, session_id, chat, messages, tools)
     pieces, streaming_text = await call.started()
-    return _chunks(call, pieces, streaming_text, chat.model)
+    return _chunks(call, pieces, streaming_text, model)
 
 
 async def _chunks(
