@@ -144,11 +144,11 @@ def test_a_checkpoint_keeps_every_adapter(tmp_path: Path) -> None:
 
 
 def test_per_role_refuses_what_it_cannot_do(tmp_path: Path) -> None:
-    with pytest.raises(ValidationError, match="self_play.per_role: needs model.lora"):
+    with pytest.raises(ValidationError, match=r"self_play\.per_role: needs model\.lora"):
         roles_config(tmp_path, model={"spec": "tiny"})
-    with pytest.raises(ValidationError, match="self_play.per_role: needs opponent: self"):
+    with pytest.raises(ValidationError, match=r"self_play\.per_role: needs opponent: self"):
         roles_config(tmp_path, self_play={"per_role": True, "opponent": "pool"})
-    with pytest.raises(ConfigError, match="self_play.per_role: 'p3' is no seat of kuhn-poker"):
+    with pytest.raises(ConfigError, match=r"self_play\.per_role: 'p3' is no seat of kuhn-poker"):
         RLTrainer(roles_config(tmp_path, self_play={"per_role": {"p1": "a", "p3": "b"}}))
-    with pytest.raises(ConfigError, match="self_play.per_role: no adapter for 'p2'"):
+    with pytest.raises(ConfigError, match=r"self_play\.per_role: no adapter for 'p2'"):
         RLTrainer(roles_config(tmp_path, self_play={"per_role": {"p1": "a"}}))

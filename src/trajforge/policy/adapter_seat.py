@@ -65,7 +65,9 @@ class AdapterSeat(TokenPolicy):
     ) -> Completion:
         if self.seat is None:
             raise ConfigError(f"{self.name}: a seat's adapter is chosen by its session's task")
-        return await self.policy.generate_with_adapter(self.adapters[self.seat], prompt_ids, sampling)
+        return await self.policy.generate_with_adapter(
+            self.adapters[self.seat], prompt_ids, sampling
+        )
 
     async def complete(
         self,

@@ -384,7 +384,9 @@ def _check_per_role(cfg: RLConfig) -> None:
     if cfg.async_staleness > 0:
         raise ValueError("self_play.per_role: not with async_staleness (rollouts wait for updates)")
     names = cfg.self_play.per_role
-    if isinstance(names, dict) and (bad := [n for n in names.values() if not _ADAPTER_NAME.fullmatch(n) or n == "default"]):
+    if isinstance(names, dict) and (
+        bad := [n for n in names.values() if not _ADAPTER_NAME.fullmatch(n) or n == "default"]
+    ):
         raise ValueError(
             f"self_play.per_role: adapter name {bad[0]!r} is not a plain name "
             "(letters, digits, -, _; not default)"

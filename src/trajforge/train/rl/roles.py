@@ -41,7 +41,9 @@ BASE = "default"
 """The PEFT adapter that stands for the base weights (zero ``B``, never trained)."""
 
 
-def seat_adapters(per_role: bool | Mapping[str, str], seats: Sequence[str], env: str) -> dict[str, str]:
+def seat_adapters(
+    per_role: bool | Mapping[str, str], seats: Sequence[str], env: str
+) -> dict[str, str]:
     """Each seat's adapter name: the seat's own (``per_role: true``) or the mapping's, which
     must name every seat of ``env`` and no other."""
     if per_role is True:
@@ -50,7 +52,9 @@ def seat_adapters(per_role: bool | Mapping[str, str], seats: Sequence[str], env:
     unknown = sorted(set(per_role) - set(seats))
     missing = [s for s in seats if s not in per_role]
     if unknown or missing:
-        what = f"{unknown[0]!r} is no seat of {env}" if unknown else f"no adapter for {missing[0]!r}"
+        what = (
+            f"{unknown[0]!r} is no seat of {env}" if unknown else f"no adapter for {missing[0]!r}"
+        )
         raise ConfigError(f"self_play.per_role: {what} (its seats: {', '.join(seats)})")
     return {seat: per_role[seat] for seat in seats}
 
