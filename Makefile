@@ -38,6 +38,7 @@ $(APT_STAMP):
 	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
 	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	python3 -c 'import pytest' >/dev/null 2>&1 || missing="$$missing python3-pytest"; \
 	if [ -n "$$missing" ]; then \
 		sudo=""; [ "$$(id -u)" = "0" ] || sudo=sudo; \
 		echo "apt-get install$$missing"; \

@@ -2,7 +2,9 @@
 times in a test), speaking the OpenAI wire format to ``$OPENAI_BASE_URL``. The task's ``data``
 says how this run behaves: ``crash`` exits 1 after its first call, ``hang`` starts a child and
 sleeps (both must be killed), ``sleep`` waits that many seconds before its first call, ``max_tokens`` bounds each reply,
-``reward`` is how it reports one (``post`` or ``print``)."""
+``reward`` is how it reports one (``post`` or ``print``), ``compact`` is a summary that replaces
+its history but the last turn after its second tool round (as Claude Code compacts), ``home``
+makes the reward whether ``$HOME`` is that folder (a confined run's is the sandbox's)."""
 
 import json
 import os
@@ -47,7 +49,11 @@ def main() -> None:
             args = json.loads(c["function"]["arguments"])
             result = json.dumps({"sum": args["a"] + args["b"]})
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": result})
+        if behaviour.get("compact") and sum(m["role"] == "tool" for m in messages) == 2:
+            messages = [{"role": "user", "content": behaviour["compact"]}, *messages[-2:]]
     right = float(message["content"] == f"The total is {task['answer']}.")
+    if "home" in behaviour:
+        right = float(os.environ.get("HOME") == behaviour["home"])
     if behaviour.get("reward") == "post":
         call(os.environ["TRAJFORGE_SESSION_URL"] + "/reward", {"reward": right})
     elif behaviour.get("reward") == "print":

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from episodes import play
-from trajforge.cli.eval_cmds import Judging
 from trajforge.cli.failures import ExitCode
+from trajforge.cli.judging import Judging
 from trajforge.cli.main import app
 from trajforge.envs.builtin import calculator
 from trajforge.errors import ConfigError, DataError

@@ -13,7 +13,7 @@ import torch
 from trajforge.distributed import POLICY_VERSION
 from trajforge.errors import ConfigError
 from trajforge.judge.scorer import FunctionScorer, Rubric
-from trajforge.rollout.episode import WEIGHTS_VERSIONS
+from trajforge.rollout import WEIGHTS_VERSIONS
 from trajforge.schema import EvaluatorKind, Role, Trajectory
 from trajforge.store.sqlite import TrajectoryStore
 from trajforge.train.config import RLConfig, parse_config

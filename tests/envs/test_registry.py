@@ -32,6 +32,7 @@ def test_builtin_names() -> None:
         "keydoor-compact",
         "time",
         "retail",
+        "repo",
         "gui",
         "tictactoe",
         "kuhn-poker",

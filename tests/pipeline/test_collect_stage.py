@@ -56,3 +56,10 @@ def test_sft_may_read_a_collect_stage_and_a_collect_stage_needs_weights(tmp_path
     empty = {"kind": "collect", "agent": ""}
     with pytest.raises(ConfigError, match=r"agent"):
         load_experiment(_experiment(tmp_path, "tiny", [empty]))
+
+
+def test_a_collect_stage_runs_a_command_or_a_harness(tmp_path: Path) -> None:
+    both = {"kind": "collect", "agent": AGENT, "harness": "codex"}
+    for stage in (both, {"kind": "collect", "confine": True}):
+        with pytest.raises(ConfigError, match=r"give agent \(a command\) or harness"):
+            load_experiment(_experiment(tmp_path, "tiny", [stage]))

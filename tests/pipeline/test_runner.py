@@ -15,6 +15,7 @@ from trajforge.cli.main import main
 from trajforge.errors import ConfigError
 from trajforge.pipeline.attempts import disk_use, size_text
 from trajforge.pipeline.config import load_experiment
+from trajforge.pipeline.dispatch import StageRunner
 from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.store import TrajectoryStore
 from trajforge.viewer.service import ViewerData
@@ -123,7 +124,7 @@ def test_a_bad_stage_config_stops_the_run_before_any_stage(
 ) -> None:
     ran: list[str] = []
     monkeypatch.setattr(
-        ExperimentRunner, "_eval", lambda self, model, run_id, force: ran.append(run_id)
+        StageRunner, "_eval", lambda self, model, run_id, index, stage: ran.append(run_id)
     )
     exp = load_experiment(
         write_experiment(tmp_path, TINY_EXPERIMENT), ["stages.rl.train.max_new_tokenz=8"]
@@ -149,10 +150,10 @@ def test_a_bad_stage_config_stops_the_run_before_any_stage(
 def test_a_failing_stage_is_recorded_failed_with_its_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException, expected: str
 ) -> None:
-    def fail(self: ExperimentRunner, *args: object) -> None:
+    def fail(self: StageRunner, *args: object) -> None:
         raise error
 
-    monkeypatch.setattr(ExperimentRunner, "_eval", fail)
+    monkeypatch.setattr(StageRunner, "_eval", fail)
     exp = load_experiment(write_experiment(tmp_path, TINY_EXPERIMENT))
     runner = ExperimentRunner(exp, console=Console(quiet=True))
     with pytest.raises(type(error)):
@@ -168,12 +169,12 @@ def test_experiment_precision_reaches_policies_and_training_stages(tmp_path: Pat
 
     exp = load_experiment(write_experiment(tmp_path, {**TINY_EXPERIMENT, "precision": "fp32"}))
     runner = ExperimentRunner(exp, console=Console(quiet=True))
-    assert runner._policy_ref("tiny").load_options() == {
+    assert runner.maker.policy_ref("tiny").load_options() == {
         "max_batch_size": 25,
         "dtype": torch.float32,
     }
-    assert runner._policy_ref("expert").load_options() == {}
-    assert runner._policy_ref("openai:http://127.0.0.1:1/v1#m").load_options() == {}
+    assert runner.maker.policy_ref("expert").load_options() == {}
+    assert runner.maker.policy_ref("openai:http://127.0.0.1:1/v1#m").load_options() == {}
 
 
 def test_experiment_bf16_without_native_bf16_is_one_clear_error(tmp_path: Path) -> None:
@@ -189,7 +190,7 @@ def test_auto_precision_resolves_by_the_machine(tmp_path: Path, machine_precisio
     exp = load_experiment(write_experiment(tmp_path, TINY_EXPERIMENT))
     runner = ExperimentRunner(exp, console=Console(quiet=True))
     dtype = torch.bfloat16 if machine_precision == "bf16" else torch.float32
-    assert runner._policy_ref("tiny").load_options()["dtype"] is dtype
+    assert runner.maker.policy_ref("tiny").load_options()["dtype"] is dtype
 
 
 @pytest.mark.slow

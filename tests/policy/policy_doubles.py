@@ -7,7 +7,6 @@ from typing import Any
 
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 from trajforge.policy.token_policy import TokenPolicy
-from trajforge.schema import Message
 
 
 class PresetPolicy(TokenPolicy):
@@ -18,13 +17,7 @@ class PresetPolicy(TokenPolicy):
         self.completions = list(completions)
         self.prompts: list[list[int]] = []
 
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        messages: Sequence[Message] | None = None,
-    ) -> Completion:
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
         self.prompts.append(list(prompt_ids))
         return self.completions[len(self.prompts) - 1]
 
@@ -44,13 +37,7 @@ class LocalGeneratePolicy(TokenPolicy):
         self.model = model
         self.prompts: list[list[int]] = []
 
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        messages: Sequence[Message] | None = None,
-    ) -> Completion:
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
         import torch
 
         self.prompts.append(list(prompt_ids))

@@ -69,9 +69,7 @@ def test_fixed_replies_run_out_with_a_clear_error(
 
 def test_generate_without_a_session(smol_tokenizer: Any) -> None:
     policy = ScriptedPolicy(lambda task, messages: f"{len(messages)} messages", smol_tokenizer)
-    completion = asyncio.run(
-        policy.generate([1, 2], SamplingParams(), messages=[Message(role=Role.USER, content="x")])
-    )
-    assert completion.text == "1 messages"
-    assert completion.token_ids == [*policy.renderer.encode("1 messages"), EOS]
+    completion = asyncio.run(policy.generate([1, 2], SamplingParams()))
+    assert completion.text == "0 messages"
+    assert completion.token_ids == [*policy.renderer.encode("0 messages"), EOS]
     assert completion.logprobs == [0.0] * len(completion.token_ids)

@@ -89,14 +89,8 @@ class FakePolicy(Policy):
         self.in_flight = 0
         self.max_in_flight = 0
 
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        messages: Sequence[Message] | None = None,
-    ) -> Completion:
-        text = self.reply_fn(None, list(messages or []), sampling.seed or 0)
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        text = self.reply_fn(None, [], sampling.seed or 0)
         ids = fake_ids(text)[: sampling.max_new_tokens]
         reason = FinishReason.LENGTH if len(ids) == sampling.max_new_tokens else FinishReason.STOP
         return Completion(

@@ -70,3 +70,11 @@ def test_a_step_whose_every_episode_failed_stops_the_run_naming_the_error(tmp_pa
         EpisodeError, match=r"RL step 1: all 4 episodes failed; the first: .*no openai here"
     ):
         trainer.train()
+
+
+def test_confine_and_harness_go_with_one_agent_program(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="harness: the runs are the agent command's"):
+        small_rl_config(tmp_path, agent=AGENT, harness="codex")
+    with pytest.raises(ValueError, match="confine: confines an agent program's runs"):
+        small_rl_config(tmp_path, confine=True)
+    assert small_rl_config(tmp_path, harness="codex").plays_program

@@ -17,8 +17,14 @@ from train_helpers import qa_trajectory, small_rl_config, token_id_rubric
 from trajforge.envs.base import Env, StepResult
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.models.tiny import tiny_model_and_tokenizer
-from trajforge.rollout import Limits, RolloutHook, RolloutSpec, Sampling, run_rollout
-from trajforge.rollout.episode import WEIGHTS_VERSIONS
+from trajforge.rollout import (
+    WEIGHTS_VERSIONS,
+    Limits,
+    RolloutHook,
+    RolloutSpec,
+    Sampling,
+    run_rollout,
+)
 from trajforge.schema import Message, Role, Task, Trajectory
 from trajforge.train.batch import encode_trajectory
 from trajforge.train.rl import RLTrainer

@@ -91,7 +91,7 @@ def _scripted_rewards(
         real.append(point)
         return dataclasses.replace(point, reward_mean=by_step[step])
 
-    monkeypatch.setattr("trajforge.train.rl.trainer.validation_point", scripted)
+    monkeypatch.setattr("trajforge.train.rl.validating.validation_point", scripted)
     return real
 
 
@@ -108,8 +108,8 @@ def test_rl_ends_on_the_best_validated_weights(
         seen[step] = {n: p.detach().clone() for n, p in trainer.parts.model.named_parameters()}
 
     trainer = RLTrainer(cfg, rubric=token_id_rubric(), callbacks=[remember])
-    assert len(trainer.validation_tasks) == 2
-    assert not {t.id for t in trainer.validation_tasks} & {t.id for t in trainer.tasks}
+    assert len(trainer.validation.tasks) == 2
+    assert not {t.id for t in trainer.validation.tasks} & {t.id for t in trainer.tasks}
     result = trainer.train()
     assert [p["step"] for p in result.validation] == [0, 1, 2]
     assert [p["reward_mean"] for p in result.validation] == [0.5, 0.9, 0.1]

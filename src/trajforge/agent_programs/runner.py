@@ -13,8 +13,9 @@ A run that exits non-zero is ``error`` and one killed at its timeout is ``timeou
 the tail of stderr and marked lost to the infrastructure; a run that reports no reward is judged
 by the environment's verifier, when it has one. An episode's trajectory is the best-rewarded one
 its session recorded (the first among equals; an empty one when the program made no model
-call), with the episode's sample index; the session's others (forks for ``n`` > 1 choices,
-sub-agents, a rewritten history) are linked to it and stored beside it. Nothing is stored before
+call), with the episode's sample index, or the last segment of its chain where the program
+rewrote its history; the session's others (forks for ``n`` > 1 choices, sub-agents, the earlier
+segments) are linked to it and stored beside it. Nothing is stored before
 a run ends, so an interrupted collection resumes by running its unfinished programs again.
 """
 
@@ -37,7 +38,6 @@ from trajforge.distributed import RayOptions
 from trajforge.envs import get_env, stored_env_name
 from trajforge.errors import ConfigError
 from trajforge.judge import VerifierScorer
-from trajforge.policy import TokenPolicy
 from trajforge.rollout import (
     EpisodeKey,
     EpisodeRunner,
@@ -49,7 +49,7 @@ from trajforge.rollout import (
     group_id_for,
 )
 from trajforge.schema import OutcomeStatus, Task, Trajectory, Verifier
-from trajforge.serve import ChatGateway, Gateway, open_gateway, serving
+from trajforge.serve import ChatGateway, open_gateway, serving
 
 if TYPE_CHECKING:
     from trajforge.agent_programs.ray_launch import RayAgentLauncher
@@ -196,28 +196,16 @@ class AgentRunner(EpisodeRunner):
         return _episode(recorder.end(session), key.sample_index)
 
 
-def agent_runners(
-    agent: str | None, env: str | None
-) -> Callable[[TokenPolicy], AgentRunner] | None:
-    """What RL plays an agent program's episodes with (``RLTrainer(agent_runner=...)``): per
-    step, a runner of ``agent`` against a gateway over the live policy, so every model call
-    samples from the weights being trained (``None`` without an agent: env episodes)."""
-    if agent is None:
-        return None
-    program = agent
-
-    def runner(policy: TokenPolicy) -> AgentRunner:
-        return AgentRunner(program, gateway=Gateway(policy, None, "", env=stored_env_name(env)))
-
-    return runner
-
-
 def _episode(trajectories: list[Trajectory], sample_index: int) -> PlayedEpisode:
     """The session's best-rewarded trajectory (the first among equals) as the episode's, the
-    others linked to it."""
-    best = max(
+    others linked to it; where the program rewrote its history, the last segment of that
+    chain, which is the episode's trajectory (its earlier segments train with it)."""
+    chained = [
+        i for i, t in enumerate(trajectories) if t.segment is not None and not t.is_earlier_segment
+    ]
+    best = chained[0] if chained else max(
         range(len(trajectories)),
         key=lambda i: (-math.inf if trajectories[i].reward is None else trajectories[i].reward, -i),
-    )
+    )  # fmt: skip
     main = trajectories[best].model_copy(update={"sample_index": sample_index})
     return PlayedEpisode(main, [t for i, t in enumerate(trajectories) if i != best])

@@ -72,6 +72,11 @@ def _assistant(
     return out
 
 
+def _chat(*exchanges: tuple[str, str]) -> list[ChatDict]:
+    """User messages, each answered by a plain reply: ``(user text, reply text)`` pairs."""
+    return [m for text, reply in exchanges for m in (_user(text), _assistant(reply))]
+
+
 def _call(call_id: str, city: str) -> ChatDict:
     """A call; ids are nine alphanumeric characters, the strictest form templates demand
     (Mistral's)."""
@@ -94,30 +99,17 @@ SHAPES: dict[ShapeName, Shape] = {
         Shape(
             name=ShapeName.SINGLE_TURN,
             about="one user message, one reply",
-            messages=[_user("What is 2+2?"), _assistant("4")],
+            messages=_chat(("What is 2+2?", "4")),
         ),
         Shape(
             name=ShapeName.MULTI_TURN,
             about="three user turns, no system message (a default one may be added)",
-            messages=[
-                _user("Hi."),
-                _assistant("Hello!"),
-                _user("What is 2+2?"),
-                _assistant("4"),
-                _user("And 3+3?"),
-                _assistant("6"),
-            ],
+            messages=_chat(("Hi.", "Hello!"), ("What is 2+2?", "4"), ("And 3+3?", "6")),
         ),
         Shape(
             name=ShapeName.SYSTEM_MULTI_TURN,
             about="a system message, then two user turns",
-            messages=[
-                _SYSTEM,
-                _user("Hi."),
-                _assistant("Hello!"),
-                _user("Bye."),
-                _assistant("Bye!"),
-            ],
+            messages=[_SYSTEM, *_chat(("Hi.", "Hello!"), ("Bye.", "Bye!"))],
         ),
         Shape(
             name=ShapeName.TOOL_CALL,
@@ -159,17 +151,12 @@ SHAPES: dict[ShapeName, Shape] = {
         Shape(
             name=ShapeName.EMPTY_CONTENT,
             about="an empty reply and an empty user message",
-            messages=[_user("Say nothing."), _assistant(""), _user(""), _assistant("ok")],
+            messages=_chat(("Say nothing.", ""), ("", "ok")),
         ),
         Shape(
             name=ShapeName.WHITESPACE_CONTENT,
             about="leading and trailing spaces and newlines in content",
-            messages=[
-                _user("  padded \n"),
-                _assistant(" spaced answer \n\n"),
-                _user("\n"),
-                _assistant("\tok "),
-            ],
+            messages=_chat(("  padded \n", " spaced answer \n\n"), ("\n", "\tok ")),
         ),
         Shape(
             name=ShapeName.REASONING,

@@ -10,33 +10,19 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from trajforge.cli import memory_options as memory_opts
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.command_run import command_run
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json
 from trajforge.cli.failures import finish, stored_failures
-from trajforge.cli.memory_cmds import (
-    MEMORY_OPTION,
-    MemoryEmbedOption,
-    MemoryKOption,
-    MemoryOption,
-    MemoryUpdateOption,
-    plan_memory,
-    stored_memory,
-)
 from trajforge.cli.serve_cmds import ServeModelOption, check_model
 from trajforge.envs import TaskSet
 from trajforge.errors import ConfigError
-from trajforge.memory import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutSpec
 from trajforge.schema import OutcomeStatus
 
 COMMAND = "collect"
-AGENT_META = "agent"
-"""The run's metadata key of the program's command line (what ``--resume`` runs again)."""
-HARNESS_META = "harness"
-CONFINE_META = "confine"
-"""The run's metadata keys of its harness and its confinement (``--resume`` keeps both)."""
 
 
 def _spec(options: Mapping[str, Any]) -> RolloutSpec:
@@ -68,6 +54,7 @@ def _spec(options: Mapping[str, Any]) -> RolloutSpec:
     )
 
 
+@memory_opts.memory_options
 def collect(
     ctx: typer.Context,
     agent: Annotated[
@@ -150,10 +137,7 @@ def collect(
         ),
     ] = False,
     ray_address: opts.RayAddressOption = None,
-    memory: MemoryOption = None,
-    memory_k: MemoryKOption = DEFAULT_K,
-    memory_update: MemoryUpdateOption = False,
-    memory_embed: MemoryEmbedOption = None,
+    memory: memory_opts.MemoryOptions = memory_opts.NO_MEMORY,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
@@ -164,39 +148,39 @@ def collect(
     With --memory, each run's gateway session adds the memory's lessons for its task to the
     system message of every model call (the program's prompts stay its own)."""
     # lazy: the runner loads the gateway (uvicorn and fastapi take 0.4 s)
-    from trajforge.agent_programs import AgentRunner, Confinement, collected_program
+    from trajforge.agent_programs import (
+        AGENT_META,
+        CONFINE_META,
+        HARNESS_META,
+        Confinement,
+        agent_program,
+        program_metadata,
+    )
 
     on_ray = opts.ray_options(ctx.params)
     confined = confine or harness is not None or bool(confine_read)
     confinement = Confinement(read_only=confine_read or []) if confined else None
     if resume is None:
-        collected_program(agent or None, harness, confinement)  # fails before the run starts
+        agent_program(agent or None, harness, confinement)  # fails before the run starts
         check_model(model)
-    if memory is not None and env is None and resume is None:
-        raise ConfigError(f"{MEMORY_OPTION}: give --env (a memory's items belong to an env)")
+    if memory.memory is not None and env is None and resume is None:
+        raise ConfigError(
+            f"{memory_opts.MEMORY_OPTION}: give --env (a memory's items belong to an env)"
+        )
     # The lessons are added by the gateway here, so programs on Ray read them too.
     extra = {
-        AGENT_META: agent,
-        HARNESS_META: harness,
-        CONFINE_META: None if confinement is None else confinement.model_dump(mode="json"),
-        **plan_memory(memory, memory_k, memory_update, False, None, memory_embed),
+        **program_metadata(agent, harness, confinement),
+        **memory.plan(False, None),
     }
     with command_run(ctx, COMMAND, extra, spec_of=_spec) as current:
-        learning, update = stored_memory(current.meta, current.env)
+        learning, update = memory_opts.stored_memory(current.meta, current.env)
         meta = current.meta
         stored = meta.get(CONFINE_META)
-        command, confining, setup = collected_program(
+        runner = agent_program(
             meta.get(AGENT_META) or None,
             meta.get(HARNESS_META),
             Confinement.model_validate(stored) if stored is not None else None,
-        )
-        runner = AgentRunner(
-            command,
-            ray=on_ray,
-            told=learning.told if learning is not None else None,
-            confine=confining,
-            setup=setup,
-        )
+        ).runner(ray=on_ray, told=learning.told if learning is not None else None)
         done = current.roll_out(
             show=not as_json,
             runner=runner,

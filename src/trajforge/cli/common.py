@@ -14,7 +14,9 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
+from trajforge.errors import StoreError
 from trajforge.judge import (
     FailureSplit,
     RewardSummary,
@@ -95,6 +97,14 @@ def resolve_store_path(store: Path | None) -> Path:
     return Path(env) if env else DEFAULT_STORE
 
 
+def existing_store_path(store: Path | None) -> Path:
+    """The store ``--store`` names (or the default one), which must exist already."""
+    path = resolve_store_path(store)
+    if not path.exists():
+        raise StoreError(f"no store at {path} (pass --store or set TRAJFORGE_STORE)")
+    return path
+
+
 def print_json(data: Any) -> None:
     """JSON on stdout, bypassing Rich so that it stays machine-readable."""
     typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
@@ -137,3 +147,13 @@ def add_reward_figures(
 
 def _failures_of(rows: Iterable[SummaryRow], infra_ids: Set[str]) -> FailureSplit:
     return split_failures((r["status"], r["reward"], r["id"] in infra_ids) for r in rows)
+
+
+def metric_table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
+    """A table of ``(metric, value)`` rows, the values right-aligned."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in rows:
+        table.add_row(name, value)
+    return table

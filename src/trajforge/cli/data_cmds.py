@@ -19,15 +19,10 @@ from trajforge.cli.common import (
 )
 from trajforge.cli.render import fitted_table, render_trajectory
 from trajforge.cli.store_options import (
-    EnvFilter,
-    MaxReward,
-    MinReward,
-    RunFilter,
-    SignalFilter,
-    StatusFilter,
+    StoreFilterOf,
     check_limit,
+    filter_options,
     open_store,
-    store_filter,
 )
 from trajforge.judge import format_reward, format_scored, format_success
 from trajforge.schema import json_schema_text
@@ -58,13 +53,9 @@ def schema() -> None:
     typer.echo(json_schema_text())
 
 
+@filter_options()
 def ls(
-    run: RunFilter = None,
-    env: EnvFilter = None,
-    status: StatusFilter = None,
-    min_reward: MinReward = None,
-    max_reward: MaxReward = None,
-    signal: SignalFilter = None,
+    where: StoreFilterOf,
     limit: Annotated[int, typer.Option("--limit", help="At most this many rows.")] = 50,
     as_json: JsonOption = False,
     store: StoreOption = None,
@@ -72,7 +63,7 @@ def ls(
     """List stored trajectories, newest first, with short ids that any command accepts."""
     check_limit(limit)
     with open_store(store) as st:
-        filters = store_filter(st, run, env, status, min_reward, max_reward, signal)
+        filters = where(st)
         rows = st.summaries(filters, limit=limit)
         total = st.count(filters)
         short_ids = st.short_ids([r["id"] for r in rows], minimum=SHORT_ID_LENGTH)
@@ -127,20 +118,16 @@ def show(
     render_trajectory(traj, console)
 
 
+@filter_options()
 def stats(
-    run: RunFilter = None,
-    env: EnvFilter = None,
-    status: StatusFilter = None,
-    min_reward: MinReward = None,
-    max_reward: MaxReward = None,
-    signal: SignalFilter = None,
+    where: StoreFilterOf,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
     """Counts, success, reward mean/std, status breakdown and failures (the policy's own, and
     those lost to the infrastructure), overall and per run and env."""
     with open_store(store) as st:
-        filters = store_filter(st, run, env, status, min_reward, max_reward, signal)
+        filters = where(st)
         infra_ids = {r["id"] for r in st.infra_failures(filters)}
         result = add_reward_figures(st.stats(filters), st.summaries(filters), infra_ids)
     if as_json:

@@ -11,15 +11,11 @@ from rich.markup import escape
 
 from trajforge.cli.common import StoreOption, console, err_console
 from trajforge.cli.store_options import (
-    EnvFilter,
     Limit,
-    MaxReward,
-    MinReward,
-    RunFilter,
-    StatusFilter,
+    StoreFilterOf,
     check_limit,
+    filter_options,
     open_store,
-    store_filter,
 )
 from trajforge.curate import preference_pairs, why_no_pairs
 from trajforge.errors import ConfigError, DataError
@@ -147,15 +143,12 @@ def _rendered(trajs: list[Trajectory], model: str) -> list[Trajectory]:
         return [render_text_only(t, renderer, model) for t in trajs]
 
 
+@filter_options(signal=False)
 def export(
     out: Annotated[
         Path, typer.Option("--out", help="The JSONL file to write (replaced atomically).")
     ],
-    run: RunFilter = None,
-    env: EnvFilter = None,
-    status: StatusFilter = None,
-    min_reward: MinReward = None,
-    max_reward: MaxReward = None,
+    where: StoreFilterOf,
     limit: Limit = None,
     fmt: ExportFormatOption = "trajforge",
     store: StoreOption = None,
@@ -169,7 +162,7 @@ def export(
         raise ConfigError(f"--format {fmt}: read, not written (export writes {names})")
     why_none = "no trajectory matches the filters"
     with open_store(store) as st:
-        filters = store_filter(st, run, env, status, min_reward, max_reward)
+        filters = where(st)
         with console.status(f"exporting to {out}"):
             found = st.iter_query(filters, limit=limit)
             if record_format.write_pair is not None:

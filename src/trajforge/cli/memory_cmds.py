@@ -1,132 +1,25 @@
-"""``trajforge memory build`` (items distilled from stored trajectories) and the ``--memory``,
-``--memory-k``, ``--memory-update`` and ``--memory-embed`` options of ``rollout``, ``eval`` and
-``collect``."""
+"""``trajforge memory build``: memory items distilled from stored trajectories (the options
+that read a memory during a run are in ``cli.memory_options``)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from pydantic import BaseModel, ConfigDict
 
 from trajforge.cli.common import (
     JsonOption,
     StoreOption,
     console,
-    err_console,
+    existing_store_path,
     print_json,
-    resolve_store_path,
 )
-from trajforge.errors import ConfigError, StoreError
-from trajforge.memory import DEFAULT_K, RULES, Memory, build_memory, read_memory, stored_episodes
-from trajforge.policy import check_embedder_name
+from trajforge.errors import StoreError
+from trajforge.memory import RULES, build_memory, stored_episodes
 from trajforge.store import TrajectoryStore
-
-MEMORY_OPTION = "--memory"
-EMBED_OPTION = "--memory-embed"
-_MEMORY_META = "memory"
-"""The run metadata key of the memory a run reads."""
-
-MemoryOption = Annotated[
-    Path | None,
-    typer.Option(
-        MEMORY_OPTION,
-        metavar="FILE.jsonl",
-        help="Put the top --memory-k items of this memory (trajforge memory build) for each "
-        "task into its prompt, by BM25; what was retrieved is in each trajectory's metadata.",
-    ),
-]
-MemoryKOption = Annotated[
-    int, typer.Option("--memory-k", help="Memory items retrieved per task (with --memory).")
-]
-MemoryUpdateOption = Annotated[
-    bool,
-    typer.Option(
-        "--memory-update",
-        help="Grow the --memory file during the run: each finished episode adds an item.",
-    ),
-]
-MemoryEmbedOption = Annotated[
-    str | None,
-    typer.Option(
-        EMBED_OPTION,
-        metavar="MODEL",
-        help="Retrieve --memory items by the cosine similarity of this model's embeddings "
-        "instead of BM25: embedded, tiny, or a model folder (an encoder's embeds best, e.g. a "
-        "sentence-transformers folder).",
-    ),
-]
-
-
-class MemoryPlan(BaseModel):
-    """The memory a run reads, stored with it so that ``--resume`` reads it again."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    path: str
-    k: int = DEFAULT_K
-    update: bool = False
-    embed: str | None = None
-    """The embedding model retrieval uses (``--memory-embed``); ``None``: BM25."""
-
-    def open(self, env: str) -> Memory:
-        """The memory for ``env`` (its items embedded now where ``embed`` names a model),
-        saying how many items of other envs it leaves out."""
-        memory = Memory.open(Path(self.path), env, self.k, self.embed)
-        if warning := memory.ignored_warning():
-            err_console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
-        return memory
-
-
-def plan_memory(
-    path: Path | None,
-    k: int,
-    update: bool,
-    ray: bool,
-    user: str | None,
-    embed: str | None = None,
-) -> dict[str, Any]:
-    """The run metadata that records the memory ``--memory`` asks for (empty: none), which
-    ``stored_memory`` reads back; its file is read whole before anything runs, bad values are
-    one line each. ``embed`` (``--memory-embed``) is checked by name here and loaded by
-    ``MemoryPlan.open``."""
-    if path is None:
-        if update:
-            raise ConfigError("--memory-update: give --memory FILE.jsonl (the memory to grow)")
-        if embed is not None:
-            raise ConfigError(f"{EMBED_OPTION}: give --memory FILE.jsonl (the memory to search)")
-        return {}
-    if k < 1:
-        raise ConfigError(f"--memory-k: must be at least 1, got {k}")
-    if ray:
-        raise ConfigError(f"{MEMORY_OPTION}: a memory is read in this process; drop --ray")
-    if user is not None:
-        # The simulated user is bound to the env itself, which the memory wraps.
-        raise ConfigError(f"{MEMORY_OPTION}: not with --user (a policy as the simulated user)")
-    if embed is not None:
-        try:
-            check_embedder_name(embed)
-        except ConfigError as exc:
-            raise ConfigError(f"{EMBED_OPTION}: {exc}") from None
-        # A folder by its absolute path, so that --resume finds it from any folder.
-        if Path(embed).expanduser().is_dir():
-            embed = str(Path(embed).expanduser().absolute())
-    read_memory(path)
-    plan = MemoryPlan(path=str(path.absolute()), k=k, update=update, embed=embed)
-    return {_MEMORY_META: plan.model_dump(mode="json")}
-
-
-def stored_memory(meta: dict[str, Any], env: str) -> tuple[Memory | None, bool]:
-    """The memory a run reads, by its stored plan (so ``--resume`` reads the same one), opened
-    for ``env`` (None: none), and whether the run grows it."""
-    found = meta.get(_MEMORY_META)
-    if not found:
-        return None, False
-    plan = MemoryPlan.model_validate(found)
-    return plan.open(env), plan.update
 
 
 def build_command(
@@ -149,9 +42,7 @@ def build_command(
 ) -> None:
     """Distil memory items (title, when it applies, the lesson, the trajectory ids it came
     from) from stored trajectories, successes and failures alike."""
-    path = resolve_store_path(store)
-    if not path.exists():
-        raise StoreError(f"no store at {path} (pass --store or set TRAJFORGE_STORE)")
+    path = existing_store_path(store)
     with TrajectoryStore(path) as db:
         runs = [db.resolve_run_id(r) for r in run] if run else [None]
         trajectories = stored_episodes(db, runs, env)

@@ -7,26 +7,19 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from trajforge.cli import memory_options as memory_opts
 from trajforge.cli import rollout_options as opts
 from trajforge.cli.command_run import command_run
 from trajforge.cli.common import (
     JsonOption,
     StoreOption,
     console,
+    metric_table,
     print_json,
     rewards_of,
 )
 from trajforge.cli.failures import finish, stored_failures
-from trajforge.cli.memory_cmds import (
-    MemoryEmbedOption,
-    MemoryKOption,
-    MemoryOption,
-    MemoryUpdateOption,
-    plan_memory,
-    stored_memory,
-)
 from trajforge.judge import RewardSummary
-from trajforge.memory import DEFAULT_K
 from trajforge.precision import Precision
 from trajforge.rollout import RolloutStats
 from trajforge.schema import OutcomeStatus
@@ -37,9 +30,6 @@ COMMAND = "rollout"
 def _summary_table(title: str, stats: RolloutStats, rewards: RewardSummary) -> Table:
     """Episodes, statuses and throughput of this invocation; success and mean reward of every
     stored episode of the run (the same figures when nothing was resumed)."""
-    table = Table(title=title)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
     rows = [
         ("episodes", f"{stats.done}/{stats.total}"),
         *((f"status {s.value}", str(stats.statuses[s.value])) for s in OutcomeStatus),
@@ -52,11 +42,10 @@ def _summary_table(title: str, stats: RolloutStats, rewards: RewardSummary) -> T
         ("tokens/s", f"{stats.tokens_per_s:.1f}"),
         ("wall time", f"{stats.elapsed_s:.1f} s"),
     ]
-    for name, value in rows:
-        table.add_row(name, value)
-    return table
+    return metric_table(title, rows)
 
 
+@memory_opts.memory_options
 def rollout_command(
     ctx: typer.Context,
     env: opts.EnvOption = "calculator",
@@ -85,10 +74,7 @@ def rollout_command(
     batch_size: opts.BatchSizeOption = 16,
     concurrency: opts.ConcurrencyOption = None,
     precision: opts.PrecisionOption = Precision.AUTO,
-    memory: MemoryOption = None,
-    memory_k: MemoryKOption = DEFAULT_K,
-    memory_update: MemoryUpdateOption = False,
-    memory_embed: MemoryEmbedOption = None,
+    memory: memory_opts.MemoryOptions = memory_opts.NO_MEMORY,
     ray: opts.RayOption = False,
     ray_address: opts.RayAddressOption = None,
     ray_actors: opts.RayActorsOption = None,
@@ -101,9 +87,9 @@ def rollout_command(
     """
     # The options reach the run's spec through ctx.params.
     on_ray = opts.ray_options(ctx.params)
-    extra = plan_memory(memory, memory_k, memory_update, on_ray is not None, user, memory_embed)
+    extra = memory.plan(on_ray is not None, user)
     with command_run(ctx, COMMAND, extra) as current:
-        learning, update = stored_memory(current.meta, current.env)
+        learning, update = memory_opts.stored_memory(current.meta, current.env)
         done = current.roll_out(show=not as_json, ray=on_ray, memory=learning, update=update)
         rows = current.db.summaries(run=current.run_id)
         failures = stored_failures(current.db, current.run_id)

@@ -4,12 +4,14 @@ command opens."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from trajforge.cli.common import resolve_store_path
+from trajforge.cli.option_groups import Command, option_group
 from trajforge.errors import ConfigError, StoreError
 from trajforge.schema import OutcomeStatus
 from trajforge.store import TrajectoryFilter, TrajectoryStore, validate_named
@@ -68,6 +70,35 @@ def store_filter(
         except StoreError as exc:
             raise StoreError(f"--run: {exc}") from None
     return found.model_copy(update={"run": run, "env": env})
+
+
+StoreFilterOf = Callable[[TrajectoryStore], TrajectoryFilter]
+"""What a command given the filter options by ``filter_options`` gets: the store filter they
+ask for in a store (``store_filter``)."""
+
+
+def _filter_of(**values: Any) -> StoreFilterOf:
+    return lambda st: store_filter(st, **values)
+
+
+_FILTER_OPTIONS: dict[str, Any] = {
+    "run": RunFilter,
+    "env": EnvFilter,
+    "status": StatusFilter,
+    "min_reward": MinReward,
+    "max_reward": MaxReward,
+    "signal": SignalFilter,
+}
+
+
+def filter_options(*, signal: bool = True) -> Callable[[Command], Command]:
+    """Give a command the filter options where its ``where`` parameter stands: ``--run``,
+    ``--env``, ``--status``, ``--min-reward``, ``--max-reward`` and (unless ``signal`` is
+    False) ``--signal``; the command gets them as one ``StoreFilterOf``."""
+    names = [name for name in _FILTER_OPTIONS if signal or name != "signal"]
+    return option_group(
+        "where", _filter_of, {name: (_FILTER_OPTIONS[name], None) for name in names}
+    )
 
 
 def check_limit(limit: int | None) -> None:

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from trajforge.cli.common import JsonOption, StoreOption, console, print_json, resolve_store_path
 from trajforge.configfile import first_problem
+from trajforge.envs import REPO_ENV, write_harbor_tasks
 from trajforge.errors import ConfigError
 from trajforge.rollout import RolloutProgress, new_run_id
 from trajforge.synthesis import RANDOM_EXPLORER, SynthesisSettings, synthesize
@@ -42,16 +43,48 @@ def check_out(out: Path) -> None:
         raise ConfigError(f"--out {out}: it exists; remove it or choose another file")
 
 
+def check_sources(env: str | None, bugs: Path | None, harbor: Path | None) -> str:
+    """The env the tasks are for: ``--env``, or ``repo`` for ``--bugs``; a missing, clashing
+    or misplaced option is one ``ConfigError``."""
+    if env is None and bugs is None:
+        raise ConfigError("give --env ENV, or --bugs PACKAGE_DIR for repository tasks")
+    if harbor is not None:
+        if bugs is None:
+            raise ConfigError("--harbor: Harbor task folders are written for --bugs tasks only")
+        if harbor.exists():
+            raise ConfigError(f"--harbor {harbor}: it exists; remove it or choose another folder")
+    return env or REPO_ENV
+
+
 def synthesize_command(
-    env: Annotated[str, typer.Option("--env", help="The environment to synthesize tasks for.")],
     out: Annotated[
         Path, typer.Option("--out", metavar="FILE.jsonl", help="The task file to write (new).")
     ],
+    env: Annotated[
+        str | None, typer.Option("--env", help="The environment to synthesize tasks for.")
+    ] = None,
+    bugs: Annotated[
+        Path | None,
+        typer.Option(
+            "--bugs",
+            metavar="PACKAGE_DIR",
+            help="Inject bugs into this Python package (source and tests): tasks of env repo.",
+        ),
+    ] = None,
+    harbor: Annotated[
+        Path | None,
+        typer.Option("--harbor", metavar="DIR", help="Also write --bugs tasks as Harbor folders."),
+    ] = None,
+    bug_policy: Annotated[
+        str | None,
+        typer.Option("--bug-policy", help="With --bugs: a policy writes the bugs, not the rules."),
+    ] = None,
     episodes: Annotated[
         int,
         typer.Option(
             "--episodes",
-            help="Exploration episodes (one per training task); blueprints for retail, sql.",
+            help="Exploration episodes (one per training task); blueprints for retail, sql; "
+            "changes tried for --bugs.",
         ),
     ] = 50,
     explorer: Annotated[
@@ -94,10 +127,16 @@ def synthesize_command(
 
     For retail and sql: propose --episodes blueprints (a task and its ground-truth actions),
     keep those whose actions the env accepts and whose conversation with the simulated user
-    passes the verifier."""
+    passes the verifier.
+
+    With --bugs PACKAGE_DIR (env repo): change one function of the package at a time by a rule
+    (an operator flipped, a condition dropped, an off-by-one), keep the changes some of its
+    tests catch (all passing before), and with --harbor also write them as Harbor folders."""
+    env = check_sources(env, bugs, harbor)
     settings = settings_from(
         {"episodes": episodes, "seed": seed, "explorer": explorer, "min_steps": min_steps,
-         "difficulty_policy": difficulty_policy, "samples": samples, "band": band, "user": user}
+         "difficulty_policy": difficulty_policy, "samples": samples, "band": band, "user": user,
+         "bugs": None if bugs is None else str(bugs), "bug_policy": bug_policy}
     )  # fmt: skip
     settings.check_names(env, option_name)
     check_out(out)
@@ -106,10 +145,19 @@ def synthesize_command(
     report = synthesize(
         env, settings, run_id=run_id, store=resolve_store_path(store), out=out, hooks=hooks
     )
+    if harbor is not None:
+        try:
+            write_harbor_tasks(report.tasks, harbor)
+        except BaseException:
+            out.unlink(missing_ok=True)
+            raise
     if as_json:
-        print_json({**report.summary(), "out": str(out)})
+        written = {} if harbor is None else {"harbor": str(harbor)}
+        print_json({**report.summary(), "out": str(out), **written})
         return
-    console.print(f"{report.text}; written to {out} (exploration: run {run_id})")
+    where = f"exploration: run {run_id}" if bugs is None else f"package {bugs}"
+    also = "" if harbor is None else f" and as Harbor folders in {harbor}"
+    console.print(f"{report.text}; written to {out}{also} ({where})")
 
 
 def register(app: typer.Typer) -> None:

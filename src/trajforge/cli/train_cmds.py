@@ -166,7 +166,8 @@ def _rl(cfg: RLConfig, config: Path) -> Trainer:
     from trajforge.agent_programs import agent_runners
     from trajforge.train import RLTrainer  # lazy: as the import above
 
-    return RLTrainer(cfg, agent_runner=agent_runners(cfg.agent, cfg.env))
+    runners = agent_runners(cfg.agent, cfg.env, harness=cfg.harness, confine=cfg.confine)
+    return RLTrainer(cfg, agent_runner=runners)
 
 
 def _distill(cfg: DistillConfig, config: Path) -> Trainer:

@@ -9,6 +9,7 @@ from trajforge.envs.tool_env import ERROR_PREFIX, EnvError, ToolEnv
 from trajforge.registry import lazy_names
 
 if TYPE_CHECKING:
+    from trajforge.envs.builtin.repo import REPO_ENV
     from trajforge.envs.mcp.server import serve_http, serve_stdio
     from trajforge.envs.multiseat.base import (
         GameResult,
@@ -27,6 +28,15 @@ if TYPE_CHECKING:
         get_env,
         stored_env_name,
     )
+    from trajforge.envs.repo_harbor import write_harbor_tasks
+    from trajforge.envs.repo_tests import (
+        RepoTestRun,
+        copy_repo,
+        find_sources,
+        find_tests,
+        run_repo_tests,
+        run_sandboxed_tests,
+    )
     from trajforge.envs.sandbox import (
         Mount,
         SandboxConfig,
@@ -43,11 +53,13 @@ if TYPE_CHECKING:
         proposer_for,
         synthesizer_for,
     )
+    from trajforge.envs.synthesizers.base import content_id
     from trajforge.envs.user_sim import UserResponder, UserSimEnv
 
 __all__ = [
     "ERROR_PREFIX",
     "PROPOSERS",
+    "REPO_ENV",
     "SYNTHESIZERS",
     "TAU2_PREFIX",
     "USER_ENV_KINDS",
@@ -60,6 +72,7 @@ __all__ = [
     "GameResult",
     "Mount",
     "MultiSeatEnv",
+    "RepoTestRun",
     "SandboxConfig",
     "SandboxUnavailableError",
     "StepResult",
@@ -71,12 +84,18 @@ __all__ = [
     "ToolError",
     "UserResponder",
     "UserSimEnv",
+    "content_id",
+    "copy_repo",
     "env_names",
     "episode_uid",
+    "find_sources",
+    "find_tests",
     "get_env",
     "opponent_by_name",
     "proposer_for",
     "result_of",
+    "run_repo_tests",
+    "run_sandboxed_tests",
     "sandbox_argv",
     "seat_expert",
     "serve_http",
@@ -85,6 +104,7 @@ __all__ = [
     "stored_env_name",
     "synthesizer_for",
     "tool",
+    "write_harbor_tasks",
 ]
 
 # Loaded on first access (PEP 562): importing the package stays as light as it was; the
@@ -121,5 +141,14 @@ __getattr__ = lazy_names(
         "SYNTHESIZERS": "synthesizers",
         "Synthesizer": "synthesizers",
         "synthesizer_for": "synthesizers",
+        "content_id": "synthesizers.base",
+        "REPO_ENV": "builtin.repo",
+        "RepoTestRun": "repo_tests",
+        "copy_repo": "repo_tests",
+        "find_sources": "repo_tests",
+        "find_tests": "repo_tests",
+        "run_repo_tests": "repo_tests",
+        "run_sandboxed_tests": "repo_tests",
+        "write_harbor_tasks": "repo_harbor",
     },
 )

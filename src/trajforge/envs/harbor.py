@@ -258,6 +258,18 @@ def _shown(text: str) -> str:
     return text if cut <= 0 else f"[... {cut} characters cut]\n{text[-MAX_SHOWN:]}"
 
 
+def shell_reply(result: SandboxResult) -> str:
+    """What a ``bash`` tool answers with a command's result: its output, stderr and a non-zero
+    exit code, the tail kept; a command killed by a limit is a ``ToolError``."""
+    if result.killed_reason is not None:
+        raise ToolError(f"the command did not finish ({result.summary()})\n"
+                        f"{_shown(result.stdout + result.stderr)}".rstrip())  # fmt: skip
+    stderr = f"[stderr]\n{result.stderr.rstrip()}" if result.stderr else ""
+    code = f"[exit code {result.exit_code}]" if result.exit_code else ""
+    shown = "\n".join(p for p in (result.stdout.rstrip("\n"), stderr, code) if p)
+    return _shown(shown) or "(no output)"
+
+
 class HarborEnv(ToolEnv):
     """The tasks of one Harbor folder: a ``bash`` tool over a fresh sandboxed workspace per
     episode, rewarded by the task's own ``tests/test.sh``.
@@ -309,14 +321,7 @@ class HarborEnv(ToolEnv):
         if task.solve_script.is_file() and command == task.solve_script.read_text("utf-8"):
             extra, env = [Mount(task.solve_script.parent, "/solution")], task.solution_env
         config = self._config(task, self.command_timeout_s)
-        result = await workspace.run(command, config, *extra, env=env)
-        if result.killed_reason is not None:
-            raise ToolError(f"the command did not finish ({result.summary()})\n"
-                            f"{_shown(result.stdout + result.stderr)}".rstrip())  # fmt: skip
-        stderr = f"[stderr]\n{result.stderr.rstrip()}" if result.stderr else ""
-        code = f"[exit code {result.exit_code}]" if result.exit_code else ""
-        shown = "\n".join(p for p in (result.stdout.rstrip("\n"), stderr, code) if p)
-        return _shown(shown) or "(no output)"
+        return shell_reply(await workspace.run(command, config, *extra, env=env))
 
     async def _verify(self, evidence: Evidence) -> Score:
         workspace = evidence.state.get("harbor")

@@ -71,12 +71,15 @@ def _register(fmt: RecordFormat) -> None:
     FORMATS.add(fmt.name, fmt)
 
 
-def _read_openai(record: dict[str, Any], record_id: str) -> Trajectory:
-    return from_openai_chat(
-        record,
-        task_id=str(record.get("task_id") or record_id),
-        id=str(record.get("id") or record_id),
-    )
+def _with_ids_read(read: Callable[..., Trajectory]) -> RecordReader:
+    """``read(record, task_id=..., id=...)`` given the ids the record carries (what
+    ``_with_ids`` writes), each the record's derived id where it carries none."""
+
+    def with_ids(record: dict[str, Any], record_id: str) -> Trajectory:
+        task_id = str(record.get("task_id") or record_id)
+        return read(record, task_id=task_id, id=str(record.get("id") or record_id))
+
+    return with_ids
 
 
 def _with_ids(
@@ -113,7 +116,7 @@ _register(
     RecordFormat(
         "openai",
         "OpenAI chat: {messages, tools} (TRL's conversational format)",
-        _read_openai,
+        _with_ids_read(from_openai_chat),
         _with_ids(to_openai_chat),
         links_segments=True,
     )
@@ -123,9 +126,7 @@ _register(
         "responses",
         "OpenAI Responses API input: {input: [message, function_call, function_call_output "
         "items], tools}",
-        lambda record, rid: from_responses(
-            record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
-        ),
+        _with_ids_read(from_responses),
         _with_ids(to_responses),
         links_segments=True,
     )
@@ -134,9 +135,7 @@ _register(
     RecordFormat(
         "trl-prompt-completion",
         "TRL conversational prompt/completion: {prompt, completion, tools}",
-        lambda record, rid: from_prompt_completion(
-            record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
-        ),
+        _with_ids_read(from_prompt_completion),
         _with_ids(to_prompt_completion),
         links_segments=True,
     )
@@ -145,9 +144,7 @@ _register(
     RecordFormat(
         "trl-vision",
         "TRL vision-language: {messages (image placeholders), images, tools}",
-        lambda record, rid: from_vision_language(
-            record, task_id=str(record.get("task_id") or rid), id=str(record.get("id") or rid)
-        ),
+        _with_ids_read(from_vision_language),
         _with_ids(to_vision_language),
         links_segments=True,
     )

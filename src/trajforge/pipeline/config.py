@@ -138,7 +138,7 @@ def rl_config(exp: Experiment, index: int, *, model: str, run_dir: Path) -> RLCo
     raw.setdefault("env", exp.env)
     _stage_defaults(exp, raw, run_dir / stage.name)
     raw.setdefault("store", str(run_dir / STORE_FILE))
-    if exp.ray is not None and raw.get("agent") is None:
+    if exp.ray is not None and raw.get("agent") is None and raw.get("harness") is None:
         raw.setdefault("ray", exp.ray.model_dump())
     return _validated(exp, raw, RLConfig, at, problems)
 

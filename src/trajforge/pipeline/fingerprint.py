@@ -113,7 +113,9 @@ class StageMaking:
             unset = {"tasks_from"} if stage.tasks_from is None else None
             config.update(stage=stage.model_dump(mode="json", exclude=unset))
         elif isinstance(stage, CollectStage):
-            config.update(model=model, stage=stage.model_dump(mode="json"))
+            # harness and confine absent when unset: older runs' records stay current.
+            unset = {k for k in ("harness", "confine") if not getattr(stage, k)}
+            config.update(model=model, stage=stage.model_dump(mode="json", exclude=unset))
         elif isinstance(stage, TriageStage | MemoryStage | SynthesizeStage):
             config.update(stage=stage.model_dump(mode="json"))
         elif isinstance(stage, RepairStage):

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from trajforge.agent_programs import AgentRunner
+from trajforge.agent_programs import agent_program
 from trajforge.distributed import on_ray
 from trajforge.pipeline.config import CollectStage, DemonstrationStage, Experiment
 from trajforge.rollout import (
@@ -62,7 +62,10 @@ def collect_stage(
         run_id=run_id,
         store=store,
     )
-    runner = AgentRunner(stage.agent, ray=exp.ray)
+    played = agent_program(stage.agent, stage.harness, stage.confine)
+    # Recorded as trajforge collect records its program: the run's metadata says how it ran.
+    played.record(store, run_id, {"spec": spec.model_dump(mode="json")})
+    runner = played.runner(ray=exp.ray)
     trajectories = run_rollout(spec, runner=runner, hooks=[RolloutProgress(transient=True)])
     statuses = Counter(t.outcome.status.value for t in trajectories)
     solved = _solved(trajectories)

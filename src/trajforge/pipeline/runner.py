@@ -8,7 +8,7 @@ stage that finished is skipped when the run is started again if what it is made 
 unchanged (``pipeline.fingerprint``); one whose settings or inputs changed is made again as a
 new attempt, and so is everything downstream. A crashed run resumes at the stage it was in (and
 rollouts and training resume inside that stage); ``only=`` makes one stage again alone and marks
-what used its earlier output stale.
+what used its earlier output stale. Each stage is made by ``pipeline.dispatch.StageRunner``.
 """
 
 from __future__ import annotations
@@ -16,36 +16,23 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 
-from trajforge.agent_programs import agent_runners
 from trajforge.errors import ConfigError, TrajforgeError
-from trajforge.memory import Memory
 from trajforge.pipeline.attempts import run_folder_line, set_aside
 from trajforge.pipeline.config import (
     STORE_FILE,
-    CollectStage,
-    DemonstrationStage,
-    EvalStage,
     Experiment,
-    MemoryStage,
-    RepairStage,
     RLStage,
     SFTStage,
     Stage,
-    SynthesizeStage,
-    TriageStage,
     check_experiment,
     data_runs,
-    memory_stage_of,
-    rl_config,
-    sft_config,
     stage_name,
 )
-from trajforge.pipeline.curation import repair_stage, triage_stage
-from trajforge.pipeline.eval_stage import eval_stage
+from trajforge.pipeline.dispatch import StageRunner
 from trajforge.pipeline.fingerprint import (
     STALE,
     StageMaking,
@@ -54,29 +41,18 @@ from trajforge.pipeline.fingerprint import (
     stage_inputs,
     what_changed,
 )
-from trajforge.pipeline.memory_stage import MEMORY_FILE, eval_memory, memory_stage
-from trajforge.pipeline.rollout_stages import collect_stage, demonstrations_stage
 from trajforge.pipeline.stage_code import covered
-from trajforge.pipeline.synthesis_stage import synthesize_stage, synthesized_tasks
-from trajforge.pipeline.train_results import loss_detail, rl_detail, training_record, write_results
+from trajforge.pipeline.train_results import write_results
 from trajforge.precision import describe_machine, resolve_precision
 from trajforge.ram import trim_freed_memory
 from trajforge.report import RESULTS_FILE, build_report
-from trajforge.rollout import PolicyRef
 from trajforge.train import (
     DistributedSettings,
-    RLTrainer,
-    SFTTrainer,
     TrainingInterrupted,
     from_main,
     is_main_process,
     join_launched_processes,
-    latest_checkpoint,
-    load_source,
 )
-
-if TYPE_CHECKING:
-    from trajforge.train import Trainer, TrainResult
 
 
 class ExperimentRunner:
@@ -95,6 +71,7 @@ class ExperimentRunner:
         self.store_path = self.run_dir / STORE_FILE
         self.precision = resolve_precision(experiment.precision)
         self.results = from_main(self._load_results)
+        self.maker = StageRunner(experiment, self.run_dir, self.console, self._record)
 
     # -- results.json --------------------------------------------------------------------------
 
@@ -292,114 +269,7 @@ class ExperimentRunner:
         return f"{self.exp.name}.{stage_name(stage, attempt)}"
 
     def _run_stage(self, index: int, stage: Stage, attempt: int) -> dict[str, Any]:
-        model = self.model_before(index)
-        run_id = self._run_id(stage, attempt)
-        if isinstance(stage, EvalStage):
-            return from_main(lambda: self._eval(model, run_id, index, stage))
-        if isinstance(stage, DemonstrationStage):
-            teacher = self._policy_ref(stage.policy)
-            tasks = None
-            if stage.tasks_from is not None:
-                made = self.run_dir / str(self._done_record(stage, stage.tasks_from)["path"])
-                tasks = synthesized_tasks(stage, made)
-            return from_main(
-                lambda: demonstrations_stage(
-                    self.exp, stage, teacher, run_id, self.store_path, tasks
-                )
-            )
-        if isinstance(stage, SynthesizeStage):
-            return from_main(
-                lambda: synthesize_stage(self.exp, stage, run_id, self.store_path, self.run_dir)
-            )
-        if isinstance(stage, CollectStage):
-            served = self._policy_ref(model)
-            return from_main(
-                lambda: collect_stage(self.exp, stage, served, run_id, self.store_path)
-            )
-        if isinstance(stage, SFTStage):
-            return self._sft(index, stage, model)
-        if isinstance(stage, TriageStage):
-            return self._triage(index, stage)
-        if isinstance(stage, RepairStage):
-            return from_main(lambda: self._repair(stage, run_id))
-        if isinstance(stage, MemoryStage):
-            return from_main(lambda: self._memory(index, stage))
-        assert isinstance(stage, RLStage)
-        return self._rl(index, stage, model, run_id)
-
-    def _eval(self, model: str, run_id: str, index: int, stage: EvalStage) -> dict[str, Any]:
-        memory = self._eval_memory(index, stage)
-        policy = self._policy_ref(model, stage.force)
-        return eval_stage(self.exp, self.store_path, policy, run_id, memory, stage.memory_update)
-
-    def _eval_memory(self, index: int, stage: EvalStage) -> Memory | None:
-        """The memory eval ``stage`` reads: its memory stage's file, or the file it names."""
-        if stage.memory is None:
-            return None
-        source = memory_stage_of(self.exp, index)
-        path = Path(stage.memory)
-        if source is not None:
-            path = self.run_dir / str(self._done_record(stage, source.name)["path"])
-        folder = self.run_dir / stage.name
-        return eval_memory(path, stage, self.exp.env, folder, self.console)
-
-    def _policy_ref(self, model: str, force: str | None = None) -> PolicyRef:
-        """The policy named ``model`` with the experiment's precision and the eval's batch size
-        (both matter only to local models), its turns forced where ``force`` says."""
-        return PolicyRef(
-            name=model,
-            batch_size=self.exp.eval.max_batch_size,
-            precision=self.exp.precision,
-            force=force,
-        )
-
-    def _triage(self, index: int, stage: TriageStage) -> dict[str, Any]:
-        runs = [self._done_run(stage, n) for n in stage_inputs(self.exp, index)]
-        return triage_stage(self.store_path, stage, runs)
-
-    def _repair(self, stage: RepairStage, run_id: str) -> dict[str, Any]:
-        failed = self._done_run(stage, stage.failed)
-        good = None if stage.good is None else self._done_run(stage, stage.good)
-        return repair_stage(self.store_path, self.exp.model, failed, good, run_id)
-
-    def _memory(self, index: int, stage: MemoryStage) -> dict[str, Any]:
-        runs = [self._done_run(stage, n) for n in stage_inputs(self.exp, index)]
-        out = self.run_dir / stage.name / MEMORY_FILE
-        return memory_stage(self.store_path, stage, runs, out, self.run_dir)
-
-    def _done_record(self, stage: Stage, name: str) -> dict[str, Any]:
-        """The record of finished stage ``name``, which ``stage`` reads."""
-        rec = self._record(name)
-        if not rec or rec.get("status") != "done":
-            raise ConfigError(f"stage {stage.name!r} needs stage {name!r} to have run first")
-        return rec
-
-    def _done_run(self, stage: Stage, name: str) -> str:
-        """The run id of finished stage ``name``, which ``stage`` reads."""
-        return str(self._done_record(stage, name)["run_id"])
-
-    def _sft(self, index: int, stage: SFTStage, model: str) -> dict[str, Any]:
-        runs = [self._done_run(stage, d) for d in stage.data_stages]
-        cfg = sft_config(
-            self.exp, index, model=model, run_dir=self.run_dir, demonstrations_run=data_runs(runs)
-        )
-        assert cfg.data is not None  # sft_config always sets it
-        result = _train(SFTTrainer(cfg, load_source(cfg.data)), cfg.output_dir)
-        return training_record(result, cfg.output_dir, loss_detail(result))
-
-    def _rl(self, index: int, stage: RLStage, model: str, run_id: str) -> dict[str, Any]:
-        cfg = rl_config(self.exp, index, model=model, run_dir=self.run_dir)
-        runners = agent_runners(cfg.agent, cfg.env)
-        trainer = RLTrainer(cfg, run_prefix=run_id, stage=stage.name, agent_runner=runners)
-        result = _train(trainer, cfg.output_dir)
-        return training_record(result, cfg.output_dir, rl_detail(result))
-
-
-def _train(trainer: Trainer, output_dir: Path) -> TrainResult:
-    """Train a stage: from its latest checkpoint when an interrupted attempt left one, else
-    afresh (whatever a failed attempt left without a checkpoint is cleared)."""
-    resume = from_main(lambda: latest_checkpoint(output_dir) is not None)
-    return trainer.train(resume=resume, overwrite=not resume)
+        return self.maker.make(index, stage, self._run_id(stage, attempt), self.model_before(index))
 
 
 def _error_text(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trajforge.judge import ScorerRefs, default_refs
 from trajforge.rollout import ContextSpec
@@ -123,9 +123,15 @@ class CollectStage(StrictModel):
     """Stage kind."""
     name: str = "collect"
     """Stage name, unique in the experiment."""
-    agent: str = Field(min_length=1, examples=["python my_agent.py"])
+    agent: str | None = Field(default=None, min_length=1, examples=["python my_agent.py"])
     """The command that runs the agent once (``OPENAI_BASE_URL`` points at its session, the
-    task comes as JSON on stdin and in ``TRAJFORGE_TASK``)."""
+    task comes as JSON on stdin and in ``TRAJFORGE_TASK``); give it or ``harness``."""
+    harness: str | None = None
+    """A real agent harness run instead of ``agent``: ``claude-code``, ``codex`` or
+    ``opencode`` (its config written for each run and removed after; always confined)."""
+    confine: bool = False
+    """Run each program in the bubblewrap sandbox, as ``trajforge collect --confine``: a fresh
+    workspace and home, no network but the gateway, bounded processes."""
     tasks: int = Field(default=16, ge=1)
     """Tasks of the env."""
     n: int = Field(default=1, ge=1)
@@ -138,6 +144,12 @@ class CollectStage(StrictModel):
     """Agent programs running at once."""
     timeout_s: float = Field(default=300.0, gt=0)
     """Seconds one run may take before it and everything it started are killed."""
+
+    @model_validator(mode="after")
+    def _one_program(self) -> CollectStage:
+        if (self.agent is None) == (self.harness is None):
+            raise ValueError("give agent (a command) or harness (a harness's name), one of them")
+        return self
 
 
 class SFTStage(StrictModel):

@@ -56,10 +56,11 @@ if TYPE_CHECKING:
         parse_openai_spec,
         tokenizer_for,
     )
-    from trajforge.policy.renderer import ChatRenderer, HistoryRewritten, RenderError, ToolProtocol
+    from trajforge.policy.renderer import ChatRenderer, HistoryRewritten, RenderError
     from trajforge.policy.saved import save_tokenizer
     from trajforge.policy.scripted import ScriptedPolicy
     from trajforge.policy.session import RenderedSession
+    from trajforge.policy.template_dicts import ToolProtocol
     from trajforge.policy.text_render import RENDERED_WITH, render_text_only
     from trajforge.policy.token_policy import TokenPolicy
     from trajforge.policy.vision import VisionPolicy
@@ -163,7 +164,7 @@ __getattr__ = lazy_names(
         "TextEmbedder": "embed",
         "TokenPolicy": "token_policy",
         "TokenSink": "base",
-        "ToolProtocol": "renderer",
+        "ToolProtocol": "template_dicts",
         "VisionPolicy": "vision",
         "VisionRenderer": "vision_render",
         "bind_expert": "naming",

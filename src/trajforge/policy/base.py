@@ -84,15 +84,10 @@ class Policy(ABC):
         return None
 
     @abstractmethod
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        messages: Sequence[Message] | None = None,
-    ) -> Completion:
-        """Sample a continuation of ``prompt_ids``. ``messages`` is the same context as
-        messages, for policies that act on the conversation rather than on tokens."""
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        """Sample a continuation of ``prompt_ids``. A policy that acts on the conversation
+        rather than on tokens (a script, a model shown the messages' images) reads it in
+        ``TokenPolicy.complete_whole``."""
 
     def end_session(self, session: ChatSession) -> None:
         """``session`` will not continue: what the policy kept for its next turn (a local

@@ -96,7 +96,7 @@ _TOOLS = """
 {%- endfor -%}
 """
 
-# ChatRenderer._template_message, message by message.
+# policy.template_dicts.template_message, message by message.
 _MESSAGES = """
 {%- for m in messages -%}
 {%- set c = m["content"] -%}

@@ -9,14 +9,12 @@ end-of-turn token) and carry no logprobs, since the model did not sample them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from trajforge.errors import ConfigError
 from trajforge.policy.base import ChatSession, Completion, SamplingParams, TokenSink
 from trajforge.policy.scripted import text_completion
 from trajforge.policy.session import RenderedSession
 from trajforge.policy.token_policy import TokenPolicy, stream_whole
-from trajforge.schema import ExpertFn, Message
+from trajforge.schema import ExpertFn
 
 
 class ForcedTurns(TokenPolicy):
@@ -52,14 +50,8 @@ class ForcedTurns(TokenPolicy):
     def precision(self) -> str | None:
         return self.policy.precision
 
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        messages: Sequence[Message] | None = None,
-    ) -> Completion:
-        return await self.policy.generate(prompt_ids, sampling, messages=messages)
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        return await self.policy.generate(prompt_ids, sampling)
 
     async def complete(
         self,

@@ -16,8 +16,6 @@ sequence's samples depend only on its own logits and generator, never on its bat
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -30,12 +28,11 @@ from trajforge.errors import ConfigError
 from trajforge.policy.base import ChatSession, Completion, FinishReason, SamplingParams, TokenSink
 from trajforge.policy.engine.adapter_bank import AdapterBank
 from trajforge.policy.engine.decode_weights import forget_decode_weights
-from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest
+from trajforge.policy.engine.generation_request import EngineStats
 from trajforge.policy.engine.hf_engine import DecodeEngine
 from trajforge.policy.engine.lora import LoraAdapter
 from trajforge.policy.engine.lora import load_adapter as load_lora
 from trajforge.policy.engine.prefix_cache import PrefixCache
-from trajforge.policy.engine.sampling import UniformStream
 from trajforge.policy.hf_worker import BatchWorker, GenerationError
 from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.session import RenderedSession
@@ -139,13 +136,11 @@ class HFPolicy(TokenPolicy):
         prompt_ids: list[int],
         sampling: SamplingParams,
         *,
-        messages: Sequence[Message] | None = None,
         on_token: TokenSink | None = None,
     ) -> Completion:
         """Sample a continuation of ``prompt_ids`` (checked first: ``room_after``);
-        ``on_token`` gets each id as it is sampled. ``messages`` is the same context as
-        messages (a vision model's images are in them)."""
-        return await self._generate(None, prompt_ids, sampling, messages, on_token)
+        ``on_token`` gets each id as it is sampled."""
+        return await self._generate(None, prompt_ids, sampling, None, on_token)
 
     async def generate_with_adapter(
         self,
@@ -175,7 +170,7 @@ class HFPolicy(TokenPolicy):
         max_new_tokens = min(sampling.max_new_tokens, room)
         if adapter is None:
             return await self._sample(prompt_ids, sampling, max_new_tokens, messages, on_token)
-        return await self._batched(prompt_ids, sampling, max_new_tokens, on_token, adapter)
+        return await self._worker.sample(prompt_ids, sampling, max_new_tokens, on_token, adapter)
 
     async def _sample(
         self,
@@ -187,36 +182,7 @@ class HFPolicy(TokenPolicy):
     ) -> Completion:
         """Up to ``max_new_tokens`` sampled in the shared batch, each id handed to ``on_token``
         as the decode step that sampled it ends."""
-        return await self._batched(prompt_ids, sampling, max_new_tokens, on_token, None)
-
-    async def _batched(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        max_new_tokens: int,
-        on_token: TokenSink | None,
-        adapter: str | None,
-    ) -> Completion:
-        """``_sample`` under ``adapter`` (None: the base weights)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Completion] = loop.create_future()
-
-        def deliver(result: Completion | BaseException) -> None:
-            with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
-                loop.call_soon_threadsafe(_settle, future, result)
-
-        request = GenerationRequest(
-            prompt_ids=list(prompt_ids),
-            sampling=sampling,
-            max_new_tokens=max_new_tokens,
-            uniforms=UniformStream.seeded(sampling.seed, self._engine.device),
-            deliver=deliver,
-            is_cancelled=future.cancelled,
-            on_token=None if on_token is None else _on_loop(loop, on_token),
-            adapter_name=adapter,
-        )
-        self._worker.submit(request)
-        return await future
+        return await self._worker.sample(prompt_ids, sampling, max_new_tokens, on_token, None)
 
     def room_after(self, prompt_ids: list[int], sampling: SamplingParams) -> int:
         """Tokens the context has left after ``prompt_ids``, once the prompt and ``sampling``
@@ -365,25 +331,6 @@ class HFPolicy(TokenPolicy):
         """Stop the worker thread; requests still waiting fail with ``GenerationError``. A
         later ``generate`` starts a new worker."""
         await self._worker.close()
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop, sink: TokenSink) -> TokenSink:
-    """``sink`` called on ``loop`` from the engine's thread."""
-
-    def forward(token: int) -> None:
-        with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
-            loop.call_soon_threadsafe(sink, token)
-
-    return forward
-
-
-def _settle(future: asyncio.Future[Completion], result: Completion | BaseException) -> None:
-    if future.done():
-        return
-    if isinstance(result, BaseException):
-        future.set_exception(result)
-    else:
-        future.set_result(result)
 
 
 def _check_sampling(sampling: SamplingParams) -> None:

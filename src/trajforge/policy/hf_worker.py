@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterator
 import torch
 
 from trajforge.errors import ConfigError, TrajforgeError
+from trajforge.policy.base import Completion, SamplingParams, TokenSink
 from trajforge.policy.engine.generation_request import GenerationRequest, completion_of
 from trajforge.policy.engine.hf_engine import DecodeEngine
+from trajforge.policy.engine.sampling import UniformStream
 
 
 class GenerationError(TrajforgeError):
@@ -62,6 +64,38 @@ class BatchWorker:
             if self.engine.prefix_cache is not None:
                 self.engine.prefix_cache.expect_outstanding(len(self._pending) + self._live)
             self._cond.notify_all()
+
+    async def sample(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        max_new_tokens: int,
+        on_token: TokenSink | None,
+        adapter: str | None,
+    ) -> Completion:
+        """Up to ``max_new_tokens`` sampled for ``prompt_ids`` in the shared batch under
+        ``adapter`` (None: the base weights), each id handed to ``on_token`` on the caller's
+        loop as the decode step that sampled it ends."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Completion] = loop.create_future()
+
+        def deliver(result: Completion | BaseException) -> None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
+                loop.call_soon_threadsafe(_settle, future, result)
+
+        self.submit(
+            GenerationRequest(
+                prompt_ids=list(prompt_ids),
+                sampling=sampling,
+                max_new_tokens=max_new_tokens,
+                uniforms=UniformStream.seeded(sampling.seed, self.engine.device),
+                deliver=deliver,
+                is_cancelled=future.cancelled,
+                on_token=None if on_token is None else _on_loop(loop, on_token),
+                adapter_name=adapter,
+            )
+        )
+        return await future
 
     def end(self, tokens: list[int]) -> None:
         """A conversation of ``tokens`` will not continue: its cache entries can go."""
@@ -200,3 +234,22 @@ class BatchWorker:
         self._drop_ended()
         self._set_idle()
         self._cond.notify_all()
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, sink: TokenSink) -> TokenSink:
+    """``sink`` called on ``loop`` from the engine's thread."""
+
+    def forward(token: int) -> None:
+        with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
+            loop.call_soon_threadsafe(sink, token)
+
+    return forward
+
+
+def _settle(future: asyncio.Future[Completion], result: Completion | BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)

@@ -139,7 +139,6 @@ class OpenAIPolicy(Policy):
         prompt_ids: list[int],
         sampling: SamplingParams,
         *,
-        messages: Sequence[Message] | None = None,
         model: str | None = None,
     ) -> Completion:
         """``model`` (default: the policy's) is the served model to sample from."""

@@ -21,13 +21,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from trajforge.errors import TrajforgeError
-from trajforge.formats import ParsedCompletion, format_tool_call, get_parser
+from trajforge.formats import ParsedCompletion, get_parser
 from trajforge.policy.chat_template import unwrap, wrap
-from trajforge.policy.tool_prompt import tools_system_prompt
+from trajforge.policy.template_dicts import (
+    ToolProtocol,
+    message_text,
+    template_message,
+    with_tools_prompt,
+)
 from trajforge.schema import Message, Role, ToolSpec, refuse_images
 
 if TYPE_CHECKING:
@@ -64,22 +68,6 @@ class HistoryRewritten(RenderError):
         """The rendering of ``history`` alone."""
         self.later = later
         """The rendering once the new messages follow it."""
-
-
-class ToolProtocol(StrEnum):
-    AUTO = "auto"
-    NATIVE = "native"
-    TEXT = "text"
-
-
-def message_text(message: Message) -> str:
-    """An assistant message as text-protocol text: its prose, then each call as written."""
-    parts = [message.text] if message.text else []
-    parts += [
-        call.raw if call.raw is not None else format_tool_call(call.name, call.arguments)
-        for call in message.tool_calls
-    ]
-    return "\n".join(parts)
 
 
 @dataclass(frozen=True)
@@ -207,37 +195,6 @@ class ChatRenderer:
         eos = self.tokenizer.eos_token_id
         return [eos] if isinstance(eos, int) else suffix
 
-    # --- messages -> template dicts ----------------------------------------------------
-
-    def _template_message(self, message: Message) -> dict[str, Any]:
-        native = self.tool_protocol is ToolProtocol.NATIVE
-        if message.role is Role.ASSISTANT:
-            if not native:
-                return {"role": "assistant", "content": message_text(message)}
-            out: dict[str, Any] = {"role": "assistant", "content": message.content}
-            if message.tool_calls:
-                out["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments},
-                    }
-                    for c in message.tool_calls
-                ]
-            return out
-        if message.role is Role.TOOL:
-            if native:
-                out = {"role": "tool", "content": message.content}
-                out["tool_call_id"] = message.tool_call_id
-                if message.name:
-                    out["name"] = message.name
-                return out
-            if self.tool_role == "tool":
-                return {"role": "tool", "content": message.content}
-            label = f"Tool result ({message.name})" if message.name else "Tool result"
-            return {"role": "user", "content": f"{label}:\n{message.content}"}
-        return {"role": message.role.value, "content": message.content}
-
     def template_messages(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> list[dict[str, Any]]:
@@ -249,14 +206,9 @@ class ChatRenderer:
             refuse_images(list(messages), f"the text-only chat renderer of {name!r}")
         except ValueError as exc:
             raise RenderError(str(exc)) from None
-        conversation = [self._template_message(m) for m in messages]
+        conversation = [template_message(m, self.tool_protocol, self.tool_role) for m in messages]
         if conversation and tools and self.tool_protocol is ToolProtocol.TEXT:
-            block = tools_system_prompt(tools)
-            if conversation[0]["role"] == "system":
-                content = conversation[0]["content"]
-                conversation[0]["content"] = f"{content}\n\n{block}" if content else block
-            else:
-                conversation.insert(0, {"role": "system", "content": block})
+            with_tools_prompt(conversation, tools)
         return conversation
 
     def render_text(

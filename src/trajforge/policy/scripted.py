@@ -77,15 +77,10 @@ class ScriptedPolicy(TokenPolicy):
             raise ScriptError(f"policy {self.name!r} has no scripted reply for turn {turn}")
         return text_completion(self.renderer, reply, logprob=0.0)
 
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        messages: Sequence[Message] | None = None,
-    ) -> Completion:
-        """The script's reply to ``messages`` (with no task); ``prompt_ids`` are not read."""
-        return self._completion(None, messages or [])
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        """The script's reply to no conversation and no task; ``prompt_ids`` are not read (a
+        session's turns get theirs from ``complete_whole``)."""
+        return self._completion(None, [])
 
     async def complete_whole(
         self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams

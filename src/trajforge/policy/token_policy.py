@@ -83,7 +83,7 @@ class TokenPolicy(Policy):
     ) -> Completion:
         """The session's next completion, got whole: by default ``generate`` on the prompt ids.
         Policies that act on the conversation (a script) override this."""
-        return await self.generate(prompt_ids, sampling, messages=session.messages)
+        return await self.generate(prompt_ids, sampling)
 
     async def respond(
         self, session: ChatSession, sampling: SamplingParams, *, turn: int = 0

@@ -27,6 +27,7 @@ from trajforge.policy.base import Completion, FinishReason, SamplingParams, Toke
 from trajforge.policy.engine.sampling import UniformStream, sample_tokens, step_uniforms
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.renderer import ToolProtocol
+from trajforge.policy.session import RenderedSession
 from trajforge.policy.token_policy import TokenPolicy, stream_whole
 from trajforge.policy.vision_render import VisionRenderer, forward_inputs, pixel_inputs
 from trajforge.schema import ImagePart, Message
@@ -79,6 +80,13 @@ class VisionPolicy(HFPolicy):
     # ``TokenPolicy``'s, not ``HFPolicy``'s: generating needs the session's messages (their
     # images).
     complete = TokenPolicy.complete
+
+    async def complete_whole(
+        self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams
+    ) -> Completion:
+        """The session's next completion, shown the images of its messages (``generate``,
+        given token ids alone, samples without them)."""
+        return await self._generate(None, prompt_ids, sampling, session.messages, None)
 
     async def _sample(
         self,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,6 @@ from trajforge.policy.base import Completion, SamplingParams
 from trajforge.policy.openai_compat import OpenAIError, OpenAIPolicy
 from trajforge.policy.token_policy import TokenPolicy
 from trajforge.policy.vllm_server import VLLMServerError
-from trajforge.schema import Message
 from trajforge.server_process import ServerProcess
 
 if TYPE_CHECKING:
@@ -97,13 +95,7 @@ class VLLMPolicy(TokenPolicy):
 
     # --- token level ----------------------------------------------------------------------
 
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        messages: Sequence[Message] | None = None,
-    ) -> Completion:
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
         await self._ensure_running()
         served = self.served
         try:

@@ -21,8 +21,8 @@ from trajforge.rollout.engine import (
     run_rollout,
     user_policy_for,
 )
-from trajforge.rollout.episode import WEIGHTS_VERSIONS
 from trajforge.rollout.episode_key import EpisodeKey
+from trajforge.rollout.episode_record import WEIGHTS_VERSIONS
 from trajforge.rollout.hooks import RolloutHook, RolloutRun, StoreHook
 from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn
 from trajforge.rollout.progress import RolloutProgress

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,36 +22,39 @@ from trajforge.errors import InfraError
 from trajforge.policy import ChatSession, Policy, SamplingParams
 from trajforge.rollout.context import ContextSpec
 from trajforge.rollout.episode_key import EpisodeKey
+from trajforge.rollout.episode_record import (
+    WEIGHTS_VERSIONS,
+    episode_outcome,
+    valid_prefix,
+    weights_versions,
+)
 from trajforge.rollout.fitting import ContextFitting, describe_error
-from trajforge.rollout.limits import EndReason, Limits, TurnCap, cut_turn, fault_of
+from trajforge.rollout.limits import (
+    EndReason,
+    Limits,
+    cut_turn,
+    fault_of,
+)
 from trajforge.rollout.resplit import Pieces
 from trajforge.rollout.seeding import derive_seed
 from trajforge.rollout.user import PolicyUser
 from trajforge.schema import (
     Fault,
     Message,
-    Outcome,
     OutcomeStatus,
-    Role,
     Timing,
     Trajectory,
     Usage,
-    check_conversation,
     new_id,
 )
 
 EnvFactory = Callable[[], Env]
 
-WEIGHTS_VERSIONS = "weights_versions"
-"""``Trajectory.metadata`` key: the weights version that sampled each assistant message, in
-order (``None`` for one not sampled here), where the policy counts its weights. An episode
-under way when new weights load samples its later turns from them; RL reads each token's
-version from this."""
-
 # How long after its own tool timeout an env that times out its tools gets to answer before the engine cuts the step.
 BACKSTOP_GRACE_S = 1.0
 
 
+@dataclass(eq=False, repr=False)
 class Episode(ContextFitting):
     """The state of one episode and the phases that advance it.
 
@@ -69,54 +72,41 @@ class Episode(ContextFitting):
         context: How the context is kept within a budget (``None``: one growing context).
     """
 
-    def __init__(
-        self,
-        key: EpisodeKey,
-        *,
-        env_factory: EnvFactory,
-        policy: Policy,
-        limits: Limits,
-        sampling: SamplingParams,
-        run_id: str,
-        group_id: str,
-        seed: int,
-        user_policy: Policy | None = None,
-        context: ContextSpec | None = None,
-    ) -> None:
-        self.key = key
-        self.context = context
-        self.opening = 0
-        """How many messages open the conversation (kept by every rewrite)."""
-        self.peak_tokens = 0
-        """The most tokens a forward of the episode held (its prompt and what it sampled)."""
-        self.user_policy = user_policy
-        self.user: PolicyUser | None = None
-        self.linked: list[Trajectory] = []
-        """Trajectories recorded beside the episode's own (the simulated user's side)."""
-        self.env_factory = env_factory
-        self.policy = policy
-        self.limits = limits
-        self.sampling = sampling
-        self.run_id = run_id
-        self.group_id = group_id
-        self.seed = seed
-        self.env: Env | None = None
-        self.session: ChatSession | None = None
-        self.pieces = Pieces()
-        """Where the policy's template rewrites the history, the pieces it is split into."""
-        self.pending: Message | None = None
-        self.turn = 0
-        self.usage = Usage()
-        self.status: OutcomeStatus | None = None
-        self.reason: EndReason | None = None
-        self.error: str | None = None
-        self.fault: Fault | None = None
-        self.infra_fault: str | None = None
-        """What of the infrastructure failed under the episode while it went on (a tool's
-        server crashed), as the env's last step said."""
-        self.reward: float | None = None
-        self._t0 = 0.0
-        self._deadline: float | None = None
+    key: EpisodeKey
+    _: KW_ONLY
+    env_factory: EnvFactory
+    policy: Policy
+    limits: Limits
+    sampling: SamplingParams
+    run_id: str
+    group_id: str
+    seed: int
+    user_policy: Policy | None = None
+    context: ContextSpec | None = None
+    opening: int = field(default=0, init=False)
+    """How many messages open the conversation (kept by every rewrite)."""
+    peak_tokens: int = field(default=0, init=False)
+    """The most tokens a forward of the episode held (its prompt and what it sampled)."""
+    user: PolicyUser | None = field(default=None, init=False)
+    linked: list[Trajectory] = field(default_factory=list, init=False)
+    """Trajectories recorded beside the episode's own (the simulated user's side)."""
+    env: Env | None = field(default=None, init=False)
+    session: ChatSession | None = field(default=None, init=False)
+    pieces: Pieces = field(default_factory=Pieces, init=False)
+    """Where the policy's template rewrites the history, the pieces it is split into."""
+    pending: Message | None = field(default=None, init=False)
+    turn: int = field(default=0, init=False)
+    usage: Usage = field(default_factory=Usage, init=False)
+    status: OutcomeStatus | None = field(default=None, init=False)
+    reason: EndReason | None = field(default=None, init=False)
+    error: str | None = field(default=None, init=False)
+    fault: Fault | None = field(default=None, init=False)
+    infra_fault: str | None = field(default=None, init=False)
+    """What of the infrastructure failed under the episode while it went on (a tool's
+    server crashed), as the env's last step said."""
+    reward: float | None = field(default=None, init=False)
+    _t0: float = field(default=0.0, init=False)
+    _deadline: float | None = field(default=None, init=False)
 
     @property
     def live(self) -> bool:
@@ -201,35 +191,6 @@ class Episode(ContextFitting):
             self._end(OutcomeStatus.ERROR, EndReason.POLICY_ERROR, describe_error(exc))
             return
         self.opening = len(self.session.messages)
-
-    def _context_limit(self) -> int | None:
-        # A local model's own window (HFPolicy.max_context_tokens) bounds the context too, so a
-        # full window truncates the episode instead of failing the generation.
-        limits = [self.limits.max_context_tokens, self.policy.max_context_tokens]
-        if self.context is not None:
-            limits.append(self.context.budget)
-        known = [n for n in limits if n is not None]
-        return min(known) if known else None
-
-    def _token_cap(self) -> TurnCap | None:
-        """The most tokens the next turn may sample and the limit that sets it; None (and the
-        episode ended) when a budget is already spent."""
-        assert self.session is not None
-        per_turn = self._per_turn()
-        # Ties go to the episode-wide budgets: running into them always ends the episode.
-        caps: list[TurnCap] = []
-        context = self._context_limit()
-        if context is not None:
-            caps.append(TurnCap(context - self.session.num_tokens, EndReason.MAX_CONTEXT_TOKENS))
-        if self.limits.max_episode_tokens is not None:
-            room = self.limits.max_episode_tokens - self.usage.completion_tokens
-            caps.append(TurnCap(room, EndReason.MAX_EPISODE_TOKENS))
-        caps.append(TurnCap(per_turn, EndReason.MAX_NEW_TOKENS))
-        cap = min(caps, key=lambda c: c.tokens)
-        if cap.tokens <= 0:
-            self._end(OutcomeStatus.TRUNCATED, cap.binding, f"no token budget left ({cap.binding})")
-            return None
-        return cap
 
     async def generate(self) -> None:
         """Sample the next assistant turn (one ``policy.respond``)."""
@@ -366,10 +327,7 @@ class Episode(ContextFitting):
             )
         messages = list(self.session.messages) if self.session is not None else []
         if self.session is not None and self.session.sampled_versions:
-            versions = self.session.sampled_versions
-            metadata[WEIGHTS_VERSIONS] = [
-                versions.get(i) for i, m in enumerate(messages) if m.role is Role.ASSISTANT
-            ]
+            metadata[WEIGHTS_VERSIONS] = weights_versions(self.session, messages)
         # Neither side's conversation continues: the policies' caches let them go.
         if self.session is not None:
             self.policy.end_session(self.session)
@@ -387,7 +345,7 @@ class Episode(ContextFitting):
                 f"the conversation breaks the trajectory contract: {exc.errors()[0]['msg']}"
             )
             self.reward = None
-            traj = self._trajectory(_valid_prefix(messages), metadata)
+            traj = self._trajectory(valid_prefix(messages), metadata)
         self.linked += self.pieces.trajectories(traj)
         if self.user is not None and user_id is not None:
             try:
@@ -399,14 +357,6 @@ class Episode(ContextFitting):
     def _trajectory(self, messages: list[Message], metadata: dict[str, Any]) -> Trajectory:
         assert self.status is not None
         env = self.env
-        fault, error = self.fault, self.error
-        if self.infra_fault is not None:
-            fault, error = Fault.INFRA, error or self.infra_fault
-        reward = self.reward
-        if reward is None and self.status is OutcomeStatus.TRUNCATED and fault is Fault.POLICY:
-            # The policy ran out of turns or tokens before answering: its failure, worth 0,
-            # not an unscored episode (which would read as failed work).
-            reward = 0.0
         return Trajectory(
             id=self.pieces.id,
             task=self.key.task,
@@ -417,26 +367,11 @@ class Episode(ContextFitting):
             model=self.policy.name,
             tools=self._tools() if env is not None else [],
             messages=messages,
-            outcome=Outcome(
-                status=self.status,
-                reward=reward,
-                error=error,
-                reason=None if self.reason is EndReason.DONE else self.reason,
-                fault=fault,
+            outcome=episode_outcome(
+                self.status, self.reason, self.reward, self.error, self.fault, self.infra_fault
             ),
             usage=self.usage,
             exactness=self.pieces.exactness,
             segment=self.pieces.segment,
             metadata=metadata,
         )
-
-
-def _valid_prefix(messages: list[Message]) -> list[Message]:
-    """The longest prefix of ``messages`` that is a valid (possibly cut-off) conversation."""
-    for end in range(len(messages), -1, -1):
-        try:
-            check_conversation(messages[:end], allow_open_calls=True)
-        except ValueError:
-            continue
-        return messages[:end]
-    return []

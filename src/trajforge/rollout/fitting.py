@@ -1,7 +1,8 @@
 """The half of an ``Episode`` that keeps its context within a ``ContextSpec``'s budget: the
-tools it offers (``fold`` beside the env's), the rewrite before a turn that would not fit, the
-agent's fold, and the end of an episode whose prompt cannot fit (``context_budget``). The
-strategies themselves are ``trajforge.rollout.context``; the segments, ``resplit.Pieces``."""
+tools it offers (``fold`` beside the env's), each turn's token cap, the rewrite before a turn
+that would not fit, the agent's fold, and the end of an episode whose prompt cannot fit
+(``context_budget``). The strategies themselves are ``trajforge.rollout.context``; the
+segments, ``resplit.Pieces``."""
 
 from __future__ import annotations
 
@@ -23,9 +24,9 @@ from trajforge.rollout.context import (
     rewritten,
     transcript,
 )
-from trajforge.rollout.limits import EndReason, Limits
+from trajforge.rollout.limits import EndReason, Limits, TurnCap, next_turn_cap
 from trajforge.rollout.resplit import Pieces
-from trajforge.schema import Fault, Message, OutcomeStatus, Role, ToolSpec
+from trajforge.schema import Fault, Message, OutcomeStatus, Role, ToolSpec, Usage
 
 if TYPE_CHECKING:
     from trajforge.rollout.episode_key import EpisodeKey
@@ -51,6 +52,7 @@ class ContextFitting:
     turn: int
     pending: Message | None
     key: EpisodeKey
+    usage: Usage
 
     @property
     @abstractmethod
@@ -81,6 +83,31 @@ class ContextFitting:
         if self.limits.max_new_tokens is not None:
             per_turn = min(per_turn, self.limits.max_new_tokens)
         return per_turn
+
+    def _context_limit(self) -> int | None:
+        # A local model's own window (HFPolicy.max_context_tokens) bounds the context too, so a
+        # full window truncates the episode instead of failing the generation.
+        limits = [self.limits.max_context_tokens, self.policy.max_context_tokens]
+        if self.context is not None:
+            limits.append(self.context.budget)
+        known = [n for n in limits if n is not None]
+        return min(known) if known else None
+
+    def _token_cap(self) -> TurnCap | None:
+        """The most tokens the next turn may sample and the limit that sets it; None (and the
+        episode ended) when a budget is already spent."""
+        assert self.session is not None
+        cap = next_turn_cap(
+            self.limits,
+            self._per_turn(),
+            self._context_limit(),
+            self.session.num_tokens,
+            self.usage.completion_tokens,
+        )
+        if cap.tokens <= 0:
+            self._end(OutcomeStatus.TRUNCATED, cap.binding, f"no token budget left ({cap.binding})")
+            return None
+        return cap
 
     async def _folds(self, message: Message) -> bool:
         """Whether ``message`` folds the context (the fold done, or the episode ended): its

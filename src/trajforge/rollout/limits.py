@@ -123,3 +123,19 @@ class Limits(BaseModel):
     def turn_limit(self) -> int:
         """The number of turns after which the engine stops an episode."""
         return self.max_turns if self.max_turns is not None else TURN_BACKSTOP
+
+
+def next_turn_cap(
+    limits: Limits, per_turn: int, context: int | None, held: int, sampled: int
+) -> TurnCap:
+    """The cap of an episode's next turn: ``per_turn`` tokens, fewer where the ``context``
+    limit (``held`` tokens in it already) or the episode's token budget (``sampled`` spent)
+    leaves less. Ties go to the episode-wide budgets: running into them always ends the
+    episode."""
+    caps: list[TurnCap] = []
+    if context is not None:
+        caps.append(TurnCap(context - held, EndReason.MAX_CONTEXT_TOKENS))
+    if limits.max_episode_tokens is not None:
+        caps.append(TurnCap(limits.max_episode_tokens - sampled, EndReason.MAX_EPISODE_TOKENS))
+    caps.append(TurnCap(per_turn, EndReason.MAX_NEW_TOKENS))
+    return min(caps, key=lambda c: c.tokens)

@@ -20,6 +20,17 @@ from trajforge.schema.content import (
     labelled_text,
     sniff_media_type,
 )
+from trajforge.schema.messages import (
+    FunctionSpec,
+    Message,
+    Role,
+    Timing,
+    ToolCall,
+    ToolSpec,
+    check_conversation,
+    refuse_images,
+    with_system_text,
+)
 from trajforge.schema.success import SUCCESS_STATUS, SUCCESS_THRESHOLD, is_success, success_sql
 from trajforge.schema.trajectory import (
     LOSS_FROM_MESSAGE,
@@ -29,24 +40,15 @@ from trajforge.schema.trajectory import (
     ExactnessKind,
     ExpertFn,
     Fault,
-    FunctionSpec,
-    Message,
     Outcome,
     OutcomeStatus,
-    Role,
     Score,
     Segment,
     Task,
-    Timing,
-    ToolCall,
-    ToolSpec,
     Trajectory,
     Usage,
-    check_conversation,
     is_infra_failure,
     new_id,
-    refuse_images,
-    with_system_text,
 )
 from trajforge.schema.version import SCHEMA_VERSION
 

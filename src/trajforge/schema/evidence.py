@@ -20,7 +20,8 @@ from typing import Any
 
 from trajforge.errors import ConfigError
 from trajforge.schema.answers import final_answer
-from trajforge.schema.trajectory import Message, Score, Task, Trajectory
+from trajforge.schema.messages import Message
+from trajforge.schema.trajectory import Score, Task, Trajectory
 
 Verdict = float | Score
 Verifier = Callable[["Evidence"], Verdict | Awaitable[Verdict]]

@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import random
 
+from trajforge.schema.messages import FunctionSpec, Message, Role, ToolCall, ToolSpec
 from trajforge.schema.trajectory import (
     Evaluator,
     EvaluatorKind,
-    FunctionSpec,
-    Message,
     Outcome,
     OutcomeStatus,
-    Role,
     Score,
     Task,
-    ToolCall,
-    ToolSpec,
     Trajectory,
     Usage,
 )

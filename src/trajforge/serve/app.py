@@ -23,6 +23,7 @@ from trajforge.serve.completions import completions_route
 from trajforge.serve.gateway import ChatGateway, Choice
 from trajforge.serve.gemini_api import add_gemini_routes
 from trajforge.serve.gemini_reply import model_object
+from trajforge.serve.recording import DEFAULT_SESSION
 from trajforge.serve.responses import KeptResponses, responses_route
 from trajforge.serve.wire import (
     ChatRequest,
@@ -39,7 +40,6 @@ from trajforge.serve.wire import (
 )
 
 SESSION_HEADER = "x-trajforge-session"
-DEFAULT_SESSION = "default"
 ROOTS = ("/v1", "/sessions/{session_id}/v1")
 
 

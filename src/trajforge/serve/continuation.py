@@ -3,7 +3,8 @@ does not: ``split`` where it repeats at least one recorded assistant turn and th
 earlier turn edited, the history cut back), or only appends to it but the chat template writes
 the recorded turns differently once the new messages follow (``split_at_break``),
 ``re-rendered`` where it holds assistant turns sent as text that nothing recorded, else
-``exact``."""
+``exact``; and whether a call that continues none rewrites the history the program had
+(``keeps_history``, ``rewrite_label``: the next segment of its episode)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from trajforge.policy import HistoryRewritten, break_reason
+from trajforge.rollout import FOLD_REASON
 from trajforge.schema import Exactness, ExactnessKind, Fault, Message, Outcome, OutcomeStatus, Role
 from trajforge.serve.wire import call_arguments_text
 
@@ -44,14 +46,20 @@ def same_message(recorded: Message, sent: Message) -> bool:
     return recorded.content == sent.content and recorded.tool_call_id == sent.tool_call_id
 
 
-def departure(recorded: list[Message], sent: list[Message]) -> str | None:
-    """How a call departs from a recorded trajectory after repeating at least one of its
-    assistant turns (``None``: it repeats none, so it is another conversation)."""
+def shared_prefix(recorded: list[Message], sent: list[Message]) -> int:
+    """How many leading messages of a call repeat a recorded trajectory's."""
     shared = 0
     for r, s in zip(recorded, sent, strict=False):
         if not same_message(r, s):
             break
         shared += 1
+    return shared
+
+
+def departure(recorded: list[Message], sent: list[Message]) -> str | None:
+    """How a call departs from a recorded trajectory after repeating at least one of its
+    assistant turns (``None``: it repeats none, so it is another conversation)."""
+    shared = shared_prefix(recorded, sent)
     if not any(m.role is Role.ASSISTANT for m in recorded[:shared]):
         return None
     if shared < min(len(recorded), len(sent)):
@@ -111,3 +119,39 @@ def unanswered_calls(split_into: str | None) -> Outcome:
         reason=f"its last tool calls are answered in trajectory {split_into}, split off where "
         "the chat template rewrites this one's turns",
     )
+
+
+def keeps_history(recorded: list[Message], messages: list[Message]) -> bool:
+    """Whether a call that does not continue ``recorded`` still keeps its history: it repeats
+    every recorded message (and answers not every call of the last reply, one the client never
+    saw, or adds replies of its own), or departs at a reply sent back otherwise than it was
+    sampled. Neither is the program rewriting its history."""
+    shared = shared_prefix(recorded, messages)
+    if shared < min(len(recorded), len(messages)):
+        return recorded[shared].role is Role.ASSISTANT
+    return shared == len(recorded) < len(messages)
+
+
+def rewrite_label(
+    rewritten_id: str, recorded: list[Message], messages: list[Message]
+) -> tuple[str, Exactness]:
+    """What a call does to the history ``recorded`` of trajectory ``rewritten_id``
+    (``compaction``: it keeps none of the recorded turns; ``edit``: it repeats some, then
+    departs) and the label of the segment it starts, split from that trajectory, its messages
+    rendered whole as the model is given them."""
+    why = departure(recorded, messages)
+    if why is None:
+        kind = "compaction"
+        reason = (
+            f"context rewritten by {FOLD_REASON}: the program replaced its history with "
+            f"{len(messages)} messages that repeat none of the recorded turns (a compaction)"
+        )
+    else:
+        kind, reason = "edit", f"history rewritten by the program: {why}"
+    label = Exactness(
+        kind=ExactnessKind.SPLIT,
+        reason=reason,
+        split_from=rewritten_id,
+        rendered_prefix=len(messages),
+    )
+    return kind, label

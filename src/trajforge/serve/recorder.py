@@ -4,14 +4,17 @@ A call whose conversation repeats a recorded trajectory message for message (the
 turns as the gateway returned them) and only appends user or tool messages continues that
 trajectory: the new messages are rendered after the recorded context, whose ids (the sampled
 ones included) are never re-tokenized, so the prompt the model sees extends the previous one
-token for token. Any other call (history edited or summarised, a sub-agent, a retry) starts a
-new trajectory in the same session, linked to it by ``metadata["gateway"]`` and labelled with
-its exactness (``continuation``: ``split`` where it departs from a recorded one after repeating
-its assistant turns, or where the chat template rewrites the recorded turns once the new
-messages follow: the recorded trajectory is kept as it is and the call's messages start the
-next piece, rendered whole as the model is given them). Every trajectory is
-written to the store after each call that changes it, so a crash loses at most the call in
-flight.
+token for token. A call that continues none but rewrites the history of the session's
+conversation (a compaction, as Claude Code's, or an earlier turn edited: the same system prompt
+and tools, ``recording.rewrites``) starts the next segment of the session's episode, as a
+rollout's context policy does: each segment token-exact on its own, the last one the episode's
+trajectory. Any other call (a sub-agent, a harness's side call, a fork) starts a new trajectory
+in the same session, linked to it by ``metadata["gateway"]`` and labelled with its exactness
+(``continuation``: ``split`` where it departs from a recorded one after repeating its assistant
+turns, or where the chat template rewrites the recorded turns once the new messages follow: the
+recorded trajectory is kept as it is and the call's messages start the next piece, rendered
+whole as the model is given them). Every trajectory is written to the store after each call
+that changes it, so a crash loses at most the call in flight.
 
 A turn cut at its token cap makes its trajectory ``truncated``, as ``eval`` decides it for an
 episode (``rollout.cut_turn``); an agent run's session is opened, scored and ended through the
@@ -29,6 +32,7 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
@@ -50,6 +54,7 @@ from trajforge.schema import (
 from trajforge.serve.continuation import (
     SPLIT_INTO,
     exactness_of,
+    rewrite_label,
     split_at_break,
 )
 from trajforge.serve.recording import (
@@ -58,6 +63,7 @@ from trajforge.serve.recording import (
     StartConversation,
     recorded,
     recorded_nothing,
+    rewrites,
     told,
 )
 from trajforge.serve.wire import WireError
@@ -77,6 +83,7 @@ def turn_cap(asked: int, room: int | None) -> TurnCap:
     return TurnCap(asked)
 
 
+@dataclass(eq=False, repr=False)
 class Recorder:
     """Sessions of one gateway and the store their trajectories go to.
 
@@ -89,24 +96,15 @@ class Recorder:
         env: the environment name recorded on trajectories (``None`` for a free agent).
     """
 
-    def __init__(
-        self,
-        start: StartConversation,
-        model: str,
-        precision: str | None,
-        store: TrajectoryStore | None,
-        run_id: str,
-        env: str | None = None,
-    ) -> None:
-        self.start = start
-        self.model = model
-        self.precision = precision
-        self.store = store
-        self.run_id = run_id
-        self.env = env
-        self._keep_sessions: int | None = None
-        self.sessions: dict[str, GatewaySession] = {}
-        """By last use, the most recent last."""
+    start: StartConversation
+    model: str
+    precision: str | None
+    store: TrajectoryStore | None
+    run_id: str
+    env: str | None = None
+    _keep_sessions: int | None = field(default=None, init=False)
+    sessions: dict[str, GatewaySession] = field(default_factory=dict, init=False)
+    """By last use, the most recent last."""
 
     def hold_sessions(self, most: int | None) -> None:
         """Hold at most ``most`` sessions from the next call on (the least recently used idle
@@ -179,7 +177,39 @@ class Recorder:
                     return piece
                 recording.busy = True
                 return recording
+        rewritten = rewrites(session, messages, tools)
+        if rewritten is not None:
+            return self.next_segment(session, rewritten, messages, tools)
         return self.new_recording(session, messages, tools)
+
+    def next_segment(
+        self,
+        session: GatewaySession,
+        rewritten: Recording,
+        messages: list[Message],
+        tools: list[ToolSpec],
+    ) -> Recording:
+        """The next segment of the session's episode, started from ``messages``, which rewrite
+        the history of its last segment ``rewritten``: the new segment takes the episode's id
+        (the last segment's, as a rollout's does), ``rewritten`` a new one of its own, and
+        ``rewritten`` is closed."""
+        if not session.chain:
+            session.chain.append(rewritten)
+        episode_id, rewritten.id = rewritten.id, uuid.uuid4().hex
+        rewritten.closed = True
+        for other in session.recordings:
+            if other.forked_from == episode_id:
+                other.forked_from = rewritten.id
+        kind, label = rewrite_label(rewritten.id, rewritten.session.messages, messages)
+        segment = self.new_recording(session, messages, tools, label, recording_id=episode_id)
+        segment.notes["rewrite"] = kind
+        session.chain.append(segment)
+        # The episode's row holds the old last segment until the new one's turn is stored.
+        if self.store is not None:
+            self.store.delete([episode_id])
+        for earlier in session.chain[:-1]:
+            self.save(session, earlier)
+        return segment
 
     async def begin_call(
         self, session_id: str, messages: list[Message], tools: list[ToolSpec], n: int
@@ -199,11 +229,13 @@ class Recorder:
         messages: list[Message],
         tools: list[ToolSpec],
         exactness: Exactness | None = None,
+        recording_id: str | None = None,
     ) -> Recording:
-        """A new trajectory of the session, starting from ``messages``, labelled ``exactness``
-        or with what ``messages`` are to the session's recorded trajectories."""
+        """A new trajectory of the session (``recording_id``: its id, else a new one), starting
+        from ``messages``, labelled ``exactness`` or with what ``messages`` are to the
+        session's recorded trajectories."""
         recording = Recording(
-            id=uuid.uuid4().hex,
+            id=recording_id or uuid.uuid4().hex,
             session=self.start(messages, tools, session.task),
             sequence=next(session.sequences),
             exactness=exactness
@@ -303,6 +335,8 @@ class Recorder:
         """Score each trajectory of the session on its own (the env's verifier, where the agent
         reported no reward): its reward the score's value."""
         for recording in session.recordings:
+            if recording.closed:  # an earlier segment: the episode's score is its own
+                continue
             score = await scorer(self.trajectory(session, recording))
             recording.reward, recording.scores = score.value, [score]
             self.save(session, recording)
@@ -326,11 +360,20 @@ class Recorder:
 
     def trajectory(self, session: GatewaySession, recording: Recording) -> Trajectory:
         run_id = self._run_id(session)
-        return recorded(session, recording, run_id, self.model, self.precision, self.env)
+        episode = None
+        if recording.closed:  # an earlier segment takes its episode's outcome
+            episode = self.trajectory(session, session.chain[-1])
+        return recorded(session, recording, run_id, self.model, self.precision, self.env, episode)
 
     def save(self, session: GatewaySession, recording: Recording) -> None:
-        if self.store is not None and recording.session.messages:
-            self.store.put(self.trajectory(session, recording))
+        """Store the recording's trajectory; the earlier segments too where it is the last of
+        its session's episode, whose outcome they carry."""
+        if self.store is None or not recording.session.messages:
+            return
+        self.store.put(self.trajectory(session, recording))
+        if session.chain and recording is session.chain[-1]:
+            for earlier in session.chain[:-1]:
+                self.store.put(self.trajectory(session, earlier))
 
     def save_all(self, session: GatewaySession) -> list[Trajectory]:
         """Store every trajectory of the session (an empty one if it made no call)."""

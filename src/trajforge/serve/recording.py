@@ -4,6 +4,11 @@ trajectory each recording is (``recorded``).
 
 A session keeps its last ``SESSION_RECORDINGS`` recordings: the default session, which every
 call without a session shares, would otherwise hold every conversation ever served.
+
+A program that rewrites its own history (a harness that compacts its context, as Claude Code
+does, or edits an earlier turn) makes its session's episode a chain of segments (``chain``),
+as a rollout under a context policy does: the last segment carries the episode's id, the
+earlier ones take its outcome (``rewrites``, ``recorded``).
 """
 
 from __future__ import annotations
@@ -24,15 +29,18 @@ from trajforge.schema import (
     OutcomeStatus,
     Role,
     Score,
+    Segment,
     Task,
     ToolSpec,
     Trajectory,
     Usage,
     with_system_text,
 )
-from trajforge.serve.continuation import SPLIT_INTO, same_message, unanswered_calls
+from trajforge.serve.continuation import SPLIT_INTO, keeps_history, same_message, unanswered_calls
 
 SESSION_RECORDINGS = 256
+DEFAULT_SESSION = "default"
+"""The session of every call that names none: many programs' conversations, no one episode."""
 
 
 class Conversation(Protocol):
@@ -78,6 +86,8 @@ class Recording:
     not extend the context)."""
     scores: list[Score] = field(default_factory=list)
     exactness: Exactness = field(default_factory=Exactness)
+    closed: bool = False
+    """An earlier segment of the session's episode: no call continues it."""
     cut: Outcome | None = None
     """How the trajectory ends where a turn of it was cut at its token cap (the first one):
     truncated, as an episode of ``eval`` is (``rollout.cut_turn``). The agent may go on after
@@ -85,12 +95,21 @@ class Recording:
 
     @property
     def turn(self) -> int:
-        return sum(1 for m in self.session.messages if m.role is Role.ASSISTANT)
+        """The next turn's number, which names its tool calls (``call_{turn}_{k}``): past every
+        turn of the conversation and every call id its messages hold (a history the client
+        sent as text, a compacted one keeping its last turn, would otherwise collide)."""
+        messages = self.session.messages
+        turn = sum(1 for m in messages if m.role is Role.ASSISTANT)
+        taken = {c.id for m in messages for c in m.tool_calls}
+        while any(i.startswith(f"call_{turn}_") for i in taken):
+            turn += 1
+        return turn
 
     def extends(self, messages: list[Message], tools: list[ToolSpec]) -> bool:
         recorded = self.session.messages
         return (
             not self.busy
+            and not self.closed
             and self.status is OutcomeStatus.OK
             and self.session.tools == tools
             and len(recorded) < len(messages)
@@ -131,6 +150,9 @@ class GatewaySession:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     sequences: Iterator[int] = field(default_factory=count)
     """The sequence numbers of its recordings, in the order they start."""
+    chain: list[Recording] = field(default_factory=list)
+    """The segments of its episode, in order, where the program rewrote its history (empty
+    until it does); the last carries the episode's id."""
 
     @property
     def idle(self) -> bool:
@@ -143,6 +165,41 @@ class GatewaySession:
         if excess > 0:
             old = {id(r) for r in [r for r in self.recordings[:-1] if not r.busy][:excess]}
             self.recordings = [r for r in self.recordings if id(r) not in old]
+
+
+def _system(messages: list[Message]) -> Message | None:
+    return messages[0] if messages and messages[0].role is Role.SYSTEM else None
+
+
+def rewrites(
+    session: GatewaySession, messages: list[Message], tools: list[ToolSpec]
+) -> Recording | None:
+    """The recording a call that continues none rewrites, the call then the next segment of the
+    session's episode: the chain's last segment, else (no chain yet) the latest trajectory
+    with the call's system prompt and tools; either idle, ended well, no fork and not split at
+    a template break. ``None``: the call is another conversation of the session (a sub-agent, a
+    harness's side call with its own prompt or tools), a trajectory of its own, as is every
+    call of ``DEFAULT_SESSION``."""
+    if session.id == DEFAULT_SESSION:
+        return None
+    candidates = session.chain[-1:] or [r for r in reversed(session.recordings) if r.calls]
+    system = _system(messages)
+    for recording in candidates:
+        recorded = recording.session.messages
+        head = _system(recorded)
+        if (
+            not keeps_history(recorded, messages)
+            and not recording.busy
+            and recording.status is OutcomeStatus.OK
+            and recording.forked_from is None
+            and SPLIT_INTO not in recording.notes
+            and recording.session.tools == tools
+            and (
+                head is None if system is None else head is not None and same_message(head, system)
+            )
+        ):
+            return recording
+    return None
 
 
 def told(session: GatewaySession, messages: list[Message]) -> list[Message]:
@@ -186,9 +243,11 @@ def recorded(
     model: str,
     precision: str | None,
     env: str | None,
+    episode: Trajectory | None = None,
 ) -> Trajectory:
     """``recording`` as the trajectory of run ``run_id``, sampled by ``model`` at
-    ``precision``, in ``env`` (``None``: the task's)."""
+    ``precision``, in ``env`` (``None``: the task's); an earlier segment of the session's
+    episode takes the outcome and scores of ``episode``, its last segment, as a rollout's do."""
     messages = list(recording.session.messages)
     task = session_task(session, messages)
     # The first end wins: a cut turn, else how the last call ended.
@@ -200,6 +259,13 @@ def recorded(
         outcome = unanswered_calls(recording.notes.get(SPLIT_INTO))
     if session.failure is not None:
         outcome = session.failure
+    outcome = outcome.model_copy(
+        update={"reward": recording.reward if session.reward is None else session.reward}
+    )
+    scores = [*session.scores, *recording.scores]
+    if episode is not None:
+        outcome, scores = episode.outcome.model_copy(), list(episode.scores)
+    segment, links = _chained(session, recording)
     assistant = [m for m in messages if m.role is Role.ASSISTANT]
     completion_tokens = sum(len(m.token_ids or ()) for m in assistant)
     return Trajectory(
@@ -211,11 +277,10 @@ def recorded(
         model=model,
         tools=recording.session.tools,
         messages=messages,
-        outcome=outcome.model_copy(
-            update={"reward": recording.reward if session.reward is None else session.reward}
-        ),
-        scores=[*session.scores, *recording.scores],
+        outcome=outcome,
+        scores=scores,
         exactness=recording.exactness,
+        segment=segment,
         usage=Usage(
             prompt_tokens=recording.session.num_tokens - completion_tokens,
             completion_tokens=completion_tokens,
@@ -236,7 +301,23 @@ def recorded(
                 "calls": recording.calls,
                 "text_only": any(m.token_ids is None for m in messages),
                 **recording.notes,
+                **links,
                 **session.metadata,
             },
         },
     )
+
+
+def _chained(
+    session: GatewaySession, recording: Recording
+) -> tuple[Segment | None, dict[str, Any]]:
+    """Where ``recording`` sits in the session's episode (``None``: in none) and what its
+    ``metadata["gateway"]`` says of the chain: its length, and the segment after it."""
+    chain = session.chain
+    index = next((i for i, r in enumerate(chain) if r is recording), None)
+    if index is None:
+        return None, {}
+    links: dict[str, Any] = {"segments": len(chain)}
+    if index + 1 < len(chain):
+        links[SPLIT_INTO] = chain[index + 1].id
+    return Segment(episode_id=chain[-1].id, index=index), links

@@ -16,6 +16,7 @@ filter by difficulty, write the task set.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -23,12 +24,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from trajforge.envs import PROPOSERS, Candidate, Synthesizer, synthesizer_for
+from trajforge.envs import PROPOSERS, REPO_ENV, Candidate, Synthesizer, synthesizer_for
 from trajforge.errors import ConfigError
 from trajforge.policy import check_policy_name, load_policy
 from trajforge.rollout import PolicyRef, RolloutHook, RolloutSpec, Sampling, run_rollout
 from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory, is_success
 from trajforge.synthesis.blueprints import synthesize_blueprints
+from trajforge.synthesis.bugs import check_package, synthesize_bugs
 from trajforge.synthesis.report import SynthesisReport, write_tasks
 
 RANDOM_EXPLORER = "random"
@@ -68,14 +70,32 @@ class SynthesisSettings(BaseModel):
     user: str | None = None
     """The simulated user of blueprint conversations (retail): null: the env's scripted user;
     else a policy (``embedded``, a model folder, ``openai:<base_url>#<model>``)."""
+    bugs: str | None = None
+    """A Python package folder (its source and tests): the tasks are bugs injected into it,
+    one function at a time, kept when its tests catch them (env ``repo``; ``episodes`` is the
+    number of changes tried)."""
+    bug_policy: str | None = None
+    """With ``bugs``: a policy that writes each change (it rewrites one function with a bug,
+    at temperature 1) instead of the rules (null: the rules)."""
 
     def check_names(self, env: str, key: Callable[[str], str] = str) -> None:
         """Refuse an env with no synthesizer or proposer, or a policy that names nothing (an
         error names the setting as ``key`` writes it); nothing is loaded or written."""
-        if env not in PROPOSERS:
+        if self.bug_policy is not None and self.bugs is None:
+            raise ConfigError(f"{key('bug_policy')}: it writes the bugs of {key('bugs')}; "
+                              "give that too")  # fmt: skip
+        if self.bugs is not None:
+            check_package(Path(self.bugs), key("bugs"))
+            if env != REPO_ENV:
+                raise ConfigError(f"{key('bugs')}: bug-injection tasks are tasks of env "
+                                  f"{REPO_ENV!r}, not {env!r}")  # fmt: skip
+        elif env == REPO_ENV:
+            raise ConfigError(f"env {REPO_ENV!r}: its tasks are made by bug injection into a "
+                              f"package: give {key('bugs')} PACKAGE_DIR")  # fmt: skip
+        elif env not in PROPOSERS:
             synthesizer_for(env)
         named = {"explorer": self.explorer, "difficulty_policy": self.difficulty_policy,
-                 "user": self.user}  # fmt: skip
+                 "user": self.user, "bug_policy": self.bug_policy}  # fmt: skip
         for name, policy in named.items():
             if policy is not None and policy != RANDOM_EXPLORER:
                 try:
@@ -173,14 +193,17 @@ def synthesize(
 ) -> SynthesisReport:  # fmt: skip
     """Synthesize tasks of ``env`` (exploration stored as run ``run_id`` in ``store``) and
     write them to ``out``; for an env with a blueprint proposer (retail, sql), ``episodes``
-    blueprints are proposed and validated instead (``synthesis.blueprints``).
+    blueprints are proposed and validated instead (``synthesis.blueprints``); with ``bugs``,
+    ``episodes`` changes to that package are tried (``synthesis.bugs``, env ``repo``).
 
     Raises:
-        ConfigError: the env has no synthesizer, a policy is unknown, or no task survived
-            (then nothing is written).
+        ConfigError: the env has no synthesizer, a policy is unknown, the ``bugs`` package
+            has no tests or fails them, or no task survived (then nothing is written).
     """
     settings.check_names(env)
-    if env in PROPOSERS:
+    if settings.bugs is not None:
+        report = bug_tasks(settings)
+    elif env in PROPOSERS:
         report = synthesize_blueprints(
             env, settings.episodes, seed=settings.seed, user=settings.user, hooks=hooks
         )
@@ -199,6 +222,20 @@ def synthesize(
         raise ConfigError(f"synthesize: no task of {env} survived ({report.text}); nothing written")
     write_tasks(out, report.tasks)
     return report
+
+
+def bug_tasks(settings: SynthesisSettings) -> SynthesisReport:
+    """The ``repo`` tasks of ``settings.bugs``, changed by the rules or by ``bug_policy``."""
+    assert settings.bugs is not None
+    if settings.bug_policy is None:
+        return synthesize_bugs(Path(settings.bugs), settings.episodes, seed=settings.seed)
+    policy = load_policy(settings.bug_policy)
+    try:
+        return synthesize_bugs(
+            Path(settings.bugs), settings.episodes, seed=settings.seed, policy=policy
+        )
+    finally:
+        asyncio.run(policy.close())
 
 
 def reverse_synthesis(

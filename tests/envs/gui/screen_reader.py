@@ -53,13 +53,7 @@ class ScreenReader(Policy):
         )
         return text
 
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        messages: Sequence[Message] | None = None,
-    ) -> Completion:
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
         raise NotImplementedError("the screen reader answers sessions (it has no token ids)")
 
     def start_session(

@@ -58,3 +58,11 @@ class DecodeMask:
         attends[:, :capacity] = self._attends
         bias[:, :capacity] = self._bias
         self._attends, self._bias = attends, bias
+
+
+def pad_left(mask: torch.Tensor, width: int) -> torch.Tensor:
+    """``mask`` with columns that attend nowhere added on the left, ``width`` columns wide."""
+    missing = width - mask.shape[-1]
+    if missing == 0:
+        return mask
+    return torch.cat([mask.new_zeros((mask.shape[0], missing)), mask], dim=-1)

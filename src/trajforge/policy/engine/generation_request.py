@@ -80,3 +80,17 @@ def completion_of(
         finish_reason=request.finish_reason or FinishReason.LENGTH,
         weights_version=request.weights_version,
     )
+
+
+STOP_WINDOW_SLACK = 8
+"""Tokens decoded beyond the longest stop string's length when looking for it."""
+
+
+def hit_stop(request: GenerationRequest, tokenizer: Any) -> bool:
+    """Whether the text of ``request``'s last sampled tokens holds one of its stop strings."""
+    stops = request.sampling.stop
+    if not stops:
+        return False
+    window = max(len(s) for s in stops) + STOP_WINDOW_SLACK
+    tail = tokenizer.decode(request.token_ids[-window:], skip_special_tokens=False)
+    return any(stop in tail for stop in stops)

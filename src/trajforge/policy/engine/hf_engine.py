@@ -21,8 +21,8 @@ import torch
 from trajforge.errors import ConfigError
 from trajforge.policy.base import FinishReason
 from trajforge.policy.engine.adapter_bank import AdapterBank
-from trajforge.policy.engine.decode_mask import DecodeMask
-from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest
+from trajforge.policy.engine.decode_mask import DecodeMask, pad_left
+from trajforge.policy.engine.generation_request import EngineStats, GenerationRequest, hit_stop
 from trajforge.policy.engine.llama_decode import (
     ForwardGroup,
     attention_dtype,
@@ -36,9 +36,6 @@ from trajforge.policy.engine.shared_prefix import share_prefixes
 
 if TYPE_CHECKING:
     from trajforge.policy.engine.kv_cache import RowCache
-
-STOP_WINDOW_SLACK = 8
-"""Tokens decoded beyond the longest stop string's length when looking for it."""
 
 
 class DecodeEngine:
@@ -317,7 +314,7 @@ class DecodeEngine:
         width = max(self._mask.width, mask.shape[-1])
         self._cache.append_rows(cache)
         self._mask = DecodeMask(
-            torch.cat([_pad_mask(self._mask.mask, width), _pad_mask(mask.bool(), width)]),
+            torch.cat([pad_left(self._mask.mask, width), pad_left(mask.bool(), width)]),
             self._mask.dtype,
         )
         self._positions = torch.cat([self._positions, positions])
@@ -336,21 +333,13 @@ class DecodeEngine:
             self.stats.generated_tokens += 1
             if request.on_token is not None:
                 request.on_token(token)
-            if token in self.eos_ids or self._hit_stop(request):
+            if token in self.eos_ids or hit_stop(request, self.tokenizer):
                 request.finish_reason = FinishReason.STOP
             elif len(request.token_ids) >= request.max_new_tokens:
                 request.finish_reason = FinishReason.LENGTH
             if request.finish_reason is not None:
                 finished.append(request)
         return finished
-
-    def _hit_stop(self, request: GenerationRequest) -> bool:
-        stops = request.sampling.stop
-        if not stops:
-            return False
-        window = max(len(s) for s in stops) + STOP_WINDOW_SLACK
-        tail = self.tokenizer.decode(request.token_ids[-window:], skip_special_tokens=False)
-        return any(stop in tail for stop in stops)
 
     def _compact(self) -> None:
         """Drop finished and cancelled rows, and padding columns no live row needs."""
@@ -393,10 +382,3 @@ class DecodeEngine:
                 continue
             keys, values = self._cache.row_states(i, columns)
             self.prefix_cache.store(PrefixEntry(tokens, keys, values, request.adapter_key))
-
-
-def _pad_mask(mask: torch.Tensor, width: int) -> torch.Tensor:
-    missing = width - mask.shape[-1]
-    if missing == 0:
-        return mask
-    return torch.cat([mask.new_zeros((mask.shape[0], missing)), mask], dim=-1)

@@ -183,6 +183,12 @@ class RLConfig(CommonSettings):
     """An agent program that produces the rollouts instead of the env's episodes (``python
     my_agent.py``): run once per task and sample against a gateway serving the weights being
     trained, its reward as in ``trajforge collect`` (posted, printed, else the env's verifier)."""
+    harness: str | None = None
+    """A real agent harness whose runs are the rollouts instead of ``agent``'s: ``claude-code``,
+    ``codex`` or ``opencode`` (always confined)."""
+    confine: bool = False
+    """Run each agent program in the bubblewrap sandbox, as ``trajforge collect --confine``: a
+    fresh workspace and home, no network but the gateway, bounded processes."""
     agent_timeout_s: float = Field(default=300.0, gt=0)
     """Seconds one agent run may take before it and everything it started are killed."""
     agent_concurrency: int = Field(default=8, ge=1)
@@ -330,11 +336,20 @@ class RLConfig(CommonSettings):
             _check_options(value, known(info.data[what]), what)
         return value
 
+    @property
+    def plays_program(self) -> bool:
+        """Whether the rollouts are runs of an agent program (``agent`` or ``harness``)."""
+        return self.agent is not None or self.harness is not None
+
     @model_validator(mode="after")
     def _ray_rolls_out_env_episodes(self) -> RLConfig:
-        if self.ray is not None and self.agent is not None:
+        if self.agent is not None and self.harness is not None:
+            raise ValueError("harness: the runs are the agent command's or the harness's; give one")
+        if self.confine and not self.plays_program:
+            raise ValueError("confine: confines an agent program's runs; give agent or harness")
+        if self.ray is not None and self.plays_program:
             raise ValueError("ray: an agent program's rollouts run through the gateway, not on Ray")
-        if self.self_play is not None and self.agent is not None:
+        if self.self_play is not None and self.plays_program:
             # An agent program plays one side through the gateway; a game needs every seat.
             raise ValueError("self_play: a game's seats are played by the trainer, not by agent")
         if self.async_staleness > 1 and self.ray is None:
@@ -346,7 +361,7 @@ class RLConfig(CommonSettings):
             _check_difficulty(self.difficulty, self)
         if self.self_play is not None and self.self_play.per_role:
             _check_per_role(self)
-        if self.max_staleness is not None and (self.agent or self.self_play):
+        if self.max_staleness is not None and (self.plays_program or self.self_play):
             raise ValueError(
                 "max_staleness: an agent program's or a game's turns record no weights version "
                 "to bound (leave max_staleness out)"

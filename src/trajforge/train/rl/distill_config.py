@@ -39,7 +39,7 @@ def distill_problem(cfg: RLConfig) -> str | None:
         return (
             "distill: a self-play game's seats train on role advantages; leave out one of the two"
         )
-    if cfg.agent is not None:
+    if cfg.plays_program:
         return "distill: an agent program's episodes are not scored by a teacher; leave out agent"
     if cfg.context is not None and cfg.context.strategy != "none":
         # The teacher scores an episode's own row; an earlier segment's tokens have no row of it.

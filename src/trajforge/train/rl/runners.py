@@ -22,8 +22,9 @@ import asyncio
 import copy
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -47,10 +48,19 @@ if TYPE_CHECKING:
     from trajforge.distributed import RayRunner
     from trajforge.train.rl.self_play import SelfPlay
 
-AgentRunners = Callable[[TokenPolicy], EpisodeRunner]
-"""``runner(policy)``: the ``EpisodeRunner`` that plays a step's episodes as runs of the config's
-agent program, whose model calls ``policy`` answers; the layer above training provides it
-(``trajforge.agent_programs.agent_runners``), since training sits below the gateway."""
+
+class AgentRunners(Protocol):
+    """``runner(policy)``: the ``EpisodeRunner`` that plays a step's episodes as runs of the
+    config's agent program, whose model calls ``policy`` answers; the layer above training
+    provides it (``trajforge.agent_programs.agent_runners``), since training sits below the
+    gateway."""
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What each step's run records of the program (its command or harness, its
+        confinement), as ``trajforge collect`` records it."""
+
+    def __call__(self, policy: TokenPolicy) -> EpisodeRunner: ...
 
 
 class StepRunner(ABC):
@@ -116,15 +126,15 @@ class SelfPlayRollouts(StepRunner):
         return await asyncio.to_thread(self.self_play.rollout, spec, self.policy, step)
 
 
+@dataclass(eq=False, repr=False)
 class AgentRollouts(StepRunner):
     """Runs of an agent program against a gateway over the live policy, bounded by the
     config's ``agent_timeout_s`` and ``agent_concurrency``; a run sampled at another
     temperature than the trainer scores is refused."""
 
-    def __init__(self, runners: AgentRunners, policy: HFPolicy, cfg: RLConfig) -> None:
-        self.runners = runners
-        self.policy = policy
-        self.cfg = cfg
+    runners: AgentRunners
+    policy: HFPolicy
+    cfg: RLConfig
 
     async def rollout(
         self, spec: RolloutSpec, step: int, hooks: Sequence[RolloutHook] = ()
@@ -135,9 +145,14 @@ class AgentRollouts(StepRunner):
         agent = spec.model_copy(
             update={"limits": limits, "concurrency": self.cfg.agent_concurrency}
         )
-        played = await arun_rollout(agent, runner=self.runners(self.policy), hooks=hooks)
-        check_sampled_temperature(played, self.cfg.temperature)
-        return played
+        # A program that rewrote its history played its episode as segments, trained together.
+        earlier = EarlierSegments()
+        played = await arun_rollout(
+            agent, runner=self.runners(self.policy), hooks=[*hooks, earlier]
+        )
+        trajectories = [*played, *earlier.trajectories]
+        check_sampled_temperature(trajectories, self.cfg.temperature)
+        return trajectories
 
 
 def check_sampled_temperature(trajs: Sequence[Trajectory], temperature: float) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,26 +38,18 @@ class TokenScorer(Protocol):
         ...
 
 
+@dataclass(eq=False, repr=False)
 class ModelScorer:
     """A local causal LM's log-probabilities, ``max_batch_size`` rows a forward, no gradient;
     its logits divided by ``temperature`` (the student's sampling temperature)."""
 
-    def __init__(
-        self,
-        module: nn.Module,
-        *,
-        device: torch.device,
-        pad_token_id: int,
-        temperature: float,
-        max_batch_size: int,
-        autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
-    ) -> None:
-        self.module = module
-        self.device = device
-        self.pad_token_id = pad_token_id
-        self.temperature = temperature
-        self.max_batch_size = max_batch_size
-        self.autocast = autocast
+    module: nn.Module
+    _: KW_ONLY
+    device: torch.device
+    pad_token_id: int
+    temperature: float
+    max_batch_size: int
+    autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
 
     @torch.no_grad()
     def score(self, rows: Sequence[list[int]], masks: Sequence[list[bool]]) -> list[list[float]]:

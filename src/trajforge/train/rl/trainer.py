@@ -60,15 +60,11 @@ from trajforge.train.rl.selection import (
     score,
     without,
 )
-from trajforge.train.rl.specs import RESAMPLE_ROUND, step_spec
+from trajforge.train.rl.specs import RESAMPLE_ROUND, round_run_name, step_spec
 from trajforge.train.rl.staleness import is_stale, resample_stale, staleness_metrics
 from trajforge.train.rl.task_revisit import TaskRevisits
-from trajforge.train.validation import (
-    BestWeights,
-    ValidationPoint,
-    validation_point,
-    validation_tasks,
-)
+from trajforge.train.rl.validating import RunValidation
+from trajforge.train.validation import ValidationPoint
 
 if TYPE_CHECKING:
     from trajforge.train.reference import ReferenceModel
@@ -98,13 +94,14 @@ class RLTrainer(Trainer):
         """``run_prefix``: the rollouts' run ids are ``<run_prefix>.step<N>`` (validation:
         ``.val-step<N>``), as an experiment names its stages' runs, ``stage`` the stage's name;
         without one, ``rl-<output folder>-step<N>``."""
-        if (cfg.agent is None) != (agent_runner is None):
+        if cfg.plays_program != (agent_runner is not None):
             raise ConfigError(
                 "agent: an agent program's rollouts run through the gateway: start the run "
                 "with trajforge train rl or an experiment (agent_runner and agent go together)"
             )
         self.rl_cfg = cfg
         self.run_prefix, self.stage = run_prefix, stage
+        self.program = {} if agent_runner is None else agent_runner.metadata
         self.entry = get_env(cfg.env)
         self.tasks = self.entry.tasks(cfg.num_tasks, seed=cfg.seed, split=cfg.task_split)
         self.self_play: SelfPlay | None = None
@@ -117,12 +114,7 @@ class RLTrainer(Trainer):
         self.task_index = {task.id: i for i, task in enumerate(self.tasks)}
         self.revisits = TaskRevisits(cfg.revisit)
         self.difficulty = Difficulty(cfg.difficulty, cfg.seed)
-        self.validation_tasks = (
-            validation_tasks(self.entry, cfg.validation, split=cfg.task_split, avoid=self.tasks)
-            if cfg.validation.tasks
-            else []
-        )
-        self.validated: list[ValidationPoint] = []
+        self.validation = RunValidation(cfg, self.entry, avoid=self.tasks)
         # The reward: ``rubric`` when given (tests, code), else the config's weighted scorers.
         self.rubric = rubric if rubric is not None else Rubric.from_refs(cfg.scorers, name=REWARD)
         self.replay = ReplayBuffer(cfg.replay.max_size)
@@ -176,8 +168,7 @@ class RLTrainer(Trainer):
             self_play=self.self_play,
             agent_runner=agent_runner,
         )
-        keep = self.validation_tasks and cfg.validation.keep_best
-        self.best = BestWeights(self.parts.unwrapped_model()) if keep else None
+        self.validation.keep_best(self.parts.unwrapped_model())
 
     def total_steps(self) -> int:
         return self.rl_cfg.steps
@@ -204,7 +195,7 @@ class RLTrainer(Trainer):
             "replay": [t.model_dump(mode="json") for t in self.replay.items],
             "revisit": self.revisits.state(),
             "difficulty": self.difficulty.state(),
-            "validation": [p.as_dict() for p in self.validated],
+            "validation": self.validation.state(),
             "self_play": self.self_play.state() if self.self_play is not None else {},
         }
 
@@ -213,7 +204,7 @@ class RLTrainer(Trainer):
         self.replay.items = [Trajectory.model_validate(t) for t in cursor.get("replay", [])]
         self.revisits.load_state(cursor.get("revisit", []))
         self.difficulty.load_state(cursor.get("difficulty", []))
-        self.validated = [ValidationPoint(**p) for p in cursor.get("validation", [])]
+        self.validation.load_state(cursor.get("validation", []))
         if self.self_play is not None:
             self.self_play.load_state(cursor.get("self_play", {}))
 
@@ -232,9 +223,8 @@ class RLTrainer(Trainer):
                 # Its worker thread keeps the policy, the rollout weights and the caches alive
                 # for as long as it runs: a pipeline's later stages need that memory.
                 asyncio.run(self.weights.policy.close())
-        result.validation = [p.as_dict() for p in self.validated]
-        if self.best is not None and self.best.best is not None:
-            result.kept_step = self.best.best.step
+        result.validation = self.validation.state()
+        result.kept_step = self.validation.kept_step()
         summary = self.idle.summary(result.steps - result.resumed_from)
         if summary:
             self.say(summary)
@@ -245,19 +235,12 @@ class RLTrainer(Trainer):
         self.weights.publish(self.remote, start)
         if self.roles is not None:  # a resumed run's adapters, from its checkpoint
             self.roles.publish(start)
-        if not self.validation_tasks:
-            return
-        if self.validated and self.validated[-1].step == start:
-            # Resumed from a checkpoint whose weights were validated before the interruption.
-            if self.best is not None:
-                self.best.offer(self.validated[-1])
-            return
-        self._validate(start)
+        if self.validation.tasks and not self.validation.resumed_at(start):
+            self._validate(start)
 
     def after_steps(self) -> None:
         self._cancel_rollouts()  # only left after a stop before the last step
-        if self.best is not None and self.best.best is not self.validated[-1]:
-            self.best.restore()
+        self.validation.restore_best()
 
     def run_step(self, step: int) -> dict[str, float]:
         t0 = time.perf_counter()
@@ -333,7 +316,7 @@ class RLTrainer(Trainer):
         if self.self_play is not None and self.weights.policy is not None:
             self.self_play.after_update(step, self.weights.policy)
         metrics["step_time_s"] = time.perf_counter() - t0
-        if self._validation_due(step):
+        if self.validation.due(step):
             point = self._validate(step)
             metrics["val_reward"] = point.reward_mean
             metrics["val_success"] = point.success
@@ -385,11 +368,7 @@ class RLTrainer(Trainer):
         of their own per refill round)."""
         assert self.runner is not None  # the main process rolls out
         cfg = self.rl_cfg
-        name = f"step{step}"
-        if round_ == RESAMPLE_ROUND:
-            name += "-resample"
-        elif round_:
-            name += f"-refill{round_}"
+        name = round_run_name(step, round_)
         spec = self._spec(tasks, cfg.samples_per_group, cfg.temperature, step, name, round_)
         return self.segments.keep(await self.runner.rollout(spec, step, hooks))
 
@@ -422,6 +401,7 @@ class RLTrainer(Trainer):
             round_=round_,
             run_prefix=self.run_prefix,
             stage=self.stage,
+            program=self.program,
         )
 
     def _validate(self, step: int) -> ValidationPoint:
@@ -430,17 +410,8 @@ class RLTrainer(Trainer):
         def episodes() -> Evaluation:
             policy = self.roles.task_seat_policy() if self.roles else self.weights.policy
             assert policy is not None  # the main process has the rollout policy
-            spec = self._spec(self.validation_tasks, 1, 0.0, step, f"val-step{step}")
+            spec = self._spec(self.validation.tasks, 1, 0.0, step, f"val-step{step}")
             trajs = run_rollout(spec, policy=policy)
             return asyncio.run(evaluate(trajs, self.rubric, close=False))
 
-        point = validation_point(step, from_main(episodes))
-        self.validated.append(point)
-        if self.best is not None:
-            self.best.offer(point)
-        return point
-
-    def _validation_due(self, step: int) -> bool:
-        every = self.rl_cfg.validation.every
-        last = step == self.rl_cfg.steps
-        return bool(self.validation_tasks) and (last or (every > 0 and step % every == 0))
+        return self.validation.run(step, lambda: from_main(episodes))

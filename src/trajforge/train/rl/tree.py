@@ -22,7 +22,7 @@ class TreeRollouts:
         assert cfg.tree is not None  # the trainer builds one only for a config with it
         for key, on in (
             ("ray", cfg.ray is not None),
-            ("agent", cfg.agent is not None),
+            ("agent", cfg.plays_program),
             ("self_play", cfg.self_play is not None),
             ("async_staleness", cfg.async_staleness > 0),
         ):
