@@ -16,6 +16,14 @@ intervals, and an Elo table over the two checkpoints and both opponents.
     .venv/bin/python bench/self_play.py --sft runs/self-play/sft/final --steps 100 --out runs/sp100
     .venv/bin/python bench/self_play.py --env tictactoe --eval 130 --out runs/sp-ttt  # every test opening
     .venv/bin/python bench/self_play.py --env nim --out runs/sp-nim   # one-pile Nim, room to learn
+    .venv/bin/python bench/self_play.py --per-role --sft runs/self-play/sft/final --out runs/sp-roles
+
+Arms: by default one policy, every weight trained, plays both seats. ``--lora R`` trains one
+LoRA adapter of rank R instead (still shared by the seats); ``--per-role`` gives each seat its
+own LoRA adapter on the one base model (``self_play.per_role``, rank ``--lora``, default 16),
+each trained on its own seat's trajectories, rollouts decoding both seats' turns in one batch,
+each row under its seat's adapter; "after" then plays each held-out task's seat with that
+seat's adapter.
 
 Writes ``results.json`` (with ``games``) and ``report.html`` in ``--out``, prints the tallies
 and then ONE JSON line: ``win_ceiling``, on kuhn-poker and nim the most any greedy player wins
@@ -34,6 +42,7 @@ from typing import Any
 
 from trajforge.envs.multiseat import kuhn, nim
 from trajforge.envs.registry import get_env
+from trajforge.policy.adapter_seat import AdapterSeat
 from trajforge.policy.naming import load_policy
 from trajforge.report.games import GamesSummary, GameTally, elo_ratings, tally
 from trajforge.report.html import build_report
@@ -86,9 +95,20 @@ def _demonstrations(env: str, games: int, store: Path, demos: str) -> list[Any]:
         return [t for t in st.query() if t.num_turns > 0]
 
 
-def _evaluate(env: str, model: str, name: str, tasks: list[Any]) -> list[GameTally]:
+def _evaluate(
+    env: str, model: str, name: str, tasks: list[Any], per_role: bool = False
+) -> list[GameTally]:
+    """``model`` greedy in each task's seat against each scripted opponent; with ``per_role``
+    ``model`` is a per-role run's final folder: its base weights, each seat under its adapter
+    (``adapter/<seat>``)."""
     entry = get_env(env)
-    policy = load_policy(model)
+    policy: Any = load_policy(model)
+    if per_role:
+        assert entry.game is not None
+        seats = entry.game().seats
+        for seat in seats:
+            policy.add_adapter(seat, Path(model) / "adapter" / seat)
+        policy = AdapterSeat(policy, {seat: seat for seat in seats})
     greedy = Sampling(temperature=0.0, max_new_tokens=4)
     return [
         tally(play_against(entry, policy, opponent, tasks, sampling=greedy), name, opponent)
@@ -139,8 +159,16 @@ def main() -> None:
     parser.add_argument("--credit", choices=CREDIT, default="rae", help="the advantages: rae (SPIRAL's role baselines, one advantage a game), gigpo or grpo (over each task's samples of one seat; gigpo adds a step-level advantage per anchor state, the pile and mover)")  # fmt: skip
     parser.add_argument("--sft-on", choices=["assistant", "all"], default="assistant", help="the SFT loss: the moves alone (assistant) or the whole transcript, the game's views too (all)")  # fmt: skip
     parser.add_argument("--lr", type=float, default=3e-4, help="the RL learning rate")
+    parser.add_argument("--lora", type=int, default=None, help="train a LoRA adapter of this rank instead of every weight (one shared by the seats unless --per-role)")  # fmt: skip
+    parser.add_argument("--per-role", action="store_true", help="each seat its own LoRA adapter on the one base model (rank --lora, default 16), trained on its own seat's games")  # fmt: skip
     parser.add_argument("--demos", choices=OPPONENTS, default="random", help="the scripted seats whose games SFT learns from (default random: the protocol, no skill; heuristic: on nim, replies that depend on the pile)")  # fmt: skip
     args = parser.parse_args()
+    if args.per_role and args.lora is None:
+        args.lora = 16
+    arm = "per-role" if args.per_role else "shared-lora" if args.lora else "shared"
+    model_settings: dict[str, Any] = {"precision": "fp32"}
+    if args.lora:
+        model_settings["lora"] = {"r": args.lora, "alpha": 2 * args.lora}
     sizes = dict(SIZES["micro" if args.micro else "full"])
     for key in ("steps", "eval"):
         if getattr(args, key) is not None:
@@ -160,7 +188,7 @@ def main() -> None:
             **common,
             "output_dir": out / "rl",
             "env": args.env,
-            "model": {"spec": str(sft_dir), "precision": "fp32"},
+            "model": {**model_settings, "spec": str(sft_dir)},
             "num_tasks": 256,
             "steps": sizes["steps"],
             "groups_per_step": sizes["groups"],
@@ -174,6 +202,7 @@ def main() -> None:
             "self_play": {
                 "opponent": "self",
                 "advantage": "rae" if args.credit == "rae" else "estimator",
+                "per_role": args.per_role,
             },
             "estimator": "grpo" if args.credit == "rae" else args.credit,
             "validation": {"tasks": sizes["val"], "every": sizes["every"], "keep_best": False},
@@ -192,7 +221,7 @@ def main() -> None:
         ceiling = nim.best_response(held_out, nim.heuristic_action)[0]
     tallies = [
         *_evaluate(args.env, str(sft_dir), "before", held_out),
-        *_evaluate(args.env, str(rl.final_dir), "after", held_out),
+        *_evaluate(args.env, str(rl.final_dir), "after", held_out, args.per_role),
     ]
     summary = GamesSummary(env=args.env, tallies=tallies, elo=elo_ratings(tallies))
     results = {
@@ -232,6 +261,8 @@ def main() -> None:
         "demos": None if args.sft else args.demos,
         "sft_on": None if args.sft else args.sft_on,
         "credit": args.credit,
+        "arm": arm,
+        "lora_r": args.lora,
         "lr": args.lr,
         "sft_s": round(t_sft - t0, 1),
         "rl_s": round(t_rl - t_sft, 1),

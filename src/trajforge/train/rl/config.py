@@ -9,6 +9,7 @@ Every key is documented by the docstring under it: ``trajforge config show`` and
 from __future__ import annotations
 
 import difflib
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +24,8 @@ from trajforge.precision import Precision
 from trajforge.rollout import ContextSpec
 from trajforge.train.rl.distill_settings import DistillSettings
 from trajforge.train.settings import CommonSettings, ConfigModel
+
+_ADAPTER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class InfraFailures(StrEnum):
@@ -162,6 +165,13 @@ class SelfPlaySettings(ConfigModel):
     """Checkpoints the pool keeps (the newest)."""
     snapshot_every: int = Field(default=5, ge=1)
     """Steps between the pool's snapshots."""
+    per_role: bool | dict[str, str] = False
+    """Each role its own LoRA adapter on the one base model (needs ``model.lora`` and
+    ``opponent: self``): ``true``, one adapter per seat, named by it; a mapping of seat to
+    adapter name (``{p1: dealer, p2: dealer}``) lets seats share one. Each adapter trains on
+    its own seats' trajectories alone; rollouts decode every seat's turns in one batch, each
+    row under its seat's adapter; the final folder holds the base weights and each adapter
+    under ``adapter/<name>``."""
 
 
 class RLConfig(CommonSettings):
@@ -349,6 +359,8 @@ class RLConfig(CommonSettings):
             )
         if self.difficulty is not None:
             _check_difficulty(self.difficulty, self)
+        if self.self_play is not None and self.self_play.per_role:
+            _check_per_role(self)
         if self.max_staleness is not None and (self.plays_program or self.self_play):
             raise ValueError(
                 "max_staleness: an agent program's or a game's turns record no weights version "
@@ -369,6 +381,31 @@ class RLConfig(CommonSettings):
     def staleness_bound(self) -> int:
         """The bound in updates a trained token's weights may lag (``max_staleness``)."""
         return self.async_staleness if self.max_staleness is None else self.max_staleness
+
+
+def _check_per_role(cfg: RLConfig) -> None:
+    """Refuse what per-role adapters cannot do under ``cfg``, in one line naming the key."""
+    assert cfg.self_play is not None
+    if cfg.model.lora is None:
+        raise ValueError(
+            "self_play.per_role: needs model.lora (each role trains a LoRA adapter of its own "
+            "on the one base model)"
+        )
+    if cfg.self_play.opponent is not SelfPlayOpponent.SELF:
+        raise ValueError("self_play.per_role: needs opponent: self (every seat is trained)")
+    for key in ("ray", "tree", "distill"):
+        if getattr(cfg, key) is not None:
+            raise ValueError(f"self_play.per_role: not with {key}: (its rollouts use one policy)")
+    if cfg.async_staleness > 0:
+        raise ValueError("self_play.per_role: not with async_staleness (rollouts wait for updates)")
+    names = cfg.self_play.per_role
+    if isinstance(names, dict) and (
+        bad := [n for n in names.values() if not _ADAPTER_NAME.fullmatch(n) or n == "default"]
+    ):
+        raise ValueError(
+            f"self_play.per_role: adapter name {bad[0]!r} is not a plain name "
+            "(letters, digits, -, _; not default)"
+        )
 
 
 def _check_difficulty(difficulty: DifficultySettings, cfg: RLConfig) -> None:

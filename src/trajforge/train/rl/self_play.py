@@ -42,6 +42,7 @@ from trajforge.rollout import (
 )
 from trajforge.schema import Trajectory
 from trajforge.train.config import SelfPlayOpponent, SelfPlaySettings
+from trajforge.train.rl.roles import RoleAdapters, seat_adapters
 
 if TYPE_CHECKING:
     from trajforge.distributed import RayRunner
@@ -90,6 +91,12 @@ class SelfPlay:
         """The Ray actors that play the games (``None``: this process plays them)."""
         self.remote_pool: list[Snapshot] = []
         """On Ray, the pool: earlier published weights, oldest first."""
+        self.seat_adapters = (
+            seat_adapters(cfg.per_role, self.seats, entry.name) if cfg.per_role else None
+        )
+        """Each seat's adapter name under ``per_role`` (else None: one policy plays them all)."""
+        self.roles: RoleAdapters | None = None
+        """Under ``per_role``, the adapters the seats play with (set by the trainer)."""
 
     def _snapshot(self, policy: HFPolicy, step: int) -> None:
         if self.remote is not None:
@@ -128,7 +135,10 @@ class SelfPlay:
             return self._rollout_on_ray(self.remote, spec, policy, step)
         if self.cfg.opponent is SelfPlayOpponent.SELF:
             linked = _Linked()
-            runner = MultiSeatRunner(self.make_game, dict.fromkeys(self.seats, policy))
+            seated: dict[str, Policy] = dict.fromkeys(self.seats, policy)
+            if self.roles is not None:
+                seated = dict(self.roles.seat_policies())
+            runner = MultiSeatRunner(self.make_game, seated)
             own = run_rollout(spec, runner=runner, hooks=[linked])
             return [*own, *linked.trajectories]
         return play_facing(spec, self.make_game, policy, self._opponent(policy, step))

@@ -69,6 +69,7 @@ from trajforge.train.validation import ValidationPoint
 if TYPE_CHECKING:
     from trajforge.train.reference import ReferenceModel
     from trajforge.train.rl.distill import Distiller
+    from trajforge.train.rl.roles import RoleAdapters
     from trajforge.train.rl.self_play import SelfPlay
     from trajforge.train.rl.tree import TreeRollouts
 
@@ -145,6 +146,14 @@ class RLTrainer(Trainer):
 
             self.distiller = Distiller(cfg, self.parts, self.entry.expert)
         self.weights = RolloutWeights(self.parts, cfg)
+        self.roles: RoleAdapters | None = None
+        if self.self_play is not None and self.self_play.seat_adapters is not None:
+            # lazy: the adapters and their policy load only for a run with per-role adapters
+            from trajforge.train.rl.roles import RoleAdapters
+
+            adapters = self.self_play.seat_adapters
+            self.roles = RoleAdapters(adapters, self.parts, self.weights.dtype, cfg.max_batch_size)
+            self.self_play.roles = self.roles
         # On Ray, the actors' replicas sample the rollouts; the policy still validates. Over
         # several processes only the main one rolls out, so only it starts the actors.
         main = self.parts.accelerator.is_main_process
@@ -165,7 +174,10 @@ class RLTrainer(Trainer):
         return self.rl_cfg.steps
 
     def schedule_steps(self) -> int:
-        return self.rl_cfg.steps * self.rl_cfg.epochs_per_step
+        # Per-role adapters: each role's update is optimizer steps of its own.
+        adapters = self.self_play.seat_adapters if self.self_play is not None else None
+        roles = len(set(adapters.values())) if adapters else 1
+        return self.rl_cfg.steps * self.rl_cfg.epochs_per_step * roles
 
     def plan(self) -> str:
         cfg = self.rl_cfg
@@ -205,6 +217,8 @@ class RLTrainer(Trainer):
             self._cancel_rollouts()
             if self.remote is not None:
                 self.remote.shutdown()
+            if self.roles is not None:
+                self.roles.close()
             if self.weights.policy is not None:
                 # Its worker thread keeps the policy, the rollout weights and the caches alive
                 # for as long as it runs: a pipeline's later stages need that memory.
@@ -219,6 +233,8 @@ class RLTrainer(Trainer):
     def before_steps(self, start: int) -> None:
         self.weights.mark(start)
         self.weights.publish(self.remote, start)
+        if self.roles is not None:  # a resumed run's adapters, from its checkpoint
+            self.roles.publish(start)
         if self.validation.tasks and not self.validation.resumed_at(start):
             self._validate(start)
 
@@ -275,17 +291,19 @@ class RLTrainer(Trainer):
         if self.distiller is not None:  # the teacher's per-token advantages (self-play refused)
             role_advantages = self.distiller.advantages
         if batch:
-            metrics.update(
-                rl_update.update(
+
+            def train(part: list[Trajectory]) -> dict[str, float]:
+                return rl_update.update(
                     self,
                     cfg,
-                    batch,
+                    part,
                     reference=self.reference,
                     role_advantages=role_advantages,
                     trained_version=step - 1,
                     replays=replays,
                 )
-            )
+
+            metrics.update(self.roles.update(batch, train) if self.roles else train(batch))
         idle = self.idle.check(step, batch, metrics)
         if idle:  # said at once: a run of such steps looks busy and learns nothing
             self.say(idle)
@@ -293,6 +311,8 @@ class RLTrainer(Trainer):
         # The rollout weights follow; on Ray, the pool's snapshot is the weights just published.
         self.weights.refresh(step)
         self.weights.publish(self.remote, step)
+        if self.roles is not None:
+            self.roles.publish(step)
         if self.self_play is not None and self.weights.policy is not None:
             self.self_play.after_update(step, self.weights.policy)
         metrics["step_time_s"] = time.perf_counter() - t0
@@ -388,7 +408,7 @@ class RLTrainer(Trainer):
         """Greedy episodes on the validation tasks with the current weights; the best kept."""
 
         def episodes() -> Evaluation:
-            policy = self.weights.policy
+            policy = self.roles.task_seat_policy() if self.roles else self.weights.policy
             assert policy is not None  # the main process has the rollout policy
             spec = self._spec(self.validation.tasks, 1, 0.0, step, f"val-step{step}")
             trajs = run_rollout(spec, policy=policy)
