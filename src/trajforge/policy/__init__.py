@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from trajforge.registry import lazy_names
 
 if TYPE_CHECKING:
+    from trajforge.policy.adapter_seat import AdapterSeat
     from trajforge.policy.base import (
         ChatSession,
         Completion,
@@ -83,6 +84,7 @@ __all__ = [
     "SMOLLM2_NAMES",
     "TINY_VLM",
     "VLLM_PREFIX",
+    "AdapterSeat",
     "ChatRenderer",
     "ChatSession",
     "CheckReport",
@@ -137,6 +139,7 @@ __all__ = [
 __getattr__ = lazy_names(
     __name__,
     {
+        "AdapterSeat": "adapter_seat",
         "ChatRenderer": "renderer",
         "ChatSession": "base",
         "CheckReport": "check",

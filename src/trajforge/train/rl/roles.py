@@ -32,8 +32,7 @@ import torch
 from peft import PeftModel
 
 from trajforge.errors import ConfigError
-from trajforge.policy import HFPolicy
-from trajforge.policy.adapter_seat import AdapterSeat
+from trajforge.policy import AdapterSeat, HFPolicy
 from trajforge.schema import Trajectory
 from trajforge.train.parts import TrainParts
 
