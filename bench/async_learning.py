@@ -78,14 +78,15 @@ def _arm_train(rl: RLStage, arm: str, staleness: int, actors: int) -> dict[str, 
     return {**rl.train, "async_staleness": staleness, **ray}
 
 
-def _partial_rollouts(store: Path) -> dict[str, int]:
-    """Episodes whose turns were sampled by more than one weights version (partial rollouts),
-    of those that record a version (the RL rollouts; the greedy evals record none)."""
+def _partial_rollouts(store: Path, rollouts: str) -> dict[str, int]:
+    """Of the RL stage's rollouts (run ids ``<rollouts><step>``; its validation and the eval
+    aside), the episodes whose turns were sampled by more than one weights version (partial
+    rollouts)."""
     versioned = partial = 0
     for traj in TrajectoryStore(store).iter_query():
-        known = {v for v in turn_versions(traj) if v is not None}
-        versioned += bool(known)
-        partial += len(known) > 1
+        if (traj.run_id or "").startswith(rollouts):
+            versioned += 1
+            partial += len({v for v in turn_versions(traj) if v is not None}) > 1
     return {"partial_episodes": partial, "versioned_episodes": versioned}
 
 
@@ -106,17 +107,18 @@ def _run(exp: Experiment, model: str, arm: str, seed: int, args: argparse.Namesp
     assert isinstance(rl, RLStage)
     train = _arm_train(rl, arm, args.staleness, args.actors)
     stages = [RLStage(name=rl.name, train=train), EvalStage(name=HELD_OUT)]
+    name = f"{arm}-s{seed}"
     run = Experiment.model_validate(
         {
             **exp.model_dump(),
-            "name": f"{arm}-s{seed}",
+            "name": name,
             "model": model,
             "seed": seed,
             "stages": [s.model_dump() for s in stages],
         }
     )
     started = time.perf_counter()
-    results = ExperimentRunner(run, run_dir=out / f"{arm}-s{seed}").run()
+    results = ExperimentRunner(run, run_dir=out / name).run()
     wall = time.perf_counter() - started
     done = {s["name"]: s for s in results["stages"] if s["status"] == "done"}
     summary = done[HELD_OUT]["summary"]
@@ -130,7 +132,7 @@ def _run(exp: Experiment, model: str, arm: str, seed: int, args: argparse.Namesp
         "kept_step": done[rl.name]["kept_step"],
         "reward_curve": [round(h["reward_mean"], 3) for h in done[rl.name]["history"]],
         "mismatch": _mismatch(done[rl.name]["history"]),
-        **_partial_rollouts(out / f"{arm}-s{seed}" / STORE_FILE),
+        **_partial_rollouts(out / name / STORE_FILE, f"{name}.{rl.name}.step"),
         "wall_s": round(wall, 1),
     }
 
