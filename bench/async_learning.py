@@ -16,7 +16,7 @@ then the job's held-out eval (the test split, which tunes nothing), in two arms:
 Runs go seed by seed, both arms each, so a bench cut short still pairs what finished. Each
 finished run is appended to ``OUT/runs.jsonl`` and read back rather than rerun (``--out``).
 
-    .venv/bin/python bench/async_learning.py --quick        # the tiny model, micro sizes, ~2 min
+    .venv/bin/python bench/async_learning.py --quick        # tiny model, micro sizes, minutes (Ray's start)
     .venv/bin/python bench/async_learning.py --out runs/async_learning --seeds 0 1 2
 
 Prints per run its held-out success, the train/infer mismatch (``rollout_kl``,
@@ -229,6 +229,7 @@ def main() -> None:
                 "async_minus_sync": _paired(runs),
                 "cpus": os.cpu_count(),
                 "wall_s": round(time.perf_counter() - started, 1),
+                "runs_wall_s": round(sum(r["wall_s"] for arm in runs.values() for r in arm), 1),
                 "ratio": round(arms["async"]["mean"] / sync_mean, 3) if sync_mean else None,
                 "ratio_note": "async mean held-out success over sync's (null: sync solved none)",
             }
