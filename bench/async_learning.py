@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from calculator_job import JOB, QUICK, rl_index, sft_model
+from calculator_job import JOB, QUICK, QUICK_EVAL, rl_index, sft_model
 
 from trajforge.judge.stats import mean_ci95, wilson_ci95
 from trajforge.pipeline.config import STORE_FILE, EvalStage, Experiment, RLStage, load_experiment
@@ -47,9 +47,7 @@ from trajforge.train.rl.staleness import turn_versions
 ARMS = ("sync", "async")
 HELD_OUT = "held_out"
 RUNS_FILE = "runs.jsonl"
-# The held-out eval at micro sizes beside calculator_job.QUICK, and steps enough for staleness
-# 2 to sample two steps ahead.
-QUICK_EVAL = ["eval.tasks=8", "eval.max_turns=2", "eval.max_new_tokens=16"]
+# Steps enough for staleness 2 to sample two steps ahead at micro sizes.
 QUICK_STEPS = ["stages.rl.train.steps=3"]
 # Per step figures of the train/infer mismatch and staleness (docs/metrics.md): averaged over a
 # run's steps, except the largest of those named in PEAKS.

@@ -27,6 +27,8 @@ QUICK = [
     "stages.rl.train.epochs_per_step=1",
     "stages.rl.train.validation.tasks=4",
 ]
+# The held-out eval at micro sizes, beside QUICK, for the benches that play it.
+QUICK_EVAL = ["eval.tasks=8", "eval.max_turns=2", "eval.max_new_tokens=16"]
 
 
 def rl_index(exp: Experiment) -> int:
