@@ -30,50 +30,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trajforge.pipeline.config import (
-    EvalStage,
-    Experiment,
-    RLStage,
-    SFTStage,
-    load_experiment,
-    rl_config,
-)
-from trajforge.pipeline.runner import ExperimentRunner
+from calculator_job import JOB, QUICK, rl_index, sft_model
+
+from trajforge.pipeline.config import Experiment, load_experiment, rl_config
 from trajforge.train.config import RLConfig
 from trajforge.train.rl import RLTrainer
 
-JOB = Path(__file__).resolve().parents[1] / "examples" / "calculator" / "experiment.yaml"
 ARMS: dict[str, dict[str, Any] | None] = {
     "plain": None,
     "difficulty": {"refill": True, "band": [0.1, 0.9]},
 }
-# The tiny random model at micro sizes: proves the bench end to end in minutes (it solves
-# nothing, so both arms are censored and the ratio is 1).
-QUICK = [
-    "model=tiny",
-    "stages.demonstrations.tasks=8",
-    "stages.sft.train.epochs=1",
-    "stages.sft.train.max_steps=2",
-    "stages.sft.train.batch_size=4",
-    "stages.rl.train.model.lora.layers=[0, 1]",
-    "stages.rl.train.num_tasks=16",
-    "stages.rl.train.groups_per_step=2",
-    "stages.rl.train.samples_per_group=2",
-    "stages.rl.train.max_turns=2",
-    "stages.rl.train.max_new_tokens=16",
-    "stages.rl.train.epochs_per_step=1",
-    "stages.rl.train.validation.tasks=4",
-]
-
-
-def _sft_model(exp: Experiment, rl_index: int, out: Path) -> str:
-    """The job's stages before its RL stage, evals left out (only the checkpoint is used), run
-    once; the SFT checkpoint they end on."""
-    stages = [s for s in exp.stages[:rl_index] if not isinstance(s, EvalStage)]
-    sft = [s.name for s in stages if isinstance(s, SFTStage)][-1]
-    prefix = exp.model_copy(update={"stages": stages})
-    results = ExperimentRunner(prefix, run_dir=out / "sft").run()
-    return str(next(s["model"] for s in results["stages"] if s["name"] == sft))
 
 
 def _rl_config(exp: Experiment, rl_index: int, model: str, arm: str, seed: int, steps: int, out: Path) -> RLConfig:  # fmt: skip
@@ -111,16 +77,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="run folders (default: temp)")
     args = parser.parse_args()
     exp = load_experiment(JOB, [*(QUICK if args.quick else []), *args.set])
-    rl_index = next(i for i, s in enumerate(exp.stages) if isinstance(s, RLStage))
+    index = rl_index(exp)
     started = time.perf_counter()
     arms: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
-        model = _sft_model(exp, rl_index, out)
+        model = sft_model(exp, out)
         runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
         for arm in ARMS:
             for seed in args.seeds:
-                cfg = _rl_config(exp, rl_index, model, arm, seed, args.steps, out)
+                cfg = _rl_config(exp, index, model, arm, seed, args.steps, out)
                 result = RLTrainer(cfg).train()
                 curve = [(int(p["step"]), float(p["success"])) for p in result.validation]
                 groups = sum(

@@ -39,6 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from calculator_job import JOB, QUICK_EVAL
+from calculator_job import QUICK as CALCULATOR_QUICK
+
 from trajforge.pipeline.config import (
     DemonstrationStage,
     EvalStage,
@@ -49,30 +52,11 @@ from trajforge.pipeline.config import (
 )
 from trajforge.pipeline.runner import ExperimentRunner
 
-JOB = Path(__file__).resolve().parents[1] / "examples" / "calculator" / "experiment.yaml"
 HELD_OUT = "held_out"
 ARMS = ("opd", "rl", "sft_teacher")
 # The tiny random model at micro sizes: proves the bench end to end in minutes (it solves
 # nothing, so every arm is censored and the ratio is 1).
-QUICK = [
-    "model=tiny",
-    "eval.tasks=8",
-    "eval.max_turns=2",
-    "eval.max_new_tokens=16",
-    "stages.demonstrations.tasks=8",
-    "stages.sft.train.epochs=1",
-    "stages.sft.train.max_steps=2",
-    "stages.sft.train.batch_size=4",
-    "stages.rl.train.model.lora.layers=[0, 1]",
-    "stages.rl.train.num_tasks=16",
-    "stages.rl.train.steps=2",
-    "stages.rl.train.groups_per_step=2",
-    "stages.rl.train.samples_per_group=2",
-    "stages.rl.train.max_turns=2",
-    "stages.rl.train.max_new_tokens=16",
-    "stages.rl.train.epochs_per_step=1",
-    "stages.rl.train.validation.tasks=4",
-]
+QUICK = [*CALCULATOR_QUICK, *QUICK_EVAL, "stages.rl.train.steps=2"]
 
 
 def _record(results: dict[str, Any], name: str) -> dict[str, Any]:
