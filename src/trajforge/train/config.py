@@ -29,11 +29,13 @@ from trajforge.policy import (
     load_script,
     parse_openai_spec,
 )
-from trajforge.train.rl.config import (
+from trajforge.train.rl.config import RLConfig
+from trajforge.train.rl.distill_config import DistillConfig
+from trajforge.train.rl.distill_settings import DistillSettings, Privileged
+from trajforge.train.rl.settings import (
     DifficultySettings,
     InfraFailures,
     ReplaySettings,
-    RLConfig,
     RoleAdvantage,
     SelfPlayOpponent,
     SelfPlaySettings,
@@ -41,8 +43,6 @@ from trajforge.train.rl.config import (
     TreeSettings,
     ValidationSettings,
 )
-from trajforge.train.rl.distill_config import DistillConfig
-from trajforge.train.rl.distill_settings import DistillSettings, Privileged
 from trajforge.train.settings import (
     CommonSettings,
     DataSource,

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from trajforge.curate import by_group
 from trajforge.schema import Task, Trajectory, is_success
 from trajforge.train.rl.advantages import episode_reward
-from trajforge.train.rl.config import DifficultySettings
+from trajforge.train.rl.settings import DifficultySettings
 
 RollGroups = Callable[[int, int], list[Trajectory]]
 """``roll(round, groups)``: ``groups`` groups on new tasks, played and scored, for refill round

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from trajforge.curate import group_key
 from trajforge.schema import Trajectory, is_success
 from trajforge.train.rl.advantages import episode_reward
-from trajforge.train.rl.config import ReplaySettings
+from trajforge.train.rl.settings import ReplaySettings
 
 
 class ReplayBuffer:

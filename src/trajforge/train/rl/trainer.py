@@ -46,7 +46,6 @@ from trajforge.train.distributed import from_main
 from trajforge.train.model import TrainParts
 from trajforge.train.rl import update as rl_update
 from trajforge.train.rl.advantages import REWARD, episode_reward
-from trajforge.train.rl.config import StaleSamples
 from trajforge.train.rl.difficulty import Difficulty, Filtered
 from trajforge.train.rl.idle import IdleSteps
 from trajforge.train.rl.pipeline import StepRollouts
@@ -60,6 +59,7 @@ from trajforge.train.rl.selection import (
     score,
     without,
 )
+from trajforge.train.rl.settings import StaleSamples
 from trajforge.train.rl.specs import RESAMPLE_ROUND, round_run_name, step_spec
 from trajforge.train.rl.staleness import is_stale, resample_stale, staleness_metrics
 from trajforge.train.rl.task_revisit import TaskRevisits

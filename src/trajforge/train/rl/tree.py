@@ -12,7 +12,8 @@ from trajforge.errors import ConfigError
 from trajforge.policy import TokenPolicy
 from trajforge.rollout import RolloutSpec, branch_points, branch_rollout
 from trajforge.schema import Trajectory
-from trajforge.train.rl.config import RLConfig, TreeSettings
+from trajforge.train.rl.config import RLConfig
+from trajforge.train.rl.settings import TreeSettings
 
 
 class TreeRollouts:
