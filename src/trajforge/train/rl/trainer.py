@@ -44,6 +44,7 @@ from trajforge.train.base import StepCallback, Trainer, TrainResult
 from trajforge.train.config import InfraFailures, RLConfig, RoleAdvantage
 from trajforge.train.distributed import from_main
 from trajforge.train.model import TrainParts
+from trajforge.train.rl import extras
 from trajforge.train.rl import update as rl_update
 from trajforge.train.rl.advantages import REWARD, episode_reward
 from trajforge.train.rl.difficulty import Difficulty, Filtered
@@ -67,11 +68,7 @@ from trajforge.train.rl.validating import RunValidation
 from trajforge.train.validation import ValidationPoint
 
 if TYPE_CHECKING:
-    from trajforge.train.reference import ReferenceModel
-    from trajforge.train.rl.distill import Distiller
-    from trajforge.train.rl.roles import RoleAdapters
     from trajforge.train.rl.self_play import SelfPlay
-    from trajforge.train.rl.tree import TreeRollouts
 
 
 class RLTrainer(Trainer):
@@ -127,33 +124,13 @@ class RLTrainer(Trainer):
         self.segments = SegmentStash()
         self.idle = IdleSteps()
         super().__init__(cfg, parts=parts, callbacks=callbacks)
-        self.reference: ReferenceModel | None = None
-        if cfg.kl_coef > 0:
-            # lazy: the reference model's code loads only for a run with a KL penalty
-            from trajforge.train.reference import ReferenceModel
-
-            self.reference = ReferenceModel(self.parts)
-        self.tree: TreeRollouts | None = None
-        if cfg.tree is not None:
-            # lazy: branching loads only for a run that grows trees
-            from trajforge.train.rl.tree import TreeRollouts
-
-            self.tree = TreeRollouts(cfg)
-        self.distiller: Distiller | None = None
-        if cfg.distill is not None:
-            # lazy: the teacher and its model load only for a run that distils
-            from trajforge.train.rl.distill import Distiller
-
-            self.distiller = Distiller(cfg, self.parts, self.entry.expert)
+        self.reference = extras.reference_model(cfg, self.parts)
+        self.tree = extras.tree_rollouts(cfg)
+        self.distiller = extras.distiller(cfg, self.parts, self.entry.expert)
         self.weights = RolloutWeights(self.parts, cfg)
-        self.roles: RoleAdapters | None = None
-        if self.self_play is not None and self.self_play.seat_adapters is not None:
-            # lazy: the adapters and their policy load only for a run with per-role adapters
-            from trajforge.train.rl.roles import RoleAdapters
-
-            adapters = self.self_play.seat_adapters
-            self.roles = RoleAdapters(adapters, self.parts, self.weights.dtype, cfg.max_batch_size)
-            self.self_play.roles = self.roles
+        self.roles = extras.role_adapters(
+            self.self_play, self.parts, self.weights.dtype, cfg.max_batch_size
+        )
         # On Ray, the actors' replicas sample the rollouts; the policy still validates. Over
         # several processes only the main one rolls out, so only it starts the actors.
         main = self.parts.accelerator.is_main_process
