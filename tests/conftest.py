@@ -9,6 +9,7 @@ need the host's own bf16 take the ``native_bf16`` fixture (skipped where the hos
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +21,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ[NO_NATIVE_BF16_ENV] = "1"
+# The disk is shared with other machines' work; a local cluster's test objects are kilobytes,
+# so Ray's refusal to store any past 95% full would fail tests on another's files.
+os.environ.setdefault("RAY_local_fs_capacity_threshold", "0.99")
 
 
 @pytest.fixture
@@ -58,3 +62,14 @@ def _pids_with(marker: str) -> list[int]:
 def processes_with() -> Callable[[str], list[int]]:
     """The pids of live processes whose command line contains a marker: what a test left."""
     return _pids_with
+
+
+@pytest.fixture(scope="module")
+def module_tmp(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Path]:
+    """A folder the module's tests share, removed when the module ends, as a passing test's
+    ``tmp_path`` is: kept, the suite's folders would fill a shared disk."""
+    folder = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

@@ -61,8 +61,8 @@ def write_experiment(tmp_path: Path, data: dict[str, object]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ExperimentRunner]:
-    tmp = tmp_path_factory.mktemp("pipeline")
+def finished_run(module_tmp: Path) -> tuple[Path, ExperimentRunner]:
+    tmp = module_tmp
     exp = load_experiment(write_experiment(tmp, TINY_EXPERIMENT))
     runner = ExperimentRunner(exp, console=Console(quiet=True))
     runner.run()

@@ -106,8 +106,9 @@ def assert_same(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], ste
 
 
 @pytest.fixture(scope="module")
-def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("two-processes")
+def two_process_runs(module_tmp: Path) -> Path:
+    out = module_tmp / "two-processes"
+    out.mkdir()
     cases = [
         {"name": case_name(k, s, lora), "kind": k, "strategy": s, "lora": lora}
         for k in KINDS
@@ -128,8 +129,10 @@ def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def one_process_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return {"root": tmp_path_factory.mktemp("one-process")}
+def one_process_runs(module_tmp: Path) -> dict[str, Any]:
+    root = module_tmp / "one-process"
+    root.mkdir()
+    return {"root": root}
 
 
 def one_process(

@@ -16,7 +16,8 @@ import psutil
 import pytest
 
 from trajforge.envs.browser import BrowserEnv, BrowserFailedError, BrowserPool, MiniWoB
-from trajforge.envs.browser.chromium import PID_FILE, reap_leftovers, run_root
+from trajforge.envs.browser import pool as pool_module
+from trajforge.envs.browser.chromium import PID_FILE, Chromium, launch, reap_leftovers, run_root
 from trajforge.schema import Task
 
 from .helpers import calls, element
@@ -73,6 +74,23 @@ async def test_a_hung_browser_is_killed_after_the_call_timeout(pool: BrowserPool
     result = await again.step(calls(("click", {"element": _button(opening[-1].text)})))
     await again.close()
     assert result.reward == 1.0
+
+
+def test_a_slow_start_does_not_eat_the_calls_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    def slow_launch() -> Chromium:
+        time.sleep(1.5)
+        return launch()
+
+    monkeypatch.setattr(pool_module, "launch", slow_launch)
+    slots = BrowserPool(1)
+    try:
+        assert slots.slots[0].call(lambda browser: browser.is_connected(), 1.0) is True
+        monkeypatch.setattr(pool_module, "LAUNCH_TIMEOUT_S", 0.5)
+        slots.slots[0].kill()
+        with pytest.raises(BrowserFailedError, match=r"did not start within 0\.5s"):
+            slots.slots[0].call(lambda browser: browser.is_connected(), 1.0)
+    finally:
+        slots.close()
 
 
 _RUN = textwrap.dedent(

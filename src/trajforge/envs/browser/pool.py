@@ -23,18 +23,28 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import psutil
 from playwright.sync_api import Browser, Playwright, sync_playwright
 
-from trajforge.envs.browser.chromium import Chromium, first_line, launch, reap_leftovers
+from trajforge.envs.browser.chromium import (
+    START_TIMEOUT_S,
+    Chromium,
+    first_line,
+    launch,
+    reap_leftovers,
+)
 from trajforge.errors import InfraError
 
 T = TypeVar("T")
 
 DEFAULT_SIZE = 2
 DEFAULT_CALL_TIMEOUT_S = 30.0
+# A start is Chromium's own (``START_TIMEOUT_S``) plus Playwright's connect: on a loaded machine
+# the first one of a run can take far longer than any call.
+LAUNCH_TIMEOUT_S = START_TIMEOUT_S * 3
 DEFAULT_RECYCLE_AFTER = 200
 ACQUIRE_POLL_S = 0.02
 STOP_WAIT_S = 10.0
@@ -44,6 +54,16 @@ Work = Callable[[Browser], Any]
 
 class BrowserFailedError(InfraError):
     """The browser crashed or stopped answering; the episode it served is lost."""
+
+
+@dataclass
+class _Call:
+    """Work queued on a slot: ``started`` resolves once its browser is up, ``done`` with the
+    work's result, so a slow start does not eat the work's own time."""
+
+    work: Work
+    started: concurrent.futures.Future[None] = field(default_factory=concurrent.futures.Future)
+    done: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
 
 
 class BrowserSlot:
@@ -56,7 +76,7 @@ class BrowserSlot:
         self.launches = 0
         self.chromium: Chromium | None = None
         self._browser: Browser | None = None
-        self._calls: queue.Queue[tuple[Work, concurrent.futures.Future[Any]] | None] = queue.Queue()
+        self._calls: queue.Queue[_Call | None] = queue.Queue()
         self._thread = threading.Thread(
             target=self._serve, name=f"trajforge-browser-{index}", daemon=True
         )
@@ -65,13 +85,16 @@ class BrowserSlot:
     def _serve(self) -> None:
         with sync_playwright() as playwright:
             while (call := self._calls.get()) is not None:
-                work, future = call
-                if not future.set_running_or_notify_cancel():
+                if not call.done.set_running_or_notify_cancel():
                     continue
                 try:
-                    future.set_result(work(self._ensure(playwright)))
+                    browser = self._ensure(playwright)
+                    call.started.set_result(None)
+                    call.done.set_result(call.work(browser))
                 except BaseException as exc:
-                    future.set_exception(exc)
+                    if not call.started.done():
+                        call.started.set_exception(exc)
+                    call.done.set_exception(exc)
                     if not self._healthy():
                         self._drop()
             self._drop()
@@ -104,25 +127,42 @@ class BrowserSlot:
 
     def submit(self, work: Work) -> concurrent.futures.Future[Any]:
         """Queue ``work(browser)`` on the slot's thread."""
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._calls.put((work, future))
-        return future
+        return self._submit(work).done
+
+    def _submit(self, work: Work) -> _Call:
+        call = _Call(work)
+        # Running from the start: a caller that stops waiting for it cannot cancel it under the
+        # slot's thread.
+        call.started.set_running_or_notify_cancel()
+        self._calls.put(call)
+        return call
+
+    def _timed_out(self, timeout_s: float, starting: bool) -> BrowserFailedError:
+        self.kill()
+        what = "did not start" if starting else "no answer"
+        return BrowserFailedError(
+            f"browser {self.index}: {what} within {timeout_s:g}s; it was killed"
+        )
 
     async def run(self, work: Callable[[Browser], T], timeout_s: float) -> T:
-        """``work(browser)`` on the slot's thread, awaited from any asyncio loop.
+        """``work(browser)`` on the slot's thread, awaited from any asyncio loop; ``timeout_s``
+        counts from the moment the browser is up (a start has ``LAUNCH_TIMEOUT_S`` of its own).
 
         Raises:
-            BrowserFailedError: it overran ``timeout_s`` (the browser is killed and replaced)
-                or the browser died under it.
+            BrowserFailedError: it overran its time (the browser is killed and replaced) or the
+                browser died under it.
         """
-        future = self.submit(work)
+        call = self._submit(work)
         try:
-            result: T = await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.wrap_future(call.started), LAUNCH_TIMEOUT_S)
+            if not call.started.done():
+                raise self._timed_out(LAUNCH_TIMEOUT_S, starting=True)
+            result: T = await asyncio.wait_for(asyncio.wrap_future(call.done), timeout_s)
         except TimeoutError:
-            self.kill()
-            raise BrowserFailedError(
-                f"browser {self.index}: no answer within {timeout_s:g}s; it was killed"
-            ) from None
+            raise self._timed_out(timeout_s, starting=False) from None
+        except BrowserFailedError:
+            raise
         except Exception as exc:
             if self.chromium is None or not self.chromium.alive():
                 raise BrowserFailedError(f"browser {self.index} died: {first_line(exc)}") from exc
@@ -131,14 +171,15 @@ class BrowserSlot:
 
     def call(self, work: Callable[[Browser], T], timeout_s: float) -> T:
         """``run`` for synchronous callers."""
-        future = self.submit(work)
+        call = self._submit(work)
+        with contextlib.suppress(Exception):
+            call.started.result(LAUNCH_TIMEOUT_S)
+        if not call.started.done():
+            raise self._timed_out(LAUNCH_TIMEOUT_S, starting=True)
         try:
-            result: T = future.result(timeout_s)
+            result: T = call.done.result(timeout_s)
         except concurrent.futures.TimeoutError:
-            self.kill()
-            raise BrowserFailedError(
-                f"browser {self.index}: no answer within {timeout_s:g}s; it was killed"
-            ) from None
+            raise self._timed_out(timeout_s, starting=False) from None
         return result
 
     def begin_episode(self) -> None:
