@@ -16,6 +16,7 @@ actor for those weights, and its trajectory records the version it started with.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import math
 import threading
 from collections import deque
@@ -76,7 +77,9 @@ class RayRunner(EpisodeRunner):
         self._weights: tuple[Any, int] | None = None
         self._actors: list[_Actor] = []
         self._spec_json = ""
-        self._model = ""
+        # The actors' start, shared by runs that start together (RL's rollouts ahead, each on a
+        # thread of its own): one starts them, the others wait for it.
+        self._starting: concurrent.futures.Future[str] | None = None
         self._slots = DEFAULT_SLOTS
         self._restarts_left = self.options.max_restarts
         self._worker_class: Any = None
@@ -102,7 +105,14 @@ class RayRunner(EpisodeRunner):
                 "spec.env and spec.policy: Ray actors build the environment and the policy from "
                 "their names; a live one stays in this process"
             )
-        if self._actors:  # a persistent runner's actors, kept from the last run
+        with self._lock:
+            starting, first = self._starting, self._starting is None
+            if starting is None:
+                starting = self._starting = concurrent.futures.Future()
+                # Running from the start: a waiter that is cancelled cannot cancel it for all.
+                starting.set_running_or_notify_cancel()
+        if not first:  # a persistent runner's actors, kept or being started by another run
+            model = await asyncio.wrap_future(starting)
             built = RolloutSpec.model_validate_json(self._spec_json)
             if (spec.env, spec.policy, spec.user) != (built.env, built.policy, built.user):
                 raise RolloutError(
@@ -110,7 +120,18 @@ class RayRunner(EpisodeRunner):
                     f"{built.policy} (user {built.user}), not {spec.env} with {spec.policy} "
                     f"(user {spec.user})"
                 )
-            return self._model
+            return model
+        try:
+            model = await self._start_actors(spec)
+        except BaseException as exc:
+            with self._lock:
+                self._starting = None
+            starting.set_exception(exc)
+            raise
+        starting.set_result(model)
+        return model
+
+    async def _start_actors(self, spec: RolloutSpec) -> str:
         self._spec_json = spec.model_dump_json()
         self._join()
         self._worker_class = remote_worker(self.options.cpus_per_actor)
@@ -119,10 +140,11 @@ class RayRunner(EpisodeRunner):
             self._slots = self.options.slots
         elif spec.concurrency is not None:
             self._slots = math.ceil(spec.concurrency / count)
-        self._actors = [self._new_actor() for _ in range(count)]
-        names = await self._all(a.handle.ready.remote() for a in self._actors)
-        self._model = str(names[0])
-        return self._model
+        with self._lock:
+            self._actors = [self._new_actor() for _ in range(count)]
+            actors = list(self._actors)
+        names = await self._all(a.handle.ready.remote() for a in actors)
+        return str(names[0])
 
     def _join(self) -> None:
         if not self._joined:
@@ -251,7 +273,9 @@ class RayRunner(EpisodeRunner):
 
     def shutdown(self) -> None:
         """Stop the actors and leave what ``start`` joined (a local cluster stops with it)."""
-        actors, self._actors = self._actors, []
+        with self._lock:
+            actors, self._actors = self._actors, []
+            self._starting = None
         self._weights = None
         for actor in actors:
             ray.kill(actor.handle, no_restart=True)
