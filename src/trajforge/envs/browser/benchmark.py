@@ -30,10 +30,17 @@ class Episode(ABC):
     """One started episode of a benchmark task."""
 
     goal: str
+    reached: dict[str, Any] | None = None
+    """The page state the episode reached, when it records one (``pagestate``)."""
 
     @abstractmethod
     def status(self, session: PageSession) -> EpisodeStatus:
         """Whether the task is over and its reward (read from the page)."""
+
+    def final(self, session: PageSession) -> EpisodeStatus:
+        """The verdict when the agent ends the episode (``done``, or a reply without an
+        action): by default the benchmark's ``status``."""
+        return self.status(session)
 
 
 class Benchmark(ABC):

@@ -23,6 +23,7 @@ from playwright.sync_api import Error as PlaywrightError
 from trajforge.envs.base import Env, StepResult
 from trajforge.envs.browser.benchmark import Benchmark, Episode, EpisodeStatus
 from trajforge.envs.browser.chromium import Chromium, first_line
+from trajforge.envs.browser.pagestate import PAGE_STATE
 from trajforge.envs.browser.pool import BrowserFailedError, BrowserPool, BrowserSlot, shared_pool
 from trajforge.envs.browser.session import OK, PageSession
 from trajforge.envs.gui.actions import (
@@ -139,7 +140,13 @@ class BrowserEnv(Env):
         self._screens[1:] = [ImagePart.from_bytes(shot, "image/png").data_url()]
 
     def episode_metadata(self) -> dict[str, object]:
-        return {"screens": list(self._screens)} if self.record_screens else {}
+        metadata: dict[str, object] = (
+            {"screens": list(self._screens)} if self.record_screens else {}
+        )
+        reached = None if self._episode is None else self._episode.reached
+        if reached is not None:
+            metadata[PAGE_STATE] = reached
+        return metadata
 
     def _page_text(self, session: PageSession) -> tuple[str, bytes | None]:
         shot = session.screenshot() if self.screenshot else None
@@ -174,7 +181,7 @@ class BrowserEnv(Env):
         assert self._episode is not None, "reset() first"
         episode = self._episode
         if not action.tool_calls:
-            final = await self._run(episode.status)
+            final = await self._run(episode.final)
             return StepResult([], reward=final.reward, done=True, info=_info(final))
         results: list[str] = []
         status = EpisodeStatus(done=False, reward=0.0)
@@ -190,7 +197,8 @@ class BrowserEnv(Env):
                 continue
             outcome = OK if isinstance(parsed, Done) else await self._act(parsed)
             results.append(outcome if outcome == OK else f"{ERROR_PREFIX} {outcome}")
-            status = await self._run(episode.status)
+            judge = episode.final if isinstance(parsed, Done) else episode.status
+            status = await self._run(judge)
             ended = status.done or isinstance(parsed, Done)
         shot = None
         if not ended:

@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from trajforge.envs.browser.benchmark import Benchmark, Episode, EpisodeStatus, seeded_tasks
+from trajforge.envs.browser.pagestate import recorded
 from trajforge.envs.browser.session import PageSession, Viewport
 from trajforge.errors import ConfigError
 from trajforge.schema import Task
@@ -102,7 +103,7 @@ class MiniWoB(Benchmark):
         page.add_style_tag(content=_HIDE_DISPLAY)
         page.evaluate(_START_JS, [seed, DATA_MODE, EPISODE_MAX_TIME_MS])
         page.wait_for_function(_READY_JS)
-        return MiniWoBEpisode(_utterance(page.evaluate(_UTTERANCE_JS)))
+        return recorded(session, task, MiniWoBEpisode(_utterance(page.evaluate(_UTTERANCE_JS))))
 
 
 class MiniWoBEpisode(Episode):

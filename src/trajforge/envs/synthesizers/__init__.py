@@ -3,6 +3,7 @@ exploration episode reached becomes a task of that env (``trajforge.synthesis`` 
 
 from __future__ import annotations
 
+import importlib
 from typing import TypeVar
 
 from trajforge.envs.synthesizers import retail_blueprints, sql_blueprints
@@ -11,6 +12,10 @@ from trajforge.envs.synthesizers.boards import BOARD_SYNTHESIZERS
 from trajforge.envs.synthesizers.calculator import CalculatorSynthesizer
 
 SYNTHESIZERS: dict[str, Synthesizer] = {**BOARD_SYNTHESIZERS, "calculator": CalculatorSynthesizer()}
+
+WEB_PREFIX = "miniwob:"
+# Imported by name only when a MiniWoB++ env is named: it loads Playwright.
+WEB_MODULE = "trajforge.envs.synthesizers.web"
 
 
 PROPOSERS: dict[str, Proposer] = {
@@ -24,8 +29,12 @@ def synthesizer_for(env: str) -> Synthesizer:
     """The explorer and relabelling rules of env ``env``.
 
     Raises:
-        ConfigError: none knows ``env`` (one line naming the envs tasks are synthesized for).
+        ConfigError: none knows ``env`` (one line naming the envs tasks are synthesized for),
+            or a MiniWoB++ task whose page is no form.
     """
+    if env.startswith(WEB_PREFIX):
+        synthesizer: Synthesizer = importlib.import_module(WEB_MODULE).WebSynthesizer(env)
+        return synthesizer
     return _known(SYNTHESIZERS, env)
 
 
@@ -43,7 +52,7 @@ Found = TypeVar("Found")
 
 def _known(found: dict[str, Found], env: str) -> Found:
     if env not in found:
-        raise refuse_env(env, sorted(SYNTHESIZERS), sorted(PROPOSERS))
+        raise refuse_env(env, [*sorted(SYNTHESIZERS), f"{WEB_PREFIX}TASK"], sorted(PROPOSERS))
     return found[env]
 
 
