@@ -12,10 +12,11 @@ import pytest
 
 from trajforge.envs import Candidate, TaskSet, synthesizer_for
 from trajforge.envs.browser import shared_pool
+from trajforge.envs.browser.axtree import elements
 from trajforge.envs.browser.chromium import running_browsers
 from trajforge.envs.browser.experts import DONE
 from trajforge.envs.browser.pagestate import PAGE_STATE, PageCheck, PageField, PageState
-from trajforge.envs.synthesizers.web import elements, instruction
+from trajforge.envs.synthesizers.web import instruction
 from trajforge.errors import ConfigError
 from trajforge.policy import load_policy
 from trajforge.rollout import RolloutSpec, run_rollout
@@ -100,6 +101,16 @@ def test_a_web_tasks_checker_accepts_its_exploration_and_rejects_a_wrong_answer(
     assert unpressed.outcome.reward == 0.0
 
 
+@pytest.mark.slow
+def test_the_expert_solves_every_synthesized_task_from_its_check(
+    synthesized: tuple[SynthesisReport, Path],
+) -> None:
+    report, root = synthesized
+    spec = RolloutSpec(env=str(root / "tasks.jsonl"), policy={"name": "expert"}, tasks=report.tasks)
+    played = run_rollout(spec)
+    assert [t.outcome.reward for t in played] == [1.0] * len(report.tasks)
+
+
 def test_the_page_tree_gives_fields_buttons_and_a_lists_options() -> None:
     tree = (
         "RootWebArea 'Choose List Task', focused\n"
@@ -109,10 +120,10 @@ def test_the_page_tree_gives_fields_buttons_and_a_lists_options() -> None:
         "\t\t\t[16] option 'Czech Republic', selected=False\n"
         "\t[23] button 'Submit'"
     )
-    found = [(e.bid, e.role, e.name, e.options) for e in elements(tree)]
+    found = [(e.bid, e.role, e.name, e.value, e.options) for e in elements(tree)]
     assert found == [
-        ("14", "combobox", "", ["Iceland", "Czech Republic"]),
-        ("23", "button", "Submit", []),
+        ("14", "combobox", "", "Iceland", ["Iceland", "Czech Republic"]),
+        ("23", "button", "Submit", None, []),
     ]
 
 

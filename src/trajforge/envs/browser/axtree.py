@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from playwright.sync_api import CDPSession, Page
@@ -37,6 +38,9 @@ FLAG_PROPERTIES = frozenset({"required", "focused", "atomic"})
 _MARKED = re.compile(rf"^{_MARK}(\d+)\s?(.*)$", re.DOTALL)
 # A name is printed as Python's repr: in double quotes when it holds a single quote.
 _ELEMENT_LINE = re.compile(r"""^\t*\[(\w+)\] (\S+) (?:'(.*?)'|"(.*?)")(?: value=|, |$)""")
+_VALUE = re.compile(r""" value=(?:'(.*?)'|"(.*?)")(?:, |$)""")
+FIELD_ROLES = frozenset({"textbox", "checkbox", "radio", "combobox"})
+"""The roles of the form fields an agent fills, ticks or chooses in."""
 
 # Ids and live values into the DOM; the id into both ARIA descriptions (the role description
 # reaches most nodes, the description the generic ones). The originals are kept to restore.
@@ -187,3 +191,38 @@ def find(tree: str, role: str, name: str) -> str | None:
         if match and match.group(2) == role and name in (match.group(3), match.group(4)):
             return match.group(1)
     return None
+
+
+@dataclass
+class Element:
+    """An element of a page tree with an id, as a line of the tree shows it."""
+
+    bid: str
+    role: str
+    name: str
+    value: str | None = None
+    checked: bool = False
+    options: list[str] = field(default_factory=list)
+    """A list's (combobox's) options, in order."""
+
+
+def elements(tree: str) -> list[Element]:
+    """The elements with ids in a page tree's text, in page order; a list's options are kept
+    with the list, not as elements of their own."""
+    found: list[Element] = []
+    listing: tuple[Element, int] | None = None
+    for line in tree.splitlines():
+        match = _ELEMENT_LINE.match(line)
+        if match is None:
+            continue
+        depth = len(line) - len(line.lstrip("\t"))
+        bid, role = match.group(1), match.group(2)
+        name = match.group(3) if match.group(3) is not None else match.group(4)
+        if role == "option" and listing is not None and depth > listing[1]:
+            listing[0].options.append(name)
+            continue
+        value = _VALUE.search(line)
+        shown = None if value is None else next(g for g in value.groups() if g is not None)
+        found.append(Element(bid, role, name, shown, "checked='true'" in line))
+        listing = (found[-1], depth) if role == "combobox" else None
+    return found

@@ -5,7 +5,9 @@ made from the first page holds on later ones).
 An expert plans every action from the opening page and plays one per turn, finding its place
 again from the tool results the environment accepted (an error result means the action is made
 again), then calls ``done``. ``EXPERT_TASKS`` names the tasks that have one; ``expert_refusal``
-is the one line that refuses the expert policy for tasks that have none.
+is the one line that refuses the expert policy for tasks that have none. A synthesized task
+(``trajforge.envs.synthesizers.web``) is planned from its check, the state to reach, in place
+of its instruction.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from trajforge.envs.browser.axtree import find
+from trajforge.envs.browser.axtree import FIELD_ROLES, elements, find
+from trajforge.envs.browser.pagestate import CHECK, PageCheck
 from trajforge.envs.builtin.plan import PlannedCall, follow_plan
 from trajforge.formats import format_tool_call
 from trajforge.schema import Message, Role, Task
@@ -161,6 +164,25 @@ def click_button_sequence(goal: str, tree: str) -> list[PlannedCall]:
     return [_click(_element(tree, "button", first)), _click(_element(tree, "button", second))]
 
 
+def checked(check: PageCheck, tree: str) -> list[PlannedCall]:
+    """A synthesized task's plan (``pagestate``): each field the page tree shows set to the
+    checked value where it differs, then the checked buttons pressed."""
+    fields = [e for e in elements(tree) if e.role in FIELD_ROLES]
+    if len(fields) != len(check.values):
+        raise ExpertError(f"the page has {len(fields)} fields, the task checks {len(check.values)}")
+    calls: list[PlannedCall] = []
+    for element, want in zip(fields, check.values, strict=True):
+        if element.role == "textbox" and want != (element.value or ""):
+            calls.append(_fill(element.bid, str(want)))
+        elif element.role == "combobox" and want != element.value:
+            calls.append(("select", {"element": element.bid, "option": str(want)}))
+        elif (element.role == "checkbox" and want is not element.checked) or (
+            element.role == "radio" and want is True and not element.checked
+        ):
+            calls.append(_click(element.bid))
+    return [*calls, *(_click(_element(tree, "button", name)) for name in check.pressed)]
+
+
 PLANNERS: dict[str, Planner] = {
     "click-button": click_button,
     "click-button-sequence": click_button_sequence,
@@ -184,7 +206,8 @@ DONE = format_tool_call("done", {})
 
 
 def plan(task: Task, messages: Sequence[Message]) -> list[PlannedCall]:
-    """Every action of ``task``'s episode, planned from its opening message.
+    """Every action of ``task``'s episode, planned from its opening message (a synthesized
+    task's from its check).
 
     Raises:
         ExpertError: the task has no expert, or its page or instruction is not as expected.
@@ -195,6 +218,8 @@ def plan(task: Task, messages: Sequence[Message]) -> list[PlannedCall]:
         raise ExpertError(f"miniwob task {name!r} has no scripted expert")
     goal, tree = opening(messages)
     try:
+        if CHECK in task.data:
+            return checked(PageCheck.model_validate(task.data[CHECK]), tree)
         return planner(goal, tree)
     except ExpertError as exc:
         raise ExpertError(f"{name} expert: {exc}") from exc

@@ -17,9 +17,8 @@ field to change.
 from __future__ import annotations
 
 import random
-import re
-from dataclasses import dataclass, field
 
+from trajforge.envs.browser.axtree import FIELD_ROLES, Element, elements
 from trajforge.envs.browser.experts import DONE, opening
 from trajforge.envs.browser.miniwob import PREFIX, MiniWoB
 from trajforge.envs.browser.pagestate import (
@@ -49,39 +48,9 @@ SYNTH_TASKS = (
 """The MiniWoB++ tasks whose pages are forms: their state is the fields and the button."""
 VOCABULARY = ("apple", "river", "maple", "orbit", "lemon", "tiger", "cloud", "pixel")
 MAX_FIELD_ACTIONS = 3
-FIELD_ROLES = frozenset({"textbox", "checkbox", "radio", "combobox"})
-_ELEMENT = re.compile(r"""^(\t*)\[(\w+)\] (\S+) (?:'(.*?)'|"(.*?)")""")
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
 
 Action = tuple[str, dict[str, str]]
-
-
-@dataclass
-class Element:
-    """An element of a page tree an explorer can act on."""
-
-    bid: str
-    role: str
-    name: str
-    options: list[str] = field(default_factory=list)
-
-
-def elements(tree: str) -> list[Element]:
-    """The elements with ids in a page tree's text, each list with its options."""
-    found: list[Element] = []
-    listing: tuple[Element, int] | None = None
-    for line in tree.splitlines():
-        match = _ELEMENT.match(line)
-        if match is None:
-            continue
-        depth, bid, role = len(match.group(1)), match.group(2), match.group(3)
-        name = match.group(4) if match.group(4) is not None else match.group(5)
-        if role == "option" and listing is not None and depth > listing[1]:
-            listing[0].options.append(name)
-            continue
-        found.append(Element(bid, role, name))
-        listing = (found[-1], depth) if role == "combobox" else None
-    return found
 
 
 def _touch(element: Element, rng: random.Random) -> Action:
