@@ -47,6 +47,9 @@ def test_synthesize_writes_a_task_file_other_commands_play(run_cli: RunCli, tmp_
             "--difficulty-policy: unknown policy",
         ),
         (["--env", "calculator", "--explorer", "nope"], "--explorer: unknown policy"),
+        (["--env", "miniwob:click-shape"], "synthesized from the MiniWoB++ form pages"),
+        (["--env", "miniwob:entr-text"], "miniwob: no task 'entr-text' in the miniwob package"),
+        (["--env", "browsergym:miniwob.click-test"], "no task synthesizer for this env"),
     ],
 )
 def test_bad_input_fails_in_one_line_and_writes_nothing(
