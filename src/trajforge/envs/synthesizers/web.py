@@ -31,7 +31,13 @@ from trajforge.envs.browser.pagestate import (
     PageState,
 )
 from trajforge.envs.registry import get_env
-from trajforge.envs.synthesizers.base import Candidate, Synthesizer, new_task, turn_rng
+from trajforge.envs.synthesizers.base import (
+    Action,
+    Candidate,
+    Synthesizer,
+    new_task,
+    turn_rng,
+)
 from trajforge.errors import ConfigError
 from trajforge.formats import format_tool_call
 from trajforge.schema import ExpertFn, Message, OutcomeStatus, Role, Task, Trajectory
@@ -49,8 +55,6 @@ SYNTH_TASKS = (
 VOCABULARY = ("apple", "river", "maple", "orbit", "lemon", "tiger", "cloud", "pixel")
 MAX_FIELD_ACTIONS = 3
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
-
-Action = tuple[str, dict[str, str]]
 
 
 def _touch(element: Element, rng: random.Random) -> Action:
