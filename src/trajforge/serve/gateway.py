@@ -24,6 +24,7 @@ from trajforge.policy import (
     SamplingParams,
     TokenPolicy,
     TokenSink,
+    TurnRequest,
 )
 from trajforge.rollout import PolicyRef, TurnCap
 from trajforge.schema import Fault, Message, OutcomeStatus, Timing, ToolSpec
@@ -265,13 +266,12 @@ class Gateway(AdapterEndpoints, ChatGateway):
         started, clock = time.time(), time.perf_counter()
         renderer = self.policy.renderer
         with self.recorder.aborted_on_failure(session, recordings):
+            turns = [
+                TurnRequest(_rendered(r), prompt_ids, s, _prose_stream(renderer, k, on_text))
+                for k, (r, s) in enumerate(zip(recordings, samplings, strict=True))
+            ]
             completions: list[Completion] = await asyncio.gather(
-                *(
-                    self.complete_with(
-                        adapter, _rendered(r), prompt_ids, s, _prose_stream(renderer, k, on_text)
-                    )
-                    for k, (r, s) in enumerate(zip(recordings, samplings, strict=True))
-                )
+                *(self.complete_with(adapter, turn) for turn in turns)
             )
         timing = Timing(started_at=started, duration_s=time.perf_counter() - clock)
         choices = []
