@@ -11,7 +11,7 @@ from serve_helpers import MODEL
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import ExactnessKind, Message, Role, Segment, Task, Trajectory
-from trajforge.serve.gateway import Gateway
+from trajforge.serve.gateway import ChatCall, Gateway
 from trajforge.serve.recorder import Recorder
 from trajforge.serve.wire import ChatRequest
 
@@ -30,7 +30,7 @@ def _assistant(text: str) -> Message:
 
 def _call(gateway: Gateway, session: str, messages: list[Message]) -> str:
     request = ChatRequest(model=MODEL, messages=[{"role": "user", "content": "-"}])
-    (choice,) = asyncio.run(gateway.chat(session, request, messages, []))
+    (choice,) = asyncio.run(gateway.chat(ChatCall(session, request, messages, [])))
     return choice.trajectory_id
 
 

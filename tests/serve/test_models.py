@@ -13,12 +13,11 @@ import pytest
 from openai import AsyncOpenAI, OpenAI
 from serve_helpers import adder_reply, assert_token_exact, recorded
 
-from trajforge.policy.base import Completion, SamplingParams, TokenSink
+from trajforge.policy.base import Completion
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.naming import load_policy
 from trajforge.policy.scripted import ScriptedPolicy
-from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy
+from trajforge.policy.token_policy import TokenPolicy, TurnRequest
 from trajforge.schema import OutcomeStatus, Role
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.server import serving
@@ -86,16 +85,9 @@ def test_concurrent_clients_of_the_embedded_model(served: str, store_path: Path)
 class SlowPolicy(ScriptedPolicy):
     """The adder, taking seconds to answer: long enough for a client to give up."""
 
-    async def complete(
-        self,
-        session: RenderedSession,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        on_token: TokenSink | None = None,
-    ) -> Completion:
+    async def complete(self, turn: TurnRequest) -> Completion:
         await asyncio.sleep(30)
-        return await super().complete(session, prompt_ids, sampling, on_token=on_token)
+        return await super().complete(turn)
 
 
 def _slow() -> SlowPolicy:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,10 @@ from openai import OpenAI
 from serve_helpers import ADD_TOOL, MODEL, assert_token_exact, recorded
 
 from trajforge.formats.tool_calls import format_tool_call
-from trajforge.policy.base import Completion, SamplingParams, TokenSink
+from trajforge.policy.base import Completion
 from trajforge.policy.models.smollm2 import load_tokenizer
 from trajforge.policy.scripted import ScriptedPolicy
-from trajforge.policy.session import RenderedSession
+from trajforge.policy.token_policy import TurnRequest
 from trajforge.serve.gateway import Gateway
 from trajforge.serve.server import serving
 from trajforge.store import TrajectoryStore
@@ -34,15 +35,9 @@ class GatedPolicy(ScriptedPolicy):
         self.gate = threading.Event()
         self.opened_mid_reply = False
 
-    async def complete(
-        self,
-        session: RenderedSession,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        on_token: TokenSink | None = None,
-    ) -> Completion:
-        completion = await super().complete(session, prompt_ids, sampling)
+    async def complete(self, turn: TurnRequest) -> Completion:
+        completion = await super().complete(replace(turn, on_token=None))
+        on_token = turn.on_token
         assert on_token is not None  # a streamed call
         ids = completion.token_ids
         cut = next(k for k in range(len(ids)) if "<tool_call>" in self.renderer.decode(ids[:k]))

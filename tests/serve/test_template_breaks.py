@@ -19,7 +19,7 @@ from template_doubles import (
 from trajforge.policy.check import check_label, check_trajectory
 from trajforge.policy.scripted import ScriptedPolicy
 from trajforge.schema import ExactnessKind, Message, OutcomeStatus, Role, Task
-from trajforge.serve.gateway import Gateway
+from trajforge.serve.gateway import ChatCall, Gateway
 from trajforge.serve.wire import ChatRequest
 
 
@@ -33,7 +33,7 @@ def _gateway(template: str) -> Gateway:
 
 def _call(gateway: Gateway, messages: list[Message]) -> None:
     request = ChatRequest(model=MODEL, messages=[{"role": "user", "content": "-"}])
-    asyncio.run(gateway.chat("s", request, messages, []))
+    asyncio.run(gateway.chat(ChatCall("s", request, messages, [])))
 
 
 def _turns(*texts: str) -> list[Message]:

@@ -3,7 +3,7 @@
 - ``base`` — ``Policy`` (token level ``generate``, conversation level ``start_session`` and
   ``respond``), ``ChatSession``, ``SamplingParams``, ``Completion``;
 - ``renderer``, ``session``, ``tool_prompt``, ``token_policy`` — token-exact chat rendering and
-  the token-level policies built on it;
+  the token-level policies built on it (each turn asked for as a ``TurnRequest``);
 - ``hf`` (a local transformers model over the decode engine in ``engine/``), ``openai_compat``
   and ``openai_session`` (any OpenAI-compatible server), ``scripted`` (a script or an expert);
 - ``vision`` and ``vision_render`` — a vision-language model (processor plus model) as a
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from trajforge.policy.session import RenderedSession
     from trajforge.policy.template_dicts import ToolProtocol
     from trajforge.policy.text_render import RENDERED_WITH, render_text_only
-    from trajforge.policy.token_policy import TokenPolicy
+    from trajforge.policy.token_policy import TokenPolicy, TurnRequest
     from trajforge.policy.vision import VisionPolicy
     from trajforge.policy.vision_render import (
         VisionRenderer,
@@ -103,6 +103,7 @@ __all__ = [
     "TokenPolicy",
     "TokenSink",
     "ToolProtocol",
+    "TurnRequest",
     "VisionPolicy",
     "VisionRenderer",
     "bind_expert",
@@ -168,6 +169,7 @@ __getattr__ = lazy_names(
         "TokenPolicy": "token_policy",
         "TokenSink": "base",
         "ToolProtocol": "template_dicts",
+        "TurnRequest": "token_policy",
         "VisionPolicy": "vision",
         "VisionRenderer": "vision_render",
         "bind_expert": "naming",

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from trajforge.errors import ConfigError
-from trajforge.policy.base import Completion, SamplingParams, TokenSink
+from trajforge.policy.base import Completion, SamplingParams
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy
+from trajforge.policy.token_policy import TokenPolicy, TurnRequest
 from trajforge.schema import Message
 
 
@@ -69,17 +69,10 @@ class AdapterSeat(TokenPolicy):
             self.adapters[self.seat], prompt_ids, sampling
         )
 
-    async def complete(
-        self,
-        session: RenderedSession,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        on_token: TokenSink | None = None,
-    ) -> Completion:
-        adapter = self.adapter_for(session)
+    async def complete(self, turn: TurnRequest) -> Completion:
+        adapter = self.adapter_for(turn.session)
         return await self.policy.generate_with_adapter(
-            adapter, prompt_ids, sampling, on_token=on_token
+            adapter, turn.prompt_ids, turn.sampling, on_token=turn.on_token
         )
 
     async def close(self) -> None:

@@ -10,10 +10,10 @@ end-of-turn token) and carry no logprobs, since the model did not sample them.
 from __future__ import annotations
 
 from trajforge.errors import ConfigError
-from trajforge.policy.base import ChatSession, Completion, SamplingParams, TokenSink
+from trajforge.policy.base import ChatSession, Completion, SamplingParams
 from trajforge.policy.scripted import text_completion
 from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy, stream_whole
+from trajforge.policy.token_policy import TokenPolicy, TurnRequest, stream_whole
 from trajforge.schema import ExpertFn
 
 
@@ -53,18 +53,11 @@ class ForcedTurns(TokenPolicy):
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
         return await self.policy.generate(prompt_ids, sampling)
 
-    async def complete(
-        self,
-        session: RenderedSession,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        on_token: TokenSink | None = None,
-    ) -> Completion:
-        completion = self.forced(session)
+    async def complete(self, turn: TurnRequest) -> Completion:
+        completion = self.forced(turn.session)
         if completion is None:
-            return await self.policy.complete(session, prompt_ids, sampling, on_token=on_token)
-        stream_whole(completion, on_token)
+            return await self.policy.complete(turn)
+        stream_whole(completion, turn.on_token)
         return completion
 
     def forced(self, session: RenderedSession) -> Completion | None:

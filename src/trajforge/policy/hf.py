@@ -36,7 +36,7 @@ from trajforge.policy.engine.prefix_cache import PrefixCache
 from trajforge.policy.hf_worker import BatchWorker, GenerationError
 from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy
+from trajforge.policy.token_policy import TokenPolicy, TurnRequest
 from trajforge.precision import precision_of
 from trajforge.ram import return_freed_memory
 from trajforge.schema import Message
@@ -204,15 +204,8 @@ class HFPolicy(TokenPolicy):
             )
         return room
 
-    async def complete(
-        self,
-        session: RenderedSession,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        on_token: TokenSink | None = None,
-    ) -> Completion:
-        return await self.generate(prompt_ids, sampling, on_token=on_token)
+    async def complete(self, turn: TurnRequest) -> Completion:
+        return await self.generate(turn.prompt_ids, turn.sampling, on_token=turn.on_token)
 
     # --- weights --------------------------------------------------------------------------
 

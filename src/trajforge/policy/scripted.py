@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 from trajforge.errors import TrajforgeError
 from trajforge.policy.base import Completion, FinishReason, SamplingParams
 from trajforge.policy.renderer import ChatRenderer
-from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy
+from trajforge.policy.token_policy import TokenPolicy, TurnRequest
 from trajforge.schema import Message, Role, Task
 
 if TYPE_CHECKING:
@@ -82,7 +81,5 @@ class ScriptedPolicy(TokenPolicy):
         session's turns get theirs from ``complete_whole``)."""
         return self._completion(None, [])
 
-    async def complete_whole(
-        self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams
-    ) -> Completion:
-        return self._completion(session.task, session.messages)
+    async def complete_whole(self, turn: TurnRequest) -> Completion:
+        return self._completion(turn.session.task, turn.session.messages)

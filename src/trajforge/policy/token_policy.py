@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from trajforge.errors import TrajforgeError
@@ -20,7 +21,19 @@ from trajforge.schema import Message, Task, Timing, ToolSpec
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["RenderError", "RenderedSession", "TokenPolicy", "stream_whole"]
+__all__ = ["RenderError", "RenderedSession", "TokenPolicy", "TurnRequest", "stream_whole"]
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """What a token policy is asked for a session's next turn (``TokenPolicy.complete``): the
+    session, the prompt ids rendered from it, how to sample, and who gets each sampled id as it
+    is sampled (``None``: nobody)."""
+
+    session: RenderedSession
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    on_token: TokenSink | None = None
 
 
 def stream_whole(completion: Completion, on_token: TokenSink | None) -> None:
@@ -63,27 +76,18 @@ class TokenPolicy(Policy):
     ) -> RenderedSession:
         return RenderedSession.opened(self.renderer, messages, tools, task=task)
 
-    async def complete(
-        self,
-        session: RenderedSession,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        *,
-        on_token: TokenSink | None = None,
-    ) -> Completion:
-        """The completion for the session's next turn. ``on_token`` gets each sampled id: as
-        it is sampled by a policy that decodes step by step (``HFPolicy``, which overrides
+    async def complete(self, turn: TurnRequest) -> Completion:
+        """The completion for the session's next turn. ``turn.on_token`` gets each sampled id:
+        as it is sampled by a policy that decodes step by step (``HFPolicy``, which overrides
         this), all at the end by one that gets its reply whole (``complete_whole``)."""
-        completion = await self.complete_whole(session, prompt_ids, sampling)
-        stream_whole(completion, on_token)
+        completion = await self.complete_whole(turn)
+        stream_whole(completion, turn.on_token)
         return completion
 
-    async def complete_whole(
-        self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams
-    ) -> Completion:
+    async def complete_whole(self, turn: TurnRequest) -> Completion:
         """The session's next completion, got whole: by default ``generate`` on the prompt ids.
         Policies that act on the conversation (a script) override this."""
-        return await self.generate(prompt_ids, sampling)
+        return await self.generate(turn.prompt_ids, turn.sampling)
 
     async def respond(
         self, session: ChatSession, sampling: SamplingParams, *, turn: int = 0
@@ -95,6 +99,6 @@ class TokenPolicy(Policy):
         prompt_ids = session.prompt_ids()
         started = time.time()
         clock = time.perf_counter()
-        completion = await self.complete(session, prompt_ids, sampling)
+        completion = await self.complete(TurnRequest(session, prompt_ids, sampling))
         timing = Timing(started_at=started, duration_s=time.perf_counter() - clock)
         return session.add_completion(completion, turn=turn, timing=timing)

@@ -27,8 +27,7 @@ from trajforge.policy.base import Completion, FinishReason, SamplingParams, Toke
 from trajforge.policy.engine.sampling import UniformStream, sample_tokens, step_uniforms
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.renderer import ToolProtocol
-from trajforge.policy.session import RenderedSession
-from trajforge.policy.token_policy import TokenPolicy, stream_whole
+from trajforge.policy.token_policy import TokenPolicy, TurnRequest, stream_whole
 from trajforge.policy.vision_render import VisionRenderer, forward_inputs, pixel_inputs
 from trajforge.schema import ImagePart, Message
 
@@ -81,12 +80,11 @@ class VisionPolicy(HFPolicy):
     # images).
     complete = TokenPolicy.complete
 
-    async def complete_whole(
-        self, session: RenderedSession, prompt_ids: list[int], sampling: SamplingParams
-    ) -> Completion:
+    async def complete_whole(self, turn: TurnRequest) -> Completion:
         """The session's next completion, shown the images of its messages (``generate``,
         given token ids alone, samples without them)."""
-        return await self._generate(None, prompt_ids, sampling, session.messages, None)
+        messages = turn.session.messages
+        return await self._generate(None, turn.prompt_ids, turn.sampling, messages, None)
 
     async def _sample(
         self,

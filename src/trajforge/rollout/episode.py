@@ -108,24 +108,6 @@ class Episode(ContextFitting):
     _t0: float = field(default=0.0, init=False)
     _deadline: float | None = field(default=None, init=False)
 
-    @property
-    def live(self) -> bool:
-        """True until the episode has ended (for any reason)."""
-        return self.status is None
-
-    def _end(
-        self,
-        status: OutcomeStatus,
-        reason: EndReason,
-        error: str | None = None,
-        fault: Fault | None = None,
-    ) -> None:
-        """Record how the episode ended (the first end only); ``fault`` overrides the one
-        ``reason`` implies."""
-        if self.status is None:
-            self.status, self.reason, self.error = status, reason, error
-            self.fault = fault or fault_of(reason)
-
     @asynccontextmanager
     async def _phase(
         self, failure: EndReason, step_budget: float | None = None

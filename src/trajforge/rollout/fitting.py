@@ -25,9 +25,9 @@ from trajforge.rollout.context import (
     rewritten,
     transcript,
 )
-from trajforge.rollout.limits import EndReason, Limits, TurnCap, next_turn_cap
+from trajforge.rollout.limits import EndReason, EpisodeEnd, Limits, TurnCap, next_turn_cap
 from trajforge.rollout.resplit import Pieces
-from trajforge.schema import Fault, Message, OutcomeStatus, Role, ToolSpec, Usage
+from trajforge.schema import Message, OutcomeStatus, Role, ToolSpec, Usage
 
 if TYPE_CHECKING:
     from trajforge.rollout.episode_key import EpisodeKey
@@ -39,7 +39,7 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-class ContextFitting:
+class ContextFitting(EpisodeEnd):
     """Mixed into ``Episode``, whose state and phases it uses."""
 
     context: ContextSpec | None
@@ -54,19 +54,6 @@ class ContextFitting:
     pending: Message | None
     key: EpisodeKey
     usage: Usage
-
-    @property
-    @abstractmethod
-    def live(self) -> bool: ...
-
-    @abstractmethod
-    def _end(
-        self,
-        status: OutcomeStatus,
-        reason: EndReason,
-        error: str | None = None,
-        fault: Fault | None = None,
-    ) -> None: ...
 
     @abstractmethod
     def _phase(

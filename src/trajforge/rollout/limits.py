@@ -1,5 +1,6 @@
-"""``Limits``: the budgets an episode runs under, why an episode ended, and when a turn was cut
-short (``cut_turn``: rollouts, eval and the gateway decide it alike)."""
+"""``Limits``: the budgets an episode runs under, why an episode ended (``EpisodeEnd`` records
+it once), and when a turn was cut short (``cut_turn``: rollouts, eval and the gateway decide it
+alike)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,34 @@ def fault_of(reason: EndReason) -> Fault | None:
     if reason is EndReason.DONE:
         return None
     return Fault.INFRA if reason in INFRA_REASONS else Fault.POLICY
+
+
+class EpisodeEnd:
+    """How an episode ended: the first end recorded stands. Both halves of an ``Episode`` (its
+    phases and the context fitting mixed into it) end it through ``_end``."""
+
+    status: OutcomeStatus | None
+    reason: EndReason | None
+    error: str | None
+    fault: Fault | None
+
+    @property
+    def live(self) -> bool:
+        """True until the episode has ended (for any reason)."""
+        return self.status is None
+
+    def _end(
+        self,
+        status: OutcomeStatus,
+        reason: EndReason,
+        error: str | None = None,
+        fault: Fault | None = None,
+    ) -> None:
+        """Record how the episode ended (the first end only); ``fault`` overrides the one
+        ``reason`` implies."""
+        if self.status is None:
+            self.status, self.reason, self.error = status, reason, error
+            self.fault = fault or fault_of(reason)
 
 
 class TurnCap(NamedTuple):

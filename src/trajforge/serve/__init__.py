@@ -6,7 +6,8 @@ server whose model is a trajforge policy; every call is recorded as token-exact 
 - ``recorder`` — sessions and the trajectories their calls grow (merged while the history is
   only appended to), a reply cut at its token cap truncated as in an episode; ``recording`` —
   what it keeps of a session and of each trajectory;
-- ``gateway`` — ``Gateway.chat``: sample and record, all sessions sharing one policy;
+- ``gateway`` — ``Gateway.chat``: sample and record one ``ChatCall`` (whatever API it came
+  by), all sessions sharing one policy;
 - ``reply_text`` — a reply's prose exactly as sampled, and what of it may be streamed;
   ``chat_stream`` — a streamed call, its text sent token by token as it is sampled;
 - ``app`` — the FastAPI routes (``/v1`` and ``/sessions/{id}/v1``, rewards); ``responses`` —
@@ -30,13 +31,14 @@ from trajforge.registry import lazy_names
 
 if TYPE_CHECKING:
     from trajforge.serve.adapter_routing import load_adapters
-    from trajforge.serve.gateway import ChatGateway, Gateway
+    from trajforge.serve.gateway import ChatCall, ChatGateway, Gateway
     from trajforge.serve.recorder import SERVER_SESSIONS
     from trajforge.serve.server import serve_app_forever, serve_forever, serving
     from trajforge.serve.upstream import open_gateway
 
 __all__ = [
     "SERVER_SESSIONS",
+    "ChatCall",
     "ChatGateway",
     "Gateway",
     "load_adapters",
@@ -51,6 +53,7 @@ __all__ = [
 __getattr__ = lazy_names(
     __name__,
     {
+        "ChatCall": "gateway",
         "ChatGateway": "gateway",
         "Gateway": "gateway",
         "SERVER_SESSIONS": "recorder",

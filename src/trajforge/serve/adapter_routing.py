@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from trajforge.errors import ConfigError
-from trajforge.policy import Completion, RenderedSession, SamplingParams, TokenPolicy, TokenSink
+from trajforge.policy import Completion, SamplingParams, TokenPolicy, TokenSink, TurnRequest
 from trajforge.serve.wire import WireError
 
 
@@ -137,19 +137,14 @@ class AdapterEndpoints:
         policy = self.policy
         return policy if isinstance(policy, ServesAdapters) and policy.serves_adapters else None
 
-    async def complete_with(
-        self,
-        adapter: str | None,
-        session: RenderedSession,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        on_token: TokenSink | None,
-    ) -> Completion:
-        """The policy's completion of ``prompt_ids``, under ``adapter`` when it names one."""
+    async def complete_with(self, adapter: str | None, turn: TurnRequest) -> Completion:
+        """The policy's completion of ``turn``, under ``adapter`` when it names one."""
         named = self._named_adapters()
         if adapter is None or named is None:
-            return await self.policy.complete(session, prompt_ids, sampling, on_token=on_token)
-        return await named.generate_with_adapter(adapter, prompt_ids, sampling, on_token=on_token)
+            return await self.policy.complete(turn)
+        return await named.generate_with_adapter(
+            adapter, turn.prompt_ids, turn.sampling, on_token=turn.on_token
+        )
 
     async def generate_with(
         self, adapter: str | None, prompt_ids: list[int], sampling: SamplingParams

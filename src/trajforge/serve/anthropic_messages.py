@@ -27,7 +27,7 @@ from trajforge.serve.anthropic_wire import (
 )
 from trajforge.serve.chat_stream import SampledCall
 from trajforge.serve.client_info import note_client
-from trajforge.serve.gateway import ChatGateway, counted_prompt
+from trajforge.serve.gateway import ChatCall, ChatGateway, counted_prompt
 from trajforge.serve.wire import WireError
 
 JsonBody = Callable[[Request], Awaitable[Any]]
@@ -41,16 +41,16 @@ async def messages_call(
     messages = conversation_of(request)
     tools = tools_of(request)
     gateway.check_model(request.model)
-    chat = chat_request_of(request, messages, tools)
+    chat = ChatCall(session_id, chat_request_of(request, messages, tools), messages, tools)
     stops = list(request.stop_sequences or [])
     note_client(gateway.recorder, session_id, headers)
     if request.stream:
         # Counted before sampling: message_start, which says it, goes out first.
         counted = gateway.count_prompt(session_id, messages, tools)
-        call = SampledCall(gateway, session_id, chat, messages, tools)
-        events = await open_stream(call, chat.model, stops, counted)
+        call = SampledCall(gateway, chat)
+        events = await open_stream(call, request.model, stops, counted)
         return StreamingResponse(events, media_type="text/event-stream")
-    (choice,) = await gateway.chat(session_id, chat, messages, tools)
+    (choice,) = await gateway.chat(chat)
     return message_object(message_id(), request.model, choice, stops)
 
 

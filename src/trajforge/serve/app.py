@@ -20,7 +20,7 @@ from trajforge.serve.anthropic_messages import add_messages_routes
 from trajforge.serve.chat_stream import chat_stream, choices_usage
 from trajforge.serve.client_info import note_client
 from trajforge.serve.completions import completions_route
-from trajforge.serve.gateway import ChatGateway, Choice
+from trajforge.serve.gateway import ChatCall, ChatGateway, Choice
 from trajforge.serve.gemini_api import add_gemini_routes
 from trajforge.serve.gemini_reply import model_object
 from trajforge.serve.recording import DEFAULT_SESSION
@@ -99,10 +99,11 @@ def create_app(gateway: ChatGateway) -> FastAPI:
         tools = [] if body.tool_choice == "none" else tools_of(body.tools)
         gateway.check_model(body.model)
         note_client(gateway.recorder, session_id, dict(request.headers))
+        call = ChatCall(session_id, body, messages, tools)
         if body.stream:
-            stream = chat_stream(gateway, session_id, body, messages, tools)
+            stream = chat_stream(gateway, call)
             return StreamingResponse(stream, media_type="text/event-stream")
-        choices = await gateway.chat(session_id, body, messages, tools)
+        choices = await gateway.chat(call)
         reply = completion_object(
             new_id("chatcmpl"),
             body.model,

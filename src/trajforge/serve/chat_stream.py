@@ -13,10 +13,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from trajforge.schema import Message, ToolSpec
-from trajforge.serve.gateway import ChatGateway, Choice
+from trajforge.serve.gateway import ChatCall, ChatGateway, Choice
 from trajforge.serve.wire import (
-    ChatRequest,
     WireError,
     chunk,
     finish_reason_of,
@@ -40,20 +38,11 @@ class SampledCall:
     """A gateway call whose choices' prose comes out as it is sampled: iterate ``pieces``,
     then read ``choices``; ``cancel`` stops a call whose client left (recorded truncated)."""
 
-    def __init__(
-        self,
-        gateway: ChatGateway,
-        session_id: str,
-        body: ChatRequest,
-        messages: list[Message],
-        tools: list[ToolSpec],
-    ) -> None:
+    def __init__(self, gateway: ChatGateway, call: ChatCall) -> None:
         self._pieces: asyncio.Queue[tuple[int, str] | None] = asyncio.Queue()
-        self._call = asyncio.ensure_future(
-            gateway.chat(session_id, body, messages, tools, on_text=self._text)
-        )
+        self._call = asyncio.ensure_future(gateway.chat(call, on_text=self._text))
         self._call.add_done_callback(lambda _: self._pieces.put_nowait(None))
-        self.sent = [""] * body.n
+        self.sent = [""] * call.request.n
         """Each choice's prose sent so far."""
 
     def _text(self, index: int, text: str) -> None:
@@ -92,21 +81,16 @@ class SampledCall:
         self._call.cancel()  # a no-op once the call is done
 
 
-async def chat_stream(
-    gateway: ChatGateway,
-    session_id: str,
-    body: ChatRequest,
-    messages: list[Message],
-    tools: list[ToolSpec],
-) -> AsyncIterator[str]:
+async def chat_stream(gateway: ChatGateway, chat: ChatCall) -> AsyncIterator[str]:
     """The SSE events of one streamed chat call (see the module's docstring)."""
     reply_id = new_id("chatcmpl")
+    body = chat.request
 
     def event(index: int, delta: dict[str, Any]) -> str:
         frame = {"index": index, "delta": delta, "finish_reason": None}
         return sse(chunk(reply_id, body.model, [frame]))
 
-    call = SampledCall(gateway, session_id, body, messages, tools)
+    call = SampledCall(gateway, chat)
     try:
         for k in range(body.n):
             yield event(k, {"role": "assistant", "content": ""})

@@ -24,6 +24,7 @@ from trajforge.policy import (
     SamplingParams,
     TokenPolicy,
     TokenSink,
+    TurnRequest,
 )
 from trajforge.rollout import PolicyRef, TurnCap
 from trajforge.schema import Fault, Message, OutcomeStatus, Timing, ToolSpec
@@ -37,6 +38,18 @@ from trajforge.store import TrajectoryStore
 TEXT_PARSER = "text"
 TextSink = Callable[[int, str], None]
 """Receives ``(choice index, prose)`` as a reply's prose settles."""
+
+
+@dataclass(frozen=True)
+class ChatCall:
+    """One call as every wire (chat completions, Responses, Messages, Gemini) hands it to a
+    gateway: the session it continues, its request in the chat-completions form (model, ``n``,
+    sampling), and its messages and tools in trajforge's."""
+
+    session_id: str
+    request: ChatRequest
+    messages: list[Message]
+    tools: list[ToolSpec]
 
 
 @dataclass
@@ -77,14 +90,7 @@ class ChatGateway(Protocol):
     def check_model(self, model: str) -> None:
         check_served_model(model, self.model_names)
 
-    async def chat(
-        self,
-        session_id: str,
-        request: ChatRequest,
-        messages: list[Message],
-        tools: list[ToolSpec],
-        on_text: TextSink | None = None,
-    ) -> list[Choice]:
+    async def chat(self, call: ChatCall, on_text: TextSink | None = None) -> list[Choice]:
         """The call's choices; ``on_text(k, text)`` gets the prose of choice ``k`` as it
         settles while sampling (a gateway that gets replies whole never calls it)."""
         ...
@@ -177,20 +183,14 @@ class Gateway(AdapterEndpoints, ChatGateway):
         self.model_names = self.base_names
         self.adapter: str | None = None
 
-    async def chat(
-        self,
-        session_id: str,
-        request: ChatRequest,
-        messages: list[Message],
-        tools: list[ToolSpec],
-        on_text: TextSink | None = None,
-    ) -> list[Choice]:
-        """Sample ``request.n`` replies to ``messages`` and record each in its trajectory;
-        ``on_text`` gets each reply's prose as it settles, token by token."""
+    async def chat(self, call: ChatCall, on_text: TextSink | None = None) -> list[Choice]:
+        """Sample ``request.n`` replies to the call's messages and record each in its
+        trajectory; ``on_text`` gets each reply's prose as it settles, token by token."""
+        request, messages, tools = call.request, call.messages, call.tools
         adapter = self.adapter_of(request.model)
         try:
             session, recordings = await self.recorder.begin_call(
-                session_id, messages, tools, request.n
+                call.session_id, messages, tools, request.n
             )
         except RenderError as exc:
             raise unrenderable(
@@ -265,13 +265,12 @@ class Gateway(AdapterEndpoints, ChatGateway):
         started, clock = time.time(), time.perf_counter()
         renderer = self.policy.renderer
         with self.recorder.aborted_on_failure(session, recordings):
+            asked = [
+                TurnRequest(_rendered(r), prompt_ids, s, _prose_stream(renderer, k, on_text))
+                for k, (r, s) in enumerate(zip(recordings, samplings, strict=True))
+            ]
             completions: list[Completion] = await asyncio.gather(
-                *(
-                    self.complete_with(
-                        adapter, _rendered(r), prompt_ids, s, _prose_stream(renderer, k, on_text)
-                    )
-                    for k, (r, s) in enumerate(zip(recordings, samplings, strict=True))
-                )
+                *(self.complete_with(adapter, turn) for turn in asked)
             )
         timing = Timing(started_at=started, duration_s=time.perf_counter() - clock)
         choices = []

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from trajforge.serve.chat_stream import SampledCall
 from trajforge.serve.client_info import note_client
-from trajforge.serve.gateway import ChatGateway, counted_prompt
+from trajforge.serve.gateway import ChatCall, ChatGateway, counted_prompt
 from trajforge.serve.gemini_reply import (
     error_body,
     generate_response,
@@ -86,13 +86,13 @@ async def generate_call(
     messages = conversation_of(asked)
     tools = tools_of(asked)
     gateway.check_model(model)
-    chat = chat_request_of(model, asked, messages, tools)
+    chat = ChatCall(session_id, chat_request_of(model, asked, messages, tools), messages, tools)
     note_gemini_client(gateway.recorder, session_id, request.headers)
     if stream and request.query_params.get("alt") == "sse":
-        call = SampledCall(gateway, session_id, chat, messages, tools)
-        chunks = await open_stream(call, chat.model)
+        call = SampledCall(gateway, chat)
+        chunks = await open_stream(call, model)
         return StreamingResponse(chunks, media_type="text/event-stream")
-    (choice,) = await gateway.chat(session_id, chat, messages, tools)
+    (choice,) = await gateway.chat(chat)
     reply = generate_response(response_id(), model, reply_parts(choice), choice)
     return [reply] if stream else reply  # a stream asked without SSE is a JSON array
 

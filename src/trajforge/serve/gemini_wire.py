@@ -27,7 +27,7 @@ from trajforge.serve.wire import (
     Unsupported,
     WireError,
     WireModel,
-    chat_call,
+    chat_request,
     check_messages,
     check_supported,
     parse_body,
@@ -371,7 +371,7 @@ def chat_request_of(
 ) -> ChatRequest:
     """The chat call the gateway samples for ``request`` (``messages``: ``conversation_of``)."""
     config = request.generation_config or GenerationConfig()
-    return chat_call(
+    return chat_request(
         model,
         messages,
         tools,

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from trajforge.serve.gateway import ChatGateway
+from trajforge.serve.gateway import ChatCall, ChatGateway
 from trajforge.serve.responses_reply import error_of, output_items, response_object
 from trajforge.serve.responses_stream import response_events
 from trajforge.serve.responses_wire import (
@@ -27,7 +27,7 @@ from trajforge.serve.responses_wire import (
     input_items,
     parse_request,
 )
-from trajforge.serve.wire import WireError, chat_call, new_id, tools_of
+from trajforge.serve.wire import WireError, chat_request, new_id, tools_of
 
 KEPT_RESPONSES = 4096
 """How many responses a gateway keeps for ``previous_response_id`` (the oldest go first)."""
@@ -79,19 +79,19 @@ async def responses_route(
     offered, spaces = function_tools(request)
     tools = tools_of(offered)
     gateway.check_model(request.model)
-    chat = chat_call(request.model, messages, tools, temperature=request.temperature,
-                     top_p=request.top_p, max_completion_tokens=request.max_output_tokens)  # fmt: skip
+    chat = chat_request(request.model, messages, tools, temperature=request.temperature,
+                        top_p=request.top_p, max_completion_tokens=request.max_output_tokens)  # fmt: skip
+    call = ChatCall(session_id, chat, messages, tools)
 
     def keep(response_id: str, output: list[dict[str, Any]]) -> None:
         if request.kept:
             kept.keep(response_id, session_id, [*items, *output])
 
     if request.stream:
-        call = (gateway, session_id, chat, messages, tools)
-        events = response_events(call, request, spaces, keep)
+        events = response_events(gateway, call, request, spaces, keep)
         return StreamingResponse(events, media_type="text/event-stream")
     try:
-        (choice,) = await gateway.chat(session_id, chat, messages, tools)
+        (choice,) = await gateway.chat(call)
     except WireError as exc:
         raise ResponsesError(exc) from None
     response_id = new_id("resp")

@@ -18,9 +18,8 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from trajforge.schema import Message, ToolSpec
 from trajforge.serve.chat_stream import SampledCall
-from trajforge.serve.gateway import ChatGateway
+from trajforge.serve.gateway import ChatCall, ChatGateway
 from trajforge.serve.responses_reply import (
     error_of,
     opened_message,
@@ -29,7 +28,7 @@ from trajforge.serve.responses_reply import (
     response_object,
 )
 from trajforge.serve.responses_wire import ResponsesRequest
-from trajforge.serve.wire import ChatRequest, WireError, new_id
+from trajforge.serve.wire import WireError, new_id
 
 Event = tuple[str, dict[str, Any]]
 Keep = Callable[[str, list[dict[str, Any]]], None]
@@ -42,14 +41,15 @@ def _sse(kind: str, sequence: int, fields: dict[str, Any]) -> str:
 
 
 async def response_events(
-    call: tuple[ChatGateway, str, ChatRequest, list[Message], list[ToolSpec]],
+    gateway: ChatGateway,
+    call: ChatCall,
     request: ResponsesRequest,
     spaces: dict[str, tuple[str, str]],
     keep: Keep,
 ) -> AsyncIterator[str]:
-    """The SSE events of one streamed call (``call``: what ``SampledCall`` samples)."""
+    """The SSE events of one streamed call."""
     numbers = iter(range(1 << 30))
-    async for kind, fields in _events(SampledCall(*call), request, spaces, keep):
+    async for kind, fields in _events(SampledCall(gateway, call), request, spaces, keep):
         yield _sse(kind, next(numbers), fields)
 
 

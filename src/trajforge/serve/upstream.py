@@ -24,6 +24,7 @@ from trajforge.policy import OPENAI_PREFIX, FinishReason, parse_openai_spec
 from trajforge.rollout import PolicyRef, TurnCap
 from trajforge.schema import Message, ToolSpec
 from trajforge.serve.gateway import (
+    ChatCall,
     ChatGateway,
     Choice,
     Gateway,
@@ -133,19 +134,15 @@ class UpstreamGateway(ChatGateway):
             env,
         )
 
-    async def chat(
-        self,
-        session_id: str,
-        request: ChatRequest,
-        messages: list[Message],
-        tools: list[ToolSpec],
-        on_text: TextSink | None = None,
-    ) -> list[Choice]:
+    async def chat(self, call: ChatCall, on_text: TextSink | None = None) -> list[Choice]:
         """Forward the call, then record each choice in its trajectory. The server's reply
         comes whole (``on_text`` is never called): a streamed call gets its text at the end."""
+        request, tools = call.request, call.tools
         self.check_model(request.model)
-        session, recordings = await self.recorder.begin_call(session_id, messages, tools, request.n)
-        messages = told(session, messages)
+        session, recordings = await self.recorder.begin_call(
+            call.session_id, call.messages, tools, request.n
+        )
+        messages = told(session, call.messages)
         clock = time.perf_counter()
         with self.recorder.aborted_on_failure(session, recordings):
             data = await self._forward(request, messages, bool(session.system_text))

@@ -251,10 +251,10 @@ def tools_of(tools: list[ToolIn] | None) -> list[ToolSpec]:
     return out
 
 
-def chat_call(
+def chat_request(
     model: str, messages: list[Message], tools: list[ToolSpec], **sampling: Any
 ) -> ChatRequest:
-    """The chat call another API's request stands for: its conversation and tools in OpenAI's
+    """The chat request another API's request stands for: its conversation and tools in OpenAI's
     shape too (as a gateway forwarding to another server sends them), and its ``sampling``
     fields (``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``seed``)."""
     return ChatRequest.model_validate(
