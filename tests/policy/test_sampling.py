@@ -5,29 +5,36 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trajforge.policy import SamplingParams
 from trajforge.policy.engine import sampling
 from trajforge.policy.engine.sampling import (
     UniformStream,
     make_generator,
     sample_tokens,
     step_uniforms,
+    truncations,
 )
 
 
 def _draw(
-    logits: torch.Tensor, temperature: float, top_p: float, n: int, seed: int = 0
+    logits: torch.Tensor, temperature: float, top_p: float, n: int, seed: int = 0, top_k: int = 0
 ) -> torch.Tensor:
     """``n`` draws for the single row ``logits`` from one seeded stream."""
     stream = UniformStream.seeded(seed, logits.device)
-    temps, top_ps = torch.tensor([temperature]), torch.tensor([top_p])
+    temps = torch.tensor([temperature])
+    cuts = truncations([SamplingParams(top_p=top_p, top_k=top_k)], logits.device)
     return torch.cat(
         [
             sample_tokens(
-                logits[None], temps, top_ps, step_uniforms([stream], [temperature], logits.device)
+                logits[None], temps, cuts, step_uniforms([stream], [temperature], logits.device)
             )[0]
             for _ in range(n)
         ]
     )
+
+
+def _no_cuts(rows: int) -> torch.Tensor:
+    return truncations([SamplingParams()] * rows, torch.device("cpu"))
 
 
 @pytest.fixture(params=[1024, 7], ids=["block-1024", "block-7"])
@@ -62,12 +69,37 @@ def test_top_p_keeps_only_the_nucleus(block: int) -> None:
     assert set(draws.tolist()) == {0, 1}
 
 
+def test_top_k_keeps_the_k_most_likely_and_the_stricter_cut_wins(block: int) -> None:
+    logits = torch.log(torch.tensor([0.04, 0.3, 0.06, 0.5, 0.1]))
+    assert set(_draw(logits, 1.0, 1.0, 2_000, top_k=3).tolist()) == {1, 3, 4}
+    assert set(_draw(logits, 1.0, 1.0, 2_000, top_k=1).tolist()) == {3}
+    # top-p 0.75 keeps two tokens, top-k 3 would keep three: two it is; and the other way round.
+    assert set(_draw(logits, 1.0, 0.75, 2_000, top_k=3).tolist()) == {1, 3}
+    assert set(_draw(logits, 1.0, 0.95, 2_000, top_k=2).tolist()) == {1, 3}
+
+
+def test_a_top_k_row_beside_uncut_rows_leaves_them_whole() -> None:
+    probs = torch.tensor([0.4, 0.3, 0.2, 0.1])
+    logits = torch.log(probs).repeat(2, 1)
+    streams = [UniformStream.seeded(seed, logits.device) for seed in (5, 6)]
+    cuts = truncations([SamplingParams(top_k=1), SamplingParams()], logits.device)
+    seen: list[set[int]] = [set(), set()]
+    for _ in range(400):
+        uniforms = step_uniforms(streams, [1.0, 1.0], logits.device)
+        tokens, logprobs = sample_tokens(logits, torch.ones(2), cuts, uniforms)
+        for row, token in enumerate(tokens.tolist()):
+            seen[row].add(token)
+        # Logprobs stay those of the whole tempered distribution, cut or not.
+        assert torch.allclose(logprobs, torch.log(probs[tokens]))
+    assert seen == [{0}, {0, 1, 2, 3}]
+
+
 def test_greedy_rows_take_the_argmax_and_keep_their_stream_still() -> None:
     logits = torch.tensor([[0.1, 3.0, 0.2], [2.0, 0.0, 1.0], [0.0, 0.0, 9.0]])
     streams = [UniformStream.seeded(seed, logits.device) for seed in (1, 2, 3)]
     temps = [0.0, 0.0, 1.0]
     uniforms = step_uniforms(streams, temps, logits.device)
-    tokens, logprobs = sample_tokens(logits, torch.tensor(temps), torch.ones(3), uniforms)
+    tokens, logprobs = sample_tokens(logits, torch.tensor(temps), _no_cuts(3), uniforms)
     assert tokens.tolist() == [1, 0, 2]
     assert torch.allclose(logprobs[:2], torch.log_softmax(logits, -1)[[0, 1], [1, 0]])
     # Only the sampled row took a uniform: the greedy rows' next draws are still their first.
@@ -92,7 +124,7 @@ def test_logprobs_are_of_the_tempered_distribution() -> None:
     temps = [0.5, 1.0, 2.0]
     streams = [UniformStream.seeded(i, logits.device) for i in range(3)]
     uniforms = step_uniforms(streams, temps, logits.device)
-    tokens, logprobs = sample_tokens(logits, torch.tensor(temps), torch.ones(3), uniforms)
+    tokens, logprobs = sample_tokens(logits, torch.tensor(temps), _no_cuts(3), uniforms)
     expected = torch.log_softmax(logits / torch.tensor(temps)[:, None], -1)
     assert torch.allclose(logprobs, expected.gather(-1, tokens[:, None]).squeeze(-1), atol=1e-5)
 
@@ -108,6 +140,6 @@ def test_a_row_draws_the_same_whatever_shares_its_batch() -> None:
     for _ in range(30):
         batch = torch.stack([torch.randn(5_000), row, torch.randn(5_000)])
         uniforms = step_uniforms([others[0], stream, others[1]], temps, row.device)
-        tokens, _ = sample_tokens(batch, torch.tensor(temps), torch.ones(3), uniforms)
+        tokens, _ = sample_tokens(batch, torch.tensor(temps), _no_cuts(3), uniforms)
         together.append(int(tokens[1]))
     assert together == alone.tolist()

@@ -50,7 +50,7 @@ def test_what_cannot_be_honoured_is_refused_by_name(sdk: Anthropic) -> None:
     refused: list[tuple[dict[str, Any], str]] = [
         ({"tool_choice": {"type": "tool", "name": "add"}}, "tool_choice.type"),
         ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools[0].type"),
-        ({"extra_body": {"top_k": 5}}, "top_k"),
+        ({"extra_body": {"top_k": -1}}, "top_k"),
         ({"output_config": {"format": {"type": "json_schema", "schema": {}}}}, "output_config"),
     ]
     for extra, named in refused:

@@ -250,7 +250,7 @@ def test_bad_requests_are_invalid_argument_naming_the_field(base_url: str) -> No
     )
     refused = [
         (generate(candidate_count=2), "generationConfig.candidateCount: not supported"),
-        (generate(top_k=5), "generationConfig.topK: not supported"),
+        (generate(top_k=-1), "generationConfig.topK:"),
         (generate(temperature=3), "generationConfig.temperature:"),
         (generate(response_mime_type="application/json"), "generationConfig.responseMimeType"),
         (generate(tools=[types.Tool(google_search=types.GoogleSearch())]), "tools[0].googleSearch"),

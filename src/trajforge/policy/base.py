@@ -27,6 +27,8 @@ class FinishReason(StrEnum):
 class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int = 0
+    """The ``top_k`` most likely tokens only (ties at the k-th kept); 0: no cut."""
     max_new_tokens: int = 256
     stop: list[str] = field(default_factory=list)
     seed: int | None = None

@@ -331,6 +331,8 @@ def _check_sampling(sampling: SamplingParams) -> None:
         raise ConfigError(f"sampling.temperature: must be >= 0, got {sampling.temperature}")
     if not 0 < sampling.top_p <= 1:
         raise ConfigError(f"sampling.top_p: must be in (0, 1], got {sampling.top_p}")
+    if sampling.top_k < 0:
+        raise ConfigError(f"sampling.top_k: must be >= 0 (0: no cut), got {sampling.top_k}")
     if sampling.max_new_tokens < 0:
         raise ConfigError(f"sampling.max_new_tokens: must be >= 0, got {sampling.max_new_tokens}")
 

@@ -241,6 +241,8 @@ def _sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
         "top_p": sampling.top_p,
         "max_tokens": sampling.max_new_tokens,
     }
+    if sampling.top_k > 0:  # vLLM's extension, sent only when asked (OpenAI refuses it)
+        fields["top_k"] = sampling.top_k
     if sampling.stop:
         fields["stop"] = list(sampling.stop)
     if sampling.seed is not None:

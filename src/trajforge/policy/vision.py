@@ -24,7 +24,12 @@ from typing import Any
 import torch
 
 from trajforge.policy.base import Completion, FinishReason, SamplingParams, TokenSink
-from trajforge.policy.engine.sampling import UniformStream, sample_tokens, step_uniforms
+from trajforge.policy.engine.sampling import (
+    UniformStream,
+    sample_tokens,
+    step_uniforms,
+    truncations,
+)
 from trajforge.policy.hf import HFPolicy
 from trajforge.policy.renderer import ToolProtocol
 from trajforge.policy.token_policy import TokenPolicy, TurnRequest, stream_whole
@@ -133,14 +138,14 @@ class VisionPolicy(HFPolicy):
             out = self.model(input_ids=ids, use_cache=True, **vision)
             stream = UniformStream.seeded(sampling.seed, device)
             temperature = torch.tensor([sampling.temperature], device=device)
-            top_p = torch.tensor([sampling.top_p], device=device)
+            cuts = truncations([sampling], device)
             tokens: list[int] = []
             logprobs: list[float] = []
             finish = FinishReason.LENGTH
             while len(tokens) < max_new_tokens:
                 uniforms = step_uniforms([stream], [sampling.temperature], device)
                 logits = out.logits[:, -1].float()
-                token, logprob = sample_tokens(logits, temperature, top_p, uniforms)
+                token, logprob = sample_tokens(logits, temperature, cuts, uniforms)
                 tokens.append(int(token))
                 logprobs.append(float(logprob))
                 if tokens[-1] in self.eos_ids or self._hit_stop(tokens, sampling.stop):

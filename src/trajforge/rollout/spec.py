@@ -102,6 +102,7 @@ class Sampling(_Frozen):
 
     temperature: float = Field(default=_SAMPLING_DEFAULTS.temperature, ge=0)
     top_p: float = Field(default=_SAMPLING_DEFAULTS.top_p, gt=0, le=1)
+    top_k: int = Field(default=_SAMPLING_DEFAULTS.top_k, ge=0)
     max_new_tokens: int = Field(default=_SAMPLING_DEFAULTS.max_new_tokens, ge=1)
     stop: tuple[str, ...] = tuple(_SAMPLING_DEFAULTS.stop)
 
@@ -109,6 +110,7 @@ class Sampling(_Frozen):
         return SamplingParams(
             temperature=self.temperature,
             top_p=self.top_p,
+            top_k=self.top_k,
             max_new_tokens=self.max_new_tokens,
             stop=list(self.stop),
         )

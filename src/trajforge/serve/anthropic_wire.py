@@ -8,7 +8,7 @@ assistant message's ``tool_use`` blocks are its calls and its ``thinking`` its r
 use ids go out as ``toolu_<call id>`` and come back to the call id, so a conversation sent back
 matches the recorded one. Fields that do not change what is sampled (``metadata``,
 ``cache_control``, ``thinking``, ``service_tier``) are accepted and ignored; what the gateway
-cannot honour (a forced tool, a server tool, ``top_k``, a URL image) is refused, named.
+cannot honour (a forced tool, a server tool, a URL image) is refused, named.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from trajforge.serve.wire_content import content_of, image_from_base64, user_tur
 TOOL_USE_PREFIX = "toolu_"
 
 UNSUPPORTED: Unsupported = {
-    "top_k": ((), "sampling has no top-k cut"),
     "mcp_servers": (([],), "the gateway connects to no MCP servers"),
 }
 
@@ -131,6 +130,7 @@ class MessagesRequest(WireModel):
     stop_sequences: list[str] | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=1.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=0)
     tools: list[ToolDef] | None = None
     tool_choice: ToolChoice | None = None
     output_config: OutputConfig | None = None
@@ -361,6 +361,7 @@ def chat_request_of(
             "tools": [t.to_openai() for t in tools] or None,
             "temperature": request.temperature,
             "top_p": request.top_p,
+            "top_k": request.top_k,
             "max_tokens": request.max_tokens,
             "stop": request.stop_sequences,
             "seed": request.seed,

@@ -9,7 +9,7 @@ them; a ``model`` content's ``functionCall`` parts are its calls, its ``thought`
 reasoning. Fields are taken in camelCase or snake_case, as the API takes them. Fields that do
 not change what is sampled (``safetySettings``, ``thinkingConfig``, ``thoughtSignature``) are
 accepted and ignored; what the gateway cannot honour (a forced function call, a server tool,
-``topK``, more than one candidate, a response schema, a file URI) is refused, named.
+more than one candidate, a response schema, a file URI) is refused, named.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from trajforge.serve.wire_content import image_from_base64, user_turn
 GENERATION_UNSUPPORTED: Unsupported = {
     **{to_camel(k): v for k, v in SAMPLING_UNSUPPORTED.items() if k != "logit_bias"},
     "candidateCount": ((1,), "one candidate is sampled per call"),
-    "topK": ((), "sampling has no top-k cut"),
     "responseMimeType": (("text/plain",), "replies are not constrained to a format"),
     "responseSchema": ((), "replies are not constrained to a schema"),
     "responseJsonSchema": ((), "replies are not constrained to a schema"),
@@ -126,6 +125,7 @@ class ToolConfig(GeminiModel):
 class GenerationConfig(GeminiModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=0)
     max_output_tokens: int | None = Field(default=None, ge=1)
     stop_sequences: list[str] | None = None
     seed: int | None = None
@@ -377,6 +377,7 @@ def chat_request_of(
         tools,
         temperature=config.temperature,
         top_p=config.top_p,
+        top_k=config.top_k,
         max_tokens=config.max_output_tokens,
         stop=config.stop_sequences,
         seed=config.seed,

@@ -122,6 +122,9 @@ class ChatRequest(WireModel):
     n: int = Field(default=1, ge=1, le=MAX_CHOICES)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=-1)
+    """vLLM's extension (as Anthropic's and Gemini's APIs have it): the k most likely tokens
+    only; 0 or -1 (vLLM's spelling) cut nothing."""
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     stop: str | list[str] | None = None
@@ -256,7 +259,7 @@ def chat_request(
 ) -> ChatRequest:
     """The chat request another API's request stands for: its conversation and tools in OpenAI's
     shape too (as a gateway forwarding to another server sends them), and its ``sampling``
-    fields (``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``seed``)."""
+    fields (``temperature``, ``top_p``, ``top_k``, ``max_tokens``, ``stop``, ``seed``)."""
     return ChatRequest.model_validate(
         {
             "model": model,
@@ -280,6 +283,7 @@ def sampling_of(
     return SamplingParams(
         temperature=1.0 if request.temperature is None else request.temperature,
         top_p=1.0 if request.top_p is None else request.top_p,
+        top_k=max(request.top_k or 0, 0),
         max_new_tokens=limit,
         stop=stop,
         seed=request.seed,

@@ -21,7 +21,7 @@ unchanged but for ``tinker.ServiceClient(base_url="http://HOST:PORT", api_key="t
   ``create_training_client_from_state[_with_optimizer]``, ``save_weights_for_sampler``,
   ``save_weights_and_get_sampling_client``, checkpoint listing: ``tinker://<model id>/weights/N``
   and ``tinker://<model id>/sampler_weights/N`` are folders under ``<dir>/checkpoints``;
-- sampling clients (``sample``: ``num_samples``, ``max_tokens``, ``temperature``, ``top_p``,
+- sampling clients (``sample``: ``num_samples``, ``max_tokens``, ``temperature``, ``top_p``, ``top_k``,
   ``stop`` as strings or token ids, ``seed``; tokens and logprobs; ``compute_logprobs``), decoded
   by trajforge's ``HFPolicy``; every sequence is stored as a token-exact trajectory, one run per
   sampling client with its weights' path and version; of the samplers over a training client's

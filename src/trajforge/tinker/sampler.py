@@ -135,13 +135,15 @@ def _sampling(params: dict[str, Any]) -> SamplingParams:
     max_tokens = params.get("max_tokens")
     if max_tokens is None or max_tokens < 0:
         raise UserError(f"sampling_params.max_tokens: must be given and >= 0, got {max_tokens}")
-    if params.get("top_k", -1) not in (-1, 0):
-        raise UserError("sampling_params.top_k: only -1 (no top-k) is supported here")
+    top_k = params.get("top_k", -1)
+    if not isinstance(top_k, int) or top_k < -1:
+        raise UserError(f"sampling_params.top_k: must be -1 (no cut) or a count >= 0, got {top_k}")
     stop = params.get("stop")
     texts = [stop] if isinstance(stop, str) else [s for s in stop or [] if isinstance(s, str)]
     return SamplingParams(
         temperature=float(params.get("temperature", 1.0)),
         top_p=float(params.get("top_p", 1.0)),
+        top_k=max(top_k, 0),
         max_new_tokens=int(max_tokens),
         stop=texts,
         seed=params.get("seed"),
@@ -163,6 +165,7 @@ def _with_seed(
     return SamplingParams(
         temperature=sampling.temperature,
         top_p=sampling.top_p,
+        top_k=sampling.top_k,
         max_new_tokens=sampling.max_new_tokens,
         stop=[*sampling.stop, *texts],
         seed=seed,

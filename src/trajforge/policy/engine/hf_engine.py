@@ -65,7 +65,7 @@ class DecodeEngine:
         self._positions: torch.Tensor | None = None
         self._next_tokens: torch.Tensor | None = None
         self._temperatures: torch.Tensor | None = None
-        self._top_ps: torch.Tensor | None = None
+        self._cuts: torch.Tensor | None = None
 
     @property
     def model(self) -> Any:
@@ -145,10 +145,10 @@ class DecodeEngine:
         temperatures = torch.cat(
             [self._require(self._temperatures), *(g.temperatures for g in groups)]
         )
-        top_ps = torch.cat([self._require(self._top_ps), *(g.top_ps for g in groups)])
+        cuts = torch.cat([self._require(self._cuts), *(g.cuts for g in groups)])
         requests = self.rows + [r for g in groups for r in g.requests]
         uniforms = self._uniforms(requests, logits[0].device)
-        tokens, logprobs = sample_tokens(torch.cat(logits), temperatures, top_ps, uniforms)
+        tokens, logprobs = sample_tokens(torch.cat(logits), temperatures, cuts, uniforms)
         self._advance_decoded(tokens[:live])
         self.stats.fused_prefills += len(groups)
         offset = live
@@ -187,7 +187,7 @@ class DecodeEngine:
     def _admit(self, group: Prefill, logits: torch.Tensor) -> list[GenerationRequest]:
         """Sample the first tokens of a prefilled ``group`` and join it to the batch."""
         tokens, logprobs = sample_tokens(
-            logits, group.temperatures, group.top_ps, self._uniforms(group.requests, logits.device)
+            logits, group.temperatures, group.cuts, self._uniforms(group.requests, logits.device)
         )
         start = len(self.rows)
         self._join_group(group, tokens)
@@ -208,7 +208,7 @@ class DecodeEngine:
             group.mask.sum(-1),
             tokens,
             group.temperatures,
-            group.top_ps,
+            group.cuts,
         )
 
     def step(self) -> list[GenerationRequest]:
@@ -221,7 +221,7 @@ class DecodeEngine:
         tokens, logprobs = sample_tokens(
             logits,
             self._require(self._temperatures),
-            self._require(self._top_ps),
+            self._require(self._cuts),
             self._uniforms(self.rows, logits.device),
         )
         self._advance_decoded(tokens)
@@ -275,7 +275,7 @@ class DecodeEngine:
             self.release(request)
         self._cache = None
         self._mask = self._positions = self._next_tokens = None
-        self._temperatures = self._top_ps = None
+        self._temperatures = self._cuts = None
         return rows
 
     def _forward(
@@ -299,18 +299,18 @@ class DecodeEngine:
         positions: torch.Tensor,
         tokens: torch.Tensor,
         temperatures: torch.Tensor,
-        top_ps: torch.Tensor,
+        cuts: torch.Tensor,
     ) -> None:
         self.rows.extend(requests)
         self.stats.max_rows = max(self.stats.max_rows, len(self.rows))
         if self._cache is None:
             self._cache, self._positions = cache, positions
             self._mask = DecodeMask(mask, self._attention_dtype())
-            self._next_tokens, self._temperatures, self._top_ps = tokens, temperatures, top_ps
+            self._next_tokens, self._temperatures, self._cuts = tokens, temperatures, cuts
             return
         assert self._mask is not None and self._positions is not None
         assert self._next_tokens is not None
-        assert self._temperatures is not None and self._top_ps is not None
+        assert self._temperatures is not None and self._cuts is not None
         width = max(self._mask.width, mask.shape[-1])
         self._cache.append_rows(cache)
         self._mask = DecodeMask(
@@ -320,7 +320,7 @@ class DecodeEngine:
         self._positions = torch.cat([self._positions, positions])
         self._next_tokens = torch.cat([self._next_tokens, tokens])
         self._temperatures = torch.cat([self._temperatures, temperatures])
-        self._top_ps = torch.cat([self._top_ps, top_ps])
+        self._cuts = torch.cat([self._cuts, cuts])
 
     def _record(
         self, start: int, tokens: torch.Tensor, logprobs: torch.Tensor
@@ -354,7 +354,7 @@ class DecodeEngine:
             return
         assert self._cache is not None and self._mask is not None
         assert self._positions is not None and self._next_tokens is not None
-        assert self._temperatures is not None and self._top_ps is not None
+        assert self._temperatures is not None and self._cuts is not None
         index = torch.tensor(keep, dtype=torch.long, device=self._positions.device)
         mask = self._mask.mask[index]
         drop_left = int(mask.any(dim=0).long().argmax())
@@ -363,7 +363,7 @@ class DecodeEngine:
         self._positions = self._positions[index]
         self._next_tokens = self._next_tokens[index]
         self._temperatures = self._temperatures[index]
-        self._top_ps = self._top_ps[index]
+        self._cuts = self._cuts[index]
         for i in set(range(len(self.rows))) - set(keep):
             self.release(self.rows[i])
         self.rows = [self.rows[i] for i in keep]

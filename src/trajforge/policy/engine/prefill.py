@@ -10,6 +10,7 @@ from trajforge.policy.engine.generation_request import GenerationRequest
 from trajforge.policy.engine.kv_cache import RowCache
 from trajforge.policy.engine.llama_decode import ForwardGroup, causal_mask
 from trajforge.policy.engine.prefix_cache import PrefixEntry
+from trajforge.policy.engine.sampling import truncations
 
 PREFILL_FILL = 0.8
 """Prompts are prefilled in groups of similar length: a prompt shorter than this fraction of
@@ -25,7 +26,7 @@ class Prefill:
     forward: ForwardGroup
     mask: torch.Tensor
     temperatures: torch.Tensor
-    top_ps: torch.Tensor
+    cuts: torch.Tensor
     reused_tokens: int
 
 
@@ -52,8 +53,8 @@ def build_prefill(
     temperatures = torch.tensor(
         [r.sampling.temperature for r in requests], dtype=torch.float32, device=device
     )
-    top_ps = torch.tensor([r.sampling.top_p for r in requests], dtype=torch.float32, device=device)
-    return Prefill(requests, forward, mask, temperatures, top_ps, reused)
+    cuts = truncations([r.sampling for r in requests], device)
+    return Prefill(requests, forward, mask, temperatures, cuts, reused)
 
 
 def prefill_inputs(

@@ -1,20 +1,24 @@
 """Per-sequence token sampling for batched decoding.
 
-Every row of a batch has its own temperature, top-p and ``UniformStream`` (a seeded generator).
+Every row of a batch has its own temperature, top-p, top-k and ``UniformStream`` (a seeded generator).
 Each sampled row takes one uniform number per step from its own stream and picks a token by
 inverting its CDF, so what a sequence samples depends only on its own logits and seed, never on
 which other sequences share the batch.
 
 Reported logprob: ``log_softmax(logits / temperature)[token]`` over the full vocabulary (the
-distribution before top-p truncation; temperature 1 for greedy rows). That is the quantity an RL
+distribution before top-p and top-k truncation; temperature 1 for greedy rows). That is the quantity an RL
 trainer recomputes from its own forward pass (``logits / T``, as verl and vLLM do), so old and new
 logprobs compare like with like in importance ratios.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
+
+from trajforge.policy.base import SamplingParams
 
 
 def make_generator(seed: int | None, device: torch.device) -> torch.Generator:
@@ -72,10 +76,17 @@ def step_uniforms(
     return torch.tensor(values, dtype=torch.float64, device=device)
 
 
+def truncations(samplings: Sequence[SamplingParams], device: torch.device) -> torch.Tensor:
+    """``[B, 2]`` float32: each row's top-p and top-k (0: no cut), as ``sample_tokens`` takes
+    them."""
+    rows = [[s.top_p, float(s.top_k)] for s in samplings]
+    return torch.tensor(rows, dtype=torch.float32, device=device)
+
+
 def sample_tokens(
     logits: torch.Tensor,
     temperatures: torch.Tensor,
-    top_ps: torch.Tensor,
+    cuts: torch.Tensor,
     uniforms: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pick one token per row of ``logits`` ``[B, V]``.
@@ -83,7 +94,8 @@ def sample_tokens(
     Args:
         logits: raw next-token logits, float32.
         temperatures: ``[B]``; a row with temperature 0 is decoded greedily.
-        top_ps: ``[B]`` nucleus mass in (0, 1]; 1 keeps the whole vocabulary.
+        cuts: ``[B, 2]`` (``truncations``): the nucleus mass in (0, 1] (1 keeps the whole
+            vocabulary) and the top-k count (0 keeps it too); a token survives both cuts.
         uniforms: ``[B]`` float64 in [0, 1), each sampled row's draw (``step_uniforms``);
             greedy rows' entries are ignored.
 
@@ -100,21 +112,22 @@ def sample_tokens(
     probs = torch.softmax(scaled, dim=-1)
     sampled_rows = [i for i, t in enumerate(temps) if t > 0]
     if len(sampled_rows) == len(temps):
-        tokens = _inverse_cdf(probs, top_ps, uniforms)
+        tokens = _inverse_cdf(probs, cuts, uniforms)
     else:
         tokens = scaled.argmax(dim=-1)
         if sampled_rows:
             rows = torch.tensor(sampled_rows, device=logits.device)
-            tokens[rows] = _inverse_cdf(probs[rows], top_ps[rows], uniforms[rows])
+            tokens[rows] = _inverse_cdf(probs[rows], cuts[rows], uniforms[rows])
     # A sampled token never has zero probability and a greedy one has the largest, so the log
     # of the gathered probability is finite: one softmax serves sampling and logprobs.
     logprobs = probs.gather(-1, tokens[:, None]).squeeze(-1).log()
     return tokens, logprobs
 
 
-def _inverse_cdf(probs: torch.Tensor, top_ps: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """Inverse-CDF sampling with optional nucleus truncation; rows are independent."""
-    if min(top_ps.tolist()) < 1:
+def _inverse_cdf(probs: torch.Tensor, cuts: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF sampling with optional nucleus and top-k truncation; rows are independent."""
+    top_ps, top_ks = cuts.unbind(-1)
+    if min(top_ps.tolist()) < 1 or max(top_ks.tolist()) > 0:
         # Keep every token at least as likely as the least likely one inside the nucleus, then
         # sample in vocabulary order: a tiny change in the logits (another batch shape) moves
         # only the tokens at that threshold, where sampling in sorted order would reshuffle
@@ -122,6 +135,8 @@ def _inverse_cdf(probs: torch.Tensor, top_ps: torch.Tensor, uniforms: torch.Tens
         sorted_probs = probs.sort(dim=-1, descending=True).values
         mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
         kept = (mass_before < top_ps[:, None]).sum(dim=-1, keepdim=True).clamp(min=1)
+        top_ks = top_ks.long().masked_fill(top_ks <= 0, probs.shape[-1])
+        kept = torch.minimum(kept, top_ks[:, None])
         threshold = sorted_probs.gather(-1, kept - 1)
         probs = probs.masked_fill(probs < threshold, 0.0)
     return _search(probs, uniforms)
