@@ -25,10 +25,12 @@ class FinishReason(StrEnum):
 
 @dataclass
 class SamplingParams:
+    """How a turn samples: ``top_k`` keeps the k most likely tokens only (ties at the k-th
+    kept), 0 none cut."""
+
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
-    """The ``top_k`` most likely tokens only (ties at the k-th kept); 0: no cut."""
     max_new_tokens: int = 256
     stop: list[str] = field(default_factory=list)
     seed: int | None = None

@@ -107,13 +107,7 @@ class Sampling(_Frozen):
     stop: tuple[str, ...] = tuple(_SAMPLING_DEFAULTS.stop)
 
     def params(self) -> SamplingParams:
-        return SamplingParams(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            max_new_tokens=self.max_new_tokens,
-            stop=list(self.stop),
-        )
+        return SamplingParams(**{**self.model_dump(), "stop": list(self.stop)})
 
 
 class RolloutSpec(_Frozen):

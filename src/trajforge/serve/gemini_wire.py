@@ -371,14 +371,12 @@ def chat_request_of(
 ) -> ChatRequest:
     """The chat call the gateway samples for ``request`` (``messages``: ``conversation_of``)."""
     config = request.generation_config or GenerationConfig()
+    shared = config.model_dump(include={"temperature", "top_p", "top_k", "seed"})
     return chat_request(
         model,
         messages,
         tools,
-        temperature=config.temperature,
-        top_p=config.top_p,
-        top_k=config.top_k,
         max_tokens=config.max_output_tokens,
         stop=config.stop_sequences,
-        seed=config.seed,
+        **shared,
     )
