@@ -29,7 +29,7 @@ from agents import (
 from openai import AsyncOpenAI
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent_rl"))
-from agent import CALCULATOR, SYSTEM, calculator  # noqa: E402
+from agent import CALCULATOR, SYSTEM, calculator
 
 # As many model calls as examples/agent_rl/agent.py makes at most.
 MAX_TURNS = 4

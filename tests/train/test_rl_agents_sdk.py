@@ -23,7 +23,9 @@ from trajforge.train.rl import RLTrainer
 
 pytest.importorskip("agents", reason="the OpenAI Agents SDK (openai-agents, the dev extra)")
 
-SDK_AGENT = f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'agents_sdk_rl' / 'agent.py'}"
+SDK_AGENT = (
+    f"{sys.executable} {Path(__file__).parents[2] / 'examples' / 'agents_sdk_rl' / 'agent.py'}"
+)
 
 
 @pytest.mark.slow
