@@ -2,7 +2,8 @@
 written with the OpenAI Agents SDK (``examples/agents_sdk_rl``), over seeds.
 
 The job (``examples/agents_sdk_rl/experiment.yaml``: the teacher's demonstrations, SFT, the
-held-out eval ``after_sft``) runs once up to its RL stage, its base eval left out; from that one
+held-out eval ``after_sft``) runs once up to its RL stage, its base eval left out (or ``--sft``
+names the checkpoint of a run of the same stages, and only ``after_sft`` runs); from that one
 SFT checkpoint, per seed, the job's RL stage runs (each episode one run of the SDK agent against
 the gateway over the weights being trained, rewarded by the env's verifier), then the held-out
 eval ``after_rl``. The held-out tasks are the test split's (the same tasks for every eval, which
@@ -13,6 +14,7 @@ rather than rerun (``--out``), so a bench cut short keeps what finished.
 
     .venv/bin/python bench/harness_rl.py --quick        # the tiny model, micro sizes, minutes
     .venv/bin/python bench/harness_rl.py --out runs/harness_rl --seeds 0 1 2
+    .venv/bin/python bench/harness_rl.py --sft runs/calculator/sft/final --out runs/harness_rl
 
 Prints per seed the held-out success after SFT and after RL, then ONE JSON line: per seed
 ``after_rl`` and ``gain``, the mean gain with its 95% Student-t interval over seeds, wall times,
@@ -61,20 +63,25 @@ def _durations(done: dict[str, Any]) -> dict[str, float]:
     return {name: round(float(stage["duration_s"]), 1) for name, stage in done.items()}
 
 
-def _sft(exp: Experiment, out: Path) -> dict[str, Any]:
-    """The job up to its RL stage, the evals before SFT left out: the SFT checkpoint and its
-    held-out success."""
-    first_train = next(i for i, s in enumerate(exp.stages) if isinstance(s, SFTStage))
-    stages = [
-        s
-        for i, s in enumerate(exp.stages[: rl_index(exp)])
-        if i > first_train or not isinstance(s, EvalStage)
-    ]
-    sft = [s.name for s in stages if isinstance(s, SFTStage)][-1]
-    done, wall = _run(exp, "sft", stages, out)
+def _sft(exp: Experiment, out: Path, checkpoint: str | None) -> dict[str, Any]:
+    """The job up to its RL stage, the evals before SFT left out (or, from ``checkpoint``, only
+    the eval after SFT): the SFT checkpoint and its held-out success."""
+    if checkpoint is not None:
+        done, wall = _run(exp, "sft", [EvalStage(name=AFTER_SFT)], out, model=checkpoint)
+        model = checkpoint
+    else:
+        first_train = next(i for i, s in enumerate(exp.stages) if isinstance(s, SFTStage))
+        stages = [
+            s
+            for i, s in enumerate(exp.stages[: rl_index(exp)])
+            if i > first_train or not isinstance(s, EvalStage)
+        ]
+        sft = [s.name for s in stages if isinstance(s, SFTStage)][-1]
+        done, wall = _run(exp, "sft", stages, out)
+        model = str(done[sft]["model"])
     return {
         "run": "sft",
-        "model": str(done[sft]["model"]),
+        "model": model,
         AFTER_SFT: _held_out(done[AFTER_SFT]),
         "stage_s": _durations(done),
         "wall_s": wall,
@@ -134,6 +141,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the tiny model at micro sizes")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--sft", default=None, help="an SFT checkpoint of the job to start from (default: run the job to SFT)")  # fmt: skip
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="job overrides, e.g. stages.rl.train.steps=2")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="run folders (default: temp)")
@@ -144,7 +152,7 @@ def main() -> None:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
         log = out / RUNS_FILE
-        sft = _recorded(log, "sft", lambda: _sft(exp, out))
+        sft = _recorded(log, "sft", lambda: _sft(exp, out, args.sft))
         print(f"  SFT: held-out {sft[AFTER_SFT]['success']:.2f}, {sft['wall_s']:.0f} s", flush=True)  # fmt: skip
         runs = []
         for seed in args.seeds:
