@@ -8,9 +8,11 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from rich.console import Console
 
@@ -53,6 +55,14 @@ VERIFIER = """
 def grams(evidence):
     return 0.0
 """
+
+
+@pytest.fixture(autouse=True)
+def _own_verifier_module() -> Iterator[None]:
+    """Each test's env folder is a project of its own: Python caches a module by name, so the
+    next test's env file would import this test's ``units_verifier`` (its folder gone)."""
+    yield
+    sys.modules.pop("units_verifier", None)
 
 
 def _project(tmp_path: Path) -> Path:
