@@ -26,7 +26,7 @@ class FinishReason(StrEnum):
 @dataclass
 class SamplingParams:
     """How a turn samples: ``top_k`` keeps the k most likely tokens only (ties at the k-th
-    kept), 0 none cut."""
+    kept); 0 cuts nothing."""
 
     temperature: float = 1.0
     top_p: float = 1.0
