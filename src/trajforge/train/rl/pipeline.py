@@ -12,7 +12,12 @@ rollouts still under way, their episodes release their environments, and the thr
 within ``CANCEL_GRACE_S``.
 
 ``StepRollouts`` keeps a run's: the one a step waits for and, in the asynchronous mode, the next
-``async_staleness`` steps' threads, which run while a step trains.
+``async_staleness`` steps' threads, which run while a step trains. A step's rollouts ahead begin
+when the step before it has all its episodes: a generator samples one step at a time, as the
+trainer consumes them, so the staleness bound is a limit reached only when training is slower
+than sampling. (Begun together, every step ahead sampled from the oldest weights and slowed the
+step the trainer waits for: on the calculator job three steps out of four came from the SFT
+weights.)
 """
 
 from __future__ import annotations
@@ -53,6 +58,11 @@ class Progress(RolloutHook):
         self.ended += 1
 
 
+def _seen(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class RolloutThread:
     """One step's rollouts, sampled on a thread of their own.
 
@@ -61,15 +71,26 @@ class RolloutThread:
         step: The step they are for (named by a stall).
         revisited: How many of the step's tasks are revisits.
         name: The thread's name.
+        after: Rollouts to let end first (the step before, sampled ahead): these begin once
+            they have, however they ended.
     """
 
-    def __init__(self, rollout: StepCoroutine, step: int, revisited: int, name: str) -> None:
+    def __init__(
+        self,
+        rollout: StepCoroutine,
+        step: int,
+        revisited: int,
+        name: str,
+        after: RolloutThread | None = None,
+    ) -> None:
         self.step = step
         self.revisited = revisited
         self.progress = Progress()
         self._rollout = rollout
+        self._after = after
         self._done: concurrent.futures.Future[list[Trajectory]] = concurrent.futures.Future()
         self._started = threading.Event()
+        self._begun = threading.Event()  # its rollouts under way (past ``after``)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[list[Trajectory]] | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -88,6 +109,15 @@ class RolloutThread:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         self._started.set()
+        if self._after is not None:
+            before = asyncio.wrap_future(self._after._done)
+            # How it ended is the trainer's to see, from its own result: marked seen here, or
+            # asyncio logs it as never retrieved (also when this wait is cancelled).
+            before.add_done_callback(_seen)
+            await asyncio.wait([before])
+            self._after = None  # its trajectories are the trainer's, not this thread's
+        self.progress.last = time.monotonic()  # a stall counts from the rollouts' start
+        self._begun.set()
         return await self._rollout([self.progress])
 
     @property
@@ -98,12 +128,14 @@ class RolloutThread:
         """The step's trajectories once all have ended; ``RolloutStalled`` when none ended for
         ``stall_s`` seconds (the rollouts go on until cancelled)."""
         while True:
-            idle = time.monotonic() - self.progress.last
+            # Rollouts still queued behind the step before (which has ended when this one is
+            # taken: they begin at once) have not yet been idle.
+            idle = time.monotonic() - self.progress.last if self._begun.is_set() else 0.0
             try:
                 return self._done.result(timeout=max(stall_s - idle, 0.0))
             except TimeoutError:
                 idle = time.monotonic() - self.progress.last
-                if idle >= stall_s:
+                if self._begun.is_set() and idle >= stall_s:
                     raise RolloutStalled(
                         f"rl step {self.step}: no episode of its rollouts ended in {stall_s:g} s "
                         f"({self.progress.ended} had); the generator or a rollout worker is "
@@ -158,29 +190,37 @@ class StepRollouts:
     def take(self, step: int, next_tasks: NextTasks) -> tuple[list[Trajectory], int]:
         """Step ``step``'s trajectories and how many of its tasks were revisits: sampled now,
         or, in the asynchronous mode, those sampled while earlier steps trained; the next
-        ``ahead_steps`` steps' are under way before this one trains (sampled from weights at
-        most that many updates old, their later turns from newer ones)."""
-        ahead = self.ahead.popleft() if self.ahead else None
-        tasks, revisited = next_tasks() if ahead is None else ([], ahead.revisited)
-        last = step + len(self.ahead)
-        while len(self.ahead) < self.ahead_steps and last < self.total_steps:
-            last += 1
-            self.ahead.append(self._start(last, *next_tasks(), "trajforge-rollout-ahead"))
-        if ahead is None:
-            return self.rollout(step, tasks), revisited
-        return self._wait(ahead), revisited
+        ``ahead_steps`` steps' are queued before this one trains, each to begin when the step
+        before it has its episodes (sampled from weights at most that many updates old, their
+        later turns from newer ones)."""
+        current = self.ahead.popleft() if self.ahead else None
+        if current is None:
+            current = self._start(step, *next_tasks(), "trajforge-rollout")
+        last = self.ahead[-1] if self.ahead else current
+        while len(self.ahead) < self.ahead_steps and last.step < self.total_steps:
+            step_ahead = last.step + 1
+            last = self._start(step_ahead, *next_tasks(), "trajforge-rollout-ahead", after=last)
+            self.ahead.append(last)
+        return self._wait(current), current.revisited
 
     def rollout(self, step: int, tasks: list[Task], round_: int = 0) -> list[Trajectory]:
         """Step ``step``'s groups on ``tasks``, sampled now and waited for."""
-        return self._wait(self._start(step, tasks, 0, "trajforge-rollout", round_))
+        return self._wait(self._start(step, tasks, 0, "trajforge-rollout", round_=round_))
 
     def _start(
-        self, step: int, tasks: list[Task], revisited: int, name: str, round_: int = 0
+        self,
+        step: int,
+        tasks: list[Task],
+        revisited: int,
+        name: str,
+        *,
+        after: RolloutThread | None = None,
+        round_: int = 0,
     ) -> RolloutThread:
         def rollout(hooks: Sequence[RolloutHook]) -> Coroutine[Any, Any, list[Trajectory]]:
             return self._episodes(step, tasks, round_, hooks)
 
-        return RolloutThread(rollout, step, revisited, name)
+        return RolloutThread(rollout, step, revisited, name, after)
 
     def _wait(self, rollout: RolloutThread) -> list[Trajectory]:
         self.waiting = rollout
