@@ -150,8 +150,8 @@ class RLConfig(CommonSettings):
     turns of an episode under way sample from the newer ones, a partial rollout; every turn
     records its version, and ``max_staleness`` bounds what trains); PPO's importance ratio against the recorded logprobs corrects for it
     (``recompute_old_logprobs: false``), as verl's fully asynchronous mode and AReaL do. k > 1
-    (with ``ray``): the next k steps' rollouts run on the actors at once, from weights at most
-    k updates old."""
+    (with ``ray``): up to k steps ahead, one step's rollouts after another (each begins when
+    the step before has its episodes), from weights at most k updates old."""
     max_staleness: int | None = Field(default=None, ge=0)
     """Bound on how many updates the weights that sampled a trained token may lag behind the
     weights it trains (null: ``async_staleness``). Every token records the weights version
