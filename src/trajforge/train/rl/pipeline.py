@@ -70,18 +70,12 @@ class RolloutThread:
         rollout: The step's episodes as a coroutine, given the hooks to run them with.
         step: The step they are for (named by a stall).
         revisited: How many of the step's tasks are revisits.
-        name: The thread's name.
-        after: Rollouts to let end first (the step before, sampled ahead): these begin once
-            they have, however they ended.
+        after: Rollouts to let end first (the step before, for a step sampled ahead): these
+            begin once they have, however they ended.
     """
 
     def __init__(
-        self,
-        rollout: StepCoroutine,
-        step: int,
-        revisited: int,
-        name: str,
-        after: RolloutThread | None = None,
+        self, rollout: StepCoroutine, step: int, revisited: int, after: RolloutThread | None = None
     ) -> None:
         self.step = step
         self.revisited = revisited
@@ -93,6 +87,7 @@ class RolloutThread:
         self._begun = threading.Event()  # its rollouts under way (past ``after``)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[list[Trajectory]] | None = None
+        name = "trajforge-rollout" if after is None else "trajforge-rollout-ahead"
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -195,24 +190,22 @@ class StepRollouts:
         later turns from newer ones)."""
         current = self.ahead.popleft() if self.ahead else None
         if current is None:
-            current = self._start(step, *next_tasks(), "trajforge-rollout")
+            current = self._start(step, *next_tasks())
         last = self.ahead[-1] if self.ahead else current
         while len(self.ahead) < self.ahead_steps and last.step < self.total_steps:
-            step_ahead = last.step + 1
-            last = self._start(step_ahead, *next_tasks(), "trajforge-rollout-ahead", after=last)
+            last = self._start(last.step + 1, *next_tasks(), after=last)
             self.ahead.append(last)
         return self._wait(current), current.revisited
 
     def rollout(self, step: int, tasks: list[Task], round_: int = 0) -> list[Trajectory]:
         """Step ``step``'s groups on ``tasks``, sampled now and waited for."""
-        return self._wait(self._start(step, tasks, 0, "trajforge-rollout", round_=round_))
+        return self._wait(self._start(step, tasks, 0, round_=round_))
 
     def _start(
         self,
         step: int,
         tasks: list[Task],
         revisited: int,
-        name: str,
         *,
         after: RolloutThread | None = None,
         round_: int = 0,
@@ -220,7 +213,7 @@ class StepRollouts:
         def rollout(hooks: Sequence[RolloutHook]) -> Coroutine[Any, Any, list[Trajectory]]:
             return self._episodes(step, tasks, round_, hooks)
 
-        return RolloutThread(rollout, step, revisited, name, after)
+        return RolloutThread(rollout, step, revisited, after)
 
     def _wait(self, rollout: RolloutThread) -> list[Trajectory]:
         self.waiting = rollout
