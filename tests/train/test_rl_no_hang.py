@@ -43,6 +43,7 @@ class Scripted(StepRunner):
     def __init__(self, live: StepRunner, step: int, fault: str) -> None:
         self.live, self.step, self.fault = live, step, fault
         self.cancelled: list[int] = []
+        self.hanging = threading.Event()
 
     async def rollout(
         self, spec: RolloutSpec, step: int, hooks: Sequence[RolloutHook] = ()
@@ -51,6 +52,7 @@ class Scripted(StepRunner):
             return await self.live.rollout(spec, step, hooks)
         if self.fault == "die":
             raise RolloutError("every Ray rollout actor died (0 replaced, 4 episodes left)")
+        self.hanging.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -96,6 +98,9 @@ def test_an_error_in_training_cancels_the_rollouts_ahead(
     trainer, scripted = _trainer(tmp_path, 2, "hang", async_staleness=1)
 
     def broken(*args: Any, **kwargs: Any) -> dict[str, float]:
+        # Step 2's rollouts begin once step 1 has its episodes, on their own thread: the update
+        # fails only once they are under way, else there would be nothing ahead to cancel.
+        assert scripted.hanging.wait(30)
         raise RuntimeError("optimizer state corrupted")
 
     monkeypatch.setattr(rl_update, "update", broken)
