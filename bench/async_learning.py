@@ -1,5 +1,6 @@
 """Asynchronous RL against synchronous RL on the calculator job: does async with staleness 2
-and partial rollouts learn as much? Held-out success from one SFT checkpoint, per seed.
+and partial rollouts learn as much? Held-out success from one SFT checkpoint, per seed. With
+``--peer vllm``: does RL with a vLLM server sampling learn as much as with the in-process engine?
 
 The calculator job (``examples/calculator/experiment.yaml``) up to its SFT stage runs once (or
 ``--sft`` names a checkpoint); from it, per seed, the job's RL stage runs as the job has it and
@@ -11,19 +12,24 @@ then the job's held-out eval (the test split, which tunes nothing), in two arms:
   samples its later turns from them (a partial rollout), every turn recording its version, and
   the job's ``rollout_correction`` corrects per token. Beyond 1 step ahead the rollouts run on
   Ray actors (``ray: {actors: --actors}``, a local cluster of this machine), as the config
-  requires.
+  requires;
+- ``vllm`` (``--peer vllm``, in place of ``async``): synchronous, a vLLM server sampling
+  (``rollout_server: vllm``, the CPU build of ``make setup``), its LoRA adapter following the
+  trainer. The issue's comparison is in fp32 on both sides: ``--set precision=fp32``.
 
 Runs go seed by seed, both arms each, so a bench cut short still pairs what finished. Each
 finished run is appended to ``OUT/runs.jsonl`` and read back rather than rerun (``--out``).
 
     .venv/bin/python bench/async_learning.py --quick        # tiny model, micro sizes, minutes (Ray's start)
     .venv/bin/python bench/async_learning.py --out runs/async_learning --seeds 0 1 2
+    .venv/bin/python bench/async_learning.py --peer vllm --set precision=fp32 --out runs/vllm_learning
 
 Prints per run its held-out success, the train/infer mismatch (``rollout_kl``,
 ``rollout_log_ratio_max``, the corrections' capped or masked fractions, stale tokens) and the
 share of partial rollouts, then ONE JSON line: per arm the per-seed held-out success, its mean
 over seeds with a 95% Student-t interval, the mismatch means; the paired async - sync difference
-with its interval; ``ratio`` = async mean held-out success / sync's (null when sync's is 0).
+with its interval; ``ratio`` = the peer's (async or vllm) mean held-out success / sync's (null
+when sync's is 0).
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.store import TrajectoryStore
 from trajforge.train.rl.staleness import turn_versions
 
-ARMS = ("sync", "async")
+BASELINE = "sync"
+PEERS = ("async", "vllm")
 HELD_OUT = "held_out"
 RUNS_FILE = "runs.jsonl"
 # Steps enough for staleness 2 to sample two steps ahead at micro sizes.
@@ -69,9 +76,11 @@ PEAKS = {"rollout_log_ratio_max", "policy_staleness_max"}
 
 def _arm_train(rl: RLStage, arm: str, staleness: int, actors: int) -> dict[str, Any]:
     """The job's RL stage settings for ``arm``: only ``async_staleness`` (and, past one step
-    ahead, the Ray actors it needs) differ."""
-    if arm == "sync":
+    ahead, the Ray actors it needs) or the sampler differ."""
+    if arm == BASELINE:
         return {**rl.train, "async_staleness": 0}
+    if arm == "vllm":
+        return {**rl.train, "async_staleness": 0, "rollout_server": "vllm"}
     ray = {"ray": {"actors": actors}} if staleness > 1 else {}
     return {**rl.train, "async_staleness": staleness, **ray}
 
@@ -172,10 +181,10 @@ def _arm_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _paired(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The async - sync held-out difference over the seeds both arms finished."""
-    sync = {r["seed"]: r["held_out"] for r in runs["sync"]}
-    diffs = [r["held_out"] - sync[r["seed"]] for r in runs["async"] if r["seed"] in sync]
+def _paired(runs: dict[str, list[dict[str, Any]]], peer: str) -> dict[str, Any]:
+    """The peer - sync held-out difference over the seeds both arms finished."""
+    sync = {r["seed"]: r["held_out"] for r in runs[BASELINE]}
+    diffs = [r["held_out"] - sync[r["seed"]] for r in runs[peer] if r["seed"] in sync]
     return {"seeds": len(diffs), **_interval(diffs)}
 
 
@@ -183,6 +192,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the tiny model at micro sizes")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--peer", choices=PEERS, default="async", help="the arm against sync")
     parser.add_argument("--staleness", type=int, default=2, help="the async arm's async_staleness")
     parser.add_argument("--actors", type=int, default=1, help="Ray rollout actors (staleness > 1)")
     parser.add_argument("--sft", default=None, help="an SFT checkpoint to start from (default: run the job to SFT)")  # fmt: skip
@@ -199,9 +209,9 @@ def main() -> None:
         log = out / RUNS_FILE
         recorded = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []  # fmt: skip
         model = args.sft or sft_model(exp, out)
-        runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
+        runs: dict[str, list[dict[str, Any]]] = {BASELINE: [], args.peer: []}
         for seed in args.seeds:
-            for arm in ARMS:
+            for arm in runs:
                 found = [r for r in recorded if (r["arm"], r["seed"]) == (arm, seed)]
                 result = found[-1] if found else _run(exp, model, arm, seed, args, out)
                 if not found:
@@ -210,12 +220,13 @@ def main() -> None:
                 runs[arm].append(result)
                 print(_show(result), flush=True)
     arms = {arm: _arm_summary(per_seed) for arm, per_seed in runs.items()}
-    sync_mean = arms["sync"]["mean"]
+    sync_mean, peer_mean = arms[BASELINE]["mean"], arms[args.peer]["mean"]
     correction = exp.stages[rl_index(exp)].train.get("rollout_correction", "token_tis")
     print(
         json.dumps(
             {
                 "bench": "async_learning",
+                "peer": args.peer,
                 "job": "calculator",
                 "model": exp.model,
                 "quick": args.quick,
@@ -224,12 +235,12 @@ def main() -> None:
                 "actors": args.actors if args.staleness > 1 else 0,
                 "rollout_correction": correction,
                 "arms": arms,
-                "async_minus_sync": _paired(runs),
+                f"{args.peer}_minus_sync": _paired(runs, args.peer),
                 "cpus": os.cpu_count(),
                 "wall_s": round(time.perf_counter() - started, 1),
                 "runs_wall_s": round(sum(r["wall_s"] for arm in runs.values() for r in arm), 1),
-                "ratio": round(arms["async"]["mean"] / sync_mean, 3) if sync_mean else None,
-                "ratio_note": "async mean held-out success over sync's (null: sync solved none)",
+                "ratio": round(peer_mean / sync_mean, 3) if sync_mean else None,
+                "ratio_note": f"{args.peer} mean held-out success over sync's (null: sync solved none)",
             }
         )
     )

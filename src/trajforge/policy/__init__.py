@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         is_vision_processor,
         pixel_inputs,
     )
+    from trajforge.policy.vllm import VLLMPolicy
     from trajforge.policy.vllm_server import VLLM_PREFIX
     from trajforge.policy.whole_render import break_reason
 
@@ -104,6 +105,7 @@ __all__ = [
     "TokenSink",
     "ToolProtocol",
     "TurnRequest",
+    "VLLMPolicy",
     "VisionPolicy",
     "VisionRenderer",
     "bind_expert",
@@ -162,6 +164,7 @@ __getattr__ = lazy_names(
         "SCRIPT_PREFIX": "naming",
         "SMOLLM2_NAMES": "naming",
         "VLLM_PREFIX": "vllm_server",
+        "VLLMPolicy": "vllm",
         "SamplingParams": "base",
         "ScriptedPolicy": "scripted",
         "TINY_VLM": "models.kinds",

@@ -139,13 +139,15 @@ class VLLMPolicy(TokenPolicy):
 
     # --- weights --------------------------------------------------------------------------
 
-    def load_adapter(self, path: str | Path) -> None:
+    def load_adapter(self, path: str | Path, version: int | None = None) -> None:
         """Serve the PEFT LoRA adapter saved in ``path``: calls made from now on sample with it,
-        calls under way finish on the weights they started with."""
+        calls under way finish on the weights they started with. ``version``: what the calls
+        sampling with it record (a trainer's update count; the next version where ``None``)."""
         folder = Path(path).resolve()
         if not (folder / "adapter_config.json").is_file():
             raise ConfigError(f"load_adapter: {folder} has no adapter_config.json")
-        version = self.served.version + 1
+        if version is None:
+            version = self.served.version + 1
         new = Served(f"trajforge-v{version}", version, folder)
         self._admin("load_lora_adapter", new, folder)
         self._switch(new)

@@ -32,6 +32,7 @@ from trajforge.train.rl.settings import (
     TaskRevisitSettings,
     TreeSettings,
     ValidationSettings,
+    check_rollout_server,
 )
 from trajforge.train.settings import CommonSettings
 
@@ -165,6 +166,12 @@ class RLConfig(CommonSettings):
     rollout_stall_s: float = Field(default=1800.0, gt=0)
     """Seconds a step's rollouts may go without an episode ending before the run stops with
     the reason (a stalled generator or a hung worker), cancelling what is still running."""
+    rollout_server: str | None = None
+    """Sample the rollouts with a vLLM server whose LoRA adapter follows the trainer (needs
+    ``model.lora``): ``vllm`` starts one on the trained model's base weights in the rollout
+    precision (vLLM's own environment, ``make setup``'s ``.venv-vllm``); ``vllm:http://host:
+    port`` uses one running, serving the same base weights with runtime LoRA updates on. After
+    every update the adapter loads as the new weights version (null: this process samples)."""
     ray: RayOptions | None = None
     """Sample the rollouts on Ray actors (``{}``: a local cluster, one actor per CPU;
     ``{address: auto, actors: 4}``: an existing cluster): each holds a replica of the policy
@@ -216,6 +223,18 @@ class RLConfig(CommonSettings):
         if self.self_play is not None and self.plays_program:
             # An agent program plays one side through the gateway; a game needs every seat.
             raise ValueError("self_play: a game's seats are played by the trainer, not by agent")
+        if self.rollout_server is not None:
+            check_rollout_server(self.rollout_server)
+            if self.model.lora is None:
+                raise ValueError(
+                    "rollout_server: a vLLM server follows the trainer through LoRA adapters; "
+                    "set model.lora"
+                )
+            if self.ray is not None or self.plays_program or self.self_play is not None:
+                raise ValueError(
+                    "rollout_server: samples the env's episodes itself (not with ray, an agent "
+                    "program or self_play)"
+                )
         if self.async_staleness > 1 and self.ray is None:
             raise ValueError(
                 "async_staleness: more than 1 step ahead needs ray: (in this process, rollouts "

@@ -77,9 +77,10 @@ class StepRunner(ABC):
 
 class LocalRollouts(StepRunner):
     """Episodes played in this process by the live policy: it samples from the very weights
-    being trained (or their copy, refreshed after each update)."""
+    being trained (or their copy, refreshed after each update), or a vLLM server following
+    them."""
 
-    def __init__(self, policy: HFPolicy) -> None:
+    def __init__(self, policy: TokenPolicy) -> None:
         self.policy = policy
 
     async def rollout(
@@ -133,7 +134,7 @@ class AgentRollouts(StepRunner):
     temperature than the trainer scores is refused."""
 
     runners: AgentRunners
-    policy: HFPolicy
+    policy: TokenPolicy
     cfg: RLConfig
 
     async def rollout(
@@ -191,7 +192,7 @@ class RolloutWeights:
         else:
             resolved = resolve_precision(cfg.rollout_precision, "rollout_precision")
         self.dtype: torch.dtype = torch_dtype(resolved)
-        self.policy: HFPolicy | None = self._make_policy()
+        self.policy: TokenPolicy | None = self._make_policy()
 
     @property
     def precision(self) -> Precision:
@@ -199,12 +200,17 @@ class RolloutWeights:
         return Precision.BF16 if self.dtype is torch.bfloat16 else Precision.FP32
 
     @property
+    def local(self) -> HFPolicy | None:
+        """The rollout policy where it runs in this process (what self-play snapshots)."""
+        return self.policy if isinstance(self.policy, HFPolicy) else None
+
+    @property
     def own_weights(self) -> bool:
         """Whether rollouts sample from weights of their own: a bf16 copy, or rollouts that
         overlap training."""
         return self.dtype is torch.bfloat16 or self.cfg.async_staleness > 0
 
-    def _make_policy(self) -> HFPolicy | None:
+    def _make_policy(self) -> TokenPolicy | None:
         model = self.source()
         if not self.parts.accelerator.is_main_process:
             return None  # rollouts run on the main process
@@ -239,14 +245,19 @@ class RolloutWeights:
         far; a mere synchronisation when it samples from the trained module itself). Turns of
         episodes under way wait for it and then sample from it."""
         source = self.source()
-        if self.policy is not None:
-            self.policy.set_weights(source, version=version)
+        if self.local is not None:
+            self.local.set_weights(source, version=version)
 
     def mark(self, version: int) -> None:
         """The rollout weights are ``version`` (a run starting, or resumed, with nothing in
         flight): what the turns sampled from them record."""
+        if self.local is not None:
+            self.local.weights_version = version
+
+    def close(self) -> None:
+        """Stop the rollout policy (its worker, or the server it started)."""
         if self.policy is not None:
-            self.policy.weights_version = version
+            asyncio.run(self.policy.close())
 
     def publish(self, remote: RayRunner | None, version: int) -> None:
         """On Ray, the trained weights (LoRA merged in) to the actors as ``version`` (the
@@ -266,7 +277,7 @@ class RolloutWeights:
 
 def choose_runner(
     cfg: RLConfig,
-    policy: HFPolicy | None,
+    policy: TokenPolicy | None,
     *,
     precision: Precision,
     remote: RayRunner | None,
@@ -287,14 +298,10 @@ def choose_runner(
         return None
     if agent_runner is not None:
         return AgentRollouts(agent_runner, policy, cfg)
-    if remote is None:
-        return (
-            LocalRollouts(policy)
-            if self_play is None
-            else SelfPlayRollouts(self_play, policy, None)
-        )
     # Each actor builds this policy, then loads the published weights.
     actors = PolicyRef(name=cfg.model.spec, batch_size=cfg.max_batch_size, precision=precision)
     if self_play is not None:
-        return SelfPlayRollouts(self_play, policy, actors)
-    return RayRollouts(remote, actors)
+        # A game's pool snapshots the weights in this process (the config refuses a server).
+        assert isinstance(policy, HFPolicy)
+        return SelfPlayRollouts(self_play, policy, None if remote is None else actors)
+    return LocalRollouts(policy) if remote is None else RayRollouts(remote, actors)

@@ -14,6 +14,19 @@ from pydantic import Field, field_validator
 
 from trajforge.train.settings import ConfigModel
 
+MANAGED_SERVER = "vllm"
+"""``rollout_server`` for a vLLM server started by the trainer."""
+RUNNING_SERVER = ("vllm:http://", "vllm:https://")
+
+
+def check_rollout_server(spec: str) -> None:
+    """Refuse a ``rollout_server`` other than ``vllm`` and ``vllm:http://host:port``."""
+    if spec != MANAGED_SERVER and not spec.startswith(RUNNING_SERVER):
+        raise ValueError(
+            f"{spec!r}: write vllm (a vLLM server started for the trained model's base "
+            "weights) or vllm:http://host:port (one running, serving them)"
+        )
+
 
 class InfraFailures(StrEnum):
     """What RL does with an episode lost to the infrastructure (``Outcome.fault: infra``)."""

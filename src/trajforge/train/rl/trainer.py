@@ -51,7 +51,7 @@ from trajforge.train.rl.difficulty import Difficulty, Filtered
 from trajforge.train.rl.idle import IdleSteps
 from trajforge.train.rl.pipeline import StepRollouts
 from trajforge.train.rl.replay import ReplayBuffer
-from trajforge.train.rl.runners import AgentRunners, RolloutWeights, choose_runner
+from trajforge.train.rl.runners import AgentRunners, choose_runner
 from trajforge.train.rl.segments import SegmentStash
 from trajforge.train.rl.selection import (
     episode_metrics,
@@ -60,6 +60,7 @@ from trajforge.train.rl.selection import (
     score,
     without,
 )
+from trajforge.train.rl.server_weights import rollout_weights
 from trajforge.train.rl.settings import StaleSamples
 from trajforge.train.rl.specs import RESAMPLE_ROUND, round_run_name, step_spec
 from trajforge.train.rl.staleness import is_stale, resample_stale, staleness_metrics
@@ -127,7 +128,7 @@ class RLTrainer(Trainer):
         self.reference = extras.reference_model(cfg, self.parts)
         self.tree = extras.tree_rollouts(cfg)
         self.distiller = extras.distiller(cfg, self.parts, self.entry.expert)
-        self.weights = RolloutWeights(self.parts, cfg)
+        self.weights = rollout_weights(self.parts, cfg)
         self.roles = extras.role_adapters(
             self.self_play, self.parts, self.weights.dtype, cfg.max_batch_size
         )
@@ -196,10 +197,9 @@ class RLTrainer(Trainer):
                 self.remote.shutdown()
             if self.roles is not None:
                 self.roles.close()
-            if self.weights.policy is not None:
-                # Its worker thread keeps the policy, the rollout weights and the caches alive
-                # for as long as it runs: a pipeline's later stages need that memory.
-                asyncio.run(self.weights.policy.close())
+            # Its worker thread keeps the policy, the rollout weights and the caches alive for
+            # as long as it runs (a pipeline's later stages need that memory); a server goes.
+            self.weights.close()
         result.validation = self.validation.state()
         result.kept_step = self.validation.kept_step()
         summary = self.idle.summary(result.steps - result.resumed_from)
@@ -290,8 +290,8 @@ class RLTrainer(Trainer):
         self.weights.publish(self.remote, step)
         if self.roles is not None:
             self.roles.publish(step)
-        if self.self_play is not None and self.weights.policy is not None:
-            self.self_play.after_update(step, self.weights.policy)
+        if self.self_play is not None and self.weights.local is not None:
+            self.self_play.after_update(step, self.weights.local)
         metrics["step_time_s"] = time.perf_counter() - t0
         if self.validation.due(step):
             point = self._validate(step)
