@@ -9,7 +9,9 @@ ignored so every row samples ``--max-new-tokens``:
   concurrent requests to its completions endpoint with token-id prompts;
 - ``hf_generate``: one left-padded ``model.generate`` call on all rows;
 - ``llama_cpp``: ``llama-cpp-python`` where it imports (it is not installed by ``make setup``:
-  it builds llama.cpp from source); skipped with the reason where it does not.
+  it builds llama.cpp from source) and ``--gguf`` names the same weights as a GGUF file in the
+  dtype (``llama_cpp_engine.py``, the rows as sequences of one batch); skipped with the reason
+  where either is missing.
 
 For each engine and each of ``--rows`` (1, 16, 32): the decode rate in tokens per second,
 prefill left out (each batch runs to ``--max-new-tokens`` and to 8 tokens; the difference in
@@ -18,7 +20,7 @@ prompt (the median of three, after one to warm up). The last line is one JSON ob
 rows over the fastest other engine's.
 
 Run: ``.venv/bin/python bench/engines.py [--dtype float32] [--rows 1 16 32]
-[--max-new-tokens 64]``
+[--max-new-tokens 64] [--gguf smollm2-f32.gguf]``
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 from generation import SHORT_RUN_TOKENS, generate_tokens, render_prompts
+from llama_cpp_engine import LlamaCppRows
 
 from trajforge.errors import ConfigError
 from trajforge.policy import HFPolicy, SamplingParams, load_embedded, load_policy
@@ -122,12 +126,21 @@ def vllm_engine(dtype: str, rows: int) -> tuple[Generate | None, str, Callable[[
     return policy_engine(policy), "", lambda: asyncio.run(policy.close())
 
 
-def llama_cpp_missing() -> str:
+def llama_cpp_engine(
+    gguf: Path | None, rows: int, context: int
+) -> tuple[Generate | None, str, Callable[[], None]]:
+    """llama.cpp over ``gguf``, or why it cannot run here."""
+    if gguf is None:
+        return (
+            None,
+            "no --gguf: the weights as GGUF in the dtype (docs/benchmarks.md)",
+            lambda: None,
+        )
     try:
-        import llama_cpp  # noqa: F401
+        engine = LlamaCppRows(gguf, rows, context)
     except ImportError as exc:
-        return f"llama-cpp-python is not installed ({exc}): it builds llama.cpp from source"
-    return "llama-cpp-python imports, but converting the weights to GGUF is not done here"
+        return None, f"llama-cpp-python is not installed ({exc}): it builds llama.cpp from source", lambda: None  # fmt: skip
+    return engine.generate, "", engine.close
 
 
 def main() -> None:
@@ -135,6 +148,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 16, 32])
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument(
+        "--gguf", type=Path, default=None, help="the weights as GGUF, for llama.cpp"
+    )
     args = parser.parse_args()
     model, tokenizer = load_embedded(getattr(torch, args.dtype))
     prompts = render_prompts(tokenizer)
@@ -159,7 +175,17 @@ def main() -> None:
     finally:
         close()
     done("hf_generate", measure(hf_generate_engine(model, tokenizer), prompts, long_prompts, args))
-    done("llama_cpp", {"skipped": llama_cpp_missing()})
+    # Every row's prompt and tokens at once, or one long prompt alone.
+    rows_tokens = most * (max(len(p) for p in prompts) + args.max_new_tokens + 8)
+    context = -(-max(rows_tokens, LONG_PROMPT_TOKENS + 16) // 256) * 256
+    generate, why, close = llama_cpp_engine(args.gguf, most, context)
+    try:
+        done(
+            "llama_cpp",
+            measure(generate, prompts, long_prompts, args) if generate else {"skipped": why},
+        )
+    finally:
+        close()
     key = f"decode_tokens_per_s_{most}"
     others = [f[key] for n, f in engines.items() if n != "trajforge" and key in f]
     result = {
