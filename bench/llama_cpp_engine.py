@@ -10,6 +10,7 @@ trajforge serves (docs/benchmarks.md, Engines).
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,9 @@ class LlamaCppRows:
         import llama_cpp as lc  # not installed by make setup: imported where it is asked for
 
         self.lc = lc
+        # Its load and context reports would bury the bench's own lines.
+        self._quiet = lc.llama_log_callback(lambda level, text, data: None)
+        lc.llama_log_set(self._quiet, ctypes.c_void_p(0))
         lc.llama_backend_init()
         model_params = lc.llama_model_default_params()
         self.model = lc.llama_model_load_from_file(str(gguf).encode(), model_params)

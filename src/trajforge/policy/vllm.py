@@ -7,7 +7,9 @@ list of ids, and the sampled ids and their logprobs come back (``return_token_id
 
 Weights follow a trainer through LoRA adapters (vLLM's ``/v1/load_lora_adapter``): the policy
 is a ``TakesAdapters`` like ``HFPolicy``, so the gateway's adapter endpoints and a trainer drive
-it alike, and every completion carries the ``weights_version`` that sampled it. A managed
+it alike, and every completion carries the ``weights_version`` that sampled it. Full weights
+follow by a reload (``reload``): vLLM's weight-update endpoints move tensors over NCCL or CUDA
+IPC, which a CPU build has not, so a managed server is started again on the new folder. A managed
 server that exits fails the calls under way with its stderr's tail (``VLLMServerError``, an
 infrastructure fault) and is started again, its adapter reloaded, by the next call.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +58,8 @@ class VLLMPolicy(TokenPolicy):
             replaces it.
         model: The name the server serves the base weights under.
         server: The server this policy started and stops (``None``: one already running).
+        server_for: The managed server's like for another model folder (what ``reload``
+            starts); ``None``: the policy cannot reload.
         name: The policy's name (recorded as the trajectory's model).
         dtype: The served weights' dtype (``float32``, ``bfloat16``) where known.
         max_context_tokens: The server's ``max_model_len``.
@@ -67,12 +72,14 @@ class VLLMPolicy(TokenPolicy):
         model: str,
         *,
         server: ServerProcess | None = None,
+        server_for: Callable[[Path], ServerProcess] | None = None,
         name: str,
         dtype: str | None = None,
         max_context_tokens: int | None = None,
     ) -> None:
         super().__init__(tokenizer, name=name)
         self.server = server
+        self.server_for = server_for
         self.base_model = model
         self.dtype = dtype
         self.max_context_tokens = max_context_tokens
@@ -83,6 +90,9 @@ class VLLMPolicy(TokenPolicy):
         self.served = Served(model, 0)
         self._replaced: Served | None = None
         self._restart_lock: asyncio.Lock | None = None
+        # The server the client's URL and the served adapter are for, once they are (while one
+        # starts, calls wait for it rather than go to the URL of the one before).
+        self._up: ServerProcess | None = server
 
     @property
     def weights_version(self) -> int:
@@ -122,20 +132,23 @@ class VLLMPolicy(TokenPolicy):
         return error
 
     async def _ensure_running(self) -> None:
-        """Start a managed server that exited again, with the adapter it served."""
-        if self.server is None or self.server.running:
+        """Start a managed server that exited (or was reloaded), with the adapter it served."""
+        server = self.server
+        if server is None or (self._up is server and server.running):
             return
         if self._restart_lock is None:
             self._restart_lock = asyncio.Lock()
         async with self._restart_lock:
-            if self.server.running:
+            if self._up is server and server.running:
                 return
-            url = await asyncio.to_thread(self.server.start)
+            self._up = None
+            url = await asyncio.to_thread(server.start)
             self.client.base_url = f"{url}/v1"
             self._replaced = None
             adapter = self.served.adapter
             if adapter is not None:
                 await asyncio.to_thread(self._admin, "load_lora_adapter", self.served, adapter)
+            self._up = server
 
     # --- weights --------------------------------------------------------------------------
 
@@ -151,6 +164,19 @@ class VLLMPolicy(TokenPolicy):
         new = Served(f"trajforge-v{version}", version, folder)
         self._admin("load_lora_adapter", new, folder)
         self._switch(new)
+
+    def reload(self, folder: Path, version: int) -> None:
+        """Serve the full weights in model folder ``folder`` as ``version``: the managed server
+        stops now and one starts on ``folder`` at the next call (so a run's last update costs
+        no start). Calls must not be under way: they would end with the server."""
+        if self.server is None or self.server_for is None:
+            raise ConfigError(
+                f"{self.name}: only a vLLM server trajforge started can be reloaded with new "
+                "weights; follow a running one with LoRA adapters (load_adapter)"
+            )
+        self.server.stop()
+        self.server = self.server_for(folder)
+        self.served, self._replaced = Served(str(folder), version), None
 
     def unload_adapter(self) -> None:
         """Back to the base weights, from the next call on."""

@@ -30,6 +30,7 @@ from trajforge.policy.models.tiny import SCRATCH_SIZES, scratch_model_and_tokeni
 from trajforge.policy.saved import save_tokenizer
 from trajforge.policy.vllm import VLLMPolicy
 from trajforge.policy.vllm_server import VLLM_PREFIX, vllm_server
+from trajforge.server_process import ServerProcess
 
 SERVER_OPTIONS = ("max_lora_rank", "kv_cache_gib", "extra_args", "startup_timeout_s", "python")
 """``vllm_server`` options a caller may pass through ``load_policy``."""
@@ -57,9 +58,12 @@ def start_vllm(target: str, spec: str, kw: dict[str, Any]) -> VLLMPolicy:
         raise ConfigError(f"policy {spec!r}: vLLM serves float32, bfloat16 or float16 weights")
     folder, tokenizer = served_folder(target, kw.pop("seed", 0))
     options = {k: kw.pop(k) for k in SERVER_OPTIONS if k in kw}
-    server = vllm_server(
-        folder, dtype=dtype, max_num_seqs=kw.pop("max_batch_size", None), **options
-    )
+    max_num_seqs = kw.pop("max_batch_size", None)
+
+    def server_for(folder: Path) -> ServerProcess:
+        return vllm_server(folder, dtype=dtype, max_num_seqs=max_num_seqs, **options)
+
+    server = server_for(folder)
     url = server.start()
     try:
         info = served_model(url)
@@ -71,6 +75,7 @@ def start_vllm(target: str, spec: str, kw: dict[str, Any]) -> VLLMPolicy:
         url,
         str(info["id"]),
         server=server,
+        server_for=server_for,
         name=kw.pop("name", spec),
         dtype=dtype,
         max_context_tokens=info.get("max_model_len"),

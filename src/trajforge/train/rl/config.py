@@ -23,6 +23,7 @@ from trajforge.precision import Precision
 from trajforge.rollout import ContextSpec
 from trajforge.train.rl.distill_settings import DistillSettings
 from trajforge.train.rl.settings import (
+    MANAGED_SERVER,
     DifficultySettings,
     InfraFailures,
     ReplaySettings,
@@ -167,11 +168,12 @@ class RLConfig(CommonSettings):
     """Seconds a step's rollouts may go without an episode ending before the run stops with
     the reason (a stalled generator or a hung worker), cancelling what is still running."""
     rollout_server: str | None = None
-    """Sample the rollouts with a vLLM server whose LoRA adapter follows the trainer (needs
-    ``model.lora``): ``vllm`` starts one on the trained model's base weights in the rollout
-    precision (vLLM's own environment, ``make setup``'s ``.venv-vllm``); ``vllm:http://host:
-    port`` uses one running, serving the same base weights with runtime LoRA updates on. After
-    every update the adapter loads as the new weights version (null: this process samples)."""
+    """Sample the rollouts with a vLLM server whose weights follow the trainer: ``vllm``
+    starts one on the trained model's (base) weights in the rollout precision (vLLM's own
+    environment, ``make setup``'s ``.venv-vllm``); ``vllm:http://host:port`` uses one running,
+    serving the same base weights with runtime LoRA updates on. After every update a LoRA
+    adapter loads as the new weights version; full weights are reloaded, the server started
+    again on them (``vllm`` only, synchronous). null: this process samples."""
     ray: RayOptions | None = None
     """Sample the rollouts on Ray actors (``{}``: a local cluster, one actor per CPU;
     ``{address: auto, actors: 4}``: an existing cluster): each holds a replica of the policy
@@ -225,10 +227,14 @@ class RLConfig(CommonSettings):
             raise ValueError("self_play: a game's seats are played by the trainer, not by agent")
         if self.rollout_server is not None:
             check_rollout_server(self.rollout_server)
-            if self.model.lora is None:
+            if self.model.lora is None and (
+                self.rollout_server != MANAGED_SERVER or self.async_staleness
+            ):
                 raise ValueError(
-                    "rollout_server: a vLLM server follows the trainer through LoRA adapters; "
-                    "set model.lora"
+                    "rollout_server: full weights follow by restarting the server on them (a "
+                    "vLLM server moves new weights in over NCCL or CUDA IPC only), so only a "
+                    "server started here (vllm) and no rollouts ahead (async_staleness: 0); "
+                    "else set model.lora"
                 )
             if self.ray is not None or self.plays_program or self.self_play is not None:
                 raise ValueError(

@@ -1,11 +1,12 @@
-"""Rollouts sampled by a vLLM server whose LoRA adapter follows the trainer
-(``rollout_server``).
+"""Rollouts sampled by a vLLM server whose weights follow the trainer (``rollout_server``).
 
 Where users outgrow one process they generate with vLLM and train elsewhere. Here the server
 holds the trained model's base weights and the trainer's adapter: after every update the
 adapter is saved and loaded through vLLM's ``/v1/load_lora_adapter`` under the update count,
 which every turn sampled with it records (``weights_version``), as the in-process policy's
-turns do. The calls under way when it loads finish on the adapter they began with (a partial
+turns do. Full fine-tuning reloads: the weights are saved and the server started again on them
+(vLLM moves new weights into a running server over NCCL or CUDA IPC only), so its rollouts
+cannot run ahead of training. The calls under way when it loads finish on the adapter they began with (a partial
 rollout samples its later turns from the new one), so the asynchronous mode, the staleness
 bound and the off-policy corrections work unchanged. Tokens go to and come from the server as
 ids (``VLLMPolicy``), so trajectories stay token-exact.
@@ -33,20 +34,15 @@ from trajforge.train.rl.settings import MANAGED_SERVER
 
 
 class ServerWeights(RolloutWeights):
-    """The rollout policy is a vLLM server's (``None`` off the main process); its adapter is
-    the trainer's, loaded after every update.
+    """The rollout policy is a vLLM server's (``None`` off the main process), following the
+    trainer after every update: a LoRA model's adapter is loaded, full weights are reloaded.
 
     Args:
-        parts: The trained model's parts (a LoRA model: the server follows it by adapters).
+        parts: The trained model's parts (a text model in one process).
         cfg: The run's config (``rollout_server``, ``rollout_precision``, batch size).
     """
 
     def __init__(self, parts: TrainParts, cfg: RLConfig) -> None:
-        if not parts.is_lora:
-            raise ConfigError(
-                "rollout_server: a vLLM server follows the trainer through LoRA adapters; "
-                "set model.lora (full weights would be a server restart a step)"
-            )
         if parts.processor is not None or parts.sharded:
             raise ConfigError(
                 "rollout_server: samples text models trained in one process (not a vision "
@@ -59,6 +55,10 @@ class ServerWeights(RolloutWeights):
     def own_weights(self) -> bool:
         return True
 
+    @property
+    def server(self) -> VLLMPolicy | None:
+        return cast(VLLMPolicy | None, self.policy)
+
     def _make_policy(self) -> VLLMPolicy | None:
         if not self.parts.accelerator.is_main_process:
             return None
@@ -68,8 +68,9 @@ class ServerWeights(RolloutWeights):
         options: dict[str, Any] = {"max_batch_size": self.cfg.max_batch_size, "name": spec}
         try:
             if spec == MANAGED_SERVER:
-                target = f"{VLLM_PREFIX}{self._save_base(self.folder / 'base')}"
-                options |= {"dtype": self.dtype, "max_lora_rank": self._lora_rank()}
+                target = f"{VLLM_PREFIX}{self._save_weights('weights-base')}"
+                lora = self.cfg.model.lora
+                options |= {"dtype": self.dtype, "max_lora_rank": lora.r if lora else None}
             else:
                 target, options["tokenizer"] = spec, self.parts.tokenizer
             policy = load_policy(target, **options)
@@ -78,37 +79,42 @@ class ServerWeights(RolloutWeights):
             raise
         return cast(VLLMPolicy, policy)
 
-    def _save_base(self, folder: Path) -> Path:
-        """The trained model's base weights (its adapter left out) and tokenizer, as a model
-        folder vLLM loads."""
+    def _save_weights(self, name: str) -> Path:
+        """The trained model's weights (a LoRA model's base, its adapter left out) and
+        tokenizer, as a model folder vLLM loads, ``name`` in this run's folder."""
+        assert self.folder is not None
+        folder = self.folder / name
         trained: Any = self.parts.unwrapped_model()
-        model = copy.deepcopy(trained).unload()
+        model = copy.deepcopy(trained).unload() if self.parts.is_lora else trained
         model.save_pretrained(folder, safe_serialization=True)
         save_tokenizer(self.parts.tokenizer, folder)
         return folder
 
-    def _lora_rank(self) -> int:
-        lora = self.cfg.model.lora
-        assert lora is not None
-        return lora.r
-
     def refresh(self, version: int) -> None:
-        """The trained adapter to the server as ``version``; the one it replaces stays loaded
-        for the calls still sampling with it, older ones' folders go."""
-        if self.policy is None or self.folder is None:
+        """The trained weights to the server as ``version``: the adapter loaded (the one it
+        replaces stays loaded for the calls still sampling with it), or the full weights
+        reloaded. Older folders go."""
+        server = self.server
+        if server is None or self.folder is None:
             return
-        folder = self.folder / f"adapter-{version}"
-        shutil.rmtree(folder, ignore_errors=True)  # a resumed run's step sampled again
-        model: Any = self.parts.unwrapped_model()
-        model.save_pretrained(folder)
-        cast(VLLMPolicy, self.policy).load_adapter(folder, version=version)
-        for old in self.folder.glob("adapter-*"):
+        if self.parts.is_lora:
+            folder = self.folder / f"adapter-{version}"
+            shutil.rmtree(folder, ignore_errors=True)  # a resumed run's step sampled again
+            model: Any = self.parts.unwrapped_model()
+            model.save_pretrained(folder)
+            server.load_adapter(folder, version=version)
+        else:
+            folder = self._save_weights(f"weights-{version}")
+            server.reload(folder, version)
+        for old in self.folder.glob(f"{folder.name.split('-')[0]}-*"):
             if old != folder:
                 shutil.rmtree(old, ignore_errors=True)
 
     def mark(self, version: int) -> None:
-        """A run starting (or resumed): the server samples with the trained adapter at once."""
-        self.refresh(version)
+        """A run starting, or resumed: the server samples from the trained weights at once
+        (the full weights it started on are those unless the run was resumed)."""
+        if self.parts.is_lora or version > 0:
+            self.refresh(version)
 
     def close(self) -> None:
         super().close()
