@@ -29,6 +29,8 @@ would show that gap at step 2."""
 
 
 @pytest.mark.slow
+# Full weights start vLLM twice; its CPU build takes minutes to start on 2 busy cores.
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("weights", ["lora", "full"])
 def test_a_vllm_server_samples_from_the_weights_the_trainer_just_updated(
     tmp_path: Path, weights: str
