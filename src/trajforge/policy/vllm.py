@@ -58,8 +58,8 @@ class VLLMPolicy(TokenPolicy):
             replaces it.
         model: The name the server serves the base weights under.
         server: The server this policy started and stops (``None``: one already running).
-        server_for: The managed server's like for another model folder (what ``reload``
-            starts); ``None``: the policy cannot reload.
+        server_for: Makes a server like the managed one for another model folder (what
+            ``reload`` starts); ``None``: the policy cannot reload.
         name: The policy's name (recorded as the trajectory's model).
         dtype: The served weights' dtype (``float32``, ``bfloat16``) where known.
         max_context_tokens: The server's ``max_model_len``.

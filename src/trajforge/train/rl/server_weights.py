@@ -4,12 +4,12 @@ Where users outgrow one process they generate with vLLM and train elsewhere. Her
 holds the trained model's base weights and the trainer's adapter: after every update the
 adapter is saved and loaded through vLLM's ``/v1/load_lora_adapter`` under the update count,
 which every turn sampled with it records (``weights_version``), as the in-process policy's
-turns do. Full fine-tuning reloads: the weights are saved and the server started again on them
-(vLLM moves new weights into a running server over NCCL or CUDA IPC only), so its rollouts
-cannot run ahead of training. The calls under way when it loads finish on the adapter they began with (a partial
+turns do. The calls under way when it loads finish on the adapter they began with (a partial
 rollout samples its later turns from the new one), so the asynchronous mode, the staleness
-bound and the off-policy corrections work unchanged. Tokens go to and come from the server as
-ids (``VLLMPolicy``), so trajectories stay token-exact.
+bound and the off-policy corrections work unchanged. Full fine-tuning reloads instead: the
+weights are saved and the server started again on them (vLLM moves new weights into a running
+server over NCCL or CUDA IPC only), so its rollouts cannot run ahead of training. Tokens go to
+and come from the server as ids (``VLLMPolicy``), so trajectories stay token-exact.
 
 ``rollout_server: vllm`` starts a server on the base weights, saved from the trained model
 itself (so a scratch model's seed, a checkpoint folder or the embedded model are served alike)
@@ -50,10 +50,6 @@ class ServerWeights(RolloutWeights):
             )
         self.folder: Path | None = None
         super().__init__(parts, cfg)
-
-    @property
-    def own_weights(self) -> bool:
-        return True
 
     @property
     def server(self) -> VLLMPolicy | None:
