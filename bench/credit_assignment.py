@@ -1,14 +1,20 @@
-"""Credit assignment on keydoor: GRPO, turn-level returns and GiGPO from the same SFT weights.
+"""Credit assignment on keydoor: GRPO, turn-level returns, GiGPO and GiGPO on tree rollouts from
+the same SFT weights.
 
 Two presets of one experiment: base eval -> expert demonstrations (a limited set) -> SFT ->
 eval, run once; then, from that one SFT checkpoint, its RL stage runs once per arm and seed,
-changing only the advantage estimator:
+changing only the advantage estimator (and, in the last arm, how the groups are sampled):
 
 - ``grpo``: the outcome reward normalised in its group, the same advantage on every turn;
 - ``turn_returns``: per-turn discounted returns (key rewards plus the outcome), normalised in
   the group (``gamma`` 0.95);
 - ``gigpo``: the episode advantage plus a step advantage from anchor-state groups (the same
   board, square and keys in several samples of a task; ``gamma`` 0.95, ``omega`` 1).
+- ``gigpo_tree``: GiGPO on tree-structured rollouts (``tree: {branches: B}``): after a step's
+  groups are played, one episode of each group is branched at a turn boundary drawn inside it,
+  ``B`` branches replaying its turns up to there and sampling the rest, so the parent's turn
+  and its branches share a state: a step-level group GiGPO compares, made on purpose rather
+  than found by chance.
 
 - ``--preset cpu`` (``examples/keydoor/cpu.yaml``, the default): ``keydoor-compact`` (the same
   boards in ~15 tokens a turn, one-letter moves) and the ``pocket`` policy, a 7M-parameter
@@ -16,8 +22,19 @@ changing only the advantage estimator:
 - ``--preset gpu`` (``examples/keydoor/experiment.yaml``): the rendered boards, tool calls and
   SmolLM2-135M; ~2,000-token episodes, ~8 h a seed on two CPU cores (see its file).
 
-Every arm has the same rollout budget (steps x groups x samples, the same turn and token
-limits) and the same seeds, and is then evaluated greedily on the same held-out boards. No
+Every arm has the same rollout budget and the same seeds, and is then evaluated greedily on the
+same held-out boards. The budget is sampled tokens: steps x groups x ``S`` samples (the same
+turn and token limits) for the first three. A branch samples only what follows its boundary:
+its replayed turns are prefill (the parent's, from the prefix cache) and out of the loss. With
+the boundary drawn uniformly after turn ``k`` in ``1 .. T-1`` of a ``T``-turn parent, a branch
+replays ``k`` turns and samples about ``T - k``: half an episode on average (keydoor-compact's
+turns are alike in size, one move of a few tokens). So the tree arm plays ``S' = S - B/2``
+samples and ``B`` branches per group, ``S' + B/2 = S`` episodes' worth of sampled tokens, with
+``B = 2 max(1, S // 4)`` (S = 8: 6 samples and 4 branches, groups of 10 episodes, a step-level
+group of 5 at each branch point; the ``--model tiny`` run's S = 4: 3 and 2). That it matches is
+an expectation, not a construction: per arm the bench prints the sampled episodes and the
+sampled tokens per step it measured (the trainer's ``sampled_tokens``; ``branched_episodes``
+and ``branch_replayed_tokens`` for the tree arm), so a reader can check. No
 setting is chosen on those boards: the sizes and rates are the experiment file's (``--set``
 changes them, as ``trajforge run`` overrides do), and any validation the RL stage does runs
 on training-split tasks.
@@ -27,8 +44,9 @@ on training-split tasks.
 
 Prints per arm the held-out success as the mean over seeds with a 95% Student-t interval, the
 pooled episodes' 95% Wilson interval, the per-step training reward and success curves and the
-validation success (training-split tasks) per step, episodes trained on and GiGPO's
-share of steps in anchor groups (means over seeds) and the wall time, then ONE JSON line. ``ratio`` is GiGPO's held-out gain over SFT divided by GRPO's
+validation success (training-split tasks) per step, episodes trained on, the sampled episodes
+and tokens per step and GiGPO's share of steps in anchor groups (means over seeds) and the wall
+time, then ONE JSON line. ``ratio`` is GiGPO's held-out gain over SFT divided by GRPO's
 (success points); when GRPO's gain is zero or negative the ratio is null and both gains are
 reported (``ratio_note`` says so): a quotient there would not mean "GiGPO gains more".
 """
@@ -60,14 +78,27 @@ from trajforge.pipeline.config import (
     rl_config,
 )
 from trajforge.pipeline.runner import ExperimentRunner
+from trajforge.train.rl import RLConfig
 
 HELD_OUT = "held_out"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "keydoor"
 PRESETS = {"cpu": EXAMPLES / "cpu.yaml", "gpu": EXAMPLES / "experiment.yaml"}
-ARMS: dict[str, tuple[str, dict[str, float]]] = {
-    "grpo": ("grpo", {}),
-    "turn_returns": ("turn_returns", {"gamma": 0.95}),
-    "gigpo": ("gigpo", {"gamma": 0.95, "omega": 1.0}),
+
+
+class Arm(NamedTuple):
+    """An arm's advantage estimator and its options, and whether its groups grow by branches."""
+
+    estimator: str
+    options: dict[str, float]
+    tree: bool = False
+
+
+GIGPO = {"gamma": 0.95, "omega": 1.0}
+ARMS = {
+    "grpo": Arm("grpo", {}),
+    "turn_returns": Arm("turn_returns", {"gamma": 0.95}),
+    "gigpo": Arm("gigpo", GIGPO),
+    "gigpo_tree": Arm("gigpo", GIGPO, tree=True),
 }
 # The micro run that proves the bench end to end with the tiny random model in minutes.
 MICRO = [
@@ -137,9 +168,32 @@ def _plan(exp: Experiment) -> Plan:
     return Plan(prefix, rl_stage, stages[base].name, stages[sft].name, sft_eval.name)
 
 
-def _arm(prefix: Experiment, rl: RLStage, arm: str, seed: int, model: str) -> Experiment:
-    estimator, options = ARMS[arm]
-    train = {**rl.train, "estimator": estimator, "estimator_kwargs": options}
+def tree_budget(samples: int) -> tuple[int, int]:
+    """The tree arm's samples per group and branches for the other arms' ``samples``: as many
+    sampled tokens per group in expectation, a branch sampling half an episode (module doc)."""
+    if samples < 2:
+        raise SystemExit(
+            f"samples_per_group {samples}: the gigpo_tree arm needs 2 or more (it gives half of "
+            "them to branches)"
+        )
+    branches = 2 * max(1, samples // 4)
+    return samples - branches // 2, branches
+
+
+def arm_train(train: dict[str, Any], arm: str, samples: int) -> dict[str, Any]:
+    """The RL stage's ``train`` overrides for ``arm``; ``samples``: the stage's samples per
+    group, which the tree arm splits between samples and branches (``tree_budget``)."""
+    spec = ARMS[arm]
+    out = {**train, "estimator": spec.estimator, "estimator_kwargs": spec.options}
+    if spec.tree:
+        out["samples_per_group"], branches = tree_budget(samples)
+        out["tree"] = {"branches": branches}
+    return out
+
+
+def _arm(
+    prefix: Experiment, rl: RLStage, train: dict[str, Any], arm: str, seed: int, model: str
+) -> Experiment:
     return Experiment.model_validate(
         {
             **prefix.model_dump(),
@@ -166,6 +220,30 @@ def _validation(records: list[dict[str, Any]]) -> list[tuple[int, float]]:
     return [(step, round(sum(d[step] for d in by_seed) / len(by_seed), 3)) for step in steps]
 
 
+def _mean(histories: list[list[dict[str, Any]]], key: str) -> float:
+    """Metric ``key``'s mean over every step of every seed (0 where no step wrote it)."""
+    values = [float(h[key]) for history in histories for h in history if key in h]
+    return round(sum(values) / len(values), 1) if values else 0.0
+
+
+def _sampled(
+    histories: list[list[dict[str, Any]]], train: dict[str, Any], cfg: RLConfig
+) -> dict[str, Any]:
+    """What an arm sampled per step, means over steps and seeds: its episodes (the groups'
+    samples and the branches kept), the tokens the policy sampled (the trainer's
+    ``sampled_tokens``) and those its branches replayed (prefill only): the budget's check."""
+    samples = int(train.get("samples_per_group", cfg.samples_per_group))
+    branched = _mean(histories, "branched_episodes")
+    return {
+        "samples_per_group": samples,
+        "branches": train.get("tree", {}).get("branches", 0),
+        "sampled_episodes_per_step": round(cfg.groups_per_step * samples + branched, 1),
+        "branched_episodes_per_step": branched,
+        "sampled_tokens_per_step": _mean(histories, "sampled_tokens"),
+        "replayed_tokens_per_step": _mean(histories, "branch_replayed_tokens"),
+    }
+
+
 def _worker_init(threads: int, bench: int) -> None:
     """A pool worker's torch threads, and its end once the bench process is gone: a killed
     bench's workers would otherwise play their arms out as orphans, holding the cores."""
@@ -188,11 +266,19 @@ class ArmRun(NamedTuple):
     wall_s: float
 
 
-def _run_arm(prefix: Experiment, rl: RLStage, arm: str, seed: int, model: str, out: Path) -> ArmRun:
-    """RL from ``model`` with ``arm``'s estimator and ``seed``, then the held-out eval (in a
-    worker process of its own when ``--jobs`` > 1)."""
+def _run_arm(
+    prefix: Experiment,
+    rl: RLStage,
+    train: dict[str, Any],
+    arm: str,
+    seed: int,
+    model: str,
+    out: Path,
+) -> ArmRun:
+    """RL from ``model`` with ``arm``'s ``train`` overrides and ``seed``, then the held-out
+    eval (in a worker process of its own when ``--jobs`` > 1)."""
     started = time.perf_counter()
-    run = _arm(prefix, rl, arm, seed, model)
+    run = _arm(prefix, rl, train, arm, seed, model)
     results = ExperimentRunner(run, run_dir=out / run.name).run()
     won, n = _eval_counts(_record(results, HELD_OUT))
     return ArmRun(won, n, _record(results, rl.name), time.perf_counter() - started)
@@ -223,6 +309,8 @@ def main() -> None:
     prefix, rl = plan.prefix, plan.rl
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
+        cfg = rl_config(exp, exp.stages.index(rl), model=exp.model, run_dir=out)
+        trains = {arm: arm_train(rl.train, arm, cfg.samples_per_group) for arm in args.arms}
         started = time.perf_counter()
         base_results = ExperimentRunner(prefix, run_dir=out / prefix.name).run()
         sft_wall = time.perf_counter() - started
@@ -234,7 +322,12 @@ def main() -> None:
         with ProcessPoolExecutor(
             args.jobs, get_context("spawn"), _worker_init, (threads, os.getpid())
         ) as pool:
-            futures = {r: pool.submit(_run_arm, prefix, rl, *r, sft_model, out) for r in runs}
+            futures = {
+                (arm, seed): pool.submit(
+                    _run_arm, prefix, rl, trains[arm], arm, seed, sft_model, out
+                )
+                for arm, seed in runs
+            }
             finished = {r: f.result() for r, f in futures.items()}
         arms: dict[str, dict[str, Any]] = {}
         for arm in args.arms:
@@ -257,14 +350,15 @@ def main() -> None:
                 # and, for GiGPO, the share of steps in an anchor-state group of two or more.
                 "trained_curve": step_curve(histories, "trained_trajectories"),
                 "anchor_step_frac_curve": step_curve(histories, "anchor_step_frac"),
+                **_sampled(histories, trains[arm], cfg),
                 "wall_s": round(sum(r.wall_s for r in per_arm), 1),
             }
         total_wall = time.perf_counter() - started
 
-    cfg = rl_config(exp, exp.stages.index(rl), model=exp.model, run_dir=out)
     budget = cfg.steps * cfg.groups_per_step * cfg.samples_per_group
     print(
         f"{exp.env}, model {exp.model}, seeds {args.seeds}, {budget} RL episodes per arm and seed"
+        " (gigpo_tree: as many sampled tokens, see the sampled figures)"
     )
     print(f"  base   held-out success {base['success']:.3f}  95% CI {base['ci95']}")
     print(
@@ -281,7 +375,13 @@ def main() -> None:
         print(f"  {'':<12} train reward per step {row['reward_curve']}")
         print(f"  {'':<12} train success per step {row['success_curve']}")
         print(f"  {'':<12} trained episodes per step {row['trained_curve']}")
-        if arm == "gigpo":
+        print(
+            f"  {'':<12} per step: {row['samples_per_group']} samples + {row['branches']} "
+            f"branches a group, sampled episodes {row['sampled_episodes_per_step']}, sampled "
+            f"tokens {row['sampled_tokens_per_step']}, replayed tokens "
+            f"{row['replayed_tokens_per_step']}"
+        )
+        if ARMS[arm].estimator == "gigpo":
             print(f"  {'':<12} anchor step share per step {row['anchor_step_frac_curve']}")
     grpo_gain, gigpo_gain = arms["grpo"]["gain"], arms["gigpo"]["gain"]
     ratio = round(gigpo_gain / grpo_gain, 3) if grpo_gain > 0 else None

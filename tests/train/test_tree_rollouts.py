@@ -25,6 +25,7 @@ from trajforge.rollout.tree import (
 from trajforge.schema import Role, Trajectory
 from trajforge.train.batch import TokenBatch, encode_trajectory
 from trajforge.train.rl import RLTrainer, advantage_input
+from trajforge.train.rl.selection import assistant_tokens
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -76,6 +77,12 @@ def test_a_branch_replays_its_parents_prefix_token_for_token(parents: list[Traje
         # The replayed turns are context: only the turns sampled in the branch train.
         seq = encode_trajectory(branch)
         assert not any(seq.loss_mask[: len(prefix)]) and any(seq.loss_mask[len(prefix) :])
+        # What the metrics count: the replayed assistant tokens apart from the sampled ones.
+        replayed = [m for m in branch.messages[:start] if m.role is Role.ASSISTANT]
+        assert assistant_tokens(branch) == (
+            sum(len(m.token_ids or ()) for m in replayed),
+            seq.num_loss_tokens,
+        )
 
 
 def test_branches_meet_their_parent_at_the_branch_state(parents: list[Trajectory]) -> None:
@@ -116,3 +123,7 @@ def test_an_rl_step_grows_its_groups_by_branches_and_trains_them(tmp_path: Path)
     assert metrics["branch_points"] == 2 and metrics["branched_episodes"] == 4
     assert metrics["branch_diverged"] == 0
     assert metrics["trained_trajectories"] == len(played) + 4
+    # The step's sampling budget: the played episodes' tokens and the branches' sampled ones;
+    # the replayed turns (at least one per branch) apart.
+    played_tokens = sum(assistant_tokens(t)[1] for t in played)
+    assert metrics["sampled_tokens"] > played_tokens and metrics["branch_replayed_tokens"] >= 4

@@ -58,6 +58,18 @@ class TokenSequence:
         return sum(self.loss_mask)
 
 
+def first_loss_message(traj: Trajectory, *, mask_rendered: bool = False) -> int:
+    """The index of ``traj``'s first message whose assistant tokens train; those before it are
+    context only (``mask_rendered`` as in ``encode_trajectory``)."""
+    rendered = 0
+    # A segment's rendered prefix was sampled, and is trained, in the segments before it.
+    if (mask_rendered or traj.segment is not None) and not traj.exactness.is_exact:
+        prefix = traj.exactness.rendered_prefix
+        rendered = len(traj.messages) if prefix is None else prefix
+    # Context-only assistant turns: a repair's failed prefix, a tree branch's replayed turns.
+    return max(rendered, traj.metadata.get(LOSS_FROM_MESSAGE, 0))
+
+
 def encode_trajectory(
     traj: Trajectory, *, max_length: int | None = None, mask_rendered: bool = False
 ) -> TokenSequence:
@@ -83,18 +95,12 @@ def encode_trajectory(
     old: list[float] = []
     has_old = True
     turn = 0
-    rendered = 0
-    # A segment's rendered prefix was sampled, and is trained, in the segments before it.
-    if (mask_rendered or traj.segment is not None) and not traj.exactness.is_exact:
-        prefix = traj.exactness.rendered_prefix
-        rendered = len(traj.messages) if prefix is None else prefix
-    # Curated data may hold assistant turns that are context only (a repair's failed prefix).
-    loss_from = traj.metadata.get(LOSS_FROM_MESSAGE, 0)
+    loss_from = first_loss_message(traj, mask_rendered=mask_rendered)
     for index, msg in enumerate(traj.messages):
         toks = msg.token_ids or []
         ids.extend(toks)
         if msg.role is Role.ASSISTANT:
-            mask.extend([index >= max(rendered, loss_from)] * len(toks))
+            mask.extend([index >= loss_from] * len(toks))
             turns.extend([turn] * len(toks))
             if msg.logprobs is None:
                 has_old = False

@@ -12,7 +12,8 @@ from trajforge.algos import drop_from_groups
 from trajforge.curate import group_key
 from trajforge.errors import EpisodeError
 from trajforge.judge import Rubric
-from trajforge.schema import OutcomeStatus, Trajectory, is_infra_failure, is_success
+from trajforge.schema import OutcomeStatus, Role, Trajectory, is_infra_failure, is_success
+from trajforge.train.batch import first_loss_message
 from trajforge.train.rl.advantages import reward_score
 
 
@@ -57,7 +58,19 @@ def episode_metrics(trajs: Sequence[Trajectory], rewards: Sequence[float]) -> di
         / n,
         "error_rate": sum(t.outcome.status is OutcomeStatus.ERROR for t in trajs) / n,
         "turns_mean": sum(t.num_turns for t in trajs) / n,
+        "sampled_tokens": float(sum(assistant_tokens(t)[1] for t in trajs)),
     }
+
+
+def assistant_tokens(traj: Trajectory) -> tuple[int, int]:
+    """``traj``'s assistant tokens that are context only (a tree branch's replayed turns: the
+    policy did not sample them here) and those it sampled, as ``first_loss_message`` splits."""
+    start = first_loss_message(traj)
+    counts = [0, 0]
+    for index, m in enumerate(traj.messages):
+        if m.role is Role.ASSISTANT:
+            counts[index >= start] += len(m.token_ids or ())
+    return counts[0], counts[1]
 
 
 def refuse_all_failed(step: int, trajs: Sequence[Trajectory]) -> None:

@@ -13,6 +13,7 @@ from trajforge.policy import TokenPolicy
 from trajforge.rollout import RolloutSpec, branch_points, branch_rollout
 from trajforge.schema import Trajectory
 from trajforge.train.rl.config import RLConfig
+from trajforge.train.rl.selection import assistant_tokens
 from trajforge.train.rl.settings import TreeSettings
 
 
@@ -39,12 +40,14 @@ class TreeRollouts:
         self, trajs: list[Trajectory], spec: RolloutSpec, policy: TokenPolicy, step: int
     ) -> tuple[list[Trajectory], dict[str, float]]:
         """The branches of ``trajs`` rolled out as ``spec`` says, and the step's tree
-        metrics: ``branch_points``, ``branched_episodes``, ``branch_diverged``."""
+        metrics: ``branch_points``, ``branched_episodes``, ``branch_diverged``,
+        ``branch_replayed_tokens``."""
         points = branch_points(trajs, seed=self.seed * 1_000_003 + step)
         tree = branch_rollout(spec, policy, points, self.settings.branches)
         metrics = {
             "branch_points": float(len(points)),
             "branched_episodes": float(len(tree.trajectories)),
             "branch_diverged": float(tree.diverged),
+            "branch_replayed_tokens": float(sum(assistant_tokens(t)[0] for t in tree.trajectories)),
         }
         return tree.trajectories, metrics
