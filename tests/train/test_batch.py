@@ -18,16 +18,18 @@ from trajforge.train.batch import (
 )
 
 
+def _two_turns_raw() -> list[tuple[str, list[int]]]:
+    return [
+        ("system", [1, 2]),
+        ("user", [3, 4, 5]),
+        ("assistant", [6, 7]),
+        ("user", [8]),
+        ("assistant", [9, 10, 11]),
+    ]
+
+
 def _two_turns() -> Trajectory:
-    return raw_trajectory(
-        [
-            ("system", [1, 2]),
-            ("user", [3, 4, 5]),
-            ("assistant", [6, 7]),
-            ("user", [8]),
-            ("assistant", [9, 10, 11]),
-        ]
-    )
+    return raw_trajectory(_two_turns_raw())
 
 
 def test_layout_masks_turns_and_old_logprobs() -> None:
@@ -77,6 +79,20 @@ def test_too_long_is_refused_not_cut() -> None:
     ):
         encode_trajectory(t, max_length=10)
     assert len(encode_trajectory(t, max_length=11)) == 11
+
+
+def test_what_follows_the_last_turn_can_be_left_out() -> None:
+    """An RL episode's last observation (the env's answer to its last turn) conditions no
+    trained token: the rollout bounds the sampled turns, not it, so RL encodes up to the last
+    turn and the limit applies to that."""
+    t = raw_trajectory([*_two_turns_raw(), ("user", [12, 13, 14])])
+    with pytest.raises(SequenceTooLongError, match="14 tokens"):
+        encode_trajectory(t, max_length=11)
+    seq = encode_trajectory(t, max_length=11, through_last_turn=True)
+    assert seq.input_ids == list(range(1, 12))
+    assert seq.loss_mask == encode_trajectory(_two_turns()).loss_mask
+    with pytest.raises(SequenceTooLongError, match="11 tokens"):
+        encode_trajectory(t, max_length=10, through_last_turn=True)
 
 
 def test_missing_logprobs_are_flagged() -> None:

@@ -71,12 +71,18 @@ def first_loss_message(traj: Trajectory, *, mask_rendered: bool = False) -> int:
 
 
 def encode_trajectory(
-    traj: Trajectory, *, max_length: int | None = None, mask_rendered: bool = False
+    traj: Trajectory,
+    *,
+    max_length: int | None = None,
+    mask_rendered: bool = False,
+    through_last_turn: bool = False,
 ) -> TokenSequence:
     """Flatten a trajectory's stored token ids into a ``TokenSequence``. With
     ``mask_rendered``, the assistant turns of a trajectory that is not exact are left out of
     the loss up to its rendered prefix (all of them where the prefix is not known); a segment's
-    always are.
+    always are. With ``through_last_turn``, the sequence ends with the last assistant message:
+    what the env said after it conditions no trained token (an RL rollout bounds the sampled
+    turns by the context limit, not the observation that ends the episode).
 
     Raises:
         TextOnlyTrajectoryError: a message has no token ids.
@@ -96,7 +102,11 @@ def encode_trajectory(
     has_old = True
     turn = 0
     loss_from = first_loss_message(traj, mask_rendered=mask_rendered)
-    for index, msg in enumerate(traj.messages):
+    messages = traj.messages
+    if through_last_turn:
+        turns_at = [i for i, m in enumerate(messages) if m.role is Role.ASSISTANT]
+        messages = messages[: turns_at[-1] + 1] if turns_at else messages
+    for index, msg in enumerate(messages):
         toks = msg.token_ids or []
         ids.extend(toks)
         if msg.role is Role.ASSISTANT:
@@ -122,7 +132,7 @@ def encode_trajectory(
             f"trajectory {traj.id}: the context starts with an assistant token; "
             "there is nothing to predict it from"
         )
-    images = [image for msg in traj.messages for image in msg.images]
+    images = [image for msg in messages for image in msg.images]
     return TokenSequence(traj.id, ids, mask, turns, old, has_old, images=images)
 
 

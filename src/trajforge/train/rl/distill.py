@@ -86,7 +86,12 @@ class Distiller:
         collates it)."""
         cfg, settings = self.cfg, self.settings
         outcome = compute_advantages(cfg.estimator, inp, **cfg.estimator_kwargs)
-        seqs = [encode_trajectory(t, max_length=cfg.max_seq_len, mask_rendered=True) for t in trajs]
+        seqs = [
+            encode_trajectory(
+                t, max_length=cfg.max_seq_len, mask_rendered=True, through_last_turn=True
+            )
+            for t in trajs
+        ]
         width = inp.token_turn_index.shape[1]
         mask = _padded([s.loss_mask for s in seqs], width, False).bool()
         mask &= inp.token_turn_index >= 0

@@ -73,7 +73,10 @@ def update(
     """
     # A split or re-rendered episode's rendered prefix is context: its turns were not
     # sampled in it, so only the turns after it take the episode's advantage.
-    seqs = [encode_trajectory(t, max_length=cfg.max_seq_len, mask_rendered=True) for t in trajs]
+    seqs = [
+        encode_trajectory(t, max_length=cfg.max_seq_len, mask_rendered=True, through_last_turn=True)
+        for t in trajs
+    ]
     full = TokenBatch.collate(seqs, pad_token_id=ops.parts.pad_token_id)
     # Advantages per episode, each segment's row taking its episode's (``segments``).
     chains = episode_chains(trajs)
