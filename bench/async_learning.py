@@ -60,6 +60,7 @@ QUICK_STEPS = ["stages.rl.train.steps=3"]
 # run's steps, except the largest of those named in PEAKS.
 MISMATCH = (
     "rollout_kl",
+    "rollout_kl_turn_start",
     "rollout_logprob_gap",
     "rollout_log_ratio_max",
     "rollout_is_weight_mean",

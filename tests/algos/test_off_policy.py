@@ -64,8 +64,18 @@ def test_mismatch_metrics_over_the_mask() -> None:
     assert got["abs_log_ratio"] == pytest.approx(sum(abs(x) for x in logs) / 5)
     assert got["kl"] == pytest.approx(sum(math.exp(x) - 1 - x for x in logs) / 5)
     assert got["log_ratio_max"] == pytest.approx(3 * LOG2)
+    # Each row's first masked token begins its turn: ratios 1 and 8.
+    assert got["kl_turn_start"] == pytest.approx((0.0 + 8 - 1 - 3 * LOG2) / 2)
     same = mismatch_metrics(ROLLOUT, ROLLOUT, MASK)
-    assert same == {"abs_log_ratio": 0.0, "kl": 0.0, "log_ratio_max": 0.0}
+    assert same == {"abs_log_ratio": 0.0, "kl": 0.0, "log_ratio_max": 0.0, "kl_turn_start": 0.0}
+
+
+def test_each_turn_of_a_row_has_its_first_token_counted() -> None:
+    # Two turns in one row (an observation between): the first tokens have ratios 2 and 4.
+    train = torch.tensor([[0.0, LOG2, 0.0, 0.0, 2 * LOG2, 0.0]])
+    mask = torch.tensor([[False, True, True, False, True, True]])
+    got = mismatch_metrics(train, torch.zeros(1, 6), mask)
+    assert got["kl_turn_start"] == pytest.approx((1 - LOG2 + 3 - 2 * LOG2) / 2)
 
 
 def test_within_staleness_keeps_tokens_up_to_the_bound() -> None:

@@ -114,17 +114,23 @@ def mismatch_metrics(logprobs: Tensor, rollout_logprobs: Tensor, mask: Tensor) -
     the mask: ``abs_log_ratio`` the mean ``|log pi - log pi_rollout|``, ``kl`` Schulman's k3
     estimate of ``KL(pi_rollout || pi)`` from the sampler's own tokens (``r - 1 - log r``,
     never negative, 0 only where the two agree), ``log_ratio_max`` the largest
-    ``|log pi - log pi_rollout|``."""
+    ``|log pi - log pi_rollout|``, ``kl_turn_start`` the k3 estimate over each turn's first
+    token alone (the first of a run of masked tokens): there an agent decides what to do (call
+    a tool, answer), and a policy that moved on that decision shows it, where the mean over
+    every token, most of them near-deterministic, does not."""
     m = mask.bool()
     n = int(m.sum())
     if n == 0:
-        return {"abs_log_ratio": 0.0, "kl": 0.0, "log_ratio_max": 0.0}
-    log_ratio = _log_ratio(logprobs, rollout_logprobs, mask)[m]
+        return {"abs_log_ratio": 0.0, "kl": 0.0, "log_ratio_max": 0.0, "kl_turn_start": 0.0}
+    log_ratio = _log_ratio(logprobs, rollout_logprobs, mask)
     k3 = torch.expm1(log_ratio) - log_ratio
+    before = torch.nn.functional.pad(m[..., :-1], (1, 0), value=False)
+    starts = m & ~before
     return {
-        "abs_log_ratio": float(log_ratio.abs().sum()) / n,
-        "kl": float(k3.sum()) / n,
-        "log_ratio_max": float(log_ratio.abs().max()),
+        "abs_log_ratio": float(log_ratio[m].abs().sum()) / n,
+        "kl": float(k3[m].sum()) / n,
+        "log_ratio_max": float(log_ratio[m].abs().max()),
+        "kl_turn_start": float(k3[starts].mean()),
     }
 
 

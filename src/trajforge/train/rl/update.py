@@ -270,6 +270,7 @@ _MISMATCH_NAMES = {
     "abs_log_ratio": "rollout_logprob_gap",
     "kl": "rollout_kl",
     "log_ratio_max": "rollout_log_ratio_max",
+    "kl_turn_start": "rollout_kl_turn_start",
 }
 """The step's names of ``mismatch_metrics``'s figures."""
 
