@@ -10,12 +10,21 @@ seed, each from the same untrained weights:
   it reaches becomes the goal, each task checked by executing its solution and a wrong
   answer), expert demonstrations on ``--tasks`` of the synthesized boards, then the same SFT.
 
+With ``--match-difficulty`` the ``synth`` arm explores ten times as many training boards and
+keeps the boards whose expert solution lengths mix as the training split's do
+(``match_difficulty: train``, docs/synthesis.md), so its demonstrations are as long as the
+hand-written arm's; without it (the default) the arm is the issue's setting, synthesis as a user
+runs it bare, whose boards are easier than the env's own (the measured shortfall this option
+addresses). The JSON line gives the mean shortest solution of the synthesized boards and of the
+training boards exploration started from.
+
 Both SFT stages stop after the same ``--steps`` optimizer steps; both arms are evaluated
 greedily on the same held-out boards (the env's test split, which synthesis never starts from).
 The base (untrained) weights are evaluated on them once per seed.
 
     .venv/bin/python bench/synthesis.py --quick        # 1 seed, 40 boards, 60 steps: minutes
     .venv/bin/python bench/synthesis.py --seeds 0 1 2  # 120 boards, 200 steps, 100 held out
+    .venv/bin/python bench/synthesis.py --quick --match-difficulty
 
 Prints each arm's held-out success per seed, then ONE JSON line; ``ratio`` is the synthesized
 arm's mean gain over the base weights divided by the hand-written arm's (null when the
@@ -34,6 +43,9 @@ from typing import Any
 
 from rich.console import Console
 
+from trajforge.envs import TaskSet
+from trajforge.envs.builtin.keydoor import KeyBoard
+from trajforge.envs.registry import get_env
 from trajforge.pipeline.config import Experiment
 from trajforge.pipeline.runner import ExperimentRunner
 
@@ -49,13 +61,25 @@ PRESETS: dict[str, dict[str, int]] = {
     "quick": {"tasks": 40, "steps": 60, "held_out": 50, "explore": 80},
     "full": {"tasks": 120, "steps": 200, "held_out": 100, "explore": 240},
 }
+MATCHED_EXPLORE = 10
+"""Matching keeps about one board in ten of a bare exploration (the hardest share of the
+training boards is what walks reach least), so a matched arm explores this many times more."""
 
 
-def _experiment(arm: str, seed: int, sizes: dict[str, int], out: Path) -> Experiment:
+def _synthesize(sizes: dict[str, int], seed: int, matched: bool) -> dict[str, Any]:
+    if not matched:
+        return {"kind": "synthesize", "episodes": sizes["explore"], "seed": seed}
+    episodes = sizes["explore"] * MATCHED_EXPLORE
+    return {"kind": "synthesize", "episodes": episodes, "seed": seed, "match_difficulty": "train"}
+
+
+def _experiment(
+    arm: str, seed: int, sizes: dict[str, int], out: Path, matched: bool = False
+) -> Experiment:
     demos: dict[str, Any] = {"kind": "demonstrations", "tasks": sizes["tasks"], "seed": seed}
     stages: list[dict[str, Any]] = [{"kind": "eval", "name": "base"}] if arm == "hand" else []
     if arm == "synth":
-        stages.append({"kind": "synthesize", "episodes": sizes["explore"], "seed": seed})
+        stages.append(_synthesize(sizes, seed, matched))
         demos["tasks_from"] = "synthesize"
     sft = {"kind": "sft", "train": {**SFT_TRAIN, "max_steps": sizes["steps"]}}
     stages += [demos, sft, {"kind": "eval", "name": "after_sft"}]
@@ -78,10 +102,20 @@ def _success(results: dict[str, Any], stage: str) -> float:
     return float(record["summary"]["success"])
 
 
+def _mean_shortest(tasks: list[Any]) -> float:
+    lengths = [len(KeyBoard.from_task(t).shortest_path() or []) for t in tasks]
+    return round(sum(lengths) / len(lengths), 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1 seed at small sizes: minutes")
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
+    parser.add_argument(
+        "--match-difficulty",
+        action="store_true",
+        help="synth arm: explore 10x and match the training split's solution lengths",
+    )
     parser.add_argument("--out", type=Path, default=None, help="run folders (default: temp)")
     args = parser.parse_args()
     sizes = PRESETS["quick" if args.quick else "full"]
@@ -94,13 +128,18 @@ def main() -> None:
         for seed in seeds:
             row: dict[str, Any] = {"seed": seed}
             for arm in ("hand", "synth"):
-                exp = _experiment(arm, seed, sizes, out)
+                exp = _experiment(arm, seed, sizes, out, args.match_difficulty)
                 results = ExperimentRunner(exp, console=Console(stderr=True, quiet=True)).run()
                 if arm == "hand":
                     row["base"] = _success(results, "base")
                 else:
                     synth = next(s for s in results["stages"] if s["name"] == "synthesize")
-                    synthesized.append({k: synth[k] for k in ("explored", "kept", "dropped")})
+                    made = TaskSet.from_jsonl(out / exp.name / synth["path"])
+                    explored = get_env(ENV).tasks(synth["explored"], seed=seed, split="train")
+                    shortest = {"synth": _mean_shortest(list(made)),
+                                "train": _mean_shortest(explored)}  # fmt: skip
+                    kept = {k: synth[k] for k in ("explored", "kept", "dropped")}
+                    synthesized.append({**kept, "mean_shortest": shortest})
                 row[arm] = _success(results, "after_sft")
             rows.append(row)
             print(f"  seed {seed}: base {row['base']:.3f}, hand-written {row['hand']:.3f}, "
@@ -115,6 +154,7 @@ def main() -> None:
                 "env": ENV,
                 "model": "pocket",
                 "quick": args.quick,
+                "match_difficulty": args.match_difficulty,
                 "sizes": sizes,
                 "seeds": seeds,
                 "per_seed": rows,

@@ -107,6 +107,15 @@ def synthesize_command(
         tuple[float, float],
         typer.Option("--band", metavar="LOW HIGH", help="Pass rates a kept task may have."),
     ] = (0.0, 1.0),
+    match_difficulty: Annotated[
+        str | None,
+        typer.Option(
+            "--match-difficulty",
+            metavar="train|FILE.jsonl",
+            help="Keep tasks so the expert's solution lengths mix as the env's training split's "
+            "(train) or a task file's do.",
+        ),
+    ] = None,
     user: Annotated[
         str | None,
         typer.Option(
@@ -122,7 +131,8 @@ def synthesize_command(
 ) -> None:
     """Explore ENV, turn each reached state into a task its verifier checks, keep those whose
     checker accepts the exploration's own solution and rejects a wrong answer (and, with
-    --difficulty-policy, whose pass rate is in --band), and write them to --out. The
+    --difficulty-policy, whose pass rate is in --band; with --match-difficulty, as many as
+    mix by the expert's solution length as the reference does), and write them to --out. The
     exploration episodes are stored (each task names its source trajectory).
 
     For retail and sql: propose --episodes blueprints (a task and its ground-truth actions),
@@ -136,6 +146,7 @@ def synthesize_command(
     settings = settings_from(
         {"episodes": episodes, "seed": seed, "explorer": explorer, "min_steps": min_steps,
          "difficulty_policy": difficulty_policy, "samples": samples, "band": band, "user": user,
+         "match_difficulty": match_difficulty,
          "bugs": None if bugs is None else str(bugs), "bug_policy": bug_policy}
     )  # fmt: skip
     settings.check_names(env, option_name)

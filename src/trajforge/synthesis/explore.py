@@ -9,7 +9,8 @@ filter by difficulty, write the task set.
 4. Execution check: the task's solution (the exploration's own actions) is played again in a
    fresh env and must succeed by the env's verifier; a wrong answer must fail.
 5. Difficulty (optional): a policy's pass rate over ``samples`` episodes per task must lie in
-   ``band``; each kept task records it.
+   ``band``; each kept task records it. Matching (optional): the tasks kept so that the
+   expert's solution lengths mix as a reference's do (``synthesis.difficulty``).
 6. The tasks are written as one JSONL file (``Task`` per line, what ``--tasks-file`` and a
    ``tasks.jsonl`` env read), atomically: a run that fails leaves no file.
 """
@@ -31,6 +32,7 @@ from trajforge.rollout import PolicyRef, RolloutHook, RolloutSpec, Sampling, run
 from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory, is_success
 from trajforge.synthesis.blueprints import synthesize_blueprints
 from trajforge.synthesis.bugs import check_package, synthesize_bugs
+from trajforge.synthesis.difficulty import match_reference, reference_tasks
 from trajforge.synthesis.report import SynthesisReport, write_tasks
 
 RANDOM_EXPLORER = "random"
@@ -58,6 +60,10 @@ class SynthesisSettings(BaseModel):
     """Episodes per task of ``difficulty_policy``."""
     band: tuple[float, float] = (0.0, 1.0)
     """``[low, high]``: the pass rates a kept task may have (both ends included)."""
+    match_difficulty: str | None = None
+    """Keep the tasks so that the mix of the turns the env's expert needs to solve them is a
+    reference's: ``train`` (``episodes`` tasks of the env's training split) or a task file of
+    the env's training tasks (null: keep all; ``synthesis.difficulty``)."""
 
     @field_validator("band")
     @classmethod
@@ -94,6 +100,12 @@ class SynthesisSettings(BaseModel):
                               f"package: give {key('bugs')} PACKAGE_DIR")  # fmt: skip
         elif env not in PROPOSERS:
             synthesizer_for(env)
+        if self.match_difficulty is not None:
+            if self.bugs is not None:
+                raise ConfigError(f"{key('match_difficulty')}: bug-injection tasks have no "
+                                  "reference of their own to match")  # fmt: skip
+            reference_tasks(env, self.match_difficulty, self.episodes, self.seed,
+                            key("match_difficulty"))  # fmt: skip
         named = {"explorer": self.explorer, "difficulty_policy": self.difficulty_policy,
                  "user": self.user, "bug_policy": self.bug_policy}  # fmt: skip
         for name, policy in named.items():
@@ -218,6 +230,12 @@ def synthesize(
         report.tasks = [t for t in rated if low <= t.data["synthesis"]["pass_rate"] <= high]
         if len(report.tasks) < len(rated):
             report.dropped["outside the difficulty band"] += len(rated) - len(report.tasks)
+    if settings.match_difficulty is not None and report.tasks:
+        report.tasks, unmatched = match_reference(
+            env, report.tasks, settings.match_difficulty, settings.episodes, settings.seed,
+            "match_difficulty",
+        )  # fmt: skip
+        report.dropped.update(unmatched)
     if not report.tasks:
         raise ConfigError(f"synthesize: no task of {env} survived ({report.text}); nothing written")
     write_tasks(out, report.tasks)
