@@ -50,6 +50,11 @@ def test_synthesize_writes_a_task_file_other_commands_play(run_cli: RunCli, tmp_
         (["--env", "miniwob:click-shape"], "synthesized from the MiniWoB++ form pages"),
         (["--env", "miniwob:entr-text"], "miniwob: no task 'entr-text' in the miniwob package"),
         (["--env", "browsergym:miniwob.click-test"], "no task synthesizer for this env"),
+        (
+            ["--env", "keydoor-compact", "--match-difficulty", "test"],
+            "--match-difficulty 'test': neither 'train' (the env's training split) nor an "
+            "existing task file",
+        ),
     ],
 )
 def test_bad_input_fails_in_one_line_and_writes_nothing(
@@ -80,3 +85,33 @@ def test_an_existing_or_misnamed_out_is_refused(run_cli: RunCli, tmp_path: Path)
     )
     assert code == 1 and "a task file ends in .jsonl" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"),
+    [
+        ([], "the task file holds no task"),
+        (
+            ['{"id": "t1", "prompt": "p", "env": "keydoor-compact", "split": "test"}'],
+            "task 't1' is a test task; held-out tasks never tune synthesis",
+        ),
+        (
+            ['{"id": "t1", "prompt": "p", "env": "calculator"}'],
+            "task 't1' is of env 'calculator', not 'keydoor-compact'",
+        ),
+    ],
+)
+def test_a_bad_difficulty_reference_fails_in_one_line_and_writes_nothing(
+    run_cli: RunCli, tmp_path: Path, lines: list[str], says: str
+) -> None:
+    reference = tmp_path / "reference" / "tasks.jsonl"
+    reference.parent.mkdir()
+    reference.write_text("".join(f"{line}\n" for line in lines))
+    out, store = tmp_path / "tasks.jsonl", tmp_path / "s.db"
+    code, _, err = run_cli(
+        "synthesize", "--env", "keydoor-compact", "--match-difficulty", reference,
+        "--out", out, "--store", store,
+    )  # fmt: skip
+    assert code == 1
+    assert err.strip().count("\n") == 0 and f"--match-difficulty {reference}: {says}" in err, err
+    assert sorted(tmp_path.iterdir()) == [reference.parent]

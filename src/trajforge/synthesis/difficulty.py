@@ -103,10 +103,11 @@ def match_difficulty(
     for task in tasks:
         if groups[0][0] <= lengths[task.id] <= highs[-1]:
             members[bisect_left(highs, lengths[task.id])].append(task)
-    for (low, high, _), inside in zip(groups, members, strict=True):
+    for (low, high, share), inside in zip(groups, members, strict=True):
         if not inside:
-            raise ConfigError(f"{key}: no synthesized task takes the expert {low}-{high} turns "
-                              "as part of the reference does; explore more")  # fmt: skip
+            span = f"{low}" if low == high else f"{low}-{high}"
+            raise ConfigError(f"{key}: no synthesized task takes the expert {span} turns, as "
+                              f"{share:.0%} of the reference does; explore more")  # fmt: skip
     size = min(len(inside) / share for (_, _, share), inside in zip(groups, members, strict=True))
     rng = random.Random(f"match:{seed}")
     kept: list[Task] = []
