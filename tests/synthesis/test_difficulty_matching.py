@@ -16,13 +16,14 @@ from trajforge.synthesis import SynthesisSettings, synthesize
 from trajforge.synthesis.difficulty import length_groups, match_difficulty, match_reference
 
 
+def _share_up_to(lengths: list[int], most: int) -> float:
+    return sum(n <= most for n in lengths) / len(lengths)
+
+
 def _distance(lengths: list[int], reference: list[int]) -> float:
     """Wasserstein-1 distance between two empirical distributions of lengths."""
     top = max(*lengths, *reference)
-    return sum(
-        abs(sum(x <= v for x in lengths) / len(lengths) - sum(x <= v for x in reference) / len(reference))
-        for v in range(top + 1)
-    )  # fmt: skip
+    return sum(abs(_share_up_to(lengths, v) - _share_up_to(reference, v)) for v in range(top + 1))
 
 
 def _tasks(lengths: list[int]) -> tuple[list[Task], dict[str, int]]:
