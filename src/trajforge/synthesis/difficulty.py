@@ -22,8 +22,7 @@ from bisect import bisect_left
 from collections import Counter
 from pathlib import Path
 
-from trajforge.envs import TaskSet
-from trajforge.envs.registry import get_env
+from trajforge.envs import TaskSet, get_env
 from trajforge.errors import ConfigError, DataError
 from trajforge.rollout import PolicyRef, RolloutSpec, run_rollout
 from trajforge.schema import Role, Task, is_success
