@@ -12,6 +12,7 @@ import torch
 from trajforge.policy.base import SamplingParams
 from trajforge.policy.engine.generation_request import GenerationRequest
 from trajforge.policy.engine.hf_engine import DecodeEngine
+from trajforge.policy.engine.prefix_cache import MAX_SHARED, PrefixCache, PrefixEntry
 from trajforge.policy.engine.sampling import UniformStream
 from trajforge.policy.engine.shared_prefix import MIN_SHARED, shared_parts
 from trajforge.policy.hf import HFPolicy
@@ -114,3 +115,47 @@ def test_a_policy_can_prefill_every_prompt_whole(tiny: tuple[Any, Any]) -> None:
     model, tok = tiny
     assert HFPolicy(model, tok)._engine.share_prefixes
     assert not HFPolicy(model, tok, share_prefixes=False)._engine.share_prefixes
+
+
+def test_a_prompt_admitted_later_starts_from_what_an_earlier_batch_shared(
+    tiny: tuple[Any, Any],
+) -> None:
+    model, tok = tiny
+    cache = PrefixCache(2**30)
+    kept = DecodeEngine(model, tok, [], prefix_cache=cache)
+    whole = DecodeEngine(model, tok, [], share_prefixes=False)
+    first = [SYSTEM + TASK_A + [5], SYSTEM + TASK_A + [6, 7]]
+    _generate(kept, first)
+    assert kept.stats.shared_prefill_tokens == len(SYSTEM) + len(TASK_A)
+    prefilled = kept.stats.prefill_tokens
+    # Alone, a prompt of another task reuses the system prompt (a beginning of the kept part);
+    # two of a third task share their task over it.
+    later = [SYSTEM + TASK_B + [8]]
+    together = [SYSTEM + TASK_B + [1, 2, 3], SYSTEM + TASK_B + [4]]
+    for prompts in (later, together):
+        with_kept = _generate(kept, prompts)
+        without = _generate(whole, prompts)
+        assert [r.token_ids for r in with_kept] == [r.token_ids for r in without]
+        for a, b in zip(with_kept, without, strict=True):
+            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+    assert kept.stats.prefill_tokens - prefilled == (len(TASK_B) + 1) + len(TASK_B) + 3 + 1
+    # New weights make every kept part stale.
+    cache.clear()
+    assert cache.shared_base(later[0], 0, MIN_SHARED) is None
+
+
+def test_a_kept_part_serves_only_its_adapter_and_a_long_enough_beginning() -> None:
+    cache = PrefixCache(2**30)
+    keys = [torch.arange(2 * 40 * 3, dtype=torch.float32).reshape(2, 40, 3)]
+    tokens = SYSTEM + TASK_A
+    cache.remember_shared(PrefixEntry(tokens, keys, [k + 1 for k in keys], adapter_key=7))
+    assert cache.shared_base(SYSTEM + TASK_B, 0, MIN_SHARED) is None
+    head = cache.shared_base(SYSTEM + TASK_B, 7, MIN_SHARED)
+    assert head is not None and head.tokens == SYSTEM
+    assert torch.equal(head.keys[0], keys[0][:, : len(SYSTEM)])
+    # A prompt keeps its last token to sample from, and too short a beginning is no use.
+    assert cache.shared_base(tokens, 7, MIN_SHARED).tokens == tokens[:-1]  # type: ignore[union-attr]
+    assert cache.shared_base([*SYSTEM[: MIN_SHARED - 1], 0, 0], 7, MIN_SHARED) is None
+    for i in range(MAX_SHARED):
+        cache.remember_shared(PrefixEntry([i] * 20, keys, keys))
+    assert cache.shared_base(SYSTEM + TASK_B, 7, MIN_SHARED) is None

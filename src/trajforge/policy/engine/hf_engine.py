@@ -171,9 +171,12 @@ class DecodeEngine:
         return [build_prefill(group, layers, self.device) for group in length_groups(requests)]
 
     def _share_prefixes(self, requests: list[GenerationRequest], layers: int) -> None:
-        """Prefill once what prompts admitted together begin with (``shared_prefix``); each
-        then prefills only the rest. Prompts that continue a cached sequence keep that."""
-        computed = share_prefixes(requests, layers, self.device, self._prefill_only)
+        """Prefill once what prompts admitted together begin with (``shared_prefix``), over
+        what earlier batches shared; each then prefills only the rest. Prompts that continue a
+        cached sequence keep that."""
+        computed = share_prefixes(
+            requests, layers, self.device, self._prefill_only, self.prefix_cache
+        )
         self.stats.prefill_tokens += computed
         self.stats.shared_prefill_tokens += computed
 

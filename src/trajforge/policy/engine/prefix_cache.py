@@ -7,8 +7,14 @@ finishes, the engine keeps its keys and values here, keyed by its tokens; a new 
 starts with those tokens prefills only the rest (the idea of vLLM's automatic prefix caching,
 per sequence instead of per block).
 
-Only whole-entry prefixes are reused. Partial overlaps (the shared prompt of a group's samples)
-would make what a sequence computes depend on which other sequence happened to finish first.
+Only whole-entry prefixes of finished sequences are reused. Partial overlaps (the shared prompt
+of a group's samples) would make what a sequence computes depend on which other sequence
+happened to finish first. The beginnings that prompts admitted together shared
+(``shared_prefix``) are kept apart, a few of them (``MAX_SHARED``), and a later prompt reuses as
+much of one as it begins with (``shared_base``): an eval admits most episodes' first prompts one
+at a time, after its first batch, and every one of them begins with the env's system prompt
+(716 of the web job's ~980 first-prompt tokens). What a shared beginning's keys hold is already
+a matter of what was admitted together, equal up to float rounding (``shared_prefix``).
 Entries are evicted least recently used first beyond ``capacity_bytes`` or beyond
 ``max_entries``, and the cache must be cleared whenever the weights change.
 
@@ -38,6 +44,8 @@ if TYPE_CHECKING:
     import torch
 
 MIN_ENTRIES = 256
+MAX_SHARED = 4
+"""Shared beginnings kept for later prompts: the deepest parts of the latest batches."""
 _HASH_MODULUS = (1 << 61) - 1
 _HASH_BASE = 1_000_003
 
@@ -67,6 +75,28 @@ class PrefixEntry:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
 
+    def head(self, length: int) -> PrefixEntry:
+        """The entry of the first ``length`` tokens: under a causal mask their keys and values
+        depend on nothing after them."""
+        if length == len(self.tokens):
+            return self
+        return PrefixEntry(
+            self.tokens[:length],
+            [k[:, :length] for k in self.keys],
+            [v[:, :length] for v in self.values],
+            self.adapter_key,
+        )
+
+
+def common_length(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+    """How many tokens ``a`` and ``b`` begin with alike, at most ``limit``."""
+    n = 0
+    for x, y in zip(a[:limit], b[:limit], strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
 
 class PrefixCache:
     """Finished sequences' states, looked up by the longest one that prefixes a prompt."""
@@ -79,6 +109,7 @@ class PrefixCache:
         self._hash_of: dict[tuple[int, ...], int] = {}
         self._lengths: Counter[int] = Counter()
         self._bytes = 0
+        self._shared: OrderedDict[tuple[int, tuple[int, ...]], PrefixEntry] = OrderedDict()
         self.hits = 0
         self.reused_tokens = 0
 
@@ -135,6 +166,32 @@ class PrefixCache:
         while self._bytes > self.capacity_bytes or len(self._entries) > self.max_entries:
             self._drop(next(iter(self._entries)))
 
+    def remember_shared(self, entry: PrefixEntry) -> None:
+        """Keep a beginning that prompts admitted together shared, for later prompts."""
+        key = (entry.adapter_key, tuple(entry.tokens))
+        self._shared[key] = entry
+        self._shared.move_to_end(key)
+        while len(self._shared) > MAX_SHARED:
+            self._shared.popitem(last=False)
+
+    def shared_base(
+        self, prompt: Sequence[int], adapter_key: int, min_tokens: int
+    ) -> PrefixEntry | None:
+        """The longest beginning of a kept shared part that ``prompt`` starts with (at least
+        ``min_tokens`` of it, and one prompt token left), computed under ``adapter_key``."""
+        best: tuple[int, tuple[int, tuple[int, ...]]] | None = None
+        for key, entry in self._shared.items():
+            if entry.adapter_key != adapter_key:
+                continue
+            length = common_length(entry.tokens, prompt, len(prompt) - 1)
+            if length >= min_tokens and (best is None or length > best[0]):
+                best = (length, key)
+        if best is None:
+            return None
+        length, key = best
+        self._shared.move_to_end(key)
+        return self._shared[key].head(length)
+
     def discard(self, tokens: Sequence[int]) -> None:
         """Drop the entries ``tokens`` starts with: a finished conversation's, which no prompt
         will continue."""
@@ -143,6 +200,7 @@ class PrefixCache:
 
     def clear(self) -> None:
         self._entries.clear()
+        self._shared.clear()
         self._index.clear()
         self._hash_of.clear()
         self._lengths.clear()

@@ -17,7 +17,9 @@ next token's logits come from). Prompts that continue a cached sequence (an epis
 are left to the prefix cache.
 
 Prompts share only with prompts under the same LoRA adapter: the shared keys and values are
-computed under it.
+computed under it. The deepest parts are kept in the prefix cache (``remember_shared``), and a
+prompt admitted later starts from as much of one as it begins with; prompts admitted together
+that start from the same kept part share what follows it.
 
 A prompt's keys come out of one pass or of two depending on what was admitted with it: equal up
 to float rounding, the same kind of difference as prefilling it beside prompts of other lengths.
@@ -34,7 +36,7 @@ import torch
 from trajforge.policy.engine.generation_request import GenerationRequest
 from trajforge.policy.engine.llama_decode import ForwardGroup
 from trajforge.policy.engine.prefill import prefill_inputs
-from trajforge.policy.engine.prefix_cache import PrefixEntry
+from trajforge.policy.engine.prefix_cache import PrefixCache, PrefixEntry
 
 MIN_SHARED = 16
 """Fewest tokens worth a forward pass of their own."""
@@ -65,13 +67,18 @@ def _common_length(prompts: Sequence[Sequence[int]], members: list[int], start: 
     return n
 
 
-def shared_parts(prompts: Sequence[Sequence[int]]) -> list[list[SharedPart]]:
-    """The tree of ``prompts``' shared beginnings, a list per level (shallowest first)."""
+def shared_parts(
+    prompts: Sequence[Sequence[int]], base: PrefixEntry | None = None
+) -> list[list[SharedPart]]:
+    """The tree of ``prompts``' shared beginnings past ``base`` (which they all begin with), a
+    list per level (shallowest first)."""
     levels: list[list[SharedPart]] = []
+    everyone = list(range(len(prompts)))
+    root = SharedPart(base.tokens, None, everyone, base) if base is not None else None
     # Breadth first: subsets of prompts, the nearest part above them, its level and how many
     # tokens they are known to share. A subset is always smaller than the one it came from.
     queue: deque[tuple[list[int], SharedPart | None, int, int]] = deque(
-        [(list(range(len(prompts))), None, 0, 0)]
+        [(everyone, root, 0, len(root.tokens) if root else 0)]
     )
     while queue:
         members, parent, depth, start = queue.popleft()
@@ -102,6 +109,8 @@ def prefill_shared(
     num_layers: int,
     device: torch.device,
     forward: Forward,
+    base: PrefixEntry | None = None,
+    adapter_key: int = 0,
 ) -> tuple[list[PrefixEntry | None], int]:
     """The keys and values each prompt can start from (None: nothing shared), and the tokens
     prefilled to make them.
@@ -112,10 +121,12 @@ def prefill_shared(
         device: where the inputs go.
         forward: runs one ``ForwardGroup`` (with its ``[B, L]`` padding mask) through the
             model, filling its cache.
+        base: keys and values every prompt begins with, computed before.
+        adapter_key: the adapter ``forward`` runs under (``LoraAdapter.key``; 0: none).
     """
-    deepest: list[PrefixEntry | None] = [None] * len(prompts)
+    deepest: list[PrefixEntry | None] = [base] * len(prompts)
     computed = 0
-    for level in shared_parts(prompts):
+    for level in shared_parts(prompts, base):
         parts = [(part.tokens, part.parent.entry if part.parent else None, part) for part in level]
         group, mask = prefill_inputs(
             [(tokens, parent) for tokens, parent, _ in parts], num_layers, device
@@ -123,7 +134,7 @@ def prefill_shared(
         forward(group, mask)
         for row, (tokens, parent, part) in enumerate(parts):
             keys, values = group.cache.row_states(row, mask[row].bool())
-            part.entry = PrefixEntry(tokens, keys, values)
+            part.entry = PrefixEntry(tokens, keys, values, adapter_key)
             computed += len(tokens) - (len(parent.tokens) if parent else 0)
             for i in part.members:
                 deepest[i] = part.entry
@@ -131,23 +142,46 @@ def prefill_shared(
 
 
 def share_prefixes(
-    requests: list[GenerationRequest], num_layers: int, device: torch.device, forward: Forward
+    requests: list[GenerationRequest],
+    num_layers: int,
+    device: torch.device,
+    forward: Forward,
+    kept: PrefixCache | None = None,
 ) -> int:
     """Point each request that continues no cached sequence at the deepest part it shares with
-    the others under its adapter (``prefill_shared``); the tokens prefilled to make them."""
-    by_adapter: dict[int, list[GenerationRequest]] = {}
+    the others under its adapter (``prefill_shared``), or with a part ``kept`` from earlier
+    batches, where it keeps the new deepest parts; the tokens prefilled to make them."""
+    groups: dict[
+        tuple[int, tuple[int, ...]], tuple[PrefixEntry | None, list[GenerationRequest]]
+    ] = {}
     for request in requests:
-        if request.prefix is None:
-            by_adapter.setdefault(request.adapter_key, []).append(request)
+        if request.prefix is not None:
+            continue
+        base = (
+            kept.shared_base(request.prompt_ids, request.adapter_key, MIN_SHARED)
+            if kept is not None
+            else None
+        )
+        key = (request.adapter_key, tuple(base.tokens) if base is not None else ())
+        groups.setdefault(key, (base, []))[1].append(request)
     computed = 0
-    for fresh in by_adapter.values():
+    for base, fresh in groups.values():
         if len(fresh) < 2:
+            fresh[0].prefix = base
             continue
         entries, tokens = prefill_shared(
-            [r.prompt_ids for r in fresh], num_layers, device, _under(fresh[0], forward)
+            [r.prompt_ids for r in fresh],
+            num_layers,
+            device,
+            _under(fresh[0], forward),
+            base,
+            fresh[0].adapter_key,
         )
         for request, entry in zip(fresh, entries, strict=True):
             request.prefix = entry
+        if kept is not None:
+            for entry in {id(e): e for e in entries if e is not None and e is not base}.values():
+                kept.remember_shared(entry)
         computed += tokens
     return computed
 
