@@ -159,3 +159,6 @@ def test_a_kept_part_serves_only_its_adapter_and_a_long_enough_beginning() -> No
     for i in range(MAX_SHARED):
         cache.remember_shared(PrefixEntry([i] * 20, keys, keys))
     assert cache.shared_base(SYSTEM + TASK_B, 7, MIN_SHARED) is None
+    off = PrefixCache(2**30, max_shared=0)
+    off.remember_shared(PrefixEntry(tokens, keys, keys))
+    assert off.shared_base(SYSTEM + TASK_B, 0, MIN_SHARED) is None

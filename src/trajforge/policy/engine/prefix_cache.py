@@ -101,9 +101,13 @@ def common_length(a: Sequence[int], b: Sequence[int], limit: int) -> int:
 class PrefixCache:
     """Finished sequences' states, looked up by the longest one that prefixes a prompt."""
 
-    def __init__(self, capacity_bytes: int, min_entries: int = MIN_ENTRIES) -> None:
+    def __init__(
+        self, capacity_bytes: int, min_entries: int = MIN_ENTRIES, max_shared: int = MAX_SHARED
+    ) -> None:
         self.capacity_bytes = capacity_bytes
         self.max_entries = min_entries
+        self.max_shared = max_shared
+        """Shared beginnings kept for later prompts (0: none)."""
         self._entries: OrderedDict[tuple[int, ...], PrefixEntry] = OrderedDict()
         self._index: dict[tuple[int, int], tuple[int, ...]] = {}
         self._hash_of: dict[tuple[int, ...], int] = {}
@@ -171,7 +175,7 @@ class PrefixCache:
         key = (entry.adapter_key, tuple(entry.tokens))
         self._shared[key] = entry
         self._shared.move_to_end(key)
-        while len(self._shared) > MAX_SHARED:
+        while len(self._shared) > self.max_shared:
             self._shared.popitem(last=False)
 
     def shared_base(
