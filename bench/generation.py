@@ -53,7 +53,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -86,6 +86,17 @@ QUESTIONS = [
     "Compute the average of 12, 18, 25 and 45.",
     "A tank holds 350 litres and drains at 14 litres per minute. How long until it is empty?",
 ]
+
+
+T = TypeVar("T")
+
+
+async def gather_and_close(policy: HFPolicy, jobs: list[Awaitable[T]]) -> list[T]:
+    """Every job's result, in order; the policy's worker stopped after, whatever happened."""
+    try:
+        return list(await asyncio.gather(*jobs))
+    finally:
+        await policy.close()
 
 
 def render_prompts(tokenizer: Any) -> list[list[int]]:

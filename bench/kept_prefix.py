@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 import torch
+from generation import gather_and_close
 
 from trajforge.policy.base import SamplingParams
 from trajforge.policy.hf import HFPolicy
@@ -95,10 +96,7 @@ async def staggered(
         async with slots:
             return (await policy.generate(prompt, sampling)).token_ids
 
-    try:
-        return list(await asyncio.gather(*(one(p) for p in prompts)))
-    finally:
-        await policy.close()
+    return await gather_and_close(policy, [one(p) for p in prompts])
 
 
 def main() -> None:

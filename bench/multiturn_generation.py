@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 import torch
-from generation import render_prompts
+from generation import gather_and_close, render_prompts
 
 from trajforge.policy.base import SamplingParams
 from trajforge.policy.hf import HFPolicy
@@ -48,10 +48,7 @@ async def episodes(
             context += completion.token_ids + observation
         return context
 
-    try:
-        return list(await asyncio.gather(*(one(p) for p in prompts)))
-    finally:
-        await policy.close()
+    return await gather_and_close(policy, [one(p) for p in prompts])
 
 
 def main() -> None:
