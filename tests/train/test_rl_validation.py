@@ -16,7 +16,7 @@ from trajforge.errors import ConfigError
 from trajforge.judge import Evaluation
 from trajforge.schema import Task
 from trajforge.train import validation
-from trajforge.train.config import ValidationSettings
+from trajforge.train.config import ValidationMetric, ValidationSettings
 from trajforge.train.rl import RLTrainer
 from trajforge.train.validation import BestWeights, ValidationPoint, validation_tasks
 
@@ -162,3 +162,19 @@ def test_a_resumed_rl_run_reuses_the_validation_of_its_checkpoint(
     assert [p.step for p in real] == [0, 1]  # the checkpoint's step-1 validation is not re-run
     assert [p["step"] for p in resumed.validation] == [0, 1]
     assert resumed.kept_step == 1
+
+
+def test_best_weights_by_success_rank_success_first_and_reward_on_ties() -> None:
+    layer = nn.Linear(3, 2)
+    by_reward = BestWeights(layer)
+    by_success = BestWeights(layer, ValidationMetric.SUCCESS)
+    start = ValidationPoint(0, reward_mean=0.2, success=0.42, scored=12, episodes=12)
+    # More solved, but more wrong final actions (-1) where the start ran out of turns (0).
+    bolder = ValidationPoint(2, reward_mean=0.1, success=0.5, scored=12, episodes=12)
+    for best in (by_reward, by_success):
+        assert best.offer(start)
+    assert not by_reward.offer(bolder)
+    assert by_success.offer(bolder)
+    assert not by_success.offer(dataclasses.replace(bolder, step=3))  # a tie keeps the earlier
+    assert by_success.offer(dataclasses.replace(bolder, step=4, reward_mean=0.3))
+    assert by_success.best is not None and by_success.best.step == 4

@@ -41,6 +41,7 @@ from trajforge.train.rl.settings import (
     SelfPlaySettings,
     TaskRevisitSettings,
     TreeSettings,
+    ValidationMetric,
     ValidationSettings,
 )
 from trajforge.train.settings import (
@@ -85,6 +86,7 @@ __all__ = [
     "Strategy",
     "TaskRevisitSettings",
     "TreeSettings",
+    "ValidationMetric",
     "ValidationSettings",
     "env_problem",
     "load_config",

@@ -21,7 +21,7 @@ from trajforge.envs import EnvEntry
 from trajforge.errors import ConfigError
 from trajforge.judge import Evaluation
 from trajforge.schema import Task
-from trajforge.train.config import ValidationSettings
+from trajforge.train.config import ValidationMetric, ValidationSettings
 
 
 @dataclass(frozen=True)
@@ -74,15 +74,21 @@ def validation_point(step: int, evaluation: Evaluation) -> ValidationPoint:
 class BestWeights:
     """A copy of a module's trainable parameters at its best validation so far."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, by: ValidationMetric = ValidationMetric.REWARD) -> None:
         self.model = model
+        self.by = by
         self.best: ValidationPoint | None = None
         self._saved: dict[str, torch.Tensor] = {}
 
+    def _rank(self, point: ValidationPoint) -> tuple[float, ...]:
+        if self.by is ValidationMetric.SUCCESS:
+            return (point.success, point.reward_mean)
+        return (point.reward_mean,)
+
     def offer(self, point: ValidationPoint) -> bool:
-        """Keep the current weights if ``point`` beats the best so far (ties keep the earlier:
-        a step must improve on them); return whether it did."""
-        if self.best is not None and point.reward_mean <= self.best.reward_mean:
+        """Keep the current weights if ``point`` beats the best so far by ``by`` (ties keep
+        the earlier: a step must improve on them); return whether it did."""
+        if self.best is not None and self._rank(point) <= self._rank(self.best):
             return False
         self.best = point
         self._saved = {

@@ -120,6 +120,11 @@ class TreeSettings(ConfigModel):
     """Episodes branched from each task's branch point."""
 
 
+class ValidationMetric(StrEnum):
+    REWARD = "reward"
+    SUCCESS = "success"
+
+
 class ValidationSettings(ConfigModel):
     """Greedy episodes on training-split tasks the RL never samples, before the first step and
     every ``every`` steps; with ``keep_best`` the run ends on the weights that validated best."""
@@ -134,6 +139,11 @@ class ValidationSettings(ConfigModel):
     keep_best: bool = True
     """End on the best-validated weights, the starting ones included (ties keep the earlier:
     an RL step has to beat them). A resumed run compares from the weights it resumed with."""
+    keep_best_by: ValidationMetric = ValidationMetric.REWARD
+    """What "best" compares: ``reward``, the mean reward on the env's own scale, or
+    ``success``, the success rate, ties broken by mean reward. They part where a failure can
+    score below another: MiniWoB gives -1 for a wrong final action and 0 for running out of
+    turns, so a step that solves more tasks and gives up less can lower the mean reward."""
 
 
 class SelfPlayOpponent(StrEnum):

@@ -38,7 +38,7 @@ class RunValidation:
     def keep_best(self, model: nn.Module) -> None:
         """Keep the best weights of ``model`` where the config asks."""
         if self.tasks and self.cfg.validation.keep_best:
-            self.best = BestWeights(model)
+            self.best = BestWeights(model, self.cfg.validation.keep_best_by)
 
     def due(self, step: int) -> bool:
         every = self.cfg.validation.every
