@@ -115,3 +115,15 @@ def test_a_changed_setting_reruns_its_stage_and_downstream_only(tmp_path: Path) 
     # Three attempts of sft and rl take little more than one: the attempts set aside keep
     # their final weights only, not a whole folder with its checkpoints each.
     assert disk_use(run_dir) < TOY_RUN_BYTES + 40_000_000
+
+    # A run folder moved elsewhere (and named by --out) holds the same stages: its training
+    # stages' weights are found in it, not where they were recorded.
+    moved = tmp_path / "elsewhere"
+    run_dir.rename(moved)
+    out = io.StringIO()
+    ExperimentRunner(
+        load_experiment(experiment, ["stages.sft.train.max_steps=3"]),
+        run_dir=moved,
+        console=Console(file=out, width=300),
+    ).run()
+    assert out.getvalue().count("done, unchanged") == 6, out.getvalue()

@@ -117,8 +117,19 @@ class ExperimentRunner:
         for stage in self.exp.stages[:index]:
             rec = self._record(stage.name)
             if isinstance(stage, SFTStage | RLStage) and rec and rec.get("status") == "done":
-                model = rec["model"]
+                model = self._in_run_folder(stage.name, rec["model"])
         return model
+
+    def _in_run_folder(self, stage: str, recorded: str) -> str:
+        """A training stage's recorded weights, found in its folder of this run folder when
+        they were recorded in its folder of another: a run folder moved, copied or given by
+        ``--out`` holds the same stages (its fingerprints write the folder ``<run>``)."""
+        parts = Path(recorded).parts
+        if stage not in parts:
+            return recorded
+        at = len(parts) - 1 - parts[::-1].index(stage)
+        here = self.run_dir.joinpath(*parts[at:])
+        return str(here) if here.exists() else recorded
 
     # -- what each stage is made from ---------------------------------------------------------
 
