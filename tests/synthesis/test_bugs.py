@@ -23,6 +23,9 @@ from trajforge.synthesis.bug_policy import NO_CODE, OTHER_FUNCTION
 from trajforge.synthesis.bugs import UNCAUGHT, synthesize_bugs
 from trajforge.synthesis.mutations import mutations
 
+SANDBOX_PATH = "/usr/bin:/bin"
+"""The PATH inside the sandbox (``envs/sandbox.py``): Harbor's ``tests/test.sh`` runs its python3."""
+
 SOURCE = '''"""Bounds."""
 
 
@@ -202,8 +205,11 @@ def _ls_then_stop(task: Task, messages: list[Message]) -> str:
 
 @needs_sandbox
 @pytest.mark.skipif(
-    shutil.which("python3") is None
-    or subprocess.run(["python3", "-c", "import pytest"], capture_output=True).returncode != 0,
+    shutil.which("python3", path=SANDBOX_PATH) is None
+    or subprocess.run(
+        ["python3", "-c", "import pytest"], capture_output=True, env={"PATH": SANDBOX_PATH}
+    ).returncode
+    != 0,
     reason="the Harbor tests run python3 -m pytest (apt install python3-pytest)",
 )
 def test_harbor_folders_round_trip(
