@@ -12,7 +12,7 @@ from trajforge.errors import ConfigError
 from trajforge.judge import Rubric, ScorerRef, evaluate, get_scorer, scorer_names
 from trajforge.judge.rules import NumericMatch
 from trajforge.judge.scorer import FunctionScorer, VerifierScorer
-from trajforge.schema import EvaluatorKind, Trajectory
+from trajforge.schema import EvaluatorKind, OutcomeStatus, Trajectory
 from trajforge.schema.evidence import Evidence
 
 Make = Callable[..., Trajectory]
@@ -119,6 +119,29 @@ async def test_rubric_is_the_weighted_sum_and_keeps_every_verdict(
     score = await rubric(traj)
     assert score.value == pytest.approx(2.0) and "failed: boom" in score.explanation
     assert score.dimensions == {"numeric_match": 1.0, "exact_total": 1.0, "env_verifier": 0.25}
+
+
+@pytest.mark.parametrize(
+    ("reward", "status", "value"),
+    [
+        (1.0, OutcomeStatus.OK, 1.0),
+        (0.0, OutcomeStatus.OK, 0.0),
+        (-1.0, OutcomeStatus.OK, 0.0),  # a wrong final action scores as a timeout does
+        (1.0, OutcomeStatus.TRUNCATED, 0.0),  # a cut-off episode never succeeded
+    ],
+)
+async def test_env_success_is_the_verdict_as_success_or_failure(
+    make_traj: Make, reward: float, status: OutcomeStatus, value: float
+) -> None:
+    traj = make_traj("done", reward=reward)
+    traj.outcome.status = status
+    score = await get_scorer("env_success")(traj)
+    assert score.value == value and score.error is None
+
+
+async def test_env_success_without_a_verdict_is_an_error_not_a_failure(make_traj: Make) -> None:
+    score = await get_scorer("env_success")(make_traj("done"))
+    assert score.value is None and score.error == "no outcome reward recorded"
 
 
 async def test_env_verifier_reruns_an_evidence_verifier_on_a_stored_trajectory(

@@ -9,7 +9,8 @@ or an environment's verifier, a function ``(evidence) -> float | Score`` (its on
 named ``evidence``), which ``VerifierScorer`` runs on each trajectory's ``Evidence.of``.
 
 An environment's own verdict is a scorer too: ``env_verifier`` (``EnvVerdict``) reports the
-reward the env's verifier gave the episode when it ended (with the tool state it saw).
+reward the env's verifier gave the episode when it ended (with the tool state it saw), and
+``env_success`` (``EnvSuccess``) the same verdict as 1 or 0, whether the episode succeeded.
 
 A ``Rubric`` is weighted scorers; it is what an evaluation and the RL reward use. The built-in
 scorers register where they are defined (``rules``, ``process``); importing ``trajforge.judge``
@@ -34,6 +35,7 @@ from trajforge.schema import (
     Trajectory,
     Verifier,
     check_verifier,
+    is_success,
     run_verifier,
 )
 
@@ -139,6 +141,30 @@ class EnvVerdict:
         if reward is None:
             return Score(name=self.name, evaluator=evaluator, error="no outcome reward recorded")
         return Score(name=self.name, value=reward, evaluator=evaluator, explanation="recorded")
+
+
+@scorer_class
+class EnvSuccess:
+    """The environment's verdict as success (1) or failure (0), by ``is_success``: a binary
+    reward (WebAgent-R1's) for a benchmark whose failures score apart. MiniWoB++ gives -1 for a
+    wrong final action and 0 for running out of turns, so on its own reward RL learns to give up
+    rather than to try; on this one every failure is alike."""
+
+    name = "env_success"
+    kind = EvaluatorKind.ENV
+
+    async def __call__(self, trajectory: Trajectory) -> Score:
+        evaluator = Evaluator(kind=self.kind, name=self.name)
+        outcome = trajectory.outcome
+        if outcome.reward is None:
+            return Score(name=self.name, evaluator=evaluator, error="no outcome reward recorded")
+        solved = is_success(outcome.status, outcome.reward)
+        return Score(
+            name=self.name,
+            value=1.0 if solved else 0.0,
+            evaluator=evaluator,
+            explanation=f"{outcome.status.value}, reward {outcome.reward:g}",
+        )
 
 
 def _is_verifier(fn: Callable[..., Any]) -> bool:
