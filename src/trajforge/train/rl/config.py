@@ -197,7 +197,8 @@ class RLConfig(CommonSettings):
     scorers: ScorerRefs = Field(default_factory=default_refs("env_verifier"), min_length=1)
     """The reward: a rubric of weighted scorers, summed. Each item is a scorer's name, or
     ``{name, weight, options}``; a name is a registered scorer (``env_verifier``, the env's
-    verdict; ``trajforge judge --help`` lists them), ``module:function`` or
+    verdict; ``env_success``, that verdict as 1 solved or 0 not; ``trajforge judge --help``
+    lists them), ``module:function`` or
     ``file.py:function`` (a function ``(trajectory) -> float | Score``)."""
 
     @field_validator("estimator_kwargs", "loss_kwargs")
