@@ -23,9 +23,6 @@ from trajforge.synthesis.bug_policy import NO_CODE, OTHER_FUNCTION
 from trajforge.synthesis.bugs import UNCAUGHT, synthesize_bugs
 from trajforge.synthesis.mutations import mutations
 
-SANDBOX_PATH = "/usr/bin:/bin"
-"""The PATH inside the sandbox (``envs/sandbox.py``): Harbor's ``tests/test.sh`` runs its python3."""
-
 SOURCE = '''"""Bounds."""
 
 
@@ -205,9 +202,9 @@ def _ls_then_stop(task: Task, messages: list[Message]) -> str:
 
 @needs_sandbox
 @pytest.mark.skipif(
-    shutil.which("python3", path=SANDBOX_PATH) is None
+    shutil.which("python3", path=sandbox.SANDBOX_PATH) is None
     or subprocess.run(
-        ["python3", "-c", "import pytest"], capture_output=True, env={"PATH": SANDBOX_PATH}
+        ["python3", "-c", "import pytest"], capture_output=True, env={"PATH": sandbox.SANDBOX_PATH}
     ).returncode
     != 0,
     reason="the Harbor tests run python3 -m pytest (apt install python3-pytest)",

@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 
 # argv strings are capped by the kernel at 128 KiB each (MAX_ARG_STRLEN); the code travels in argv.
 MAX_CODE_BYTES = 100_000
+SANDBOX_PATH = "/usr/bin:/bin"
+"""The PATH inside the sandbox: the system's own binaries (its python3), never a venv's."""
 _DRAIN_GRACE_S = 0.5
 _READ_CHUNK = 65536
 
@@ -187,7 +189,7 @@ async def _run(run: Run, config: SandboxConfig, *, needs_bwrap: bool = False) ->
     workdir: str | None = None
     if isinstance(mode, Mode):
         argv = bwrap_argv(mode, config, python, run)
-        env = {"PATH": "/usr/bin:/bin"}
+        env = {"PATH": SANDBOX_PATH}
     elif config.allow_unsandboxed and not needs_bwrap:
         log.warning("UNSAFE: running code WITHOUT a sandbox (rlimits only): %s", mode)
         workdir = tempfile.mkdtemp(prefix="trajforge-unsafe-")
