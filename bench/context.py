@@ -56,6 +56,9 @@ MAX_NEW_TOKENS = 48
 """Every turn's cap, in every arm: a fold call carrying an observation takes ~40 tokens."""
 MAX_TURNS = 20
 """The expert's longest path (12 moves) and its folds, with room to spare."""
+VALIDATION_SEED = 1000
+"""Added to a seed to draw validation boards from the training split, away from the
+demonstrations' seeds (0 and 1)."""
 DEMO_SLACK = Sampling().max_new_tokens - MAX_NEW_TOKENS
 ARMS = ("cut", "keep_last", "summary", "fold_sft", "fold_rl")
 SFT_TRAIN = {
@@ -97,15 +100,18 @@ def _fold_overhead() -> tuple[int, int]:
 
 
 def _spec(
-    policy: str, tasks: int, seed: int, context: ContextSpec | None, temperature: float = 0.0
+    policy: str, tasks: int, seed: int, context: ContextSpec | None, split: str = "test"
 ) -> RolloutSpec:
+    """Greedy on ``tasks`` boards of ``split``; training-split boards (validation) are drawn
+    with ``seed + VALIDATION_SEED`` so that they are not the demonstrations' boards."""
+    board_seed = seed + VALIDATION_SEED if split == "train" else seed
     return RolloutSpec(
         env=ENV,
         policy=PolicyRef(name=policy, batch_size=32, precision="fp32"),
-        tasks=TaskSample(count=tasks, split="test", seed=seed),
+        tasks=TaskSample(count=tasks, split=split, seed=board_seed),
         limits=Limits(max_turns=MAX_TURNS, max_new_tokens=MAX_NEW_TOKENS),
         context=context,
-        sampling=Sampling(temperature=temperature, max_new_tokens=MAX_NEW_TOKENS),
+        sampling=Sampling(temperature=0.0, max_new_tokens=MAX_NEW_TOKENS),
         seed=seed,
     )
 
@@ -136,7 +142,8 @@ def _contexts(args: argparse.Namespace, fold_budget: int) -> dict[str, ContextSp
 
 def _sft(args: argparse.Namespace, fold: ContextSpec, out: Path) -> str:
     """Demonstrations (whole episodes, and folding ones) and SFT on both; the checkpoint."""
-    train: dict[str, Any] = {**SFT_TRAIN, "epochs": args.sft_epochs}
+    optim = {**SFT_TRAIN["optim"], "lr": args.sft_lr}
+    train: dict[str, Any] = {**SFT_TRAIN, "epochs": args.sft_epochs, "optim": optim}
     if args.quick:
         train.update(epochs=1, max_steps=QUICK["sft_steps"], batch_size=4)
     demos = {"kind": "demonstrations", "max_turns": MAX_TURNS}
@@ -215,11 +222,14 @@ def _rl(
     return dict(record)
 
 
-def _held_out(model: str, tasks: int, seed: int, context: ContextSpec, cache: Path) -> Arm:
-    """Greedy on ``tasks`` held-out boards of ``seed`` (read back from ``cache`` when done)."""
+def _held_out(
+    model: str, tasks: int, seed: int, context: ContextSpec, split: str, cache: Path
+) -> Arm:
+    """Greedy on ``tasks`` boards of ``split`` and ``seed`` (read back from ``cache`` when
+    done)."""
     if cache.is_file():
         return Arm(*json.loads(cache.read_text()))
-    episodes = _episodes(run_rollout(_spec(model, tasks, seed, context)))
+    episodes = _episodes(run_rollout(_spec(model, tasks, seed, context, split)))
     meta = [t.metadata["context"] for t in episodes]
     arm = Arm(
         won=sum(is_success(t.outcome.status, t.outcome.reward) for t in episodes),
@@ -259,9 +269,14 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=256, help="tokens a forward may hold (arms without the fold tool)")  # fmt: skip
     parser.add_argument("--keep", type=int, default=2, help="turns keep_last and summary keep whole")  # fmt: skip
     parser.add_argument("--tasks", type=int, default=50, help="held-out boards per seed")
+    parser.add_argument("--split", choices=("test", "train"), default="test",
+                        help="the boards the arms play: test (held out) or train (validation, "
+                        "for choosing settings)")  # fmt: skip
     parser.add_argument("--demos", type=int, default=100, help="boards of whole expert episodes")
     parser.add_argument("--fold-demos", type=int, default=60, help="boards of folding expert episodes")  # fmt: skip
     parser.add_argument("--sft-epochs", type=int, default=11, help="passes over both demonstration sets")  # fmt: skip
+    parser.add_argument("--sft-lr", type=float, default=3.0e-3,
+                        help="SFT's peak rate (lower when --model is a checkpoint that plays)")  # fmt: skip
     parser.add_argument("--rl-steps", type=int, default=4)
     parser.add_argument("--groups", type=int, default=8, help="boards per RL step")
     parser.add_argument("--samples", type=int, default=8, help="samples per board")
@@ -274,7 +289,8 @@ def main() -> None:
         args.demos = args.fold_demos = QUICK["demos"]
         args.groups, args.samples = QUICK["groups"], QUICK["samples"]
     out = args.out or Path(tempfile.mkdtemp(prefix="context-"))
-    (out / "evals").mkdir(parents=True, exist_ok=True)
+    evals = out / ("evals" if args.split == "test" else f"evals-{args.split}")
+    evals.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
     bare, with_tool = _fold_overhead()
@@ -291,11 +307,11 @@ def main() -> None:
     records: list[dict[str, Any]] = []
     for seed in args.seeds:
         for arm in ARMS[:-1]:
-            runs[arm].append(_held_out(sft_model, args.tasks, seed, contexts[arm], out / "evals" / f"{arm}-s{seed}.json"))  # fmt: skip
+            runs[arm].append(_held_out(sft_model, args.tasks, seed, contexts[arm], args.split, evals / f"{arm}-s{seed}.json"))  # fmt: skip
             _log(f"seed {seed} {arm}: {runs[arm][-1]}")
         record = _rl(args, sft_model, contexts["fold_rl"], seed, out)
         records.append(record)
-        runs["fold_rl"].append(_held_out(str(record["model"]), args.tasks, seed, contexts["fold_rl"], out / "evals" / f"fold_rl-s{seed}.json"))  # fmt: skip
+        runs["fold_rl"].append(_held_out(str(record["model"]), args.tasks, seed, contexts["fold_rl"], args.split, evals / f"fold_rl-s{seed}.json"))  # fmt: skip
         _log(f"seed {seed} fold_rl: {runs['fold_rl'][-1]} ({time.monotonic() - started:.0f} s)")
 
     arms = {arm: _row(runs[arm], contexts[arm].budget) for arm in ARMS}
@@ -303,7 +319,7 @@ def main() -> None:
     curves = {key: step_curve(histories, key) for key in ("reward_mean", "success_rate")}
     keep_last, fold_rl = arms["keep_last"]["seeds"]["mean"], arms["fold_rl"]["seeds"]["mean"]
     print(
-        f"{ENV}, model {args.model} -> SFT, seeds {args.seeds}, {args.tasks} held-out boards a seed"
+        f"{ENV}, model {args.model} -> SFT, seeds {args.seeds}, {args.tasks} {args.split}-split boards a seed"
     )
     print(f"  expert full history: min {lengths[0]}, median {statistics.median(lengths)}, max {lengths[-1]} tokens")  # fmt: skip
     for arm, row in arms.items():
@@ -320,6 +336,7 @@ def main() -> None:
         "quick": args.quick,
         "seeds": args.seeds,
         "tasks": args.tasks,
+        "split": args.split,
         "budget": args.budget,
         "fold_budget": fold_budget,
         "expert_history_tokens": {
