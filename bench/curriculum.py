@@ -1,8 +1,9 @@
-"""Difficulty filtering and the curriculum on the calculator job: RL steps to a validation target
-without and with ``difficulty``.
+"""Difficulty filtering and the curriculum on a job: RL steps to a validation target without and
+with ``difficulty``.
 
-The calculator job (``examples/calculator/experiment.yaml``) up to its SFT stage runs once; from
-that one SFT checkpoint its RL stage runs once per arm and seed, validating greedily after every
+The job (``--job``: the calculator job, ``examples/calculator/experiment.yaml``, by default;
+``examples/keydoor/cpu.yaml`` for keydoor-compact) up to its SFT stage runs once; from that one
+SFT checkpoint its RL stage runs once per arm and seed, validating greedily after every
 step on training-split tasks the RL never samples (the stage's ``validation.tasks``):
 
 - ``plain``: the stage as the job has it;
@@ -15,6 +16,7 @@ said so). The refill arm rolls out more episodes a step; their count is printed 
 
     .venv/bin/python bench/curriculum.py --quick        # the tiny model, micro sizes, ~2 min
     .venv/bin/python bench/curriculum.py --steps 8 --seeds 0 1 2
+    .venv/bin/python bench/curriculum.py --job examples/keydoor/cpu.yaml --steps 8
 
 Prints the per-arm validation curves and steps to target, then ONE JSON line; ``ratio`` is the
 mean steps to target without over with (> 1: the difficulty arm gets there sooner).
@@ -67,7 +69,9 @@ def _steps_to(curve: list[tuple[int, float]], target: float, steps: int) -> tupl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the tiny model at micro sizes")
+    parser.add_argument("--job", type=Path, default=JOB, help="the job (an experiment file)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the calculator job on the tiny model at micro sizes")  # fmt: skip
     parser.add_argument("--steps", type=int, default=6, help="RL steps per arm and seed")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--gain", type=float, default=0.1,
@@ -76,7 +80,9 @@ def main() -> None:
                         help="job overrides, e.g. stages.rl.train.groups_per_step=4")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="run folders (default: temp)")
     args = parser.parse_args()
-    exp = load_experiment(JOB, [*(QUICK if args.quick else []), *args.set])
+    if args.quick and args.job.resolve() != JOB:
+        parser.error("--quick is the calculator job's micro preset; leave --job out")
+    exp = load_experiment(args.job, [*(QUICK if args.quick else []), *args.set])
     index = rl_index(exp)
     started = time.perf_counter()
     arms: dict[str, dict[str, Any]] = {}
@@ -115,7 +121,7 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "curriculum",
-                "job": "calculator",
+                "job": exp.name,
                 "model": exp.model,
                 "quick": args.quick,
                 "steps": args.steps,
