@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ from trajforge.pipeline.config import Experiment, load_experiment, rl_config
 from trajforge.train.config import RLConfig
 from trajforge.train.rl import RLTrainer
 
+CURVE = "curve.json"
 ARMS: dict[str, dict[str, Any] | None] = {
     "plain": None,
     "difficulty": {"refill": True, "band": [0.1, 0.9]},
@@ -60,6 +62,24 @@ def _rl_config(exp: Experiment, rl_index: int, model: str, arm: str, seed: int, 
     return RLConfig.model_validate(raw)
 
 
+def _arm_run(exp: Experiment, index: int, model: str, arm: str, seed: int, steps: int, out: Path) -> dict[str, Any]:  # fmt: skip
+    """One arm's RL run for ``seed``: its validation curve and the episodes it rolled out, read
+    back from ``<arm>-s<seed>/curve.json`` when a run before finished it. A run cut short is
+    made again from the start, since its validation points died with it."""
+    cfg = _rl_config(exp, index, model, arm, seed, steps, out)
+    done = out / f"{arm}-s{seed}" / CURVE
+    if done.is_file():
+        return dict(json.loads(done.read_text()))
+    shutil.rmtree(done.parent, ignore_errors=True)  # its store too: run ids are made again
+    result = RLTrainer(cfg).train()
+    curve = [(int(p["step"]), float(p["success"])) for p in result.validation]
+    groups = sum(cfg.groups_per_step + h.get("refill_groups", 0.0) for h in result.history)
+    run = {"seed": seed, "curve": curve, "episodes": groups * cfg.samples_per_group}
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(run))
+    return run
+
+
 def _steps_to(curve: list[tuple[int, float]], target: float, steps: int) -> tuple[int, bool]:
     """The first step whose validation success reaches ``target``, or ``steps + 1`` and
     ``True`` (censored) when none does."""
@@ -78,7 +98,12 @@ def main() -> None:
                         help="the target: the SFT weights' validation success plus this")  # fmt: skip
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="job overrides, e.g. stages.rl.train.groups_per_step=4")  # fmt: skip
-    parser.add_argument("--out", type=Path, default=None, help="run folders (default: temp)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="run folders; finished runs are read back (default: temp)",
+    )
     args = parser.parse_args()
     if args.quick and args.job.resolve() != JOB:
         parser.error("--quick is the calculator job's micro preset; leave --job out")
@@ -92,14 +117,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
         for arm in ARMS:
             for seed in args.seeds:
-                cfg = _rl_config(exp, index, model, arm, seed, args.steps, out)
-                result = RLTrainer(cfg).train()
-                curve = [(int(p["step"]), float(p["success"])) for p in result.validation]
-                groups = sum(
-                    cfg.groups_per_step + h.get("refill_groups", 0.0) for h in result.history
-                )
-                episodes = groups * cfg.samples_per_group
-                runs[arm].append({"seed": seed, "curve": curve, "episodes": episodes})
+                runs[arm].append(_arm_run(exp, index, model, arm, seed, args.steps, out))
     # Step 0 is the SFT weights, validated alike in every run of a seed.
     start = sum(r["curve"][0][1] for r in runs["plain"]) / len(args.seeds)
     target = round(start + args.gain, 4)
