@@ -4,31 +4,18 @@ and the budget is below an expert episode's full history."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "context.py"
+from bench_run import result_of, run_bench
+
 ARMS = {"cut", "keep_last", "summary", "fold_sft", "fold_rl"}
 
 
 @pytest.mark.slow
 def test_quick_preset_keeps_every_forward_within_its_budget(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(BENCH.parents[1] / "src")}
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--seeds", "0", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = result_of(run_bench("context.py", "--quick", "--seeds", "0", "--out", str(tmp_path)))
     assert (result["bench"], result["model"], result["seeds"]) == ("context", "tiny", [0])
     assert set(result["arms"]) == ARMS
     assert result["budget"] < result["expert_history_tokens"]["max"]

@@ -5,33 +5,21 @@ again."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "memory.py"
+from bench_run import result_of, run_bench
 
 
 def _run(out: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(BENCH.parents[1] / "src")}
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--seeds", "0", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done
+    return run_bench("memory.py", "--quick", "--seeds", "0", "--out", str(out))
 
 
 @pytest.mark.slow
 def test_quick_run_compares_with_and_without_memory_and_resumes(tmp_path: Path) -> None:
-    result = json.loads(_run(tmp_path).stdout.strip().splitlines()[-1])
+    result = result_of(_run(tmp_path))
     assert (result["bench"], result["seeds"], result["experience_tasks"]) == ("memory", [0], 4)
     for arm in ("without", "with"):
         (rate,) = result[arm]["per_seed"]

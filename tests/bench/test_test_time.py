@@ -3,31 +3,18 @@ with its interval and the headline JSON line last."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "test_time.py"
+from bench_run import result_of, run_bench
 
 
 @pytest.mark.slow
 def test_quick_mode_prints_every_figure_and_one_json_line(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(BENCH.parents[1] / "src")}
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_bench("test_time.py", "--quick", "--out", str(tmp_path))
     lines = done.stdout.strip().splitlines()
-    result = json.loads(lines[-1])
+    result = result_of(done)
     assert (result["bench"], result["model"], result["tasks"], result["n"]) == (
         "test_time",
         "tiny",
