@@ -67,6 +67,7 @@ from typing import Any, NamedTuple
 
 import torch
 from over_seeds import over_seeds, step_curve
+from stage_records import done_record
 
 from trajforge.judge.stats import wilson_ci95
 from trajforge.pipeline.config import (
@@ -208,10 +209,6 @@ def _arm(
     )
 
 
-def _record(results: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(s for s in results["stages"] if s["name"] == name and s["status"] == "done")
-
-
 def _validation(records: list[dict[str, Any]]) -> list[tuple[int, float]]:
     """``(step, validation success)``, the mean over seeds, at the steps every seed validated
     (step 0 is the SFT weights); validation tasks are training-split tasks the RL never samples."""
@@ -280,8 +277,8 @@ def _run_arm(
     started = time.perf_counter()
     run = _arm(prefix, rl, train, arm, seed, model)
     results = ExperimentRunner(run, run_dir=out / run.name).run()
-    won, n = _eval_counts(_record(results, HELD_OUT))
-    return ArmRun(won, n, _record(results, rl.name), time.perf_counter() - started)
+    won, n = _eval_counts(done_record(results, HELD_OUT))
+    return ArmRun(won, n, done_record(results, rl.name), time.perf_counter() - started)
 
 
 def main() -> None:
@@ -314,9 +311,9 @@ def main() -> None:
         started = time.perf_counter()
         base_results = ExperimentRunner(prefix, run_dir=out / prefix.name).run()
         sft_wall = time.perf_counter() - started
-        sft_model = _record(base_results, plan.sft)["model"]
-        base = _rate(*_eval_counts(_record(base_results, plan.base_eval)))
-        sft = _rate(*_eval_counts(_record(base_results, plan.sft_eval)))
+        sft_model = done_record(base_results, plan.sft)["model"]
+        base = _rate(*_eval_counts(done_record(base_results, plan.base_eval)))
+        sft = _rate(*_eval_counts(done_record(base_results, plan.sft_eval)))
         runs = [(arm, seed) for arm in args.arms for seed in args.seeds]
         threads = max(1, (os.cpu_count() or 1) // args.jobs)
         with ProcessPoolExecutor(

@@ -14,9 +14,9 @@ The target is the SFT weights' validation success (step 0, the same for both arm
 ``--gain``. An arm that never reaches it within ``--steps`` counts ``steps + 1`` (censored, and
 said so). The refill arm rolls out more episodes a step; their count is printed beside the steps.
 
-    .venv/bin/python bench/curriculum.py --quick        # the tiny model, micro sizes, ~2 min
-    .venv/bin/python bench/curriculum.py --steps 8 --seeds 0 1 2
-    .venv/bin/python bench/curriculum.py --job examples/keydoor/cpu.yaml --steps 8
+    .venv/bin/python bench/curriculum.py --quick        # the tiny model, micro sizes, ~20 s
+    .venv/bin/python bench/curriculum.py --steps 4 --seeds 0 1 2 --out runs/curriculum
+    .venv/bin/python bench/curriculum.py --job examples/keydoor/cpu.yaml --steps 20
 
 Prints the per-arm validation curves and steps to target, then ONE JSON line; ``ratio`` is the
 mean steps to target without over with (> 1: the difficulty arm gets there sooner).
@@ -66,18 +66,27 @@ def _arm_run(exp: Experiment, index: int, model: str, arm: str, seed: int, steps
     """One arm's RL run for ``seed``: its validation curve and the episodes it rolled out, read
     back from ``<arm>-s<seed>/curve.json`` when a run before finished it. A run cut short is
     made again from the start, since its validation points died with it."""
-    cfg = _rl_config(exp, index, model, arm, seed, steps, out)
     done = out / f"{arm}-s{seed}" / CURVE
     if done.is_file():
         return dict(json.loads(done.read_text()))
     shutil.rmtree(done.parent, ignore_errors=True)  # its store too: run ids are made again
+    cfg = _rl_config(exp, index, model, arm, seed, steps, out)
     result = RLTrainer(cfg).train()
     curve = [(int(p["step"]), float(p["success"])) for p in result.validation]
-    groups = sum(cfg.groups_per_step + h.get("refill_groups", 0.0) for h in result.history)
-    run = {"seed": seed, "curve": curve, "episodes": groups * cfg.samples_per_group}
+    per_step = [
+        (cfg.groups_per_step + h.get("refill_groups", 0.0)) * cfg.samples_per_group
+        for h in result.history
+    ]
+    run = {"seed": seed, "curve": curve, "episodes": sum(per_step), "episodes_per_step": per_step}
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps(run))
     return run
+
+
+def _episodes_to(per_step: list[float], steps: int) -> float:
+    """Episodes rolled out up to step ``steps``; past the last step (censored), one more step
+    like the last."""
+    return sum(per_step[:steps]) + per_step[-1] * max(0, steps - len(per_step))
 
 
 def _steps_to(curve: list[tuple[int, float]], target: float, steps: int) -> tuple[int, bool]:
@@ -129,12 +138,19 @@ def main() -> None:
             "mean_steps": sum(s for s, _ in reached) / len(reached),
             "validation": [r["curve"] for r in per_seed],
             "episodes_rolled_out": [round(r["episodes"]) for r in per_seed],
+            "episodes_to_target": [
+                round(_episodes_to(r["episodes_per_step"], s))
+                for r, (s, _) in zip(per_seed, reached, strict=True)
+            ],
         }
+        arms[arm]["mean_episodes"] = sum(arms[arm]["episodes_to_target"]) / len(per_seed)
         print(f"  {arm:<11} steps to {target:.3f}: {arms[arm]['steps_to_target']}"
-              f" (censored {arms[arm]['censored']}), episodes {arms[arm]['episodes_rolled_out']}")  # fmt: skip
+              f" (censored {arms[arm]['censored']}), episodes {arms[arm]['episodes_rolled_out']},"
+              f" episodes to target {arms[arm]['episodes_to_target']}")  # fmt: skip
         for r in per_seed:
             print(f"  {'':<11} seed {r['seed']} validation success (step, value) {r['curve']}")
     ratio = round(arms["plain"]["mean_steps"] / arms["difficulty"]["mean_steps"], 3)
+    by_episodes = round(arms["plain"]["mean_episodes"] / arms["difficulty"]["mean_episodes"], 3)
     print(
         json.dumps(
             {
@@ -149,6 +165,7 @@ def main() -> None:
                 "arms": arms,
                 "cpus": os.cpu_count(),
                 "wall_s": round(time.perf_counter() - started, 1),
+                "ratio_by_episodes": by_episodes,
                 "ratio": ratio,
                 "ratio_note": "mean steps to the validation target, plain over difficulty; a "
                 "censored arm counts steps + 1",

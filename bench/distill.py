@@ -41,6 +41,7 @@ from typing import Any
 
 from calculator_job import JOB, QUICK_EVAL
 from calculator_job import QUICK as CALCULATOR_QUICK
+from stage_records import done_record
 
 from trajforge.pipeline.config import (
     DemonstrationStage,
@@ -59,12 +60,8 @@ ARMS = ("opd", "rl", "sft_teacher")
 QUICK = [*CALCULATOR_QUICK, *QUICK_EVAL, "stages.rl.train.steps=2"]
 
 
-def _record(results: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(s for s in results["stages"] if s["name"] == name and s["status"] == "done")
-
-
 def _held_out(results: dict[str, Any], name: str = HELD_OUT) -> float:
-    return round(float(_record(results, name)["summary"]["success"]), 4)
+    return round(float(done_record(results, name)["summary"]["success"]), 4)
 
 
 def _run(exp: Experiment, name: str, model: str, seed: int, stages: list[Any], out: Path) -> dict[str, Any]:  # fmt: skip
@@ -123,11 +120,11 @@ def main() -> None:
         # The student: the job up to its SFT stage (the base eval left out), then held out.
         prefix = [s for s in stages[:rl_index] if not isinstance(s, EvalStage)]
         base = _run(exp, "student", exp.model, exp.seed, [*prefix, EvalStage(name=HELD_OUT)], out)
-        student = str(_record(base, sft.name)["model"])
+        student = str(done_record(base, sft.name)["model"])
         student_held_out = _held_out(base)
         # The teacher: the job's RL stage as it stands, from the student.
         taught = _run(exp, "teacher", student, args.teacher_seed, [rl, EvalStage(name=HELD_OUT)], out)  # fmt: skip
-        teacher_record = _record(taught, rl.name)
+        teacher_record = done_record(taught, rl.name)
         teacher = str(teacher_record["model"])
         points = teacher_record.get("validation") or []
         kept = teacher_record.get("kept_step")
@@ -138,7 +135,7 @@ def main() -> None:
         for seed in args.seeds:
             for arm, extra in (("opd", {"distill": {"teacher": teacher}}), ("rl", {})):
                 results = _run(exp, f"{arm}-s{seed}", student, seed, [_validated(rl, steps, extra), EvalStage(name=HELD_OUT)], out)  # fmt: skip
-                record = _record(results, rl.name)
+                record = done_record(results, rl.name)
                 curve = [(int(p["step"]), float(p["success"])) for p in record["validation"]]
                 if arm == "opd":  # the per-token reverse KL to the teacher, step by step
                     kl = [round(float(h["distill_reverse_kl"]), 4) for h in record["history"]]

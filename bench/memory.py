@@ -34,6 +34,7 @@ from typing import Any
 from calculator_job import JOB as CALCULATOR
 from calculator_job import QUICK, QUICK_EVAL
 from over_seeds import over_seeds
+from stage_records import done_record
 
 from trajforge.judge.best_of import Rate
 from trajforge.judge.stats import mean_ci95
@@ -65,16 +66,9 @@ def _prefix(exp: Experiment) -> tuple[list[Any], str]:
     return [*stages, exp.stages[after]], exp.stages[after].name
 
 
-def _record(results: dict[str, Any], name: str) -> dict[str, Any]:
-    (record,) = [s for s in results["stages"] if s["name"] == name]
-    if record.get("status") != "done":
-        raise SystemExit(f"stage {name} did not finish: {record.get('error')}")
-    return dict(record)
-
-
 def _rate(results: dict[str, Any], name: str) -> tuple[Rate, int]:
     """Stage ``name``'s success rate and its episodes."""
-    summary = _record(results, name)["summary"]
+    summary = done_record(results, name)["summary"]
     n = int(summary["episodes"])
     return Rate.of(round(float(summary["success"]) * n), n), n
 
@@ -100,7 +94,7 @@ def main() -> None:
         # The SFT weights are known once the prefix has run (or been found done).
         done = ExperimentRunner(exp.model_copy(update={"stages": prefix}), run_dir=run_dir).run()
         sft = [s.name for s in prefix if isinstance(s, SFTStage)][-1]
-        weights = str(_record(done, sft)["model"])
+        weights = str(done_record(done, sft)["model"])
         stages = [
             *prefix,
             DemonstrationStage(
@@ -111,7 +105,7 @@ def main() -> None:
         ]
         results = ExperimentRunner(exp.model_copy(update={"stages": stages}), run_dir=run_dir).run()  # fmt: skip
         (off, n), (on, _) = _rate(results, without), _rate(results, "with_memory")
-        items = _record(results, "memory").get("text", "")
+        items = done_record(results, "memory").get("text", "")
         rows.append({"seed": seed, "without": off, "with": on})
         print(f"  seed {seed}: without memory {off.text()}, with {on.text()} ({n} held-out "
               f"episodes); memory: {items}")  # fmt: skip
