@@ -19,10 +19,13 @@ then the job's held-out eval (the test split, which tunes nothing), in two arms:
 
 Runs go seed by seed, both arms each, so a bench cut short still pairs what finished. Each
 finished run is appended to ``OUT/runs.jsonl`` and read back rather than rerun (``--out``).
+``--peer-train KEY=VALUE ...`` changes RL settings of the peer arm alone (a variant of the
+correction, say); one ``OUT`` holds several variants against the same synchronous runs.
 
     .venv/bin/python bench/async_learning.py --quick        # tiny model, micro sizes, minutes (Ray's start)
     .venv/bin/python bench/async_learning.py --out runs/async_learning --seeds 0 1 2
     .venv/bin/python bench/async_learning.py --peer vllm --set precision=fp32 --out runs/vllm_learning
+    .venv/bin/python bench/async_learning.py --out runs/async_learning --peer-train epochs_per_step=1
 
 Prints per run its held-out success, the train/infer mismatch (``rollout_kl``,
 ``rollout_log_ratio_max``, the corrections' capped or masked fractions, stale tokens) and the
@@ -42,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from calculator_job import JOB, QUICK, QUICK_EVAL, rl_index, sft_model
 
 from trajforge.judge.stats import mean_ci95, wilson_ci95
@@ -75,15 +79,26 @@ MISMATCH = (
 PEAKS = {"rollout_log_ratio_max", "policy_staleness_max"}
 
 
-def _arm_train(rl: RLStage, arm: str, staleness: int, actors: int) -> dict[str, Any]:
+def _arm_train(rl: RLStage, arm: str, args: argparse.Namespace) -> dict[str, Any]:
     """The job's RL stage settings for ``arm``: only ``async_staleness`` (and, past one step
-    ahead, the Ray actors it needs) or the sampler differ."""
+    ahead, the Ray actors it needs) or the sampler differ, and the peer's ``--peer-train``."""
     if arm == BASELINE:
         return {**rl.train, "async_staleness": 0}
     if arm == "vllm":
-        return {**rl.train, "async_staleness": 0, "rollout_server": "vllm"}
-    ray = {"ray": {"actors": actors}} if staleness > 1 else {}
-    return {**rl.train, "async_staleness": staleness, **ray}
+        return {**rl.train, "async_staleness": 0, "rollout_server": "vllm", **args.peer_train}
+    ray = {"ray": {"actors": args.actors}} if args.staleness > 1 else {}
+    return {**rl.train, "async_staleness": args.staleness, **ray, **args.peer_train}
+
+
+def _train_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs of RL train settings, each value read as YAML."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--peer-train {pair!r}: expected KEY=VALUE")
+        out[key] = yaml.safe_load(value)
+    return out
 
 
 def _partial_rollouts(store: Path, rollouts: str) -> dict[str, int]:
@@ -113,9 +128,9 @@ def _run(exp: Experiment, model: str, arm: str, seed: int, args: argparse.Namesp
     index = rl_index(exp)
     rl = exp.stages[index]
     assert isinstance(rl, RLStage)
-    train = _arm_train(rl, arm, args.staleness, args.actors)
+    train = _arm_train(rl, arm, args)
     stages = [RLStage(name=rl.name, train=train), EvalStage(name=HELD_OUT)]
-    name = f"{arm}-s{seed}"
+    name = f"{arm}-s{seed}" + "".join(f"-{k}={v}" for k, v in _overrides(arm, args).items())
     run = Experiment.model_validate(
         {
             **exp.model_dump(),
@@ -134,6 +149,7 @@ def _run(exp: Experiment, model: str, arm: str, seed: int, args: argparse.Namesp
         "arm": arm,
         "seed": seed,
         "async_staleness": train["async_staleness"],
+        "train_overrides": _overrides(arm, args),
         "held_out": round(float(summary["success"]), 4),
         "held_out_episodes": int(summary["episodes"]),
         "validation": [(int(p["step"]), float(p["success"])) for p in done[rl.name]["validation"]],
@@ -143,6 +159,12 @@ def _run(exp: Experiment, model: str, arm: str, seed: int, args: argparse.Namesp
         **_partial_rollouts(out / name / STORE_FILE, f"{name}.{rl.name}.step"),
         "wall_s": round(wall, 1),
     }
+
+
+def _overrides(arm: str, args: argparse.Namespace) -> dict[str, Any]:
+    """What ``--peer-train`` changed in ``arm``'s run: a recorded run is reused only for the
+    same."""
+    return {} if arm == BASELINE else dict(args.peer_train)
 
 
 def _show(r: dict[str, Any]) -> str:
@@ -199,8 +221,11 @@ def main() -> None:
     parser.add_argument("--sft", default=None, help="an SFT checkpoint to start from (default: run the job to SFT)")  # fmt: skip
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="job overrides, e.g. stages.rl.train.rollout_correction=icepop")  # fmt: skip
+    parser.add_argument("--peer-train", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="RL train settings of the peer arm only, e.g. epochs_per_step=1")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="run folders (default: temp)")
     args = parser.parse_args()
+    args.peer_train = _train_overrides(args.peer_train)
     preset = [*QUICK, *QUICK_EVAL, *QUICK_STEPS] if args.quick else []
     exp = load_experiment(JOB, [*preset, *args.set])
     started = time.perf_counter()
@@ -213,7 +238,8 @@ def main() -> None:
         runs: dict[str, list[dict[str, Any]]] = {BASELINE: [], args.peer: []}
         for seed in args.seeds:
             for arm in runs:
-                found = [r for r in recorded if (r["arm"], r["seed"]) == (arm, seed)]
+                key = (arm, seed, _overrides(arm, args))
+                found = [r for r in recorded if (r["arm"], r["seed"], r.get("train_overrides", {})) == key]  # fmt: skip
                 result = found[-1] if found else _run(exp, model, arm, seed, args, out)
                 if not found:
                     with log.open("a") as f:
@@ -235,6 +261,7 @@ def main() -> None:
                 "staleness": args.staleness,
                 "actors": args.actors if args.staleness > 1 else 0,
                 "rollout_correction": correction,
+                "peer_train": args.peer_train,
                 "arms": arms,
                 f"{args.peer}_minus_sync": _paired(runs, args.peer),
                 "cpus": os.cpu_count(),

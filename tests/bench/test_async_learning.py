@@ -60,3 +60,22 @@ def test_recorded_runs_are_summed_up_not_rerun(
     assert result["async_minus_sync"]["mean"] == 0.02
     assert result["ratio"] == round(0.67 / 0.65, 3)
     assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 4
+
+
+def test_a_peer_variant_reads_its_own_runs_against_the_same_sync_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    variant = {**_run("async", 0, 0.72, 0.002, 4), "train_overrides": {"epochs_per_step": 1}}
+    runs = [_run("sync", 0, 0.70, 0.001, 0), _run("async", 0, 0.66, 0.003, 8), variant]
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+    monkeypatch.syspath_prepend(str(BENCH))
+    argv = ["async_learning.py", "--sft", "unused", "--seeds", "0", "--out", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--peer-train", "epochs_per_step=1"])
+    importlib.import_module("async_learning").main()
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["peer_train"] == {"epochs_per_step": 1}
+    assert result["arms"]["sync"]["held_out"] == [0.70]
+    assert result["arms"]["async"]["held_out"] == [0.72]
+    monkeypatch.setattr(sys, "argv", [*argv, "--peer-train", "epochs_per_step"])
+    with pytest.raises(SystemExit, match="expected KEY=VALUE"):
+        importlib.import_module("async_learning").main()
