@@ -92,9 +92,9 @@ def main() -> None:
         prefix, without = _prefix(exp)
         run_dir = args.out / f"{exp.name}-s{seed}"
         # The SFT weights are known once the prefix has run (or been found done).
-        done = ExperimentRunner(exp.model_copy(update={"stages": prefix}), run_dir=run_dir).run()
-        sft = [s.name for s in prefix if isinstance(s, SFTStage)][-1]
-        weights = str(done_record(done, sft)["model"])
+        runner = ExperimentRunner(exp.model_copy(update={"stages": prefix}), run_dir=run_dir)
+        runner.run()
+        weights = runner.weights([s.name for s in prefix if isinstance(s, SFTStage)][-1])
         stages = [
             *prefix,
             DemonstrationStage(

@@ -121,9 +121,14 @@ def test_a_changed_setting_reruns_its_stage_and_downstream_only(tmp_path: Path) 
     moved = tmp_path / "elsewhere"
     run_dir.rename(moved)
     out = io.StringIO()
-    ExperimentRunner(
+    runner = ExperimentRunner(
         load_experiment(experiment, ["stages.sft.train.max_steps=3"]),
         run_dir=moved,
         console=Console(file=out, width=300),
-    ).run()
+    )
+    runner.run()
     assert out.getvalue().count("done, unchanged") == 6, out.getvalue()
+    assert runner.weights("sft") == str(moved / "sft" / "final")
+    assert runner.weights("rl") == str(moved / "rl" / "final")
+    with pytest.raises(ValueError, match="'after_sft' has no finished weights"):
+        runner.weights("after_sft")

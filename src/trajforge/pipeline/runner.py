@@ -120,6 +120,15 @@ class ExperimentRunner:
                 model = self._in_run_folder(stage.name, rec["model"])
         return model
 
+    def weights(self, name: str) -> str:
+        """Training stage ``name``'s finished weights, in this run folder wherever they were
+        recorded (a copied run folder's records name the folder it was made in)."""
+        rec = self._record(name)
+        trains = any(s.name == name and isinstance(s, SFTStage | RLStage) for s in self.exp.stages)
+        if not trains or rec is None or rec.get("status") != "done":
+            raise ValueError(f"stage {name!r} has no finished weights in {self.run_dir}")
+        return self._in_run_folder(name, str(rec["model"]))
+
     def _in_run_folder(self, stage: str, recorded: str) -> str:
         """A training stage's recorded weights, found in its folder of this run folder when
         they were recorded in its folder of another: a run folder moved, copied or given by
