@@ -49,6 +49,35 @@ def test_a_demonstrations_stage_plays_the_synthesized_tasks(tmp_path: Path) -> N
     assert len(explored) == 6
 
 
+def test_a_stage_synthesizes_from_its_own_env_and_the_experiment_plays_them(
+    tmp_path: Path,
+) -> None:
+    # keydoor's boards in keydoor-compact's few tokens: the tasks keep their boards.
+    path = _experiment(tmp_path, [{**SYNTH, "env": "keydoor"}, DEMOS])
+    results = ExperimentRunner(load_experiment(path), console=Console(quiet=True)).run()
+    synth, demos = results["stages"]
+    run_dir = tmp_path / "runs" / "syn"
+    assert {t.env for t in TaskSet.from_jsonl(run_dir / synth["path"])} == {"keydoor"}
+    with TrajectoryStore(run_dir / "store.db") as store:
+        explored = store.query(run=synth["run_id"])
+        played = store.query(run=demos["run_id"])
+    assert {t.env for t in explored} == {"keydoor"}
+    assert {t.env for t in played} == {"keydoor-compact"}
+    assert len(played) == 3 and all(t.outcome.reward == 1.0 for t in played)
+    # Its env is named in the stage's fingerprint: without it, the stage is made again.
+    again = ExperimentRunner(
+        load_experiment(_experiment(tmp_path, [SYNTH, DEMOS])), console=Console(quiet=True)
+    ).run()
+    remade = TaskSet.from_jsonl(run_dir / again["stages"][0]["path"])
+    assert {t.env for t in remade} == {"keydoor-compact"}
+
+
+def test_a_stage_env_without_a_synthesizer_is_refused(tmp_path: Path) -> None:
+    exp = load_experiment(_experiment(tmp_path, [{**SYNTH, "env": "time"}]))
+    with pytest.raises(ConfigError, match="time"):
+        check_experiment(exp, tmp_path / "runs" / "syn")
+
+
 def test_tasks_from_must_be_an_earlier_synthesize_stage(tmp_path: Path) -> None:
     with pytest.raises(
         ConfigError, match="tasks_from 'synthesize' is not an earlier synthesize stage"

@@ -236,7 +236,7 @@ def check_experiment(exp: Experiment, run_dir: Path) -> None:
                     problems.append(origin.problem(("stages", i, "policy"), found))
             elif isinstance(stage, SynthesizeStage):
                 try:
-                    stage.check_names(exp.env)
+                    stage.check_names(stage.env or exp.env)
                 except ConfigError as exc:
                     problems.append(origin.problem(("stages", i), str(exc)))
             elif isinstance(stage, CollectStage):

@@ -116,7 +116,11 @@ class StageMaking:
             # harness and confine absent when unset: older runs' records stay current.
             unset = {k for k in ("harness", "confine") if not getattr(stage, k)}
             config.update(model=model, stage=stage.model_dump(mode="json", exclude=unset))
-        elif isinstance(stage, TriageStage | MemoryStage | SynthesizeStage):
+        elif isinstance(stage, SynthesizeStage):
+            # env absent when unset: older runs' records stay current.
+            unset = {"env"} if stage.env is None else None
+            config.update(stage=stage.model_dump(mode="json", exclude=unset))
+        elif isinstance(stage, TriageStage | MemoryStage):
             config.update(stage=stage.model_dump(mode="json"))
         elif isinstance(stage, RepairStage):
             # The note is encoded with the tokenizer of the experiment's model family.

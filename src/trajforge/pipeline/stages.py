@@ -256,6 +256,11 @@ class SynthesizeStage(SynthesisSettings):
     """Stage kind."""
     name: str = "synthesize"
     """Stage name, unique in the experiment."""
+    env: str | None = None
+    """The env whose tasks are synthesized, when not the experiment's: say, the MiniWoB++ form
+    pages (``miniwob:enter-text,login-user``) of an experiment whose env mixes them with pages
+    no explorer makes tasks from. Its tasks must play in the experiment's env, which the
+    ``demonstrations`` stage that reads them uses; null: the experiment's env."""
 
 
 Stage = Annotated[

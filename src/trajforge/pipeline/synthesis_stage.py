@@ -22,7 +22,9 @@ def synthesize_stage(
     ``run_id``."""
     out = run_dir / stage.name / TASKS_FILE
     hooks = [RolloutProgress(transient=True)]
-    report = synthesize(exp.env, stage, run_id=run_id, store=store, out=out, hooks=hooks)
+    report = synthesize(
+        stage.env or exp.env, stage, run_id=run_id, store=store, out=out, hooks=hooks
+    )
     path = str(out.relative_to(run_dir))
     return {**report.summary(), "path": path, "text": report.text}
 
