@@ -22,9 +22,20 @@ Both SFT stages stop after the same ``--steps`` optimizer steps; both arms are e
 greedily on the same held-out boards (the env's test split, which synthesis never starts from).
 The base (untrained) weights are evaluated on them once per seed.
 
+With ``--env web`` the experiment is the web job (``examples/web/experiment.yaml``, SmolLM2 on
+twelve MiniWoB++ tasks in headless Chromium): **hand** is the job up to its ``after_sft`` eval
+(its base eval, the teacher's demonstrations on 144 training pages, one SFT epoch); **synth**
+puts a ``synthesize`` stage first, exploring the job's form pages (the seven of its twelve tasks
+whose page state the web synthesizer reads, from training-split page seeds; ``--explore``
+walks, every reached state with one change or more kept), and the same teacher plays 144 of its
+tasks, then the same SFT and the same held-out eval (the job's test-split pages). A run folder
+of the job made before (``trajforge run examples/web/experiment.yaml seed=N --out DIR``) copied
+to ``OUT/web-hand-s<N>`` is reused by fingerprint.
+
     .venv/bin/python bench/synthesis.py --quick        # 1 seed, 40 boards, 60 steps: minutes
     .venv/bin/python bench/synthesis.py --seeds 0 1 2  # 120 boards, 200 steps, 100 held out
     .venv/bin/python bench/synthesis.py --quick --match-difficulty
+    TRAJFORGE_BROWSERS=8 .venv/bin/python bench/synthesis.py --env web --out runs/synthesis_web
 
 Prints each arm's held-out success per seed, then ONE JSON line; ``ratio`` is the synthesized
 arm's mean gain over the base weights divided by the hand-written arm's (null when the
@@ -44,9 +55,16 @@ from typing import Any
 from rich.console import Console
 
 from trajforge.envs import TaskSet
+from trajforge.envs.browser.miniwob import PREFIX as MINIWOB
 from trajforge.envs.builtin.keydoor import KeyBoard
 from trajforge.envs.registry import get_env
-from trajforge.pipeline.config import Experiment
+from trajforge.envs.synthesizers.web import SYNTH_TASKS
+from trajforge.pipeline.config import (
+    DemonstrationStage,
+    Experiment,
+    SynthesizeStage,
+    load_experiment,
+)
 from trajforge.pipeline.runner import ExperimentRunner
 
 ENV = "keydoor-compact"
@@ -61,6 +79,11 @@ PRESETS: dict[str, dict[str, int]] = {
     "quick": {"tasks": 40, "steps": 60, "held_out": 50, "explore": 80},
     "full": {"tasks": 120, "steps": 200, "held_out": 100, "explore": 240},
 }
+WEB_JOB = Path(__file__).resolve().parents[1] / "examples" / "web" / "experiment.yaml"
+WEB_EXPLORE = 180
+"""Exploration episodes of the web arm: enough for the job's 144 demonstrations after the
+states that change nothing or have no wrong answer are dropped."""
+BASE, AFTER_SFT = "base", "after_sft"
 MATCHED_EXPLORE = 10
 """Matching keeps about one board in ten of a bare exploration (the hardest share of the
 training boards is what walks reach least), so a matched arm explores this many times more."""
@@ -97,6 +120,28 @@ def _experiment(
     )
 
 
+def _web_arms(seed: int, explore: int) -> dict[str, Experiment]:
+    """The web job's two arms for ``seed``: its stages to ``after_sft``, and the same with a
+    ``synthesize`` stage exploring its form pages in place of the base eval, the teacher
+    playing those tasks."""
+    job = load_experiment(WEB_JOB, [f"seed={seed}"])
+    stages = job.stages[: [s.name for s in job.stages].index(AFTER_SFT) + 1]
+    pages = get_env(job.env).name.removeprefix(MINIWOB).split(",")
+    forms = MINIWOB + ",".join(p for p in pages if p in SYNTH_TASKS)
+    # Every reached state with one change or more: the job's own pages include single clicks.
+    synthesize = SynthesizeStage(env=forms, episodes=explore, seed=seed, min_steps=1)
+    synth = [synthesize]
+    for stage in stages:
+        if isinstance(stage, DemonstrationStage):
+            synth.append(stage.model_copy(update={"tasks_from": synthesize.name}))
+        elif stage.name != BASE:
+            synth.append(stage)
+    return {
+        "hand": job.model_copy(update={"stages": stages}),
+        "synth": job.model_copy(update={"stages": synth}),
+    }
+
+
 def _success(results: dict[str, Any], stage: str) -> float:
     record = next(s for s in results["stages"] if s["name"] == stage)
     return float(record["summary"]["success"])
@@ -107,8 +152,48 @@ def _mean_shortest(tasks: list[Any]) -> float:
     return round(sum(lengths) / len(lengths), 2)
 
 
+def _keydoor_seed(
+    seed: int, sizes: dict[str, int], out: Path, matched: bool
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Both keydoor arms of ``seed``: held-out success per arm (and the base weights'), and
+    what synthesis kept."""
+    row: dict[str, float] = {}
+    made: dict[str, Any] = {}
+    for arm in ("hand", "synth"):
+        exp = _experiment(arm, seed, sizes, out, matched)
+        results = ExperimentRunner(exp, console=Console(stderr=True, quiet=True)).run()
+        if arm == "hand":
+            row["base"] = _success(results, "base")
+        else:
+            synth = next(s for s in results["stages"] if s["name"] == "synthesize")
+            tasks = TaskSet.from_jsonl(out / exp.name / synth["path"])
+            explored = get_env(ENV).tasks(synth["explored"], seed=seed, split="train")
+            shortest = {"synth": _mean_shortest(list(tasks)), "train": _mean_shortest(explored)}
+            made = {**{k: synth[k] for k in ("explored", "kept", "dropped")}, "mean_shortest": shortest}  # fmt: skip
+        row[arm] = _success(results, AFTER_SFT)
+    return row, made
+
+
+def _web_seed(seed: int, explore: int, out: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    """Both web arms of ``seed``, in ``OUT/web-<arm>-s<seed>``."""
+    row: dict[str, float] = {}
+    made: dict[str, Any] = {}
+    for arm, exp in _web_arms(seed, explore).items():
+        results = ExperimentRunner(exp, run_dir=out / f"web-{arm}-s{seed}").run()
+        if arm == "hand":
+            row["base"] = _success(results, BASE)
+        else:
+            synth = next(s for s in results["stages"] if s["name"] == "synthesize")
+            made = {k: synth[k] for k in ("explored", "kept", "dropped")}
+        demos = next(s for s in results["stages"] if s["name"] == "demonstrations")
+        made[f"{arm}_demonstrations"] = demos["summary"]["episodes"]
+        row[arm] = _success(results, AFTER_SFT)
+    return row, made
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", choices=("keydoor", "web"), default="keydoor")
     parser.add_argument("--quick", action="store_true", help="1 seed at small sizes: minutes")
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
     parser.add_argument(
@@ -116,6 +201,7 @@ def main() -> None:
         action="store_true",
         help="synth arm: explore 10x and match the training split's solution lengths",
     )
+    parser.add_argument("--explore", type=int, default=WEB_EXPLORE, help="web: exploration episodes")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="run folders (default: temp)")
     args = parser.parse_args()
     sizes = PRESETS["quick" if args.quick else "full"]
@@ -126,36 +212,27 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         for seed in seeds:
-            row: dict[str, Any] = {"seed": seed}
-            for arm in ("hand", "synth"):
-                exp = _experiment(arm, seed, sizes, out, args.match_difficulty)
-                results = ExperimentRunner(exp, console=Console(stderr=True, quiet=True)).run()
-                if arm == "hand":
-                    row["base"] = _success(results, "base")
-                else:
-                    synth = next(s for s in results["stages"] if s["name"] == "synthesize")
-                    made = TaskSet.from_jsonl(out / exp.name / synth["path"])
-                    explored = get_env(ENV).tasks(synth["explored"], seed=seed, split="train")
-                    shortest = {"synth": _mean_shortest(list(made)),
-                                "train": _mean_shortest(explored)}  # fmt: skip
-                    kept = {k: synth[k] for k in ("explored", "kept", "dropped")}
-                    synthesized.append({**kept, "mean_shortest": shortest})
-                row[arm] = _success(results, "after_sft")
-            rows.append(row)
+            if args.env == "web":
+                row, made = _web_seed(seed, args.explore, out)
+            else:
+                row, made = _keydoor_seed(seed, sizes, out, args.match_difficulty)
+            rows.append({"seed": seed, **row})
+            synthesized.append(made)
             print(f"  seed {seed}: base {row['base']:.3f}, hand-written {row['hand']:.3f}, "
-                  f"synthesized {row['synth']:.3f}", flush=True)  # fmt: skip
+                  f"synthesized {row['synth']:.3f}; {made}", flush=True)  # fmt: skip
     mean = {k: sum(r[k] for r in rows) / len(rows) for k in ("base", "hand", "synth")}
     hand_gain, synth_gain = mean["hand"] - mean["base"], mean["synth"] - mean["base"]
     ratio = round(synth_gain / hand_gain, 3) if hand_gain > 0 else None
+    web = args.env == "web"
     print(
         json.dumps(
             {
                 "bench": "synthesis",
-                "env": ENV,
-                "model": "pocket",
+                "env": str(WEB_JOB.relative_to(WEB_JOB.parents[2])) if web else ENV,
+                "model": "embedded" if web else "pocket",
                 "quick": args.quick,
                 "match_difficulty": args.match_difficulty,
-                "sizes": sizes,
+                "sizes": {"explore": args.explore} if web else sizes,
                 "seeds": seeds,
                 "per_seed": rows,
                 "mean": {k: round(v, 4) for k, v in mean.items()},

@@ -1,0 +1,37 @@
+"""bench/synthesis.py's web arms: the synthesized arm is the web job's hand-written arm with a
+``synthesize`` stage over the job's form pages in place of the base eval, its demonstrations
+played from those tasks, and everything else (SFT, the held-out eval, the seed) the same."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from trajforge.pipeline.config import DemonstrationStage, SynthesizeStage
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def test_the_web_arms_differ_only_in_where_the_demonstrations_come_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    monkeypatch.chdir(BENCH.parent)  # the job names its env by a path from the checkout
+    synthesis = importlib.import_module("synthesis")
+    arms = synthesis._web_arms(seed=2, explore=50)
+    hand, synth = arms["hand"], arms["synth"]
+    assert [s.name for s in hand.stages] == ["base", "demonstrations", "sft", "after_sft"]
+    assert [s.name for s in synth.stages] == ["synthesize", "demonstrations", "sft", "after_sft"]
+    explore = synth.stages[0]
+    assert isinstance(explore, SynthesizeStage)
+    assert (explore.episodes, explore.seed, explore.min_steps) == (50, 2, 1)
+    # The job's form pages only: its click-link, click-dialog, ... pages make no tasks.
+    forms = explore.env.removeprefix("miniwob:").split(",") if explore.env else []
+    assert "login-user" in forms and "click-link" not in forms and len(forms) == 7
+    demos = synth.stages[1]
+    assert isinstance(demos, DemonstrationStage) and demos.tasks_from == "synthesize"
+    assert demos.model_copy(update={"tasks_from": None}) == hand.stages[1]
+    assert synth.stages[2:] == hand.stages[2:]
+    assert (synth.env, synth.seed, synth.eval) == (hand.env, hand.seed, hand.eval)
