@@ -130,7 +130,7 @@ def _run(exp: Experiment, model: str, arm: str, seed: int, args: argparse.Namesp
     assert isinstance(rl, RLStage)
     train = _arm_train(rl, arm, args)
     stages = [RLStage(name=rl.name, train=train), EvalStage(name=HELD_OUT)]
-    name = f"{arm}-s{seed}" + "".join(f"-{k}={v}" for k, v in _overrides(arm, args).items())
+    name = f"{arm}-s{seed}" + "".join(f"-{k}-{v}" for k, v in _overrides(arm, args).items())
     run = Experiment.model_validate(
         {
             **exp.model_dump(),
