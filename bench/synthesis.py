@@ -22,20 +22,23 @@ Both SFT stages stop after the same ``--steps`` optimizer steps; both arms are e
 greedily on the same held-out boards (the env's test split, which synthesis never starts from).
 The base (untrained) weights are evaluated on them once per seed.
 
-With ``--env web`` the experiment is the web job (``examples/web/experiment.yaml``, SmolLM2 on
-twelve MiniWoB++ tasks in headless Chromium): **hand** is the job up to its ``after_sft`` eval
-(its base eval, the teacher's demonstrations on 144 training pages, one SFT epoch); **synth**
-puts a ``synthesize`` stage first, exploring the job's form pages (the seven of its twelve tasks
-whose page state the web synthesizer reads, from training-split page seeds; ``--explore``
-walks, every reached state with one change or more kept), and the same teacher plays 144 of its
-tasks, then the same SFT and the same held-out eval (the job's test-split pages). A run folder
-of the job made before (``trajforge run examples/web/experiment.yaml seed=N --out DIR``) copied
-to ``OUT/web-hand-s<N>`` is reused by fingerprint.
+With ``--env web`` or ``--env calculator`` the experiment is a job on the embedded SmolLM2: the
+web job (``examples/web/experiment.yaml``, twelve MiniWoB++ tasks in headless Chromium) or the
+calculator job (``examples/calculator/experiment.yaml``, a calculator tool). **hand** is the job
+up to its ``after_sft`` eval (its base eval, its teacher's demonstrations on its training tasks,
+its SFT); **synth** puts a ``synthesize`` stage in place of the base eval (the calculator's
+random call chains; the web job's form pages, the seven of its twelve tasks whose page state the
+web synthesizer reads; from training-split tasks, ``--explore`` episodes, every reached state
+with one change or more kept), the same teacher plays as many of those tasks, then the same SFT
+and the same held-out eval (the job's test split). Run folders of the job made before
+(``trajforge run JOB seed=N --out DIR``) copied to ``OUT/<env>-hand-s<N>`` are reused by
+fingerprint.
 
     .venv/bin/python bench/synthesis.py --quick        # 1 seed, 40 boards, 60 steps: minutes
     .venv/bin/python bench/synthesis.py --seeds 0 1 2  # 120 boards, 200 steps, 100 held out
     .venv/bin/python bench/synthesis.py --quick --match-difficulty
     TRAJFORGE_BROWSERS=8 .venv/bin/python bench/synthesis.py --env web --out runs/synthesis_web
+    .venv/bin/python bench/synthesis.py --env calculator --out runs/synthesis_calculator
 
 Prints each arm's held-out success per seed, then ONE JSON line; ``ratio`` is the synthesized
 arm's mean gain over the base weights divided by the hand-written arm's (null when the
@@ -52,6 +55,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from calculator_job import JOB as CALCULATOR
 from rich.console import Console
 
 from trajforge.envs import TaskSet
@@ -79,10 +83,11 @@ PRESETS: dict[str, dict[str, int]] = {
     "quick": {"tasks": 40, "steps": 60, "held_out": 50, "explore": 80},
     "full": {"tasks": 120, "steps": 200, "held_out": 100, "explore": 240},
 }
-WEB_JOB = Path(__file__).resolve().parents[1] / "examples" / "web" / "experiment.yaml"
-WEB_EXPLORE = 180
-"""Exploration episodes of the web arm: enough for the job's 144 demonstrations after the
-states that change nothing or have no wrong answer are dropped."""
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+JOBS = {"web": EXAMPLES / "web" / "experiment.yaml", "calculator": CALCULATOR}
+EXPLORE = {"web": 180, "calculator": 400}
+"""Exploration episodes per job: enough for its demonstrations (144 web pages, 320 calculator
+problems) after the states that change nothing or have no wrong answer are dropped."""
 BASE, AFTER_SFT = "base", "after_sft"
 MATCHED_EXPLORE = 10
 """Matching keeps about one board in ten of a bare exploration (the hardest share of the
@@ -120,17 +125,18 @@ def _experiment(
     )
 
 
-def _web_arms(seed: int, explore: int) -> dict[str, Experiment]:
-    """The web job's two arms for ``seed``: its stages to ``after_sft``, and the same with a
-    ``synthesize`` stage exploring its form pages in place of the base eval, the teacher
-    playing those tasks."""
-    job = load_experiment(WEB_JOB, [f"seed={seed}"])
+def _job_arms(job_file: Path, seed: int, explore: int) -> dict[str, Experiment]:
+    """A job's two arms for ``seed``: its stages to ``after_sft``, and the same with a
+    ``synthesize`` stage in place of the base eval (over the job's env, or its form pages for a
+    MiniWoB++ env), its demonstrations stage playing those tasks."""
+    job = load_experiment(job_file, [f"seed={seed}"])
     stages = job.stages[: [s.name for s in job.stages].index(AFTER_SFT) + 1]
-    pages = get_env(job.env).name.removeprefix(MINIWOB).split(",")
-    forms = MINIWOB + ",".join(p for p in pages if p in SYNTH_TASKS)
-    # Every reached state with one change or more: the job's own pages include single clicks.
+    env = get_env(job.env).name
+    pages = env.removeprefix(MINIWOB).split(",") if env.startswith(MINIWOB) else None
+    forms = MINIWOB + ",".join(p for p in pages if p in SYNTH_TASKS) if pages else None
+    # Every reached state with one change or more: the jobs' own tasks include short ones.
     synthesize = SynthesizeStage(env=forms, episodes=explore, seed=seed, min_steps=1)
-    synth = [synthesize]
+    synth: list[Any] = [synthesize]
     for stage in stages:
         if isinstance(stage, DemonstrationStage):
             synth.append(stage.model_copy(update={"tasks_from": synthesize.name}))
@@ -174,12 +180,14 @@ def _keydoor_seed(
     return row, made
 
 
-def _web_seed(seed: int, explore: int, out: Path) -> tuple[dict[str, float], dict[str, Any]]:
-    """Both web arms of ``seed``, in ``OUT/web-<arm>-s<seed>``."""
+def _job_seed(
+    job: str, seed: int, explore: int, out: Path
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Both arms of job ``job`` for ``seed``, in ``OUT/<job>-<arm>-s<seed>``."""
     row: dict[str, float] = {}
     made: dict[str, Any] = {}
-    for arm, exp in _web_arms(seed, explore).items():
-        results = ExperimentRunner(exp, run_dir=out / f"web-{arm}-s{seed}").run()
+    for arm, exp in _job_arms(JOBS[job], seed, explore).items():
+        results = ExperimentRunner(exp, run_dir=out / f"{job}-{arm}-s{seed}").run()
         if arm == "hand":
             row["base"] = _success(results, BASE)
         else:
@@ -193,7 +201,7 @@ def _web_seed(seed: int, explore: int, out: Path) -> tuple[dict[str, float], dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", choices=("keydoor", "web"), default="keydoor")
+    parser.add_argument("--env", choices=("keydoor", *JOBS), default="keydoor")
     parser.add_argument("--quick", action="store_true", help="1 seed at small sizes: minutes")
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
     parser.add_argument(
@@ -201,7 +209,7 @@ def main() -> None:
         action="store_true",
         help="synth arm: explore 10x and match the training split's solution lengths",
     )
-    parser.add_argument("--explore", type=int, default=WEB_EXPLORE, help="web: exploration episodes")  # fmt: skip
+    parser.add_argument("--explore", type=int, default=None, help="a job's exploration episodes")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="run folders (default: temp)")
     args = parser.parse_args()
     sizes = PRESETS["quick" if args.quick else "full"]
@@ -212,8 +220,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         for seed in seeds:
-            if args.env == "web":
-                row, made = _web_seed(seed, args.explore, out)
+            if args.env in JOBS:
+                explore = args.explore or EXPLORE[args.env]
+                row, made = _job_seed(args.env, seed, explore, out)
             else:
                 row, made = _keydoor_seed(seed, sizes, out, args.match_difficulty)
             rows.append({"seed": seed, **row})
@@ -223,16 +232,16 @@ def main() -> None:
     mean = {k: sum(r[k] for r in rows) / len(rows) for k in ("base", "hand", "synth")}
     hand_gain, synth_gain = mean["hand"] - mean["base"], mean["synth"] - mean["base"]
     ratio = round(synth_gain / hand_gain, 3) if hand_gain > 0 else None
-    web = args.env == "web"
+    job = JOBS.get(args.env)
     print(
         json.dumps(
             {
                 "bench": "synthesis",
-                "env": str(WEB_JOB.relative_to(WEB_JOB.parents[2])) if web else ENV,
-                "model": "embedded" if web else "pocket",
+                "env": str(job.relative_to(EXAMPLES.parent)) if job else ENV,
+                "model": "embedded" if job else "pocket",
                 "quick": args.quick,
                 "match_difficulty": args.match_difficulty,
-                "sizes": {"explore": args.explore} if web else sizes,
+                "sizes": {"explore": args.explore or EXPLORE[args.env]} if job else sizes,
                 "seeds": seeds,
                 "per_seed": rows,
                 "mean": {k: round(v, 4) for k, v in mean.items()},

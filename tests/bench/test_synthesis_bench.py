@@ -1,6 +1,7 @@
-"""bench/synthesis.py's web arms: the synthesized arm is the web job's hand-written arm with a
-``synthesize`` stage over the job's form pages in place of the base eval, its demonstrations
-played from those tasks, and everything else (SFT, the held-out eval, the seed) the same."""
+"""bench/synthesis.py's job arms: the synthesized arm is a job's hand-written arm with a
+``synthesize`` stage in place of the base eval (over the web job's form pages, or the job's own
+env), its demonstrations played from those tasks, and everything else (SFT, the held-out eval,
+the seed) the same."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def test_the_web_arms_differ_only_in_where_the_demonstrations_come_from(
     monkeypatch.syspath_prepend(str(BENCH))
     monkeypatch.chdir(BENCH.parent)  # the job names its env by a path from the checkout
     synthesis = importlib.import_module("synthesis")
-    arms = synthesis._web_arms(seed=2, explore=50)
+    arms = synthesis._job_arms(synthesis.JOBS["web"], seed=2, explore=50)
     hand, synth = arms["hand"], arms["synth"]
     assert [s.name for s in hand.stages] == ["base", "demonstrations", "sft", "after_sft"]
     assert [s.name for s in synth.stages] == ["synthesize", "demonstrations", "sft", "after_sft"]
@@ -35,3 +36,14 @@ def test_the_web_arms_differ_only_in_where_the_demonstrations_come_from(
     assert demos.model_copy(update={"tasks_from": None}) == hand.stages[1]
     assert synth.stages[2:] == hand.stages[2:]
     assert (synth.env, synth.seed, synth.eval) == (hand.env, hand.seed, hand.eval)
+
+
+def test_a_job_whose_env_has_a_synthesizer_explores_that_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    synthesis = importlib.import_module("synthesis")
+    synth = synthesis._job_arms(synthesis.JOBS["calculator"], seed=1, explore=400)["synth"]
+    explore = synth.stages[0]
+    assert isinstance(explore, SynthesizeStage) and explore.env is None
+    assert synth.env == "calculator" and explore.episodes == 400
