@@ -194,7 +194,7 @@ def _job_seed(
             synth = next(s for s in results["stages"] if s["name"] == "synthesize")
             made = {k: synth[k] for k in ("explored", "kept", "dropped")}
         demos = next(s for s in results["stages"] if s["name"] == "demonstrations")
-        made[f"{arm}_demonstrations"] = demos["summary"]["episodes"]
+        made[f"{arm}_demonstrations"] = demos["solved"]
         row[arm] = _success(results, AFTER_SFT)
     return row, made
 
