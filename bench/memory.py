@@ -106,9 +106,12 @@ def main() -> None:
         results = ExperimentRunner(exp.model_copy(update={"stages": stages}), run_dir=run_dir).run()  # fmt: skip
         (off, n), (on, _) = _rate(results, without), _rate(results, "with_memory")
         items = done_record(results, "memory").get("text", "")
-        rows.append({"seed": seed, "without": off, "with": on})
+        retrieved = float(done_record(results, "with_memory")["memory"]["retrieved_mean"])
+        if retrieved == 0:
+            raise SystemExit(f"seed {seed}: the memory gave no held-out task an item: nothing to measure")  # fmt: skip
+        rows.append({"seed": seed, "without": off, "with": on, "retrieved": retrieved})
         print(f"  seed {seed}: without memory {off.text()}, with {on.text()} ({n} held-out "
-              f"episodes); memory: {items}")  # fmt: skip
+              f"episodes, {retrieved:.2f} items a task); memory: {items}")  # fmt: skip
     without_rates = [r["without"].value for r in rows]
     with_rates = [r["with"].value for r in rows]
     diff = mean_ci95([b - a for a, b in zip(without_rates, with_rates, strict=True)])
@@ -122,6 +125,7 @@ def main() -> None:
                 "seeds": args.seeds,
                 "experience_tasks": experience,
                 "k": args.k,
+                "retrieved_mean": [r["retrieved"] for r in rows],
                 "without": {"per_seed": without_rates, "seeds": over_seeds(without_rates)},
                 "with": {"per_seed": with_rates, "seeds": over_seeds(with_rates)},
                 "gain_points": {

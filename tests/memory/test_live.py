@@ -42,6 +42,23 @@ def test_retrieval_uses_only_the_env_items_best_first(tmp_path: Path) -> None:
     assert [i.id for i, _ in memory.retrieve(task)] == ["m2"]
 
 
+def test_an_env_named_by_its_factory_file_matches_the_items_its_episodes_made(
+    tmp_path: Path,
+) -> None:
+    # An experiment names its env by a file; its trajectories (and so the items distilled from
+    # them) carry the env's own name, as the web job's carry miniwob:...
+    (tmp_path / "my_env.py").write_text(
+        f"from trajforge.envs.registry import get_env\n\ndef make():\n    return get_env({ENV!r})\n"
+    )
+    spec = f"{tmp_path / 'my_env.py'}:make"
+    path = tmp_path / "mem.jsonl"
+    task = get_env(ENV).tasks(1, seed=0, split="test")[0]
+    write_memory(path, [lesson(1, task.prompt)])
+    memory = Memory.load(path, spec, k=2)
+    assert (memory.env, memory.ignored) == (ENV, 0)
+    assert [i.id for i, _ in memory.retrieve(task)] == ["m1"]
+
+
 def test_a_rollout_reads_records_and_grows_the_memory(tmp_path: Path) -> None:
     path = tmp_path / "mem.jsonl"
     tasks = get_env(ENV).tasks(2, seed=0, split="train")

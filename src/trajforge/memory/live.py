@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from trajforge.envs import Env, StepResult
+from trajforge.envs import Env, StepResult, stored_env_name
 from trajforge.memory.distil import distil_rules
 from trajforge.memory.items import MemoryItem, for_env, item_line, read_memory
 from trajforge.retrieval import BM25, EmbeddingIndex, Retriever
@@ -63,7 +63,11 @@ class Memory:
         cls, path: Path, env: str, k: int = DEFAULT_K, embed: Embedder | None = None
     ) -> Memory:
         """The memory at ``path`` for ``env``: its items of ``env``; the others counted.
-        With ``embed``, its items are embedded now and retrieved by cosine similarity."""
+        With ``embed``, its items are embedded now and retrieved by cosine similarity.
+
+        ``env`` may be given as an experiment names it (``file.py:factory``): items and
+        episodes carry the name its trajectories are stored under, which is what is matched."""
+        env = stored_env_name(env) or env
         mine, others = for_env(read_memory(path), env)
         return cls(path, env, k, mine, len(others), embed)
 
