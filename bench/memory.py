@@ -97,8 +97,14 @@ def main() -> None:
         weights = runner.weights([s.name for s in prefix if isinstance(s, SFTStage)][-1])
         stages = [
             *prefix,
+            # Played under the eval's limits, so its lessons are of the episodes the eval sees.
             DemonstrationStage(
-                name="experience", policy=weights, tasks=experience, seed=seed + EXPERIENCE_SEED
+                name="experience",
+                policy=weights,
+                tasks=experience,
+                seed=seed + EXPERIENCE_SEED,
+                max_turns=exp.eval.max_turns,
+                max_new_tokens=exp.eval.max_new_tokens,
             ),
             MemoryStage(name="memory", stages=["experience"]),
             EvalStage(name="with_memory", memory="memory", memory_k=args.k),

@@ -109,8 +109,8 @@ class StageMaking:
             if stage.memory is not None:  # likewise
                 config.update(memory=self._memory(index, stage))
         elif isinstance(stage, DemonstrationStage):
-            # tasks_from absent when unset: older runs' records stay current.
-            unset = {"tasks_from"} if stage.tasks_from is None else None
+            # tasks_from and max_new_tokens absent when unset: older runs' records stay current.
+            unset = {k for k in ("tasks_from", "max_new_tokens") if getattr(stage, k) is None}
             config.update(stage=stage.model_dump(mode="json", exclude=unset))
         elif isinstance(stage, CollectStage):
             # harness and confine absent when unset: older runs' records stay current.
@@ -118,8 +118,8 @@ class StageMaking:
             config.update(model=model, stage=stage.model_dump(mode="json", exclude=unset))
         elif isinstance(stage, SynthesizeStage):
             # env absent when unset: older runs' records stay current.
-            unset = {"env"} if stage.env is None else None
-            config.update(stage=stage.model_dump(mode="json", exclude=unset))
+            absent = {"env"} if stage.env is None else set()
+            config.update(stage=stage.model_dump(mode="json", exclude=absent))
         elif isinstance(stage, TriageStage | MemoryStage):
             config.update(stage=stage.model_dump(mode="json"))
         elif isinstance(stage, RepairStage):

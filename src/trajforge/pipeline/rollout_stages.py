@@ -32,7 +32,7 @@ def demonstrations_stage(
         env=exp.env,
         policy=teacher,
         tasks=tasks or TaskSample(count=stage.tasks, split=stage.split, seed=stage.seed),
-        limits=Limits(max_turns=stage.max_turns),
+        limits=Limits(max_turns=stage.max_turns, max_new_tokens=stage.max_new_tokens),
         context=stage.context,
         sampling=Sampling(temperature=0.0),
         seed=stage.seed,

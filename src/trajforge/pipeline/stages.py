@@ -106,6 +106,9 @@ class DemonstrationStage(StrictModel):
     """Seed of the task sample."""
     max_turns: int | None = Field(default=None, ge=1)
     """Assistant turns per episode (null: the environment's own limit)."""
+    max_new_tokens: int | None = Field(default=None, ge=1)
+    """Tokens a model teacher may sample a turn (a reply cut there, as in an eval with the
+    same limit); null: the sampler's default (256)."""
     context: ContextSpec | None = None
     """How each episode's context is kept within a token budget: ``{strategy: keep_last |
     shorten_tools | summary | fold | none, budget: N, keep_turns, tool_chars, summary_by,
