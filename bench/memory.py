@@ -34,9 +34,8 @@ from typing import Any
 from calculator_job import JOB as CALCULATOR
 from calculator_job import QUICK, QUICK_EVAL
 from over_seeds import over_seeds
-from stage_records import done_record
+from stage_records import done_record, stage_rate
 
-from trajforge.judge.best_of import Rate
 from trajforge.judge.stats import mean_ci95
 from trajforge.pipeline.config import (
     DemonstrationStage,
@@ -64,13 +63,6 @@ def _prefix(exp: Experiment) -> tuple[list[Any], str]:
         raise SystemExit(f"{exp.name}: no eval stage after the last SFT stage to compare with")
     stages = [s for s in exp.stages[:after] if not isinstance(s, EvalStage)]
     return [*stages, exp.stages[after]], exp.stages[after].name
-
-
-def _rate(results: dict[str, Any], name: str) -> tuple[Rate, int]:
-    """Stage ``name``'s success rate and its episodes."""
-    summary = done_record(results, name)["summary"]
-    n = int(summary["episodes"])
-    return Rate.of(round(float(summary["success"]) * n), n), n
 
 
 def main() -> None:
@@ -110,7 +102,7 @@ def main() -> None:
             EvalStage(name="with_memory", memory="memory", memory_k=args.k),
         ]
         results = ExperimentRunner(exp.model_copy(update={"stages": stages}), run_dir=run_dir).run()  # fmt: skip
-        (off, n), (on, _) = _rate(results, without), _rate(results, "with_memory")
+        (off, n), (on, _) = stage_rate(results, without), stage_rate(results, "with_memory")
         items = done_record(results, "memory").get("text", "")
         retrieved = float(done_record(results, "with_memory")["memory"]["retrieved_mean"])
         if retrieved == 0:

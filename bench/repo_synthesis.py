@@ -32,10 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from bug_synthesis import PACKAGE, VERSION, fetch
-from stage_records import done_record
+from stage_records import stage_rate
 
 from trajforge.envs import TaskSet
-from trajforge.judge.best_of import Rate
 from trajforge.judge.stats import mean_ci95
 from trajforge.pipeline.config import Experiment
 from trajforge.pipeline.runner import ExperimentRunner
@@ -113,12 +112,6 @@ def _experiment(tasks_file: Path, seed: int, sizes: dict[str, int], quick: bool)
     )
 
 
-def _rate(results: dict[str, Any], name: str) -> Rate:
-    summary = done_record(results, name)["summary"]
-    n = int(summary["episodes"])
-    return Rate.of(round(float(summary["success"]) * n), n)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=200, help="changes tried")
@@ -141,7 +134,7 @@ def main() -> None:
             raise SystemExit(f"seed {seed}: {sizes} tasks by split: no held-out or no training tasks")  # fmt: skip
         exp = _experiment(run_dir / "tasks.jsonl", seed, sizes, args.quick)
         results = ExperimentRunner(exp, run_dir=run_dir).run()
-        base, after = _rate(results, "base"), _rate(results, "after_sft")
+        (base, _), (after, _) = stage_rate(results, "base"), stage_rate(results, "after_sft")
         rows.append({"seed": seed, "held_out_functions": sorted(held), **sizes,
                      "base": base.value, "after_sft": after.value})  # fmt: skip
         print(f"  seed {seed}: held out {sorted(held)} ({sizes[TEST]} tasks; "
