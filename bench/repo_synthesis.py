@@ -104,7 +104,12 @@ def _experiment(tasks_file: Path, seed: int, sizes: dict[str, int], quick: bool)
             "eval": {**EVAL, "tasks": sizes[TEST]},
             "stages": [
                 {"kind": "eval", "name": "base"},
-                {"kind": "demonstrations", "tasks": sizes[TRAIN], "seed": seed},
+                {
+                    "kind": "demonstrations",
+                    "tasks": sizes[TRAIN],
+                    "seed": seed,
+                    "max_new_tokens": EVAL["max_new_tokens"],
+                },
                 {"kind": "sft", "train": sft},
                 {"kind": "eval", "name": "after_sft"},
             ],

@@ -13,7 +13,7 @@ import pytest
 
 from episodes import play, rewards
 from trajforge.envs import get_env, sandbox
-from trajforge.envs.builtin.repo import buggy_text
+from trajforge.envs.builtin.repo import buggy_text, smallest_edit
 from trajforge.envs.repo_harbor import write_harbor_tasks
 from trajforge.errors import ConfigError
 from trajforge.formats import format_tool_call
@@ -152,8 +152,14 @@ def test_the_env_rewards_an_edit_that_restores_the_function_and_nothing_else(
 ) -> None:
     _, tasks, _ = made
     entry = get_env("repo")
+    assert rewards(entry.make, tasks, entry.expert) == [1.0] * len(tasks)
+    # the expert reads the function, then changes back only the lines that differ
     [task] = [t for t in tasks if t.data["rule"] == "drop-if"]
-    assert rewards(entry.make, [task], entry.expert) == [1.0]
+    shown = play(entry.make, task, entry.expert)
+    [read, edit] = [c for m in shown.messages for c in m.tool_calls]
+    assert read.name == "bash" and "def clamp(" in read.arguments["command"]
+    assert edit.arguments["old"] == "    pass\n"
+    assert edit.arguments["new"] == "    if x < low:\n        return low\n"
 
     def wrong_fix(task: Task, messages: list[Message]) -> str:
         if any(m.role is Role.TOOL for m in messages):
@@ -225,3 +231,11 @@ def test_harbor_folders_round_trip(
 def test_the_repo_env_has_no_tasks_of_its_own() -> None:
     with pytest.raises(ConfigError, match="trajforge synthesize --bugs PACKAGE_DIR"):
         get_env("repo").tasks(1)
+
+
+def test_the_experts_edit_widens_until_its_old_text_occurs_once(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("def a(x):\n    return x - 1\n\n\ndef b(x):\n    return x + 1\n")
+    data = {"repo": str(tmp_path), "file": "m.py", "lines": [4, 6],
+            "original": "def b(x):\n    return x + 1\n", "buggy": "def b(x):\n    return x - 1\n"}  # fmt: skip
+    task = Task(id="t", prompt="fix b", env="repo", data=data)
+    assert smallest_edit(task) == (data["buggy"], data["original"])

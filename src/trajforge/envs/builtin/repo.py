@@ -212,14 +212,40 @@ def _teardown(context: ToolContext) -> None:
         shutil.rmtree(workspace.root, ignore_errors=True)
 
 
-def expert(task: Task, messages: list[Message]) -> str | None:
-    """Put the function back as it was, then stop."""
-    if any(m.role is Role.TOOL for m in messages):
-        return "The bug is fixed."
+def smallest_edit(task: Task) -> tuple[str, str]:
+    """The ``(old, new)`` of ``edit_file`` that undoes the task's bug: the lines that differ,
+    widened by lines around them until ``old`` occurs once in the buggy file."""
     data = task.data
-    return format_tool_call(
-        "edit_file", {"path": data["file"], "old": data["buggy"], "new": data["original"]}
-    )
+    buggy, original = data["buggy"].splitlines(True), data["original"].splitlines(True)
+    head = 0
+    while head < min(len(buggy), len(original)) and buggy[head] == original[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(buggy), len(original)) - head and buggy[-1 - tail] == original[-1 - tail]:
+        tail += 1
+    text = buggy_text(task)
+    start, end = head, len(buggy) - tail
+    while True:
+        old = "".join(buggy[start:end])
+        if (old and text.count(old) == 1) or (start == 0 and end == len(buggy)):
+            new = "".join(original[start : len(original) - (len(buggy) - end)])
+            return old, new
+        start, end = max(start - 1, 0), min(end + 1, len(buggy))
+
+
+def expert(task: Task, messages: list[Message]) -> str | None:
+    """Read the function the failing tests point at, change the lines that differ back, stop."""
+    data = task.data
+    done = sum(m.role is Role.TOOL for m in messages)
+    if done == 0:
+        name = data["function"].rsplit(".", 1)[-1]
+        shown = data["buggy"].count("\n")
+        command = f"grep -n -A {shown} 'def {name}(' {shlex.quote(data['file'])}"
+        return format_tool_call("bash", {"command": command})
+    if done == 1:
+        old, new = smallest_edit(task)
+        return format_tool_call("edit_file", {"path": data["file"], "old": old, "new": new})
+    return "The bug is fixed."
 
 
 def make_env(sandbox: SandboxConfig | None = None, **kwargs: Any) -> RepoEnv:
