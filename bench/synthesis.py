@@ -32,7 +32,9 @@ web synthesizer reads; from training-split tasks, ``--explore`` episodes, every 
 with one change or more kept), the same teacher plays as many of those tasks, then the same SFT
 and the same held-out eval (the job's test split). Run folders of the job made before
 (``trajforge run JOB seed=N --out DIR``) copied to ``OUT/<env>-hand-s<N>`` are reused by
-fingerprint.
+fingerprint. For the web job each seed's row also splits each arm's held-out success into the
+form pages (``<arm>_forms``) and the job's other pages (``<arm>_other``), which no
+synthesized task is made from.
 
     .venv/bin/python bench/synthesis.py --quick        # 1 seed, 40 boards, 60 steps: minutes
     .venv/bin/python bench/synthesis.py --seeds 0 1 2  # 120 boards, 200 steps, 100 held out
@@ -70,6 +72,8 @@ from trajforge.pipeline.config import (
     load_experiment,
 )
 from trajforge.pipeline.runner import ExperimentRunner
+from trajforge.schema import is_success
+from trajforge.store import TrajectoryStore
 
 ENV = "keydoor-compact"
 SFT_TRAIN: dict[str, Any] = {
@@ -187,7 +191,8 @@ def _job_seed(
     row: dict[str, float] = {}
     made: dict[str, Any] = {}
     for arm, exp in _job_arms(JOBS[job], seed, explore).items():
-        results = ExperimentRunner(exp, run_dir=out / f"{job}-{arm}-s{seed}").run()
+        runner = ExperimentRunner(exp, run_dir=out / f"{job}-{arm}-s{seed}")
+        results = runner.run()
         if arm == "hand":
             row["base"] = _success(results, BASE)
         else:
@@ -196,7 +201,23 @@ def _job_seed(
         demos = next(s for s in results["stages"] if s["name"] == "demonstrations")
         made[f"{arm}_demonstrations"] = demos["solved"]
         row[arm] = _success(results, AFTER_SFT)
+        if job == "web":
+            after = next(s for s in results["stages"] if s["name"] == AFTER_SFT)
+            row |= {f"{arm}_{k}": v for k, v in _form_split(runner.store_path, after["run_id"]).items()}  # fmt: skip
     return row, made
+
+
+def _form_split(store_path: Path, run_id: str) -> dict[str, float]:
+    """Held-out success of an eval run on the pages synthesis makes tasks of (``forms``) and on
+    the job's other pages (``other``): what synthesized tasks teach, and what they cannot."""
+    wins: dict[str, list[bool]] = {"forms": [], "other": []}
+    with TrajectoryStore(store_path) as store:
+        for row in store.summaries(run=run_id):
+            page = row["task_id"].split("/", 1)[0]
+            wins["forms" if page in SYNTH_TASKS else "other"].append(
+                is_success(row["status"], row["reward"])
+            )
+    return {k: round(sum(v) / len(v), 4) for k, v in wins.items() if v}
 
 
 def main() -> None:

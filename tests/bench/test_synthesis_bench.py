@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from trajforge.pipeline.config import DemonstrationStage, SynthesizeStage
+from trajforge.schema import Message, Outcome, OutcomeStatus, Role, Task, Trajectory
+from trajforge.store import TrajectoryStore
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -47,3 +49,24 @@ def test_a_job_whose_env_has_a_synthesizer_explores_that_env(
     explore = synth.stages[0]
     assert isinstance(explore, SynthesizeStage) and explore.env is None
     assert synth.env == "calculator" and explore.episodes == 400
+
+
+def test_the_web_split_counts_form_pages_apart_from_the_others(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    synthesis = importlib.import_module("synthesis")
+    episodes = [("login-user/3", OutcomeStatus.OK, 1.0), ("login-user/4", OutcomeStatus.OK, 0.0),
+                ("click-dialog/5", OutcomeStatus.TRUNCATED, 1.0), ("click-dialog/6", OutcomeStatus.OK, 1.0),
+                ("enter-text/7", OutcomeStatus.OK, 1.0)]  # fmt: skip
+    with TrajectoryStore(tmp_path / "store.db") as store:
+        for task_id, status, reward in episodes:
+            store.add(Trajectory(run_id="web.after_sft", env="miniwob:x",
+                                 task=Task(id=task_id, prompt="p"),
+                                 messages=[Message(role=Role.USER, content="p")],
+                                 outcome=Outcome(status=status, reward=reward)))  # fmt: skip
+        store.add(Trajectory(run_id="web.base", env="miniwob:x", task=Task(id="enter-text/1", prompt="p"),
+                             messages=[Message(role=Role.USER, content="p")], outcome=Outcome(reward=1.0)))  # fmt: skip
+    split = synthesis._form_split(tmp_path / "store.db", "web.after_sft")
+    # a truncated episode never succeeded, whatever its reward; another run is not counted
+    assert split == {"forms": round(2 / 3, 4), "other": 0.5}
