@@ -65,6 +65,7 @@ from trajforge.envs.browser.miniwob import PREFIX as MINIWOB
 from trajforge.envs.builtin.keydoor import KeyBoard
 from trajforge.envs.registry import get_env
 from trajforge.envs.synthesizers.web import SYNTH_TASKS
+from trajforge.judge.stats import mean_ci95
 from trajforge.pipeline.config import (
     DemonstrationStage,
     Experiment,
@@ -197,7 +198,7 @@ def _job_seed(
             row["base"] = _success(results, BASE)
         else:
             synth = next(s for s in results["stages"] if s["name"] == "synthesize")
-            made = {k: synth[k] for k in ("explored", "kept", "dropped")}
+            made |= {k: synth[k] for k in ("explored", "kept", "dropped")}
         demos = next(s for s in results["stages"] if s["name"] == "demonstrations")
         made[f"{arm}_demonstrations"] = demos["solved"]
         row[arm] = _success(results, AFTER_SFT)
@@ -253,6 +254,7 @@ def main() -> None:
     mean = {k: sum(r[k] for r in rows) / len(rows) for k in ("base", "hand", "synth")}
     hand_gain, synth_gain = mean["hand"] - mean["base"], mean["synth"] - mean["base"]
     ratio = round(synth_gain / hand_gain, 3) if hand_gain > 0 else None
+    gap = mean_ci95([r["synth"] - r["hand"] for r in rows])
     job = JOBS.get(args.env)
     print(
         json.dumps(
@@ -268,6 +270,8 @@ def main() -> None:
                 "mean": {k: round(v, 4) for k, v in mean.items()},
                 "hand_gain": round(hand_gain, 4),
                 "synth_gain": round(synth_gain, 4),
+                "synth_minus_hand": round(gap.mean, 4),
+                "synth_minus_hand_ci95": (round(gap.low, 4), round(gap.high, 4)),
                 "synthesized": synthesized,
                 "cpus": os.cpu_count(),
                 "wall_s": round(time.perf_counter() - started, 1),
