@@ -201,11 +201,22 @@ def _job_seed(
             made |= {k: synth[k] for k in ("explored", "kept", "dropped")}
         demos = next(s for s in results["stages"] if s["name"] == "demonstrations")
         made[f"{arm}_demonstrations"] = demos["solved"]
+        made[f"{arm}_batched"] = _batched_share(runner.store_path, demos["run_id"])
         row[arm] = _success(results, AFTER_SFT)
+        after_sft = next(s for s in results["stages"] if s["name"] == AFTER_SFT)["summary"]
+        row[f"{arm}_truncated"] = round(after_sft["status"].get("truncated", 0) / after_sft["episodes"], 4)  # fmt: skip
         if job == "web":
             after = next(s for s in results["stages"] if s["name"] == AFTER_SFT)
             row |= {f"{arm}_{k}": v for k, v in _form_split(runner.store_path, after["run_id"]).items()}  # fmt: skip
     return row, made
+
+
+def _batched_share(store_path: Path, run_id: str) -> float:
+    """The share of a run's episodes with a reply of more than one tool call: a teacher that
+    batches its actions teaches replies a job's per-turn token limit may cut."""
+    with TrajectoryStore(store_path) as store:
+        batched = [any(len(m.tool_calls) > 1 for m in t.messages) for t in store.iter_query(run=run_id)]  # fmt: skip
+    return round(sum(batched) / len(batched), 4)
 
 
 def _form_split(store_path: Path, run_id: str) -> dict[str, float]:
