@@ -32,9 +32,10 @@ web synthesizer reads; from training-split tasks, ``--explore`` episodes, every 
 with one change or more kept), the same teacher plays as many of those tasks, then the same SFT
 and the same held-out eval (the job's test split). Run folders of the job made before
 (``trajforge run JOB seed=N --out DIR``) copied to ``OUT/<env>-hand-s<N>`` are reused by
-fingerprint. For the web job each seed's row also splits each arm's held-out success into the
-form pages (``<arm>_forms``) and the job's other pages (``<arm>_other``), which no
-synthesized task is made from.
+fingerprint. Each seed's row also gives each arm's share of held-out episodes cut at a limit
+(``<arm>_truncated``) and of demonstrations with a reply of several calls (``<arm>_batched``);
+for the web job, its held-out success on the form pages (``<arm>_forms``) and on the job's other
+pages (``<arm>_other``), which no synthesized task is made from.
 
     .venv/bin/python bench/synthesis.py --quick        # 1 seed, 40 boards, 60 steps: minutes
     .venv/bin/python bench/synthesis.py --seeds 0 1 2  # 120 boards, 200 steps, 100 held out
@@ -203,10 +204,10 @@ def _job_seed(
         made[f"{arm}_demonstrations"] = demos["solved"]
         made[f"{arm}_batched"] = _batched_share(runner.store_path, demos["run_id"])
         row[arm] = _success(results, AFTER_SFT)
-        after_sft = next(s for s in results["stages"] if s["name"] == AFTER_SFT)["summary"]
-        row[f"{arm}_truncated"] = round(after_sft["status"].get("truncated", 0) / after_sft["episodes"], 4)  # fmt: skip
+        after = next(s for s in results["stages"] if s["name"] == AFTER_SFT)
+        cut, episodes = after["summary"]["status"].get("truncated", 0), after["summary"]["episodes"]
+        row[f"{arm}_truncated"] = round(cut / episodes, 4)
         if job == "web":
-            after = next(s for s in results["stages"] if s["name"] == AFTER_SFT)
             row |= {f"{arm}_{k}": v for k, v in _form_split(runner.store_path, after["run_id"]).items()}  # fmt: skip
     return row, made
 
