@@ -39,6 +39,7 @@ from trajforge.judge.stats import mean_ci95
 from trajforge.pipeline.config import Experiment
 from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.schema import Task
+from trajforge.store import TrajectoryStore
 from trajforge.synthesis.bugs import synthesize_bugs
 from trajforge.synthesis.report import write_tasks
 
@@ -117,6 +118,17 @@ def _experiment(tasks_file: Path, seed: int, sizes: dict[str, int], quick: bool)
     )
 
 
+def _edits(store_path: Path, run_id: str) -> dict[str, int]:
+    """What a run's ``edit_file`` calls did: all of them, and those whose new text is the old
+    one (the form of a fix, without one)."""
+    calls = []
+    with TrajectoryStore(store_path) as store:
+        for traj in store.iter_query(run=run_id):
+            calls += [c for m in traj.messages for c in m.tool_calls if c.name == "edit_file"]
+    unchanged = sum(c.arguments.get("old") == c.arguments.get("new") for c in calls)
+    return {"edit_calls": len(calls), "unchanged": unchanged}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=200, help="changes tried")
@@ -138,13 +150,16 @@ def main() -> None:
         if not held or sizes.get(TRAIN, 0) == 0:
             raise SystemExit(f"seed {seed}: {sizes} tasks by split: no held-out or no training tasks")  # fmt: skip
         exp = _experiment(run_dir / "tasks.jsonl", seed, sizes, args.quick)
-        results = ExperimentRunner(exp, run_dir=run_dir).run()
+        runner = ExperimentRunner(exp, run_dir=run_dir)
+        results = runner.run()
         (base, _), (after, _) = stage_rate(results, "base"), stage_rate(results, "after_sft")
+        after_run = next(s["run_id"] for s in results["stages"] if s["name"] == "after_sft")
+        edits = _edits(runner.store_path, after_run)
         rows.append({"seed": seed, "held_out_functions": sorted(held), **sizes,
-                     "base": base.value, "after_sft": after.value})  # fmt: skip
+                     "base": base.value, "after_sft": after.value, "after_sft_edits": edits})  # fmt: skip
         print(f"  seed {seed}: held out {sorted(held)} ({sizes[TEST]} tasks; "
-              f"{sizes[TRAIN]} to train on): base {base.text()}, after SFT {after.text()}",
-              flush=True)  # fmt: skip
+              f"{sizes[TRAIN]} to train on): base {base.text()}, after SFT {after.text()}; "
+              f"its edits {edits}", flush=True)  # fmt: skip
     gain = mean_ci95([r["after_sft"] - r["base"] for r in rows])
     print(
         json.dumps(

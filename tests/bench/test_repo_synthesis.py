@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trajforge.schema import Task
+from trajforge.schema import Message, Role, Task, ToolCall, Trajectory
+from trajforge.store import TrajectoryStore
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -36,3 +37,26 @@ def test_held_out_functions_reach_the_share_and_skip_a_dominant_one(
         splits.append(frozenset(held))
     assert len(set(splits)) > 1, "the seed should change which functions are held out"
     assert bench.held_out_functions(tasks, 3, 0.25) == bench.held_out_functions(tasks, 3, 0.25)
+
+
+def test_edits_that_change_nothing_are_counted_apart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    bench = importlib.import_module("repo_synthesis")
+
+    def episode(run_id: str, old: str, new: str) -> Trajectory:
+        call = ToolCall(id="c0", name="edit_file", arguments={"path": "m.py", "old": old, "new": new})  # fmt: skip
+        return Trajectory(run_id=run_id, env="repo", task=Task(id="t", prompt="fix it"),
+                          messages=[Message(role=Role.USER, content="fix it"),
+                                    Message(role=Role.ASSISTANT, tool_calls=[call]),
+                                    Message(role=Role.TOOL, content="m.py: replaced 1 occurrence", tool_call_id="c0", name="edit_file")])  # fmt: skip
+
+    with TrajectoryStore(tmp_path / "store.db") as store:
+        store.add(episode("repo.after_sft", "x < 1", "x < 1"))
+        store.add(episode("repo.after_sft", "x < 1", "x <= 1"))
+        store.add(episode("repo.base", "y", "y"))
+    assert bench._edits(tmp_path / "store.db", "repo.after_sft") == {
+        "edit_calls": 2,
+        "unchanged": 1,
+    }
