@@ -33,7 +33,8 @@ with one change or more kept), the same teacher plays as many of those tasks, th
 and the same held-out eval (the job's test split). Run folders of the job made before
 (``trajforge run JOB seed=N --out DIR``) copied to ``OUT/<env>-hand-s<N>`` are reused by
 fingerprint. Each seed's row also gives each arm's share of held-out episodes cut at a limit
-(``<arm>_truncated``) and of demonstrations with a reply of several calls (``<arm>_batched``);
+(``<arm>_truncated``), of an episode's tool calls that failed (``<arm>_tool_errors``, the mean
+over episodes) and of demonstrations with a reply of several calls (``<arm>_batched``);
 for the web job, its held-out success on the form pages (``<arm>_forms``) and on the job's other
 pages (``<arm>_other``), which no synthesized task is made from.
 
@@ -207,6 +208,7 @@ def _job_seed(
         after = next(s for s in results["stages"] if s["name"] == AFTER_SFT)
         cut, episodes = after["summary"]["status"].get("truncated", 0), after["summary"]["episodes"]
         row[f"{arm}_truncated"] = round(cut / episodes, 4)
+        row[f"{arm}_tool_errors"] = round(after["summary"]["tool_error_rate"], 4)
         if job == "web":
             row |= {f"{arm}_{k}": v for k, v in _form_split(runner.store_path, after["run_id"]).items()}  # fmt: skip
     return row, made
