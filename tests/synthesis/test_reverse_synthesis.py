@@ -4,15 +4,17 @@ trajectory they came from; a checker that fails its own solution drops the task.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from trajforge.envs import Candidate, TaskSet, synthesizer_for
+from trajforge.envs.builtin.arith import format_number, safe_eval
 from trajforge.errors import ConfigError
 from trajforge.policy import load_policy
 from trajforge.rollout import RolloutSpec, run_rollout
-from trajforge.schema import Message, Role, Task, is_success
+from trajforge.schema import Message, Role, Task, ToolCall, Trajectory, is_success
 from trajforge.store import TrajectoryStore
 from trajforge.synthesis import SynthesisSettings, check_by_execution, synthesize
 from trajforge.synthesis.explore import explore
@@ -52,13 +54,38 @@ def test_the_checker_accepts_the_source_and_rejects_a_wrong_answer(
     assert source.task.id == task.data["synthesis"]["start_task"]
 
 
-def test_calculator_task_states_the_chain_the_explorer_ran(tmp_path: Path) -> None:
-    candidate = _candidates("calculator", tmp_path / "store.db")[0]
-    task = candidate.task
-    assert task.prompt.startswith("Start with ")
-    assert candidate.solution[-1] == f"The answer is {task.answer}."
-    assert candidate.wrong[-1] == f"The answer is {task.answer + 1}."
-    assert len(task.data["steps"]) >= 2
+def test_calculator_task_tells_the_explorers_calls_as_a_word_problem(tmp_path: Path) -> None:
+    candidates = _candidates("calculator", tmp_path / "store.db", episodes=12)
+    assert len(candidates) == 12
+    for candidate in candidates:
+        task, steps = candidate.task, candidate.task.data["steps"]
+        assert len(steps) >= 2
+        assert not set("+-*/") & set(task.prompt), task.prompt
+        results = {safe_eval(s) for s in steps}
+        for step in steps:
+            left, _, right = step.split()
+            # A number the story gives, not one the tool worked out, is in its words.
+            for number in (left, right):
+                assert float(number) in results or re.search(rf"\b{number}\b", task.prompt)
+        assert task.prompt.endswith("?")
+        assert candidate.solution[-1] == f"The answer is {task.answer}."
+        assert candidate.wrong[-1] == f"The answer is {task.answer + 1}."
+
+
+def test_calls_that_do_not_build_on_the_running_number_make_no_task() -> None:
+    calls = ["12 * 3", "50 + 2", "9 * 9"]
+    messages = [Message(role=Role.USER, content="explore")]
+    for i, expression in enumerate(calls):
+        call = ToolCall(id=f"c{i}", name="calculator", arguments={"expression": expression})
+        messages += [
+            Message(role=Role.ASSISTANT, content="", tool_calls=[call]),
+            Message(
+                role=Role.TOOL, content=format_number(safe_eval(expression)), tool_call_id=f"c{i}"
+            ),
+        ]
+    source = Trajectory(task=Task(id="t", prompt="explore", env="calculator"), messages=messages)
+    made = synthesizer_for("calculator").relabel(source, min_steps=2)
+    assert made == "the calls are not moves a story can tell"
 
 
 def test_a_task_whose_checker_rejects_its_own_solution_is_dropped(tmp_path: Path) -> None:
