@@ -35,7 +35,9 @@ and the same held-out eval (the job's test split). Run folders of the job made b
 fingerprint. Each seed's row also gives each arm's share of held-out episodes cut at a limit
 (``<arm>_truncated``), of an episode's tool calls that failed (``<arm>_tool_errors``, the mean
 over episodes) and of demonstrations with a reply of several calls (``<arm>_batched``);
-for the web job, its held-out success on the form pages (``<arm>_forms``) and on the job's other
+``--match-difficulty`` works for the jobs as for keydoor (ten times the episodes, the
+training split's mix of expert solution lengths kept); for the web job, its held-out success on
+the form pages (``<arm>_forms``) and on the job's other
 pages (``<arm>_other``), which no synthesized task is made from.
 
     .venv/bin/python bench/synthesis.py --quick        # 1 seed, 40 boards, 60 steps: minutes
@@ -43,6 +45,7 @@ pages (``<arm>_other``), which no synthesized task is made from.
     .venv/bin/python bench/synthesis.py --quick --match-difficulty
     TRAJFORGE_BROWSERS=8 .venv/bin/python bench/synthesis.py --env web --out runs/synthesis_web
     .venv/bin/python bench/synthesis.py --env calculator --out runs/synthesis_calculator
+    .venv/bin/python bench/synthesis.py --env calculator --match-difficulty --out runs/calc_matched
 
 Prints each arm's held-out success per seed, then ONE JSON line; ``ratio`` is the synthesized
 arm's mean gain over the base weights divided by the hand-written arm's (null when the
@@ -132,7 +135,7 @@ def _experiment(
     )
 
 
-def _job_arms(job_file: Path, seed: int, explore: int) -> dict[str, Experiment]:
+def _job_arms(job_file: Path, seed: int, explore: int, matched: bool) -> dict[str, Experiment]:
     """A job's two arms for ``seed``: its stages to ``after_sft``, and the same with a
     ``synthesize`` stage in place of the base eval (over the job's env, or its form pages for a
     MiniWoB++ env), its demonstrations stage playing those tasks."""
@@ -142,7 +145,13 @@ def _job_arms(job_file: Path, seed: int, explore: int) -> dict[str, Experiment]:
     pages = env.removeprefix(MINIWOB).split(",") if env.startswith(MINIWOB) else None
     forms = MINIWOB + ",".join(p for p in pages if p in SYNTH_TASKS) if pages else None
     # Every reached state with one change or more: the jobs' own tasks include short ones.
-    synthesize = SynthesizeStage(env=forms, episodes=explore, seed=seed, min_steps=1)
+    synthesize = SynthesizeStage(
+        env=forms,
+        episodes=explore * MATCHED_EXPLORE if matched else explore,
+        seed=seed,
+        min_steps=1,
+        match_difficulty="train" if matched else None,
+    )
     synth: list[Any] = [synthesize]
     for stage in stages:
         if isinstance(stage, DemonstrationStage):
@@ -188,12 +197,12 @@ def _keydoor_seed(
 
 
 def _job_seed(
-    job: str, seed: int, explore: int, out: Path
+    job: str, seed: int, explore: int, out: Path, matched: bool
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Both arms of job ``job`` for ``seed``, in ``OUT/<job>-<arm>-s<seed>``."""
     row: dict[str, float] = {}
     made: dict[str, Any] = {}
-    for arm, exp in _job_arms(JOBS[job], seed, explore).items():
+    for arm, exp in _job_arms(JOBS[job], seed, explore, matched).items():
         runner = ExperimentRunner(exp, run_dir=out / f"{job}-{arm}-s{seed}")
         results = runner.run()
         if arm == "hand":
@@ -258,7 +267,7 @@ def main() -> None:
         for seed in seeds:
             if args.env in JOBS:
                 explore = args.explore or EXPLORE[args.env]
-                row, made = _job_seed(args.env, seed, explore, out)
+                row, made = _job_seed(args.env, seed, explore, out, args.match_difficulty)
             else:
                 row, made = _keydoor_seed(seed, sizes, out, args.match_difficulty)
             rows.append({"seed": seed, **row})
