@@ -36,7 +36,7 @@ from calculator_job import QUICK, QUICK_EVAL
 from over_seeds import over_seeds
 from stage_records import done_record, stage_rate
 
-from trajforge.judge.stats import mean_ci95
+from trajforge.judge.stats import difference_ci95
 from trajforge.pipeline.config import (
     DemonstrationStage,
     EvalStage,
@@ -112,7 +112,7 @@ def main() -> None:
               f"episodes, {retrieved:.2f} items a task); memory: {items}")  # fmt: skip
     without_rates = [r["without"].value for r in rows]
     with_rates = [r["with"].value for r in rows]
-    diff = mean_ci95([b - a for a, b in zip(without_rates, with_rates, strict=True)])
+    diff = difference_ci95([b - a for a, b in zip(without_rates, with_rates, strict=True)])
     mean_off = sum(without_rates) / len(rows)
     print(
         json.dumps(

@@ -35,7 +35,7 @@ from bug_synthesis import PACKAGE, VERSION, fetch
 from stage_records import stage_rate
 
 from trajforge.envs import TaskSet
-from trajforge.judge.stats import mean_ci95
+from trajforge.judge.stats import difference_ci95
 from trajforge.pipeline.config import Experiment
 from trajforge.pipeline.runner import ExperimentRunner
 from trajforge.schema import Task
@@ -160,7 +160,7 @@ def main() -> None:
         print(f"  seed {seed}: held out {sorted(held)} ({sizes[TEST]} tasks; "
               f"{sizes[TRAIN]} to train on): base {base.text()}, after SFT {after.text()}; "
               f"its edits {edits}", flush=True)  # fmt: skip
-    gain = mean_ci95([r["after_sft"] - r["base"] for r in rows])
+    gain = difference_ci95([r["after_sft"] - r["base"] for r in rows])
     print(
         json.dumps(
             {

@@ -70,7 +70,7 @@ from trajforge.envs.browser.miniwob import PREFIX as MINIWOB
 from trajforge.envs.builtin.keydoor import KeyBoard
 from trajforge.envs.registry import get_env
 from trajforge.envs.synthesizers.web import SYNTH_TASKS
-from trajforge.judge.stats import mean_ci95
+from trajforge.judge.stats import difference_ci95
 from trajforge.pipeline.config import (
     DemonstrationStage,
     Experiment,
@@ -277,7 +277,7 @@ def main() -> None:
     mean = {k: sum(r[k] for r in rows) / len(rows) for k in ("base", "hand", "synth")}
     hand_gain, synth_gain = mean["hand"] - mean["base"], mean["synth"] - mean["base"]
     ratio = round(synth_gain / hand_gain, 3) if hand_gain > 0 else None
-    gap = mean_ci95([r["synth"] - r["hand"] for r in rows])
+    gap = difference_ci95([r["synth"] - r["hand"] for r in rows])
     job = JOBS.get(args.env)
     print(
         json.dumps(

@@ -5,6 +5,7 @@ import math
 import pytest
 
 from trajforge.judge.stats import (
+    difference_ci95,
     mean_ci95,
     mean_pass_at_k,
     mean_pass_hat_k,
@@ -155,3 +156,14 @@ def test_summaries_from_sql_totals_match_summaries_from_the_rewards() -> None:
     assert math.isnan(summarize_reward_totals([]).reward.mean)
     binary = [("ok", 3, 3, 2.0, 2.0, 2, 0.0, 1.0)]  # rewards 1, 1, 0: Wilson, as from the rewards
     assert summarize_reward_totals(binary).reward == mean_ci95([1.0, 1.0, 0.0])
+
+
+def test_a_difference_interval_is_students_t_and_never_cut_at_zero() -> None:
+    no_gain = difference_ci95([0.0, 0.0, 0.0])
+    assert (no_gain.mean, no_gain.low, no_gain.high) == (0.0, 0.0, 0.0)
+    gains = difference_ci95([0.02, 0.04, 0.09])
+    # t(2) = 4.303: the half-width 4.303 * sd / sqrt(3) reaches below zero.
+    assert gains.mean == pytest.approx(0.05)
+    assert gains.low == pytest.approx(0.05 - 4.303 * 0.036056 / 3**0.5, abs=1e-4)
+    assert gains.low < 0.0 < gains.high
+    assert mean_ci95([0.0, 0.0, 0.0]).high > 0.5  # a proportion of 0 in 3 is Wilson's

@@ -84,6 +84,21 @@ def mean_ci95(values: Sequence[float]) -> MeanCI:
     return _interval(n, mean, var, min(values), max(values), binary)
 
 
+def difference_ci95(differences: Sequence[float]) -> MeanCI:
+    """Mean and Student's t 95% interval of paired differences (one per seed, say): never
+    Wilson's, as three seeds that all gained 0 are no proportion of 0 in 3 trials, and never
+    cut to [0, 1], as a difference may be negative whatever the seeds showed."""
+    n = len(differences)
+    if n == 0:
+        return MeanCI(math.nan, math.nan, math.nan, 0)
+    mean = sum(differences) / n
+    if n < 2:
+        return MeanCI(mean, mean, mean, n)
+    var = sum((v - mean) ** 2 for v in differences) / (n - 1)
+    half = _T95.get(n - 1, 1.96) * math.sqrt(var / n)
+    return MeanCI(mean, mean - half, mean + half, n)
+
+
 def mean_ci95_from_moments(
     n: int, total: float, total_sq: float, lowest: float, highest: float
 ) -> MeanCI:
