@@ -36,7 +36,9 @@ fingerprint. Each seed's row also gives each arm's share of held-out episodes cu
 (``<arm>_truncated``), of an episode's tool calls that failed (``<arm>_tool_errors``, the mean
 over episodes) and of demonstrations with a reply of several calls (``<arm>_batched``);
 ``--match-difficulty`` works for the jobs as for keydoor (ten times the episodes, the
-training split's mix of expert solution lengths kept); for the web job, its held-out success on
+training split's mix of expert solution lengths kept); ``--env-expert`` makes the env's own
+expert the teacher of both arms in place of the job's imperfect one (whose habits, a shortcut
+or a batched reply, the student copies whatever tasks it is shown); for the web job, its held-out success on
 the form pages (``<arm>_forms``) and on the job's other
 pages (``<arm>_other``), which no synthesized task is made from.
 
@@ -46,6 +48,7 @@ pages (``<arm>_other``), which no synthesized task is made from.
     TRAJFORGE_BROWSERS=8 .venv/bin/python bench/synthesis.py --env web --out runs/synthesis_web
     .venv/bin/python bench/synthesis.py --env calculator --out runs/synthesis_calculator
     .venv/bin/python bench/synthesis.py --env calculator --match-difficulty --out runs/calc_matched
+    .venv/bin/python bench/synthesis.py --env calculator --match-difficulty --env-expert --out D
 
 Prints each arm's held-out success per seed, then ONE JSON line; ``ratio`` is the synthesized
 arm's mean gain over the base weights divided by the hand-written arm's (null when the
@@ -59,6 +62,7 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +139,17 @@ def _experiment(
     )
 
 
-def _job_arms(job_file: Path, seed: int, explore: int, matched: bool) -> dict[str, Experiment]:
+@dataclass(frozen=True)
+class JobArms:
+    """How a job's arms are made: exploration episodes, difficulty matching, and whether the
+    env's own expert replaces the job's teacher in both arms."""
+
+    explore: int
+    matched: bool = False
+    env_expert: bool = False
+
+
+def _job_arms(job_file: Path, seed: int, how: JobArms) -> dict[str, Experiment]:
     """A job's two arms for ``seed``: its stages to ``after_sft``, and the same with a
     ``synthesize`` stage in place of the base eval (over the job's env, or its form pages for a
     MiniWoB++ env), its demonstrations stage playing those tasks."""
@@ -147,11 +161,16 @@ def _job_arms(job_file: Path, seed: int, explore: int, matched: bool) -> dict[st
     # Every reached state with one change or more: the jobs' own tasks include short ones.
     synthesize = SynthesizeStage(
         env=forms,
-        episodes=explore * MATCHED_EXPLORE if matched else explore,
+        episodes=how.explore * MATCHED_EXPLORE if how.matched else how.explore,
         seed=seed,
         min_steps=1,
-        match_difficulty="train" if matched else None,
+        match_difficulty="train" if how.matched else None,
     )
+    if how.env_expert:
+        stages = [
+            s.model_copy(update={"policy": "expert"}) if isinstance(s, DemonstrationStage) else s
+            for s in stages
+        ]
     synth: list[Any] = [synthesize]
     for stage in stages:
         if isinstance(stage, DemonstrationStage):
@@ -197,12 +216,12 @@ def _keydoor_seed(
 
 
 def _job_seed(
-    job: str, seed: int, explore: int, out: Path, matched: bool
+    job: str, seed: int, how: JobArms, out: Path
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Both arms of job ``job`` for ``seed``, in ``OUT/<job>-<arm>-s<seed>``."""
     row: dict[str, float] = {}
     made: dict[str, Any] = {}
-    for arm, exp in _job_arms(JOBS[job], seed, explore, matched).items():
+    for arm, exp in _job_arms(JOBS[job], seed, how).items():
         runner = ExperimentRunner(exp, run_dir=out / f"{job}-{arm}-s{seed}")
         results = runner.run()
         if arm == "hand":
@@ -255,6 +274,9 @@ def main() -> None:
         help="synth arm: explore 10x and match the training split's solution lengths",
     )
     parser.add_argument("--explore", type=int, default=None, help="a job's exploration episodes")  # fmt: skip
+    parser.add_argument(
+        "--env-expert", action="store_true", help="a job's arms: the env's expert as the teacher"
+    )
     parser.add_argument("--out", type=Path, default=None, help="run folders (default: temp)")
     args = parser.parse_args()
     sizes = PRESETS["quick" if args.quick else "full"]
@@ -267,7 +289,8 @@ def main() -> None:
         for seed in seeds:
             if args.env in JOBS:
                 explore = args.explore or EXPLORE[args.env]
-                row, made = _job_seed(args.env, seed, explore, out, args.match_difficulty)
+                how = JobArms(explore, args.match_difficulty, args.env_expert)
+                row, made = _job_seed(args.env, seed, how, out)
             else:
                 row, made = _keydoor_seed(seed, sizes, out, args.match_difficulty)
             rows.append({"seed": seed, **row})
@@ -287,6 +310,7 @@ def main() -> None:
                 "model": "embedded" if job else "pocket",
                 "quick": args.quick,
                 "match_difficulty": args.match_difficulty,
+                "env_expert": args.env_expert,
                 "sizes": {"explore": args.explore or EXPLORE[args.env]} if job else sizes,
                 "seeds": seeds,
                 "per_seed": rows,

@@ -23,7 +23,7 @@ def test_the_web_arms_differ_only_in_where_the_demonstrations_come_from(
     monkeypatch.syspath_prepend(str(BENCH))
     monkeypatch.chdir(BENCH.parent)  # the job names its env by a path from the checkout
     synthesis = importlib.import_module("synthesis")
-    arms = synthesis._job_arms(synthesis.JOBS["web"], seed=2, explore=50, matched=False)
+    arms = synthesis._job_arms(synthesis.JOBS["web"], seed=2, how=synthesis.JobArms(50))
     hand, synth = arms["hand"], arms["synth"]
     assert [s.name for s in hand.stages] == ["base", "demonstrations", "sft", "after_sft"]
     assert [s.name for s in synth.stages] == ["synthesize", "demonstrations", "sft", "after_sft"]
@@ -45,16 +45,23 @@ def test_a_job_whose_env_has_a_synthesizer_explores_that_env(
 ) -> None:
     monkeypatch.syspath_prepend(str(BENCH))
     synthesis = importlib.import_module("synthesis")
-    synth = synthesis._job_arms(synthesis.JOBS["calculator"], seed=1, explore=400, matched=False)
+    job = synthesis.JOBS["calculator"]
+    synth = synthesis._job_arms(job, seed=1, how=synthesis.JobArms(400))
     explore = synth["synth"].stages[0]
     assert isinstance(explore, SynthesizeStage) and explore.env is None
     assert synth["synth"].env == "calculator" and explore.episodes == 400
     assert explore.match_difficulty is None
-    matched = synthesis._job_arms(synthesis.JOBS["calculator"], seed=1, explore=400, matched=True)
+    matched = synthesis._job_arms(job, seed=1, how=synthesis.JobArms(400, matched=True))
     explore = matched["synth"].stages[0]
     assert isinstance(explore, SynthesizeStage)
     assert (explore.episodes, explore.match_difficulty) == (4000, "train")
     assert matched["hand"] == synth["hand"]
+    taught = synthesis._job_arms(job, seed=1, how=synthesis.JobArms(400, env_expert=True))
+    for arm in ("hand", "synth"):
+        teachers = {s.policy for s in synth[arm].stages if isinstance(s, DemonstrationStage)}
+        assert teachers == {"script:examples/calculator/teacher.py:shortcut_expert"}
+        teachers = {s.policy for s in taught[arm].stages if isinstance(s, DemonstrationStage)}
+        assert teachers == {"expert"}
 
 
 def test_the_web_split_counts_form_pages_apart_from_the_others(
