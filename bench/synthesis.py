@@ -32,15 +32,18 @@ web synthesizer reads; from training-split tasks, ``--explore`` episodes, every 
 with one change or more kept), the same teacher plays as many of those tasks, then the same SFT
 and the same held-out eval (the job's test split). Run folders of the job made before
 (``trajforge run JOB seed=N --out DIR``) copied to ``OUT/<env>-hand-s<N>`` are reused by
-fingerprint. Each seed's row also gives each arm's share of held-out episodes cut at a limit
+fingerprint. ``--match-difficulty`` works for the jobs as for keydoor (ten times the episodes,
+the training split's mix of expert solution lengths kept); ``--env-expert`` makes the env's own
+expert the teacher of both arms in place of the job's imperfect one (whose habit, a shortcut or
+a batched reply, the student copies whatever tasks it is shown).
+
+Each seed's row also gives each arm's share of held-out episodes cut at a limit
 (``<arm>_truncated``), of an episode's tool calls that failed (``<arm>_tool_errors``, the mean
-over episodes) and of demonstrations with a reply of several calls (``<arm>_batched``);
-``--match-difficulty`` works for the jobs as for keydoor (ten times the episodes, the
-training split's mix of expert solution lengths kept); ``--env-expert`` makes the env's own
-expert the teacher of both arms in place of the job's imperfect one (whose habits, a shortcut
-or a batched reply, the student copies whatever tasks it is shown); for the web job, its held-out success on
-the form pages (``<arm>_forms``) and on the job's other
-pages (``<arm>_other``), which no synthesized task is made from.
+over episodes) and of demonstrations with a reply of several calls (``<arm>_batched``); for the
+calculator job, its held-out problems solved and played per solution shape
+(``<arm>_by_shape``: ``n*n r-n`` is a product, then a number taken from it); for the web job,
+its held-out success on the form pages (``<arm>_forms``) and on the job's other pages
+(``<arm>_other``), which no synthesized task is made from.
 
     .venv/bin/python bench/synthesis.py --quick        # 1 seed, 40 boards, 60 steps: minutes
     .venv/bin/python bench/synthesis.py --seeds 0 1 2  # 120 boards, 200 steps, 100 held out
@@ -71,6 +74,7 @@ from rich.console import Console
 
 from trajforge.envs import TaskSet
 from trajforge.envs.browser.miniwob import PREFIX as MINIWOB
+from trajforge.envs.builtin.arith import format_number, safe_eval
 from trajforge.envs.builtin.keydoor import KeyBoard
 from trajforge.envs.registry import get_env
 from trajforge.envs.synthesizers.web import SYNTH_TASKS
@@ -239,7 +243,33 @@ def _job_seed(
         row[f"{arm}_tool_errors"] = round(after["summary"]["tool_error_rate"], 4)
         if job == "web":
             row |= {f"{arm}_{k}": v for k, v in _form_split(runner.store_path, after["run_id"]).items()}  # fmt: skip
+        if job == "calculator":
+            row[f"{arm}_by_shape"] = _shape_split(runner.store_path, after["run_id"])
     return row, made
+
+
+def _shape(steps: list[str]) -> str:
+    """A calculator solution's shape: per step its operator and whether each operand is a
+    number of the problem (``n``) or an earlier result (``r``), e.g. ``n*n r-n``."""
+    results: list[str] = []
+    parts: list[str] = []
+    for step in steps:
+        left, op, right = step.split()
+        parts.append(f"{'r' if left in results else 'n'}{op}{'r' if right in results else 'n'}")
+        results.append(format_number(safe_eval(step)))
+    return " ".join(parts)
+
+
+def _shape_split(store_path: Path, run_id: str) -> dict[str, list[int]]:
+    """Held-out episodes solved and played per solution shape of an eval run: which kinds of
+    problem the synthesized stories taught, and which they did not."""
+    counts: dict[str, list[int]] = {}
+    with TrajectoryStore(store_path) as store:
+        for t in store.iter_query(run=run_id):
+            tally = counts.setdefault(_shape(t.task.data["steps"]), [0, 0])
+            tally[0] += is_success(t.outcome.status, t.outcome.reward)
+            tally[1] += 1
+    return dict(sorted(counts.items()))
 
 
 def _batched_share(store_path: Path, run_id: str) -> float:

@@ -83,3 +83,25 @@ def test_the_web_split_counts_form_pages_apart_from_the_others(
     split = synthesis._form_split(tmp_path / "store.db", "web.after_sft")
     # a truncated episode never succeeded, whatever its reward; another run is not counted
     assert split == {"forms": round(2 / 3, 4), "other": 0.5}
+
+
+def test_calculator_shapes_tell_a_fresh_number_from_an_earlier_result(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    synthesis = importlib.import_module("synthesis")
+    assert synthesis._shape(["3 * 6", "20 * 14", "18 + 280"]) == "n*n n*n r+r"
+    assert synthesis._shape(["34 * 9", "703 - 306"]) == "n*n n-r"
+    solved = [
+        (["5 * 6", "30 - 3"], 1.0),
+        (["9 * 8", "72 - 12"], 0.0),
+        (["34 * 9", "703 - 306"], 1.0),
+    ]
+    with TrajectoryStore(tmp_path / "store.db") as store:
+        for i, (steps, reward) in enumerate(solved):
+            store.add(Trajectory(run_id="calculator.after_sft", env="calculator",
+                                 task=Task(id=f"t{i}", prompt="p", data={"steps": steps}),
+                                 messages=[Message(role=Role.USER, content="p")],
+                                 outcome=Outcome(reward=reward)))  # fmt: skip
+    split = synthesis._shape_split(tmp_path / "store.db", "calculator.after_sft")
+    assert split == {"n*n n-r": [1, 1], "n*n r-n": [1, 2]}
