@@ -130,3 +130,10 @@ def test_the_difficulty_band_keeps_tasks_by_a_policys_pass_rate(tmp_path: Path) 
             "calculator", hard, run_id="e2", store=tmp_path / "s.db", out=tmp_path / "b.jsonl"
         )
     assert not (tmp_path / "b.jsonl").exists()
+
+
+def test_calculator_synthesis_writes_the_same_tasks_when_run_again(tmp_path: Path) -> None:
+    first = _candidates("calculator", tmp_path / "a.db", episodes=8)
+    again = _candidates("calculator", tmp_path / "b.db", episodes=8)
+    assert [c.task.id for c in first] == [c.task.id for c in again]
+    assert [c.task.prompt for c in first] == [c.task.prompt for c in again]

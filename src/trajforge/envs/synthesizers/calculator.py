@@ -4,11 +4,13 @@ The explorer keeps a running whole number and makes two to four ``calculator`` c
 from a number or from a product ("5 boxes of 12"), then adds, subtracts, multiplies, adds or
 takes away a fresh product (two calls: ``a * b``, then the running number and that result),
 and may end by dividing by a divisor. The labelling rule tells the moves as a story about one
-person's things, with nouns and wording drawn per task from lists that share nothing with the
-env's own problems (a labelling policy's job in OS-Genesis; the embedded model is too small to
-write them). A first version stated the chain itself ("Start with 12. Multiply by 7..."):
-trained on those, the model used the tool but could not map a story's words to operations
-(docs/benchmarks.md, Task synthesis). The answer is the last result the tool gave, which the
+person's things, names, nouns and wording drawn per task from short lists (a labelling
+policy's job in OS-Genesis; the embedded model is too small to write them). Its names and
+nouns are none of the env's; some of its phrases are the env's too ("gives away", "equally
+among 3 friends", "are left"), as they are common English for the operation. A first version
+stated the chain itself ("Start with 12. Multiply by 7..."): trained on those, the model used
+the tool but could not map a story's words to operations (docs/benchmarks.md, Task
+synthesis). The answer is the last result the tool gave, which the
 env's verifier checks; ``data["steps"]`` are the calls made, so the env's expert solves it. The
 wrong answer is the same calls and that number plus one.
 """
@@ -21,7 +23,13 @@ from dataclasses import dataclass
 
 from trajforge.envs.builtin.plan import accepted_results
 from trajforge.envs.registry import get_env
-from trajforge.envs.synthesizers.base import Candidate, Synthesizer, new_task, turn_rng
+from trajforge.envs.synthesizers.base import (
+    STOP_REPLY,
+    Candidate,
+    Synthesizer,
+    new_task,
+    turn_rng,
+)
 from trajforge.formats import format_tool_call
 from trajforge.schema import ExpertFn, Message, Role, Task, Trajectory
 
@@ -77,6 +85,12 @@ def _steps(messages: list[Message]) -> list[Step] | str:
     return steps
 
 
+def _awaits_join(steps: list[Step]) -> bool:
+    """Whether the last call was a fresh product, whose second half (the running number and
+    it, added or taken away) must come next."""
+    return len(steps) >= 2 and steps[-1].op == "*" and steps[-1].left != steps[-2].result
+
+
 def _answer(value: int) -> str:
     return f"The answer is {value}."
 
@@ -93,12 +107,11 @@ def _next_call(rng: random.Random, steps: list[Step], calls_left: int) -> str:
             return _call(rng.randint(2, 15), "*", rng.randint(2, 20))
         start, op = rng.randint(20, 200), rng.choice("+-")
         return _call(start, op, rng.randint(1, start - 1) if op == "-" else rng.randint(1, 60))
-    last = steps[-1]
-    if len(steps) >= 2 and last.left != steps[-2].result and last.op == "*":
-        value = steps[-2].result
-        op = "-" if last.result <= value and rng.random() < 0.5 else "+"
-        return _call(value, op, last.result)
-    value = last.result
+    if _awaits_join(steps):
+        value, product = steps[-2].result, steps[-1].result
+        op = "-" if product <= value and rng.random() < 0.5 else "+"
+        return _call(value, op, product)
+    value = steps[-1].result
     moves = ["+", "-", "*"] + (["product"] if calls_left >= 2 else [])
     divisors = [d for d in range(2, 10) if value % d == 0]
     if calls_left == 1 and divisors:
@@ -222,10 +235,9 @@ class CalculatorSynthesizer(Synthesizer):
         def explore(task: Task, messages: list[Message]) -> str | None:
             steps = _steps(messages)
             if isinstance(steps, str):
-                return _answer(0)
+                return STOP_REPLY
             length = turn_rng(seed, "chain", task, 0).randint(MIN_CHAIN, MAX_CHAIN)
-            pending = len(steps) >= 2 and steps[-1].op == "*" and steps[-1].left != steps[-2].result
-            if len(steps) >= length and not pending:
+            if len(steps) >= length and not _awaits_join(steps):
                 return _answer(steps[-1].result)
             rng = turn_rng(seed, "explore", task, len(steps))
             return _next_call(rng, steps, length - len(steps))
@@ -238,7 +250,8 @@ class CalculatorSynthesizer(Synthesizer):
             return steps
         if len(steps) < min_steps:
             return f"too easy: fewer than {min_steps} steps"
-        prompt = _story(steps, random.Random(source.id))
+        # Seeded by what was explored, not the episode id, so a re-run writes the same tasks.
+        prompt = _story(steps, random.Random(f"story:{source.task.id}:{steps}"))
         if prompt is None:
             return "the calls are not moves a story can tell"
         value = steps[-1].result
